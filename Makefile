@@ -1,0 +1,58 @@
+# fanfit: `make demo` (fresh clone -> installed, local stack up, the 401(k) estimate printed) and `make test`.
+SHELL := /bin/bash
+PYTHON ?= python3.11
+VENV := .venv
+BIN := $(VENV)/bin
+export AWS_DEFAULT_REGION ?= us-east-1
+export SAM_CLI_TELEMETRY := 0
+
+.PHONY: install install-local demo test lint unit integration sam-build bench clean
+
+$(BIN)/fanfit: pyproject.toml
+	$(PYTHON) -m venv $(VENV)
+	$(BIN)/pip install -q --upgrade pip
+	$(BIN)/pip install -q -e '.[dev]'
+	touch $@
+
+install: $(BIN)/fanfit
+
+# LocalStack core (Python 3.13) with fanfit's plugins, and the Lambda runtime interpreter (Python 3.12).
+install-local: install
+	bash scripts/install_local_stack.sh
+
+# The 401(k) data (Chernozhukov et al. 2018), DoubleML's covariates, random forests, 5 folds x 3 repetitions.
+X401K := age,inc,educ,fsize,marr,twoearn,db,pira,hown
+demo: install install-local
+	$(BIN)/fanfit local up
+	$(BIN)/fanfit estimate --data examples/data/sipp1991.dta --model plr --y net_tfa --d e401 --x $(X401K) \
+	  --ml-l 'RandomForestRegressor:{"n_estimators": 100, "max_depth": 8}' \
+	  --ml-m 'RandomForestClassifier:{"n_estimators": 100, "max_depth": 8}' --n-folds 5 --n-rep 3 --seed 42
+	$(BIN)/fanfit estimate --data examples/data/sipp1991.dta --model irm --y net_tfa --d e401 --x $(X401K) \
+	  --ml-g 'RandomForestRegressor:{"n_estimators": 100, "max_depth": 8}' \
+	  --ml-m 'RandomForestClassifier:{"n_estimators": 100, "max_depth": 8}' --n-folds 5 --n-rep 3 --seed 42
+	@echo "The local stack keeps running for further commands; stop it with: $(BIN)/fanfit local down"
+
+lint: install
+	$(BIN)/ruff check .
+	$(BIN)/ruff format --check .
+	$(BIN)/mypy
+	$(BIN)/cfn-lint template.yaml
+	$(BIN)/sam validate --lint --template-file template.yaml
+	$(BIN)/python -m json.tool orchestrator/estimate.asl.json > /dev/null
+	for f in events/*.json; do $(BIN)/python -m json.tool $$f > /dev/null || exit 1; done
+
+unit: install
+	$(BIN)/pytest tests/unit -q
+
+integration: install install-local
+	$(BIN)/pytest tests/integration -q -m integration
+
+test: lint install-local
+	$(BIN)/pytest tests -q
+
+bench: install install-local
+	$(BIN)/python benchmarks/estimate_vs_doubleml.py --json
+
+clean:
+	-$(BIN)/fanfit local down
+	rm -rf .aws-sam .fanfit .pytest_cache .mypy_cache .ruff_cache

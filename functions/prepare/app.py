@@ -1,0 +1,44 @@
+"""Prepare: validate an estimate job and write the plan and shard list of a stage."""
+
+import os
+
+from aws_lambda_powertools import Logger, Metrics, Tracer
+from aws_lambda_powertools.metrics import MetricUnit
+from aws_lambda_powertools.utilities.idempotency import (
+    DynamoDBPersistenceLayer,
+    IdempotencyConfig,
+    idempotent,
+)
+from aws_lambda_powertools.utilities.parser import event_parser
+from aws_lambda_powertools.utilities.typing import LambdaContext
+from fanfit.jobs.estimate import prepare_stage
+from fanfit.jobs.events import PrepareEvent
+from fanfit.storage import JobRecords, JobStore
+
+logger = Logger()
+tracer = Tracer()
+metrics = Metrics()
+store = JobStore(os.environ["FANFIT_BUCKET"])
+records = JobRecords(os.environ["FANFIT_JOB_TABLE"])
+persistence = DynamoDBPersistenceLayer(table_name=os.environ["FANFIT_IDEMPOTENCY_TABLE"])
+idempotency = IdempotencyConfig(event_key_jmespath="[job_id, stage]")
+
+
+@logger.inject_lambda_context
+@tracer.capture_lambda_handler
+@metrics.log_metrics
+@idempotent(persistence_store=persistence, config=idempotency)
+@event_parser(model=PrepareEvent)
+def lambda_handler(event: PrepareEvent, context: LambdaContext) -> dict:
+    out = prepare_stage(
+        store,
+        records,
+        event.job_id,
+        event.spec_key,
+        event.stage,
+        event.execution_arn,
+        memory_mb=int(context.memory_limit_in_mb),
+    )
+    metrics.add_metric(name="ShardsPlanned", unit=MetricUnit.Count, value=out["n_shards"])
+    logger.info("stage planned", extra=out)
+    return out

@@ -1,0 +1,204 @@
+"""The ``fanfit`` command line.
+
+    fanfit estimate --data FILE --model plr --y COL --d COL[,COL] --x COL,... [--ml-l SPEC] ...
+    fanfit local up | down | status
+
+Without ``--stack`` a command uses the running local stack, or starts one for its duration. Results go
+to stdout (a DoubleML-style table, or one JSON object with ``--output json``); logs go to stderr.
+Exit codes: 0 done, 2 invalid input, 3 the job failed, 4 the stack cannot be reached.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import json
+import logging
+import sys
+from collections.abc import Iterator, Sequence
+from typing import Any
+
+from fanfit import errors
+
+log = logging.getLogger("fanfit")
+
+EXIT_INVALID, EXIT_FAILED, EXIT_STACK = 2, 3, 4
+
+
+def _estimate_parser(sub: Any) -> None:
+    p = sub.add_parser(
+        "estimate",
+        help="estimate a causal parameter by DML with repeated cross-fitting",
+        description="Double/debiased machine learning on the stack; options named as DoubleML names them.",
+    )
+    p.add_argument("--data", required=True, help="CSV, Parquet or Stata (.dta) file, or s3:// URI")
+    p.add_argument("--model", default="plr", choices=["plr", "irm", "pliv", "iivm"])
+    p.add_argument(
+        "--score", help="plr: 'partialling out' | 'IV-type'; irm: ATE | ATTE; iivm: LATE"
+    )
+    p.add_argument("--y", required=True, help="outcome column")
+    p.add_argument("--d", required=True, help="treatment column(s), comma-separated")
+    p.add_argument("--x", required=True, help="covariate columns, comma-separated")
+    p.add_argument("--z", help="instrument column(s) (pliv, iivm)")
+    for name in ("l", "m", "g", "r"):
+        p.add_argument(
+            f"--ml-{name}",
+            dest=f"ml_{name}",
+            metavar="SPEC",
+            help=f"learner ml_{name}: a scikit-learn class name, optionally NAME:{{json params}}",
+        )
+    p.add_argument("--n-folds", type=int, default=5)
+    p.add_argument("--n-rep", type=int, default=1)
+    p.add_argument("--seed", type=int, default=0, help="seed of the sample splitting and learners")
+    p.add_argument("--folds", help="CSV: one column per repetition, one row per observation, "
+                   "holding the 0-based test fold of that row")  # fmt: skip
+    p.add_argument("--trimming-threshold", type=float, default=0.01)
+    p.add_argument("--boot-method", choices=["normal", "Bayes", "wild"])
+    p.add_argument("--n-rep-boot", type=int, default=500)
+    p.add_argument(
+        "--max-concurrency", type=int, help="cap on concurrent cross-fitting invocations"
+    )
+    p.add_argument("--units-per-shard", type=int, help="fits per invocation (default: one wave)")
+    p.add_argument("--stack", help="name of a deployed stack (default: the local stack)")
+    p.add_argument("--region", help="AWS region of --stack")
+    p.add_argument("--output", choices=["table", "json"], default="table")
+    p.add_argument("--timeout", type=float, default=3600.0, help="seconds to wait for the job")
+    p.set_defaults(func=_cmd_estimate)
+
+
+def _local_parser(sub: Any) -> None:
+    p = sub.add_parser("local", help="manage the embedded local stack (LocalStack on this host)")
+    p.add_argument("action", choices=["up", "down", "status"])
+    p.add_argument("--output", choices=["table", "json"], default="table")
+    p.set_defaults(func=_cmd_local)
+
+
+@contextlib.contextmanager
+def _client(args: argparse.Namespace) -> Iterator[Any]:
+    from fanfit.client import Client
+
+    if args.stack:
+        yield Client(stack=args.stack, region_name=args.region)
+        return
+    from fanfit.local import stack as local_stack
+
+    with local_stack.ensure_local_stack():
+        yield Client.local_stack()
+
+
+def _cmd_estimate(args: argparse.Namespace) -> int:
+    options = {
+        k: getattr(args, k)
+        for k in (
+            "y",
+            "d",
+            "x",
+            "z",
+            "model",
+            "score",
+            "ml_l",
+            "ml_m",
+            "ml_g",
+            "ml_r",
+            "n_folds",
+            "n_rep",
+            "seed",
+            "folds",
+            "trimming_threshold",
+            "boot_method",
+            "n_rep_boot",
+            "max_concurrency",
+            "units_per_shard",
+        )  # fmt: skip
+    }
+    # Reject bad options before any stack is touched.
+    from fanfit.client import build_spec
+
+    build_spec(
+        **{k: options[k] for k in ("y", "d", "x", "z", "model", "score", "n_folds", "n_rep", "seed",
+                                   "trimming_threshold", "boot_method", "n_rep_boot")},
+        learners={k: options[k] for k in ("ml_l", "ml_m", "ml_g", "ml_r")},
+    )  # fmt: skip
+    with _client(args) as client:
+        job = client.submit_estimate(args.data, **options)
+        log.info("started job %s (%s)", job.job_id, job.execution_arn)
+        result = job.result(timeout=args.timeout)
+    if args.output == "json":
+        print(json.dumps(result.to_dict(), allow_nan=False))
+    else:
+        _print_table(result)
+    return 0
+
+
+def _print_table(result: Any) -> None:
+    import pandas as pd
+
+    t = result.timings
+    print(f"================== fanfit {result.model.upper()} ({result.score}) ==================")
+    print(f"n_obs: {result.n_obs}   n_folds: {result.n_folds}   n_rep: {result.n_rep}")
+    print("------------------ Fit summary ------------------")
+    with pd.option_context("display.float_format", "{:.6g}".format, "display.width", 120):
+        print(result.summary.to_string())
+    print("------------------ Run ------------------")
+    print(
+        f"prepare {t.get('prepare_s', 0):.2f} s, cross-fitting {t.get('crossfit_s', 0):.2f} s, "
+        f"aggregate {t.get('aggregate_s', 0):.2f} s; {len(t.get('shards', []))} shards; "
+        f"{t.get('billed_gb_s', 0):.1f} GB-s billed, about ${t.get('lambda_cost_usd', 0):.5f} on AWS Lambda"
+    )
+    print(f"execution: {result.execution_arn}")
+
+
+def _cmd_local(args: argparse.Namespace) -> int:
+    from fanfit.local import stack as local_stack
+
+    if args.action == "up":
+        info = local_stack.up()
+    elif args.action == "down":
+        local_stack.down()
+        info = local_stack.status()
+    else:
+        info = local_stack.status()
+    if args.output == "json":
+        print(json.dumps(info, default=str))
+    else:
+        for key, value in info.items():
+            print(f"{key}: {value}")
+    return 0 if args.action != "status" or info.get("running") else 1
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="fanfit", description="Serverless DML cross-fitting on AWS Step Functions and Lambda."
+    )
+    parser.add_argument("-v", "--verbose", action="store_true", help="debug logs on stderr")
+    sub = parser.add_subparsers(dest="command", required=True)
+    _estimate_parser(sub)
+    _local_parser(sub)
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Entry point of the ``fanfit`` command; returns the exit code."""
+    args = build_parser().parse_args(argv)
+    logging.basicConfig(
+        level=logging.DEBUG if args.verbose else logging.INFO,
+        stream=sys.stderr,
+        format="%(asctime)s %(levelname)s %(name)s: %(message)s",
+    )
+    for noisy in ("botocore", "boto3", "urllib3"):
+        logging.getLogger(noisy).setLevel(logging.WARNING)
+    try:
+        return int(args.func(args))
+    except errors.InvalidJobError as exc:
+        print(f"fanfit: error: {type(exc).__name__}: {exc}", file=sys.stderr)
+        return EXIT_INVALID
+    except errors.StackError as exc:
+        print(f"fanfit: error: {exc}", file=sys.stderr)
+        return EXIT_STACK
+    except errors.FanfitError as exc:
+        print(f"fanfit: error: {type(exc).__name__}: {exc}", file=sys.stderr)
+        return EXIT_FAILED
+
+
+if __name__ == "__main__":
+    sys.exit(main())

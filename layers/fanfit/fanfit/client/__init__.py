@@ -1,0 +1,502 @@
+"""The user side: start estimate jobs on a stack and read their results.
+
+>>> client = fanfit.Client.local()                     # the running local stack
+>>> client = fanfit.Client(stack="fanfit")             # a stack deployed with `sam deploy`
+>>> res = client.estimate("sipp1991.dta", model="plr", y="net_tfa", d="e401", x=[...],
+...                       ml_l="RandomForestRegressor", ml_m="RandomForestClassifier", n_rep=3)
+>>> res.coef, res.se, res.summary
+
+A job is uploaded once (the data keyed by its content hash), started as one Step Functions execution,
+and followed by polling the execution; nothing but S3 keys and small numbers travels in its state.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import time
+import uuid
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from fanfit import dml, errors, storage
+from fanfit.client.data import read_table, to_matrix
+from fanfit.learners import LearnerSpec
+
+__all__ = ["Client", "EstimateJob", "EstimateResult", "Stack"]
+
+#: Error names a failed execution may carry, mapped to the exception the client raises.
+_ERRORS: dict[str, type[errors.FanfitError]] = {
+    "InvalidJobError": errors.InvalidJobError,
+    "InvalidDataError": errors.InvalidDataError,
+    "InvalidLearnerError": errors.InvalidLearnerError,
+    "InvalidFoldsError": errors.InvalidFoldsError,
+}
+
+#: State names of orchestrator/estimate.asl.json, grouped into the phases reported in ``timings``.
+_PHASES = {
+    "Validate the job and write its plan": "prepare_s",
+    "Plan the next stage from the predictions so far": "prepare_s",
+    "Cross-fit every shard of the stage": "crossfit_s",
+    "Aggregate the predictions into the estimate": "aggregate_s",
+}
+
+
+@dataclass(frozen=True)
+class Stack:
+    """The resources of one deployed fanfit stack, read from its CloudFormation outputs.
+
+    Parameters
+    ----------
+    name : str
+        The CloudFormation stack name.
+    bucket, job_table, estimate_state_machine_arn : str
+        Outputs ``DataBucketName``, ``JobTableName``, ``EstimateStateMachineArn``.
+    endpoint_url : str or None
+        The endpoint of a local stack; None for AWS.
+    region_name : str or None
+    """
+
+    name: str
+    bucket: str
+    job_table: str
+    estimate_state_machine_arn: str
+    endpoint_url: str | None = None
+    region_name: str | None = None
+
+    @classmethod
+    def from_cloudformation(cls, name: str, session: Any, endpoint_url: str | None = None) -> Stack:
+        """Read the stack's outputs.
+
+        Raises
+        ------
+        fanfit.errors.StackError
+            If the stack does not exist or lacks an output.
+        """
+        cfn = session.client("cloudformation", endpoint_url=endpoint_url)
+        try:
+            desc = cfn.describe_stacks(StackName=name)["Stacks"][0]
+        except Exception as exc:  # botocore ClientError, EndpointConnectionError
+            raise errors.StackError(
+                f"cannot read stack {name!r}"
+                + (f" at {endpoint_url}" if endpoint_url else "")
+                + f": {exc}. Deploy it with `sam deploy --guided` (AWS) or `fanfit local up`."
+            ) from exc
+        outputs = {o["OutputKey"]: o["OutputValue"] for o in desc.get("Outputs", [])}
+        try:
+            return cls(
+                name=name,
+                bucket=outputs["DataBucketName"],
+                job_table=outputs["JobTableName"],
+                estimate_state_machine_arn=outputs["EstimateStateMachineArn"],
+                endpoint_url=endpoint_url,
+                region_name=session.region_name,
+            )
+        except KeyError as exc:
+            raise errors.StackError(
+                f"stack {name!r} has no output {exc}; is it a fanfit stack?"
+            ) from exc
+
+
+@dataclass
+class EstimateResult:
+    """The estimate of a finished job, laid out as DoubleML lays out a fitted model.
+
+    Attributes
+    ----------
+    coef, se, t_stat, pval : ndarray of shape (n_treat,)
+    all_coef, all_se : ndarray of shape (n_treat, n_rep)
+        Per-repetition estimates.
+    d_cols : list of str
+    n_obs, n_folds, n_rep : int
+    model, score : str
+    execution_arn : str
+    timings : dict
+        Wall seconds of the phases, per-shard statistics, billed GB-seconds and estimated USD.
+    raw : dict
+        ``result.json`` as the Aggregate step wrote it.
+    """
+
+    raw: dict[str, Any]
+    timings: dict[str, Any] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        r = self.raw
+        self.d_cols: list[str] = list(r["coef"])
+        self.coef = np.array([r["coef"][d] for d in self.d_cols])
+        self.se = np.array([r["se"][d] for d in self.d_cols])
+        self.t_stat = np.array([r["t_stat"][d] for d in self.d_cols])
+        self.pval = np.array([r["pval"][d] for d in self.d_cols])
+        self.all_coef = np.array([r["all_coef"][d] for d in self.d_cols])
+        self.all_se = np.array([r["all_se"][d] for d in self.d_cols])
+        self.n_obs, self.n_folds, self.n_rep = r["n_obs"], r["n_folds"], r["n_rep"]
+        self.model, self.score = r["model"], r["score"]
+        self.execution_arn = r.get("execution_arn", "")
+
+    def confint(self, joint: bool = False, level: float = 0.95) -> pd.DataFrame:
+        """Confidence intervals, as DoubleML's ``confint``.
+
+        Parameters
+        ----------
+        joint : bool
+            Joint intervals from the multiplier bootstrap (needs ``boot_method`` on the job; level 0.95).
+        level : float
+            Coverage in (0, 1).
+
+        Returns
+        -------
+        DataFrame of shape (n_treat, 2), columns ``'2.5 %'``, ``'97.5 %'`` (for level 0.95).
+
+        Raises
+        ------
+        fanfit.errors.InvalidJobError
+            For a level outside (0, 1), or joint intervals of a job run without bootstrap or at a level
+            other than 0.95.
+        """
+        if not 0.0 < level < 1.0:
+            raise errors.InvalidJobError(f"level must be in (0, 1), got {level}")
+        a = (1.0 - level) / 2.0
+        cols = [f"{100 * a:.1f} %", f"{100 * (1 - a):.1f} %"]
+        if joint:
+            if "ci_joint_95" not in self.raw or not math.isclose(level, 0.95):
+                raise errors.InvalidJobError(
+                    "joint intervals need a job run with boot_method ('normal', 'Bayes' or 'wild') "
+                    "and level=0.95"
+                )
+            ci = np.array([self.raw["ci_joint_95"][d] for d in self.d_cols])
+        else:
+            from scipy.stats import norm
+
+            q = norm.ppf(1.0 - a)
+            ci = np.column_stack([self.coef - q * self.se, self.coef + q * self.se])
+        return pd.DataFrame(ci, index=self.d_cols, columns=cols)
+
+    @property
+    def summary(self) -> pd.DataFrame:
+        """DoubleML's summary table: ``coef, std err, t, P>|t|, 2.5 %, 97.5 %`` per treatment."""
+        table = pd.DataFrame(
+            {"coef": self.coef, "std err": self.se, "t": self.t_stat, "P>|t|": self.pval},
+            index=self.d_cols,
+        )
+        return pd.concat([table, self.confint()], axis=1)
+
+    def to_dict(self) -> dict[str, Any]:
+        """The ``--output json`` object: coef, se, t_stat, pval, ci_95, all_coef, all_se, n_obs,
+        n_folds, n_rep, model, score, execution_arn, timings."""
+        keys = ("coef", "se", "t_stat", "pval", "ci_95", "all_coef", "all_se", "n_obs", "n_folds",
+                "n_rep", "model", "score")  # fmt: skip
+        out = {k: self.raw[k] for k in keys}
+        for k in ("ci_joint_95", "boot_method"):
+            if k in self.raw:
+                out[k] = self.raw[k]
+        out["execution_arn"] = self.execution_arn
+        out["timings"] = self.timings
+        return out
+
+
+class EstimateJob:
+    """A started estimate job: ``wait()``, ``result()``, ``status()``, ``stats()``."""
+
+    def __init__(self, client: Client, job_id: str, execution_arn: str) -> None:
+        self.client = client
+        self.job_id = job_id
+        self.execution_arn = execution_arn
+        self._result: EstimateResult | None = None
+
+    def status(self) -> str:
+        """The execution's status: RUNNING, SUCCEEDED, FAILED, TIMED_OUT or ABORTED."""
+        return self.client.sfn.describe_execution(executionArn=self.execution_arn)["status"]
+
+    def wait(self, timeout: float = 3600.0, poll: float = 0.25) -> EstimateJob:
+        """Poll until the execution ends (at most ``timeout`` seconds).
+
+        Raises
+        ------
+        fanfit.errors.InvalidJobError (or a subclass)
+            If the job was rejected; the message names the option or column.
+        fanfit.errors.JobFailedError
+            If the execution failed otherwise, timed out, was aborted, or did not end in time.
+        """
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            desc = self.client.sfn.describe_execution(executionArn=self.execution_arn)
+            status = desc["status"]
+            if status == "SUCCEEDED":
+                return self
+            if status != "RUNNING":
+                raise self._failure(desc)
+            time.sleep(poll)
+            poll = min(poll * 1.5, 2.0)
+        raise errors.JobFailedError(f"job {self.job_id} did not end within {timeout:.0f} s")
+
+    def _failure(self, desc: dict[str, Any]) -> errors.FanfitError:
+        name = desc.get("error") or desc["status"]
+        cause = desc.get("cause") or ""
+        try:
+            message = json.loads(cause).get("errorMessage", cause)
+        except (ValueError, AttributeError):
+            message = cause
+        exc_type = _ERRORS.get(name, errors.JobFailedError)
+        if exc_type is errors.JobFailedError:
+            return errors.JobFailedError(
+                f"job {self.job_id} ended {desc['status']}: {name}: {message}"
+            )
+        return exc_type(message)
+
+    def result(self, timeout: float = 3600.0) -> EstimateResult:
+        """Wait for the job and read its result (cached)."""
+        if self._result is None:
+            self.wait(timeout)
+            raw = self.client.store.get_json(storage.result_key(self.job_id))
+            timings = dict(raw.get("timings", {}))
+            timings.update(self.phase_seconds())
+            self._result = EstimateResult(raw=raw, timings=timings)
+        return self._result
+
+    def stats(self) -> list[dict[str, Any]]:
+        """Per-shard statistics: start/end (epoch s), fit and I/O seconds, memory, peak RSS, billed
+        GB-seconds, cold start."""
+        return list(self.result().timings.get("shards", []))
+
+    def phase_seconds(self) -> dict[str, float]:
+        """Wall seconds of prepare, cross-fitting and aggregate, from the execution's history."""
+        out = {"prepare_s": 0.0, "crossfit_s": 0.0, "aggregate_s": 0.0}
+        entered: dict[str, Any] = {}
+        pages = self.client.sfn.get_paginator("get_execution_history").paginate(
+            executionArn=self.execution_arn
+        )
+        for page in pages:
+            for ev in page["events"]:
+                kind = ev["type"]
+                if kind.endswith("StateEntered"):
+                    details = ev.get("stateEnteredEventDetails", {})
+                    entered[details.get("name", "")] = ev["timestamp"]
+                elif kind.endswith("StateExited"):
+                    name = ev.get("stateExitedEventDetails", {}).get("name", "")
+                    if name in _PHASES and name in entered:
+                        out[_PHASES[name]] += (ev["timestamp"] - entered.pop(name)).total_seconds()
+        out["total_s"] = sum(out.values())
+        return out
+
+
+class Client:
+    """Starts estimate jobs on a fanfit stack.
+
+    Parameters
+    ----------
+    stack : str
+        CloudFormation stack name (default ``"fanfit"``).
+    endpoint_url : str, optional
+        Endpoint of a local stack; omit for AWS.
+    region_name : str, optional
+    session : boto3.Session, optional
+    local : bool
+        True when the stack is the embedded local stack (the default ``max_concurrency`` is then the
+        machine's core count rather than Lambda's account concurrency).
+    """
+
+    def __init__(
+        self,
+        stack: str = "fanfit",
+        *,
+        endpoint_url: str | None = None,
+        region_name: str | None = None,
+        session: Any = None,
+        local: bool = False,
+    ) -> None:
+        import boto3
+
+        if session is None:
+            session = boto3.Session(region_name=region_name or os.environ.get("AWS_DEFAULT_REGION"))
+        self.session = session
+        self.local = local
+        self.stack = Stack.from_cloudformation(stack, session, endpoint_url)
+        self.s3 = session.client("s3", endpoint_url=endpoint_url)
+        self.sfn = session.client("stepfunctions", endpoint_url=endpoint_url)
+        self.store = storage.JobStore(self.stack.bucket, self.s3)
+        self.records = storage.JobRecords(
+            self.stack.job_table, session.client("dynamodb", endpoint_url=endpoint_url)
+        )
+
+    @classmethod
+    def local_stack(cls, stack: str = "fanfit") -> Client:
+        """A client of the running local stack (``fanfit local up``).
+
+        Raises
+        ------
+        fanfit.errors.StackError
+            If no local stack is running.
+        """
+        from fanfit.local import stack as local_stack
+
+        info = local_stack.status()
+        if not info.get("running"):
+            raise errors.StackError("no local stack is running; start one with `fanfit local up`")
+        import boto3
+
+        session = boto3.Session(
+            aws_access_key_id="test",
+            aws_secret_access_key="test",  # noqa: S106 - LocalStack's fixed test credentials
+            region_name=info.get("region", "us-east-1"),
+        )
+        return cls(stack, endpoint_url=info["endpoint"], session=session, local=True)
+
+    def submit_estimate(
+        self,
+        data: Any,
+        *,
+        y: str,
+        d: str | Sequence[str],
+        x: Sequence[str],
+        model: str = "plr",
+        score: str | None = None,
+        z: str | Sequence[str] | None = None,
+        ml_l: str | LearnerSpec | None = None,
+        ml_m: str | LearnerSpec | None = None,
+        ml_g: str | LearnerSpec | None = None,
+        ml_r: str | LearnerSpec | None = None,
+        n_folds: int = 5,
+        n_rep: int = 1,
+        seed: int = 0,
+        folds: Any = None,
+        trimming_threshold: float = 0.01,
+        boot_method: str | None = None,
+        n_rep_boot: int = 500,
+        max_concurrency: int | None = None,
+        units_per_shard: int | None = None,
+        job_id: str | None = None,
+    ) -> EstimateJob:
+        """Validate and start an estimate job; returns at once with its handle.
+
+        Parameters are named as DoubleML names them. ``data`` is a path (.csv, .parquet, .dta), an
+        ``s3://`` URI or a DataFrame; ``d`` and ``z`` take one column or several; learners are
+        ``"NAME"`` or ``"NAME:{json params}"`` from the allow-list (:mod:`fanfit.learners`); ``folds``
+        is an array or CSV path of shape (n_obs, n_rep) holding each row's 0-based test fold.
+
+        Raises
+        ------
+        fanfit.errors.InvalidJobError, InvalidDataError, InvalidLearnerError, InvalidFoldsError
+            Before anything is uploaded, when an option, a column, a learner or the folds are wrong.
+        """
+        spec, columns = build_spec(
+            y=y, d=d, x=x, z=z, model=model, score=score,
+            learners={"ml_l": ml_l, "ml_m": ml_m, "ml_g": ml_g, "ml_r": ml_r},
+            n_folds=n_folds, n_rep=n_rep, seed=seed, trimming_threshold=trimming_threshold,
+            boot_method=boot_method, n_rep_boot=n_rep_boot,
+        )  # fmt: skip
+        names, values = to_matrix(read_table(data, self.s3), columns)
+        dml_data = dml.validate_data(spec, names, values)
+        fold_array = None
+        if folds is not None:
+            raw = folds if isinstance(folds, np.ndarray) else dml.read_folds_csv(folds)
+            fold_array = dml.validate_folds(raw, dml_data.y.shape[0], spec.n_folds, spec.n_rep)
+        if max_concurrency is None:
+            max_concurrency = (os.cpu_count() or 1) if self.local else None
+
+        job_id = job_id or f"est-{time.strftime('%Y%m%d-%H%M%S')}-{uuid.uuid4().hex[:8]}"
+        job: dict[str, Any] = {
+            "kind": "estimate",
+            "dml": spec.to_dict(),
+            "data_key": self.store.put_data(names, values),
+            "folds_key": None,
+            "max_concurrency": max_concurrency,
+            "units_per_shard": units_per_shard,
+        }
+        if fold_array is not None:
+            job["folds_key"] = self.store.put_array(
+                f"{storage.job_prefix(job_id)}input-folds.npy", fold_array
+            )
+        key = self.store.put_json(storage.spec_key(job_id), job)
+        started = self.sfn.start_execution(
+            stateMachineArn=self.stack.estimate_state_machine_arn,
+            name=job_id,
+            input=json.dumps({"job_id": job_id, "spec_key": key}),
+        )
+        return EstimateJob(self, job_id, started["executionArn"])
+
+    def estimate(self, data: Any, *, timeout: float = 3600.0, **options: Any) -> EstimateResult:
+        """Run an estimate job to the end and return its result.
+
+        Takes the options of :meth:`submit_estimate`.
+
+        Raises
+        ------
+        fanfit.errors.InvalidJobError (or a subclass)
+            When the job is rejected, before or during the run.
+        fanfit.errors.JobFailedError
+            When the run fails otherwise or does not end within ``timeout`` seconds.
+        """
+        return self.submit_estimate(data, **options).result(timeout=timeout)
+
+    def job(self, job_id: str) -> EstimateJob:
+        """The handle of an earlier job, from its record."""
+        record = self.records.get(job_id)
+        if record is None or "execution_arn" not in record:
+            raise errors.InvalidJobError(f"no job {job_id!r} on stack {self.stack.name!r}")
+        return EstimateJob(self, job_id, record["execution_arn"])
+
+
+def _as_list(value: str | Sequence[str] | None) -> list[str]:
+    if value is None:
+        return []
+    if isinstance(value, str):
+        return [c.strip() for c in value.split(",") if c.strip()]
+    return [str(c) for c in value]
+
+
+def build_spec(
+    *,
+    y: str,
+    d: str | Sequence[str],
+    x: Sequence[str] | str,
+    z: str | Sequence[str] | None,
+    model: str,
+    score: str | None,
+    learners: dict[str, str | LearnerSpec | None],
+    n_folds: int,
+    n_rep: int,
+    seed: int,
+    trimming_threshold: float = 0.01,
+    boot_method: str | None = None,
+    n_rep_boot: int = 500,
+) -> tuple[dml.DMLSpec, list[str]]:
+    """Build and validate a :class:`fanfit.dml.DMLSpec` from user options.
+
+    Returns
+    -------
+    (spec, columns) : DMLSpec, list of str
+        The spec and the data columns it uses (y, d, x, z in that order).
+
+    Raises
+    ------
+    fanfit.errors.InvalidJobError, InvalidLearnerError
+    """
+    parsed = {
+        k: (v if isinstance(v, LearnerSpec) else LearnerSpec.parse(v))
+        for k, v in learners.items()
+        if v is not None
+    }
+    model = str(model).lower()
+    spec = dml.DMLSpec(
+        model=model,
+        score=score or dml.DEFAULT_SCORE.get(model, ""),
+        y_col=y,
+        d_cols=tuple(_as_list(d)),
+        x_cols=tuple(_as_list(x)),
+        z_cols=tuple(_as_list(z)),
+        n_folds=int(n_folds),
+        n_rep=int(n_rep),
+        seed=int(seed),
+        learners=parsed,
+        trimming_threshold=float(trimming_threshold),
+        n_rep_boot=int(n_rep_boot),
+        boot_method=boot_method,
+    )
+    spec.validate()
+    columns = [spec.y_col, *spec.d_cols, *spec.x_cols, *spec.z_cols]
+    return spec, columns

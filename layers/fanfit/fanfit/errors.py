@@ -1,0 +1,38 @@
+"""Named errors of fanfit.
+
+Every error a user can trigger derives from :class:`FanfitError`. A message says which column, option
+or file is wrong and what would be right. Handlers raise these too; Step Functions sees the class name
+as the error name (``States.TaskFailed`` carries it in ``errorType``).
+"""
+
+from __future__ import annotations
+
+
+class FanfitError(Exception):
+    """Base class of every fanfit error."""
+
+
+class InvalidJobError(FanfitError, ValueError):
+    """The job spec is wrong: an option is missing, out of range or inconsistent with the model."""
+
+
+class InvalidDataError(InvalidJobError):
+    """The data is wrong: a missing or non-numeric column, NaN or inf, a non-binary treatment, ..."""
+
+
+class InvalidLearnerError(InvalidJobError):
+    """A learner spec names an estimator outside the allow-list, a parameter it does not take, or the
+    wrong kind of estimator (a classifier where a regressor is needed, or the reverse)."""
+
+
+class InvalidFoldsError(InvalidJobError):
+    """A folds file (one column per repetition, one row per observation, 0-based test-fold index) does
+    not fit the data or the options."""
+
+
+class JobFailedError(FanfitError):
+    """A job's execution ended without a result (failed, timed out or aborted)."""
+
+
+class StackError(FanfitError):
+    """The stack (local or deployed) cannot be reached, started or read."""

@@ -1,0 +1,269 @@
+"""S3 and DynamoDB I/O of fanfit: the key layout of a job, array and JSON objects, job records.
+
+S3 is the source of truth. Everything a step writes goes to a deterministic key, so a retried step
+overwrites its own object with the same content and nothing is counted twice. Arrays travel as
+``.npz``/``.npy`` read with ``allow_pickle=False``: no object in the bucket is ever unpickled.
+
+Key layout (``<job>`` is the job id)::
+
+    data/<sha256>.npz                      the data, content-addressed: arrays ``values`` (n_obs, n_cols)
+                                           float64 and ``columns`` (n_cols,) str
+    jobs/<job>/spec.json                   the job spec the client wrote
+    jobs/<job>/plan.json                   the validated plan (Prepare)
+    jobs/<job>/folds.npy                   test-fold index per row and repetition, (n_obs, n_rep) int64
+    jobs/<job>/stages/<s>/shards.json      the shard list of stage s (the Distributed Map's ItemReader)
+    jobs/<job>/stages/<s>/inputs.json      inputs of stage s computed from earlier stages
+    jobs/<job>/stages/<s>/preds/<shard>.npz  out-of-fold predictions of one shard, one array per unit
+    jobs/<job>/map-runs/...                the Distributed Map's ResultWriter output
+    jobs/<job>/result.json                 the estimate (Aggregate)
+"""
+
+from __future__ import annotations
+
+import hashlib
+import io
+import json
+import time
+from typing import Any
+
+import numpy as np
+
+from fanfit.errors import InvalidDataError
+
+JOB_STATUS_RUNNING = "RUNNING"
+JOB_STATUS_SUCCEEDED = "SUCCEEDED"
+JOB_STATUS_FAILED = "FAILED"
+
+
+def data_key(digest: str) -> str:
+    """Key of a content-addressed data object, from the hex SHA-256 of its bytes."""
+    return f"data/{digest}.npz"
+
+
+def job_prefix(job_id: str) -> str:
+    """Prefix under which every object of ``job_id`` lives."""
+    return f"jobs/{job_id}/"
+
+
+def spec_key(job_id: str) -> str:
+    """Key of the job spec written by the client."""
+    return f"jobs/{job_id}/spec.json"
+
+
+def plan_key(job_id: str) -> str:
+    """Key of the plan written by Prepare."""
+    return f"jobs/{job_id}/plan.json"
+
+
+def folds_key(job_id: str) -> str:
+    """Key of the folds array, shape (n_obs, n_rep)."""
+    return f"jobs/{job_id}/folds.npy"
+
+
+def shards_key(job_id: str, stage: int) -> str:
+    """Key of the shard list of ``stage`` (a JSON array, read by the Distributed Map)."""
+    return f"jobs/{job_id}/stages/{stage}/shards.json"
+
+
+def stage_inputs_key(job_id: str, stage: int) -> str:
+    """Key of the inputs of ``stage`` computed from the predictions of earlier stages."""
+    return f"jobs/{job_id}/stages/{stage}/inputs.json"
+
+
+def preds_key(job_id: str, stage: int, shard_id: str) -> str:
+    """Key of the out-of-fold predictions of one shard."""
+    return f"jobs/{job_id}/stages/{stage}/preds/{shard_id}.npz"
+
+
+def result_key(job_id: str) -> str:
+    """Key of the job's result."""
+    return f"jobs/{job_id}/result.json"
+
+
+def encode_data(columns: list[str], values: np.ndarray) -> tuple[str, bytes]:
+    """Serialise a data matrix for upload.
+
+    Parameters
+    ----------
+    columns : list of str, length n_cols
+    values : ndarray of shape (n_obs, n_cols), float64
+
+    Returns
+    -------
+    key : str
+        The content-addressed key (``data/<sha256>.npz``).
+    body : bytes
+        The ``.npz`` bytes.
+    """
+    buf = io.BytesIO()
+    np.savez(
+        buf,
+        values=np.ascontiguousarray(values, dtype=np.float64),
+        columns=np.array(columns, dtype=str),
+    )
+    body = buf.getvalue()
+    return data_key(hashlib.sha256(body).hexdigest()), body
+
+
+def decode_data(body: bytes) -> tuple[list[str], np.ndarray]:
+    """Inverse of :func:`encode_data`: returns ``(columns, values)``.
+
+    Raises
+    ------
+    InvalidDataError
+        If the object is not a fanfit data object.
+    """
+    try:
+        with np.load(io.BytesIO(body), allow_pickle=False) as npz:
+            return [str(c) for c in npz["columns"]], np.asarray(npz["values"], dtype=np.float64)
+    except (ValueError, KeyError, OSError) as exc:
+        raise InvalidDataError(
+            f"not a fanfit data object (an .npz with 'values' and 'columns'): {exc}"
+        ) from exc
+
+
+class JobStore:
+    """Reads and writes the objects of jobs in one S3 bucket.
+
+    Parameters
+    ----------
+    bucket : str
+        The stack's data bucket.
+    s3 : botocore client, optional
+        An S3 client; ``boto3.client("s3")`` when omitted (it honours ``AWS_ENDPOINT_URL``).
+    """
+
+    def __init__(self, bucket: str, s3: Any = None) -> None:
+        if s3 is None:
+            import boto3
+
+            s3 = boto3.client("s3")
+        self.bucket = bucket
+        self.s3 = s3
+
+    def put_bytes(
+        self, key: str, body: bytes, content_type: str = "application/octet-stream"
+    ) -> str:
+        self.s3.put_object(Bucket=self.bucket, Key=key, Body=body, ContentType=content_type)
+        return key
+
+    def get_bytes(self, key: str) -> bytes:
+        return self.s3.get_object(Bucket=self.bucket, Key=key)["Body"].read()
+
+    def exists(self, key: str) -> bool:
+        try:
+            self.s3.head_object(Bucket=self.bucket, Key=key)
+        except self.s3.exceptions.ClientError as exc:
+            if exc.response.get("Error", {}).get("Code") in ("404", "NoSuchKey", "NotFound"):
+                return False
+            raise
+        return True
+
+    def put_json(self, key: str, obj: Any) -> str:
+        return self.put_bytes(key, json.dumps(obj, allow_nan=False).encode(), "application/json")
+
+    def get_json(self, key: str) -> Any:
+        return json.loads(self.get_bytes(key))
+
+    def put_arrays(self, key: str, arrays: dict[str, np.ndarray]) -> str:
+        """Write named arrays as one ``.npz`` object."""
+        buf = io.BytesIO()
+        np.savez(buf, **arrays)
+        return self.put_bytes(key, buf.getvalue())
+
+    def get_arrays(self, key: str) -> dict[str, np.ndarray]:
+        """Read an ``.npz`` object written by :meth:`put_arrays` (never unpickles)."""
+        with np.load(io.BytesIO(self.get_bytes(key)), allow_pickle=False) as npz:
+            return {name: npz[name] for name in npz.files}
+
+    def put_array(self, key: str, array: np.ndarray) -> str:
+        buf = io.BytesIO()
+        np.save(buf, array, allow_pickle=False)
+        return self.put_bytes(key, buf.getvalue())
+
+    def get_array(self, key: str) -> np.ndarray:
+        return np.load(io.BytesIO(self.get_bytes(key)), allow_pickle=False)
+
+    def put_data(self, columns: list[str], values: np.ndarray) -> str:
+        """Upload a data matrix once, keyed by its content; returns the key."""
+        key, body = encode_data(columns, values)
+        if not self.exists(key):
+            self.put_bytes(key, body)
+        return key
+
+    def get_data(self, key: str) -> tuple[list[str], np.ndarray]:
+        """Read a data object: ``(columns, values)`` with values of shape (n_obs, n_cols)."""
+        return decode_data(self.get_bytes(key))
+
+
+class JobRecords:
+    """Job records in the DynamoDB job table (one item per job, key ``job_id``).
+
+    Parameters
+    ----------
+    table_name : str
+    dynamodb : botocore client, optional
+    """
+
+    def __init__(self, table_name: str, dynamodb: Any = None) -> None:
+        if dynamodb is None:
+            import boto3
+
+            dynamodb = boto3.client("dynamodb")
+        self.table_name = table_name
+        self.ddb = dynamodb
+
+    def _update(self, job_id: str, fields: dict[str, Any]) -> None:
+        names = {f"#{k}": k for k in fields}
+        values = {f":{k}": _to_attr(v) for k, v in fields.items()}
+        expr = "SET " + ", ".join(f"#{k} = :{k}" for k in fields)
+        self.ddb.update_item(
+            TableName=self.table_name,
+            Key={"job_id": {"S": job_id}},
+            UpdateExpression=expr,
+            ExpressionAttributeNames=names,
+            ExpressionAttributeValues=values,
+        )
+
+    def mark_running(self, job_id: str, **fields: Any) -> None:
+        """Create or update the record as RUNNING with ``fields`` (str, numbers, bools)."""
+        self._update(job_id, {"status": JOB_STATUS_RUNNING, "updated_at": time.time(), **fields})
+
+    def mark_succeeded(self, job_id: str, result_key: str, **fields: Any) -> None:
+        """Mark the job SUCCEEDED once its result object is written."""
+        self._update(
+            job_id,
+            {
+                "status": JOB_STATUS_SUCCEEDED,
+                "result_key": result_key,
+                "updated_at": time.time(),
+                **fields,
+            },
+        )
+
+    def get(self, job_id: str) -> dict[str, Any] | None:
+        """The record as a plain dict, or None when there is none."""
+        item = self.ddb.get_item(
+            TableName=self.table_name, Key={"job_id": {"S": job_id}}, ConsistentRead=True
+        ).get("Item")
+        if item is None:
+            return None
+        return {k: _from_attr(v) for k, v in item.items()}
+
+
+def _to_attr(value: Any) -> dict[str, Any]:
+    if isinstance(value, bool):
+        return {"BOOL": value}
+    if isinstance(value, int | float):
+        return {"N": repr(float(value)) if isinstance(value, float) else str(value)}
+    return {"S": str(value)}
+
+
+def _from_attr(attr: dict[str, Any]) -> Any:
+    ((kind, value),) = attr.items()
+    if kind == "N":
+        number = float(value)
+        return int(number) if number.is_integer() and "." not in value else number
+    if kind == "BOOL":
+        return bool(value)
+    return value

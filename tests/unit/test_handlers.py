@@ -1,0 +1,174 @@
+"""The three estimate handlers, run in-process on moto with the sample events of events/.
+
+GIVEN the example job of events/ (the 401(k) data, PLR, linear learners, 2 folds, 1 repetition) in a
+moto bucket, WHEN Prepare, CrossFit (every shard) and Aggregate run in turn on those events, THEN the
+result equals the in-process reference and the job record is SUCCEEDED.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+EVENTS = ROOT / "events"
+X_COLS = ["age", "inc", "educ", "fsize", "marr", "twoearn", "db", "pira", "hown"]
+
+
+@dataclass
+class FakeContext:
+    """The parts of LambdaContext the handlers and Powertools read."""
+
+    function_name: str = "fanfit-test"
+    memory_limit_in_mb: int = 1769
+    invoked_function_arn: str = "arn:aws:lambda:us-east-1:123456789012:function:fanfit-test"
+    aws_request_id: str = "00000000-0000-0000-0000-000000000000"
+
+    def get_remaining_time_in_millis(self) -> int:
+        return 300_000
+
+
+def _event(name: str) -> dict:
+    return json.loads((EVENTS / f"{name}.json").read_text())
+
+
+@pytest.fixture
+def aws(monkeypatch):
+    moto = pytest.importorskip("moto")
+    import boto3
+
+    for key, value in {
+        "AWS_DEFAULT_REGION": "us-east-1",
+        "AWS_ACCESS_KEY_ID": "testing",
+        "AWS_SECRET_ACCESS_KEY": "testing",
+        "FANFIT_BUCKET": "fanfit-unit",
+        "FANFIT_JOB_TABLE": "fanfit-jobs",
+        "FANFIT_IDEMPOTENCY_TABLE": "fanfit-idempotency",
+        "POWERTOOLS_SERVICE_NAME": "fanfit",
+        "POWERTOOLS_METRICS_NAMESPACE": "FanfitTest",
+        "POWERTOOLS_TRACE_DISABLED": "true",
+    }.items():
+        monkeypatch.setenv(key, value)
+    monkeypatch.delenv("AWS_ENDPOINT_URL", raising=False)
+    with moto.mock_aws():
+        boto3.client("s3").create_bucket(Bucket="fanfit-unit")
+        ddb = boto3.client("dynamodb")
+        for table, key in (("fanfit-jobs", "job_id"), ("fanfit-idempotency", "id")):
+            ddb.create_table(
+                TableName=table,
+                KeySchema=[{"AttributeName": key, "KeyType": "HASH"}],
+                AttributeDefinitions=[{"AttributeName": key, "AttributeType": "S"}],
+                BillingMode="PAY_PER_REQUEST",
+            )
+        yield
+
+
+def _handler(name: str):
+    # The three functions all name their module app.py, as SAM's Handler app.lambda_handler expects.
+    spec = importlib.util.spec_from_file_location(f"fanfit_fn_{name}", ROOT / "functions" / name / "app.py")
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = module
+    spec.loader.exec_module(module)
+    return module.lambda_handler
+
+
+def _upload_example_job(store) -> None:
+    """The job events/prepare.json refers to."""
+    from fanfit import storage
+    from fanfit.client import build_spec
+    from fanfit.client.data import to_matrix
+
+    spec, columns = build_spec(
+        y="net_tfa", d="e401", x=X_COLS, z=None, model="plr", score=None,
+        learners={"ml_l": "LinearRegression", "ml_m": "LogisticRegression:{\"max_iter\": 1000}"},
+        n_folds=2, n_rep=1, seed=42,
+    )  # fmt: skip
+    frame = pd.read_stata(ROOT / "examples" / "data" / "sipp1991.dta")
+    names, values = to_matrix(frame, columns)
+    job = {
+        "kind": "estimate",
+        "dml": spec.to_dict(),
+        "data_key": store.put_data(names, values),
+        "folds_key": None,
+        "max_concurrency": 2,
+        "units_per_shard": None,
+    }
+    store.put_json(storage.spec_key("example-job"), job)
+
+
+def test_prepare_crossfit_aggregate_on_sample_events(aws):
+    from fanfit import dml, storage
+
+    store = storage.JobStore("fanfit-unit")
+    _upload_example_job(store)
+    ctx = FakeContext()
+
+    # WHEN Prepare runs on its sample event
+    planned = _handler("prepare")(_event("prepare"), ctx)
+    # THEN it wrote a plan and two shards (max_concurrency 2) covering the 4 units once each
+    assert planned["n_shards"] == 2 and planned["has_next_stage"] is False
+    shards = store.get_json(planned["shards_key"])
+    keys = [dml.FitUnit.from_dict(u).key for s in shards for u in s["units"]]
+    assert len(keys) == len(set(keys)) == 4
+    # ... and the CrossFit sample event is the first shard of that plan (the fixture stays true)
+    crossfit_event = _event("crossfit")
+    assert crossfit_event["shard"] == shards[0]
+
+    # WHEN CrossFit runs on every shard (the sample event first, then the rest)
+    crossfit = _handler("crossfit")
+    outs = [crossfit(crossfit_event, ctx)]
+    outs += [crossfit({**crossfit_event, "shard": s}, ctx) for s in shards[1:]]
+    assert [o["n_units"] for o in outs] == [2, 2]
+    # ... and a retried shard is answered from the idempotency record, not fitted again
+    again = crossfit(crossfit_event, ctx)
+    assert again == outs[0]
+
+    # WHEN Aggregate runs
+    done = _handler("aggregate")(_event("aggregate"), ctx)
+    result = store.get_json(done["result_key"])
+
+    # THEN the estimate equals the in-process reference with the same folds
+    plan = store.get_json(storage.plan_key("example-job"))
+    spec = dml.DMLSpec.from_dict(plan["dml"])
+    columns, values = store.get_data(plan["data_key"])
+    data = dml.validate_data(spec, columns, values)
+    folds = store.get_array(plan["folds_key"])
+    ref = dml.estimate_in_process(spec, data, folds)
+    np.testing.assert_allclose(result["coef"]["e401"], ref.coef[0], rtol=1e-12)
+    np.testing.assert_allclose(result["se"]["e401"], ref.se[0], rtol=1e-12)
+    assert len(result["timings"]["shards"]) == 2
+    assert result["timings"]["billed_gb_s"] > 0
+    record = storage.JobRecords("fanfit-jobs").get("example-job")
+    assert record["status"] == "SUCCEEDED" and record["result_key"] == done["result_key"]
+
+
+def test_prepare_rejects_an_unknown_column_with_a_named_error(aws):
+    from fanfit import storage
+    from fanfit.errors import InvalidDataError
+
+    # GIVEN a spec whose outcome column is not in the data
+    store = storage.JobStore("fanfit-unit")
+    _upload_example_job(store)
+    job = store.get_json(storage.spec_key("example-job"))
+    job["dml"]["y_col"] = "no_such_column"
+    store.put_json(storage.spec_key("example-job"), job)
+    # WHEN Prepare runs THEN it raises InvalidDataError naming the column, and writes no plan
+    with pytest.raises(InvalidDataError, match="no_such_column"):
+        _handler("prepare")(_event("prepare"), FakeContext())
+    assert not store.exists(storage.plan_key("example-job"))
+
+
+def test_crossfit_rejects_a_malformed_event(aws):
+    from pydantic import ValidationError
+
+    # GIVEN a CrossFit event whose shard has no units WHEN it runs THEN it is rejected before any work
+    bad = {**_event("crossfit"), "shard": {"shard_id": "00000", "units": []}}
+    with pytest.raises(ValidationError):
+        _handler("crossfit")(bad, FakeContext())
