@@ -75,7 +75,9 @@ def main() -> int:
         "doubleml_se": float(model.se[0]),
         "n_fits": 2 * args.n_folds * args.n_rep,
         "n_shards": len(res.timings.get("shards", [])),
-        "phases_s": {k: round(res.timings[k], 3) for k in ("prepare_s", "crossfit_s", "aggregate_s")},
+        "phases_s": {
+            k: round(res.timings[k], 3) for k in ("prepare_s", "crossfit_s", "aggregate_s")
+        },
     }
     print(json.dumps(out) if args.json else json.dumps(out, indent=2))
     return 0

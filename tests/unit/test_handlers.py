@@ -72,7 +72,9 @@ def aws(monkeypatch):
 
 def _handler(name: str):
     # The three functions all name their module app.py, as SAM's Handler app.lambda_handler expects.
-    spec = importlib.util.spec_from_file_location(f"fanfit_fn_{name}", ROOT / "functions" / name / "app.py")
+    spec = importlib.util.spec_from_file_location(
+        f"fanfit_fn_{name}", ROOT / "functions" / name / "app.py"
+    )
     module = importlib.util.module_from_spec(spec)
     sys.modules[spec.name] = module
     spec.loader.exec_module(module)

@@ -1,0 +1,56 @@
+"""Double/debiased machine learning with repeated cross-fitting, in pure numpy and scikit-learn.
+
+Semantics are DoubleML 0.11.4's (PLR, IRM, PLIV, IIVM; their scores, learners, propensity clipping,
+repeated cross-fitting aggregation, multiplier bootstrap). Cross-fitting is split into independent
+:class:`FitUnit` s so that a pipeline can fan them out; :func:`estimate_in_process` runs them all
+here. References: Chernozhukov et al. (2018), The Econometrics Journal 21(1), C1-C68; Bach et al.
+(2022), "DoubleML - An object-oriented implementation of double machine learning in Python", JMLR 23.
+"""
+
+from fanfit.dml.data import DMLData, check_columns, validate_data
+from fanfit.dml.estimate import aggregate, estimate_in_process, score_elements
+from fanfit.dml.folds import draw_folds, folds_to_smpls, read_folds_csv, validate_folds
+from fanfit.dml.result import DMLResult
+from fanfit.dml.spec import BOOT_METHODS, DEFAULT_SCORE, MODELS, SCORES, DMLSpec, required_learners
+from fanfit.dml.units import (
+    FitUnit,
+    check_preds,
+    fit_predict,
+    fit_units,
+    init_preds,
+    n_stages,
+    prediction_keys,
+    put_predictions,
+    stage_inputs,
+    unit_seed,
+)
+
+__all__ = [
+    "BOOT_METHODS",
+    "DEFAULT_SCORE",
+    "MODELS",
+    "SCORES",
+    "DMLData",
+    "DMLResult",
+    "DMLSpec",
+    "FitUnit",
+    "aggregate",
+    "check_columns",
+    "check_preds",
+    "draw_folds",
+    "estimate_in_process",
+    "fit_predict",
+    "fit_units",
+    "folds_to_smpls",
+    "init_preds",
+    "n_stages",
+    "prediction_keys",
+    "put_predictions",
+    "read_folds_csv",
+    "required_learners",
+    "score_elements",
+    "stage_inputs",
+    "unit_seed",
+    "validate_data",
+    "validate_folds",
+]

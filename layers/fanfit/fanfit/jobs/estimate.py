@@ -116,7 +116,7 @@ def prepare_stage(
     -------
     dict
         ``job_id, spec_key, plan_key, stage, shards_key, n_shards, max_concurrency, has_next_stage,
-        next_stage``.
+        next_stage, map_runs_prefix`` (where the Distributed Map's ResultWriter writes).
 
     Raises
     ------
@@ -172,6 +172,7 @@ def prepare_stage(
         "max_concurrency": min(plan["max_concurrency"], len(items)),
         "has_next_stage": stage + 1 < plan["n_stages"],
         "next_stage": stage + 1,
+        "map_runs_prefix": f"{storage.job_prefix(job_id)}map-runs/{stage}",
     }
 
 

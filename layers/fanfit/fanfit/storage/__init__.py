@@ -168,7 +168,7 @@ class JobStore:
     def put_arrays(self, key: str, arrays: dict[str, np.ndarray]) -> str:
         """Write named arrays as one ``.npz`` object."""
         buf = io.BytesIO()
-        np.savez(buf, **arrays)
+        np.savez(buf, allow_pickle=False, **arrays)
         return self.put_bytes(key, buf.getvalue())
 
     def get_arrays(self, key: str) -> dict[str, np.ndarray]:

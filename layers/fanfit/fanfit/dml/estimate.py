@@ -1,0 +1,188 @@
+"""Aggregation of out-of-fold predictions into an estimate, and the in-process reference run."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from fanfit.dml.data import DMLData
+from fanfit.dml.folds import draw_folds, validate_folds
+from fanfit.dml.result import DMLResult
+from fanfit.dml.scores import (
+    clip_propensity,
+    est_coef,
+    iivm_score_elements,
+    irm_score_elements,
+    pliv_score_elements,
+    plr_score_elements,
+    var_est,
+)
+from fanfit.dml.spec import DMLSpec
+from fanfit.dml.units import (
+    check_preds,
+    fit_predict,
+    fit_units,
+    init_preds,
+    n_stages,
+    put_predictions,
+    stage_inputs,
+)
+from fanfit.errors import InvalidDataError
+
+__all__ = ["aggregate", "estimate_in_process", "score_elements"]
+
+
+def score_elements(
+    spec: DMLSpec, data: DMLData, preds: dict[str, np.ndarray], i_rep: int, i_treat: int
+) -> tuple[np.ndarray, np.ndarray]:
+    """Score elements ``psi_a``, ``psi_b`` of one repetition and treatment.
+
+    Dispatches to :mod:`fanfit.dml.scores` (formulas there); IRM and IIVM propensities are
+    clipped to ``[trimming_threshold, 1 - trimming_threshold]`` first, as DoubleML does.
+
+    Parameters
+    ----------
+    spec : DMLSpec
+    data : DMLData
+    preds : dict of str to numpy.ndarray of shape (n_obs, n_rep, n_treat)
+        Checked predictions (:func:`fanfit.dml.units.check_preds`).
+    i_rep, i_treat : int
+
+    Returns
+    -------
+    psi_a, psi_b : numpy.ndarray, shape (n_obs,)
+    """
+    y = data.y
+    d = data.d[:, i_treat]
+
+    def p(key: str) -> np.ndarray:
+        return preds[key][:, i_rep, i_treat]
+
+    if spec.model == "plr":
+        g_hat = p("ml_g") if spec.score == "IV-type" else None
+        return plr_score_elements(y, d, p("ml_l"), p("ml_m"), g_hat, spec.score)
+    if spec.model == "irm":
+        m_hat = clip_propensity(p("ml_m"), spec.trimming_threshold)
+        return irm_score_elements(
+            y, d, p("ml_g0"), p("ml_g1"), m_hat, spec.score, spec.normalize_ipw
+        )
+    if data.z is None:
+        raise InvalidDataError(f"Model {spec.model!r} needs instrument data (z).")
+    if spec.model == "pliv":
+        if len(spec.z_cols) > 1:
+            z = np.asfortranarray(data.z)  # DoubleML's z is a DataFrame's .values
+            m_hat = np.full((data.n_obs, len(spec.z_cols)), np.nan)
+            for j, col in enumerate(spec.z_cols):
+                m_hat[:, j] = p(f"ml_m_{col}")
+        else:
+            z = data.z[:, 0]
+            m_hat = p("ml_m")
+        g_hat = p("ml_g") if spec.score == "IV-type" else None
+        return pliv_score_elements(y, z, d, p("ml_l"), m_hat, p("ml_r"), g_hat, spec.score)
+    # iivm
+    z = data.z[:, 0]
+    m_hat = clip_propensity(p("ml_m"), spec.trimming_threshold)
+    return iivm_score_elements(
+        y, z, d, p("ml_g0"), p("ml_g1"), m_hat, p("ml_r0"), p("ml_r1"), spec.normalize_ipw
+    )
+
+
+def aggregate(
+    spec: DMLSpec, data: DMLData, folds: np.ndarray, preds: dict[str, np.ndarray]
+) -> DMLResult:
+    r"""Turn out-of-fold predictions into the estimate (DML2 with repeated cross-fitting).
+
+    For every repetition :math:`r` and treatment :math:`j`: the score elements
+    :math:`\psi_a, \psi_b` (:func:`score_elements`), :math:`\hat\theta_{j,r} = -\bar\psi_b/\bar\psi_a`,
+    :math:`\psi = \psi_a \hat\theta_{j,r} + \psi_b`, and :math:`\hat\sigma_{j,r}` from
+    :func:`~fanfit.dml.scores.var_est`; then the median aggregation over repetitions
+    (:func:`~fanfit.dml.scores.aggregate_coefs_and_ses`). Equals DoubleML's ``fit(external_predictions=preds)``.
+    If ``spec.boot_method`` is set, the result is bootstrapped with ``spec.n_rep_boot`` draws from
+    ``numpy.random.RandomState(spec.seed)``.
+
+    Parameters
+    ----------
+    spec : DMLSpec
+    data : DMLData
+    folds : numpy.ndarray of int, shape (n_obs, n_rep)
+    preds : dict of str to numpy.ndarray of shape (n_obs, n_rep, n_treat)
+        Every prediction key of the spec (:func:`~fanfit.dml.units.prediction_keys`).
+
+    Returns
+    -------
+    DMLResult
+
+    Raises
+    ------
+    InvalidJobError
+        Missing, misshapen or non-finite predictions.
+    InvalidFoldsError
+        Folds that do not fit the data or the spec.
+    """
+    n_obs = data.n_obs
+    validate_folds(folds, n_obs, spec.n_folds, spec.n_rep)
+    checked = check_preds(spec, n_obs, preds)
+    score_dim = (n_obs, spec.n_rep, spec.n_treat)
+    psi_a_all = np.full(score_dim, np.nan)
+    psi_b_all = np.full(score_dim, np.nan)
+    psi = np.full(score_dim, np.nan)
+    psi_deriv = np.full(score_dim, np.nan)
+    all_coef = np.full((spec.n_treat, spec.n_rep), np.nan)
+    all_se = np.full((spec.n_treat, spec.n_rep), np.nan)
+    # same loop, storage and slicing as DoubleML.fit, so the floating point results agree
+    for i_rep in range(spec.n_rep):
+        for i_treat in range(spec.n_treat):
+            psi_a_all[:, i_rep, i_treat], psi_b_all[:, i_rep, i_treat] = score_elements(
+                spec, data, checked, i_rep, i_treat
+            )
+            psi_a = psi_a_all[:, i_rep, i_treat]
+            psi_b = psi_b_all[:, i_rep, i_treat]
+            coef = est_coef(psi_a, psi_b)
+            all_coef[i_treat, i_rep] = coef
+            psi[:, i_rep, i_treat] = psi_a * all_coef[i_treat, i_rep] + psi_b
+            psi_deriv[:, i_rep, i_treat] = psi_a
+            all_se[i_treat, i_rep] = np.sqrt(
+                var_est(psi[:, i_rep, i_treat], psi_deriv[:, i_rep, i_treat])
+            )
+    result = DMLResult.from_estimates(
+        d_cols=spec.d_cols,
+        all_coef=all_coef,
+        all_se=all_se,
+        psi=psi,
+        psi_deriv=psi_deriv,
+        n_obs=n_obs,
+        n_folds=spec.n_folds,
+        model=spec.model,
+        score=spec.score,
+    )
+    result.predictions = checked
+    if spec.boot_method is not None:
+        result.bootstrap(spec.boot_method, spec.n_rep_boot, spec.seed)
+    return result
+
+
+def estimate_in_process(spec: DMLSpec, data: DMLData, folds: np.ndarray | None = None) -> DMLResult:
+    """Run every unit of every stage here, in a loop, and aggregate: the reference and no-cloud path.
+
+    Parameters
+    ----------
+    spec : DMLSpec
+        Validated here.
+    data : DMLData
+        From :func:`~fanfit.dml.data.validate_data`.
+    folds : numpy.ndarray of int, shape (n_obs, n_rep), or None
+        None draws them with :func:`~fanfit.dml.folds.draw_folds` from ``spec.seed``.
+
+    Returns
+    -------
+    DMLResult
+    """
+    spec.validate()
+    if folds is None:
+        folds = draw_folds(data.n_obs, spec.n_folds, spec.n_rep, spec.seed)
+    folds = validate_folds(folds, data.n_obs, spec.n_folds, spec.n_rep)
+    preds = init_preds(spec, data.n_obs)
+    for stage in range(n_stages(spec)):
+        inputs = stage_inputs(spec, stage, data, folds, preds)
+        for unit in fit_units(spec, stage):
+            put_predictions(preds, unit, folds, fit_predict(spec, unit, data, folds, inputs))
+    return aggregate(spec, data, folds, preds)

@@ -1,0 +1,230 @@
+"""Cross-fitting folds: drawing, checking, reading, and DoubleML's ``smpls`` layout.
+
+fanfit keeps the sample splitting as one integer array ``folds`` of shape ``(n_obs, n_rep)``:
+``folds[i, r]`` is the 0-based fold in which row ``i`` is a *test* row in repetition ``r``. The
+training rows of fold ``k`` in repetition ``r`` are all other rows, as in K-fold cross-fitting
+(Chernozhukov et al. 2018, Definition 3.1, DML2).
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+import os
+from typing import IO, Any
+
+import numpy as np
+
+from fanfit.errors import InvalidFoldsError
+
+__all__ = ["draw_folds", "folds_to_smpls", "read_folds_csv", "validate_folds"]
+
+# first word of every SeedSequence spawn key fanfit derives from the job seed (see units.unit_seed)
+_FOLDS_STREAM = 0
+
+
+def draw_folds(n_obs: int, n_folds: int, n_rep: int, seed: int) -> np.ndarray:
+    """Draw balanced random folds for every repetition.
+
+    Repetition ``r`` permutes the rows with ``np.random.default_rng(SeedSequence(seed,
+    spawn_key=(0, r)))`` and cuts the permutation into ``n_folds`` consecutive blocks sized as
+    scikit-learn's ``KFold`` sizes them: the first ``n_obs % n_folds`` folds have
+    ``n_obs // n_folds + 1`` rows, the others ``n_obs // n_folds``. The result depends only on the
+    arguments (and NumPy's PCG64 stream, pinned with NumPy), and repetition ``r`` does not depend on
+    ``n_rep``: raising ``n_rep`` keeps the earlier repetitions.
+
+    Parameters
+    ----------
+    n_obs : int
+        Number of rows, at least ``n_folds``.
+    n_folds : int
+        Number of folds, at least 2.
+    n_rep : int
+        Number of repetitions, at least 1.
+    seed : int
+        Non-negative seed.
+
+    Returns
+    -------
+    numpy.ndarray of int64, shape (n_obs, n_rep)
+        Test-fold index of every row in every repetition.
+
+    Raises
+    ------
+    InvalidFoldsError
+        Arguments out of range.
+    """
+    for name, value, low in (
+        ("n_obs", n_obs, 1),
+        ("n_folds", n_folds, 2),
+        ("n_rep", n_rep, 1),
+        ("seed", seed, 0),
+    ):
+        if isinstance(value, bool) or not isinstance(value, int | np.integer) or value < low:
+            raise InvalidFoldsError(f"{name} must be an integer of at least {low}, got {value!r}.")
+    if n_folds > n_obs:
+        raise InvalidFoldsError(f"n_folds={n_folds} is larger than the number of rows ({n_obs}).")
+    sizes = np.full(n_folds, n_obs // n_folds, dtype=np.int64)
+    sizes[: n_obs % n_folds] += 1
+    fold_of_position = np.repeat(np.arange(n_folds, dtype=np.int64), sizes)
+    folds = np.empty((n_obs, n_rep), dtype=np.int64)
+    for i_rep in range(n_rep):
+        rng = np.random.default_rng(
+            np.random.SeedSequence(int(seed), spawn_key=(_FOLDS_STREAM, i_rep))
+        )
+        folds[rng.permutation(n_obs), i_rep] = fold_of_position
+    return folds
+
+
+def validate_folds(folds: Any, n_obs: int, n_folds: int, n_rep: int) -> np.ndarray:
+    """Check user-given folds against the data and the options.
+
+    Parameters
+    ----------
+    folds : array-like, shape (n_obs, n_rep) (or (n_obs,) when ``n_rep == 1``)
+        Test-fold index per row and repetition; integral floats such as ``3.0`` are accepted.
+    n_obs, n_folds, n_rep : int
+        What the folds must fit.
+
+    Returns
+    -------
+    numpy.ndarray of int64, shape (n_obs, n_rep)
+
+    Raises
+    ------
+    InvalidFoldsError
+        Wrong shape (the message says the expected rows and columns), non-integer values, values
+        outside ``0 .. n_folds - 1`` (the first is named by row and repetition), or a fold without
+        rows in some repetition.
+    """
+    arr = np.asarray(folds)
+    if arr.ndim == 1 and n_rep == 1:
+        arr = arr.reshape(-1, 1)
+    if arr.ndim != 2 or arr.shape != (n_obs, n_rep):
+        raise InvalidFoldsError(
+            f"Folds have shape {arr.shape}; expected {n_obs} rows (one per observation) and "
+            f"{n_rep} column(s) (one per repetition, n_rep={n_rep})."
+        )
+    if arr.dtype == bool or not (
+        np.issubdtype(arr.dtype, np.integer) or np.issubdtype(arr.dtype, np.floating)
+    ):
+        raise InvalidFoldsError(f"Folds must be integers, got values of type {arr.dtype}.")
+    if np.issubdtype(arr.dtype, np.floating):
+        bad = ~np.isfinite(arr) | (arr != np.round(arr))
+        if bad.any():
+            row, col = np.argwhere(bad)[0]
+            raise InvalidFoldsError(
+                f"Folds must be integers, but row {row}, repetition {col} is {arr[row, col]!r}."
+            )
+    out = arr.astype(np.int64)
+    bad = (out < 0) | (out >= n_folds)
+    if bad.any():
+        row, col = np.argwhere(bad)[0]
+        raise InvalidFoldsError(
+            f"Fold indices must be in 0..{n_folds - 1} (n_folds={n_folds}), but row {row}, "
+            f"repetition {col} is {out[row, col]}."
+        )
+    for i_rep in range(n_rep):
+        counts = np.bincount(out[:, i_rep], minlength=n_folds)
+        empty = np.flatnonzero(counts == 0)
+        if empty.size:
+            raise InvalidFoldsError(
+                f"Fold {int(empty[0])} has no rows in repetition {i_rep}; every fold 0..{n_folds - 1} "
+                "needs at least one test row in every repetition."
+            )
+    return out
+
+
+def read_folds_csv(path_or_file: str | os.PathLike | IO) -> np.ndarray:
+    """Read folds from CSV: one row per observation, one column per repetition.
+
+    A first row that is not all integers is taken as a header and skipped.
+
+    Parameters
+    ----------
+    path_or_file : str, path-like, or file object (text or binary)
+
+    Returns
+    -------
+    numpy.ndarray of int64, shape (n_obs, n_rep)
+        Not yet checked against the data: pass it to :func:`validate_folds`.
+
+    Raises
+    ------
+    InvalidFoldsError
+        Empty file, rows of different lengths, or a value that is not an integer (named by line and column).
+    """
+    if isinstance(path_or_file, str | os.PathLike):
+        with open(path_or_file, newline="", encoding="utf-8") as fh:
+            text = fh.read()
+        source = os.fspath(path_or_file)
+    else:
+        raw = path_or_file.read()
+        text = raw.decode("utf-8") if isinstance(raw, bytes) else raw
+        source = getattr(path_or_file, "name", "folds file")
+    rows = [r for r in csv.reader(io.StringIO(text)) if r and any(c.strip() for c in r)]
+    if not rows:
+        raise InvalidFoldsError(f"{source}: the folds file is empty.")
+    first_line = 1
+    if not all(_parse_int(c) is not None for c in rows[0]):
+        rows = rows[1:]
+        first_line = 2
+        if not rows:
+            raise InvalidFoldsError(f"{source}: the folds file has a header but no rows.")
+    n_cols = len(rows[0])
+    out = np.empty((len(rows), n_cols), dtype=np.int64)
+    for i, row in enumerate(rows):
+        if len(row) != n_cols:
+            raise InvalidFoldsError(
+                f"{source}: line {i + first_line} has {len(row)} values, expected {n_cols} (one per repetition)."
+            )
+        for j, cell in enumerate(row):
+            value = _parse_int(cell)
+            if value is None:
+                raise InvalidFoldsError(
+                    f"{source}: line {i + first_line}, column {j + 1} is {cell.strip()!r}, "
+                    "not an integer fold index."
+                )
+            out[i, j] = value
+    return out
+
+
+def _parse_int(cell: str) -> int | None:
+    text = cell.strip()
+    try:
+        return int(text)
+    except ValueError:
+        pass
+    try:
+        value = float(text)
+    except ValueError:
+        return None
+    if np.isfinite(value) and value == int(value):
+        return int(value)
+    return None
+
+
+def folds_to_smpls(folds: np.ndarray) -> list[list[tuple[np.ndarray, np.ndarray]]]:
+    """Convert folds to DoubleML's ``smpls``: ``[i_rep][i_fold] -> (train_idx, test_idx)``.
+
+    The result can be passed to DoubleML's ``set_sample_splitting``. Indices are sorted int64
+    arrays, as DoubleML sorts them.
+
+    Parameters
+    ----------
+    folds : numpy.ndarray of int, shape (n_obs, n_rep)
+
+    Returns
+    -------
+    list of n_rep lists of n_folds tuples (train_idx, test_idx)
+        ``n_folds`` is ``folds.max() + 1``.
+    """
+    folds = np.asarray(folds)
+    if folds.ndim == 1:
+        folds = folds.reshape(-1, 1)
+    n_folds = int(folds.max()) + 1
+    smpls = []
+    for i_rep in range(folds.shape[1]):
+        col = folds[:, i_rep]
+        smpls.append([(np.flatnonzero(col != k), np.flatnonzero(col == k)) for k in range(n_folds)])
+    return smpls

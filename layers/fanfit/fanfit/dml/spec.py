@@ -1,0 +1,415 @@
+"""The estimate job spec: model, score, column roles, resampling and nuisance learners.
+
+Names and defaults are DoubleML 0.11's (``DoubleMLPLR``, ``DoubleMLIRM``, ``DoubleMLPLIV``,
+``DoubleMLIIVM``): learners ``ml_l``, ``ml_m``, ``ml_g``, ``ml_r``; scores ``'partialling out'``,
+``'IV-type'``, ``'ATE'``, ``'ATTE'``, ``'LATE'``; ``trimming_threshold=0.01`` with the ``'truncate'``
+rule, ``normalize_ipw=False``, ``n_folds=5``, ``n_rep=1``, ``n_rep_boot=500``.
+"""
+
+from __future__ import annotations
+
+import numbers
+from dataclasses import dataclass, field
+from typing import Any
+
+from fanfit.errors import InvalidJobError, InvalidLearnerError
+from fanfit.learners import LearnerSpec
+
+__all__ = [
+    "BOOT_METHODS",
+    "DEFAULT_SCORE",
+    "MODELS",
+    "SCORES",
+    "DMLSpec",
+    "learner_roles",
+    "required_learners",
+]
+
+#: The models, named as fanfit's jobs name them (DoubleMLPLR, DoubleMLIRM, DoubleMLPLIV, DoubleMLIIVM).
+MODELS = ("plr", "irm", "pliv", "iivm")
+
+#: Default score per model (DoubleML's constructor defaults).
+DEFAULT_SCORE = {"plr": "partialling out", "irm": "ATE", "pliv": "partialling out", "iivm": "LATE"}
+
+#: Valid scores per model. PLIV's ``'IV-type'`` needs exactly one instrument (as in DoubleML).
+SCORES = {
+    "plr": ("partialling out", "IV-type"),
+    "irm": ("ATE", "ATTE"),
+    "pliv": ("partialling out", "IV-type"),
+    "iivm": ("LATE",),
+}
+
+#: Multiplier bootstrap methods (DoubleML's ``bootstrap(method=...)``).
+BOOT_METHODS = ("normal", "Bayes", "wild")
+
+# What each learner of each model may be: "regressor", "classifier", or "either" (a classifier
+# only for a binary 0/1 target, decided on the data). As DoubleML's _check_learner calls in
+# plr.py, irm.py, pliv.py, iivm.py.
+_ROLES: dict[str, dict[str, str]] = {
+    "plr": {"ml_l": "either", "ml_m": "either", "ml_g": "regressor"},
+    "irm": {"ml_g": "either", "ml_m": "classifier"},
+    "pliv": {"ml_l": "regressor", "ml_m": "regressor", "ml_r": "regressor", "ml_g": "regressor"},
+    "iivm": {"ml_g": "either", "ml_m": "classifier", "ml_r": "classifier"},
+}
+
+_LEARNER_PURPOSE = {
+    ("plr", "ml_l"): "E[Y|X]",
+    ("plr", "ml_m"): "E[D|X]",
+    ("plr", "ml_g"): "E[Y - D theta|X] (IV-type score)",
+    ("irm", "ml_g"): "E[Y|D,X]",
+    ("irm", "ml_m"): "P(D=1|X)",
+    ("pliv", "ml_l"): "E[Y|X]",
+    ("pliv", "ml_m"): "E[Z|X]",
+    ("pliv", "ml_r"): "E[D|X]",
+    ("pliv", "ml_g"): "E[Y - D theta|X] (IV-type score)",
+    ("iivm", "ml_g"): "E[Y|Z,X]",
+    ("iivm", "ml_m"): "P(Z=1|X)",
+    ("iivm", "ml_r"): "P(D=1|Z,X)",
+}
+
+_INT_MAX_SEED = 2**32 - 1
+
+
+def required_learners(model: str, score: str) -> tuple[str, ...]:
+    """The learner names (``spec.learners`` keys) a model and score need, in DoubleML's order.
+
+    Parameters
+    ----------
+    model : str
+        One of :data:`MODELS`.
+    score : str
+        A score valid for ``model``.
+
+    Returns
+    -------
+    tuple of str
+        E.g. ``('ml_l', 'ml_m')`` for PLR with ``'partialling out'``, ``('ml_l', 'ml_m', 'ml_g')``
+        for ``'IV-type'``.
+    """
+    if model == "plr":
+        return ("ml_l", "ml_m", "ml_g") if score == "IV-type" else ("ml_l", "ml_m")
+    if model == "irm":
+        return ("ml_g", "ml_m")
+    if model == "pliv":
+        return ("ml_l", "ml_m", "ml_r", "ml_g") if score == "IV-type" else ("ml_l", "ml_m", "ml_r")
+    if model == "iivm":
+        return ("ml_g", "ml_m", "ml_r")
+    raise InvalidJobError(f"Unknown model {model!r}; choose one of {', '.join(MODELS)}.")
+
+
+def learner_roles(model: str) -> dict[str, str]:
+    """``{learner: 'regressor' | 'classifier' | 'either'}`` for a model (see DoubleML's ``_check_learner``)."""
+    return dict(_ROLES[model])
+
+
+def _is_int(value: Any) -> bool:
+    return isinstance(value, numbers.Integral) and not isinstance(value, bool)
+
+
+def _as_str_tuple(value: Any) -> Any:
+    if isinstance(value, str):
+        return (value,)
+    if isinstance(value, list | tuple):
+        return tuple(value)
+    return value
+
+
+def _as_learner(name: str, value: Any) -> Any:
+    if isinstance(value, LearnerSpec):
+        return value
+    if isinstance(value, str):
+        return LearnerSpec.parse(value)
+    if isinstance(value, dict):
+        return LearnerSpec.from_dict(value)
+    raise InvalidLearnerError(
+        f"Learner {name}: expected a spec string like 'LassoCV' or an object "
+        f'{{"name": ..., "params": {{...}}}}, got {value!r}.'
+    )
+
+
+@dataclass(frozen=True)
+class DMLSpec:
+    """Everything an estimate needs except the data and the folds.
+
+    Sequences are stored as tuples and learners as :class:`~fanfit.learners.LearnerSpec` (strings
+    and dicts are parsed on construction). Construction does not check consistency; call
+    :meth:`validate` (:meth:`from_dict` does).
+
+    Parameters
+    ----------
+    model : str
+        ``'plr'``, ``'irm'``, ``'pliv'`` or ``'iivm'``.
+    score : str
+        See :data:`SCORES`; :data:`DEFAULT_SCORE` gives DoubleML's default.
+    y_col : str
+        Outcome column.
+    d_cols : tuple of str
+        Treatment column(s). PLR and PLIV estimate one coefficient per treatment, using the other
+        treatments as covariates (DoubleML's ``use_other_treat_as_covariate=True``); IRM and IIVM
+        need exactly one binary treatment.
+    x_cols : tuple of str
+        Covariates (at least one).
+    z_cols : tuple of str
+        Instrument(s): PLIV needs at least one (``'IV-type'`` exactly one), IIVM exactly one binary
+        instrument, PLR and IRM none.
+    n_folds : int
+        Number of cross-fitting folds, at least 2. Default 5.
+    n_rep : int
+        Number of repetitions of the sample splitting. Default 1.
+    seed : int
+        In ``[0, 2**32 - 1]``; seeds the folds (:func:`~fanfit.dml.draw_folds`), the learners'
+        ``random_state`` where the user gave none (:func:`~fanfit.dml.unit_seed`) and the bootstrap.
+    learners : dict of str to LearnerSpec
+        Keys as DoubleML's constructor arguments: ``ml_l``, ``ml_m``, ``ml_g``, ``ml_r``.
+    trimming_threshold : float
+        IRM/IIVM propensity clipping to ``[t, 1 - t]`` (DoubleML's ``'truncate'`` rule). Default 0.01.
+    normalize_ipw : bool
+        IRM/IIVM: normalize the inverse probability weights (Hajek). Default False.
+    n_rep_boot : int
+        Bootstrap replications when ``boot_method`` is set. Default 500.
+    boot_method : str or None
+        ``'normal'``, ``'Bayes'``, ``'wild'``, or None for no bootstrap (then no joint intervals).
+    """
+
+    model: str
+    score: str
+    y_col: str
+    d_cols: tuple[str, ...]
+    x_cols: tuple[str, ...]
+    z_cols: tuple[str, ...] = ()
+    n_folds: int = 5
+    n_rep: int = 1
+    seed: int = 0
+    learners: dict[str, LearnerSpec] = field(default_factory=dict)
+    trimming_threshold: float = 0.01
+    normalize_ipw: bool = False
+    n_rep_boot: int = 500
+    boot_method: str | None = None
+
+    def __post_init__(self) -> None:
+        for name in ("d_cols", "x_cols", "z_cols"):
+            value = getattr(self, name)
+            object.__setattr__(self, name, () if value is None else _as_str_tuple(value))
+        if isinstance(self.learners, dict):
+            object.__setattr__(
+                self, "learners", {k: _as_learner(k, v) for k, v in self.learners.items()}
+            )
+
+    # ------------------------------------------------------------------ derived
+    @property
+    def n_treat(self) -> int:
+        """Number of treatment columns (= number of coefficients)."""
+        return len(self.d_cols)
+
+    @property
+    def used_cols(self) -> tuple[str, ...]:
+        """All columns the estimate reads: y, d, x, z (in that order)."""
+        return (self.y_col, *self.d_cols, *self.x_cols, *self.z_cols)
+
+    # ------------------------------------------------------------------ validation
+    def validate(self) -> None:
+        """Check the spec for consistency (everything decidable without the data).
+
+        Raises
+        ------
+        InvalidJobError
+            Unknown model or score; missing, empty, duplicated or overlapping columns; instruments
+            missing or not allowed for the model; IRM/IIVM with more than one treatment;
+            ``n_folds < 2``, ``n_rep < 1``, ``seed`` outside ``[0, 2**32 - 1]``,
+            ``trimming_threshold`` outside ``(0, 0.5)``, bad ``normalize_ipw``, ``n_rep_boot`` or
+            ``boot_method``; a learner missing for the model and score (the message names it and
+            what it estimates) or one the model does not use.
+        InvalidLearnerError
+            A classifier where the model needs a regressor, or the reverse.
+        """
+        if self.model not in MODELS:
+            raise InvalidJobError(
+                f"Unknown model {self.model!r}; choose one of {', '.join(MODELS)}."
+            )
+        valid_scores = SCORES[self.model]
+        if self.score not in valid_scores:
+            raise InvalidJobError(
+                f"Invalid score {self.score!r} for model {self.model!r}; valid scores: "
+                + ", ".join(repr(s) for s in valid_scores)
+                + "."
+            )
+        self._validate_columns()
+        self._validate_options()
+        self._validate_learners()
+
+    def _validate_columns(self) -> None:
+        if not isinstance(self.y_col, str) or not self.y_col:
+            raise InvalidJobError(f"y_col must be a non-empty column name, got {self.y_col!r}.")
+        for name in ("d_cols", "x_cols", "z_cols"):
+            cols = getattr(self, name)
+            if not isinstance(cols, tuple) or not all(isinstance(c, str) and c for c in cols):
+                raise InvalidJobError(
+                    f"{name} must be a list of non-empty column names, got {cols!r}."
+                )
+            dupes = sorted({c for c in cols if cols.count(c) > 1})
+            if dupes:
+                raise InvalidJobError(f"{name} lists {', '.join(dupes)} more than once.")
+        if not self.d_cols:
+            raise InvalidJobError("d_cols is empty: name at least one treatment column.")
+        if not self.x_cols:
+            raise InvalidJobError("x_cols is empty: name at least one covariate column.")
+        roles = {
+            "y_col": (self.y_col,),
+            "d_cols": self.d_cols,
+            "x_cols": self.x_cols,
+            "z_cols": self.z_cols,
+        }
+        names = list(roles)
+        for i, a in enumerate(names):
+            for b in names[i + 1 :]:
+                both = sorted(set(roles[a]) & set(roles[b]))
+                if both:
+                    raise InvalidJobError(
+                        f"Column {', '.join(repr(c) for c in both)} is set as both {a} and {b}; "
+                        "each column can have one role only."
+                    )
+        if self.model in ("irm", "iivm") and len(self.d_cols) != 1:
+            raise InvalidJobError(
+                f"Model {self.model!r} needs exactly one binary treatment column (d_cols), "
+                f"got {len(self.d_cols)}: {', '.join(self.d_cols)}. Use 'plr' or 'pliv' for several treatments."
+            )
+        if self.model in ("plr", "irm") and self.z_cols:
+            iv_model = "pliv" if self.model == "plr" else "iivm"
+            raise InvalidJobError(
+                f"Model {self.model!r} takes no instruments, but z_cols is {list(self.z_cols)}; "
+                f"use model {iv_model!r} for an instrumental variable model."
+            )
+        if self.model == "pliv" and not self.z_cols:
+            raise InvalidJobError("Model 'pliv' needs at least one instrument column in z_cols.")
+        if self.model == "iivm" and len(self.z_cols) != 1:
+            raise InvalidJobError(
+                f"Model 'iivm' needs exactly one binary instrument column in z_cols, got {len(self.z_cols)}."
+            )
+        if self.model == "pliv" and self.score == "IV-type" and len(self.z_cols) != 1:
+            raise InvalidJobError(
+                f"Model 'pliv' with score 'IV-type' needs exactly one instrument, got {len(self.z_cols)}; "
+                "use score 'partialling out' with several instruments."
+            )
+
+    def _validate_options(self) -> None:
+        if not _is_int(self.n_folds) or self.n_folds < 2:
+            raise InvalidJobError(
+                f"n_folds must be an integer of at least 2, got {self.n_folds!r}."
+            )
+        if not _is_int(self.n_rep) or self.n_rep < 1:
+            raise InvalidJobError(f"n_rep must be an integer of at least 1, got {self.n_rep!r}.")
+        if not _is_int(self.seed) or not 0 <= self.seed <= _INT_MAX_SEED:
+            raise InvalidJobError(f"seed must be an integer in [0, 2**32 - 1], got {self.seed!r}.")
+        t = self.trimming_threshold
+        if isinstance(t, bool) or not isinstance(t, numbers.Real) or not 0 < t < 0.5:
+            raise InvalidJobError(f"trimming_threshold must be a number in (0, 0.5), got {t!r}.")
+        if not isinstance(self.normalize_ipw, bool):
+            raise InvalidJobError(
+                f"normalize_ipw must be true or false, got {self.normalize_ipw!r}."
+            )
+        if not _is_int(self.n_rep_boot) or self.n_rep_boot < 1:
+            raise InvalidJobError(
+                f"n_rep_boot must be a positive integer, got {self.n_rep_boot!r}."
+            )
+        if self.boot_method is not None and self.boot_method not in BOOT_METHODS:
+            raise InvalidJobError(
+                f"boot_method must be one of {', '.join(repr(m) for m in BOOT_METHODS)} or null, "
+                f"got {self.boot_method!r}."
+            )
+
+    def _validate_learners(self) -> None:
+        if not isinstance(self.learners, dict):
+            raise InvalidJobError(
+                f"learners must be an object mapping ml_* names to learners, got {self.learners!r}."
+            )
+        needed = required_learners(self.model, self.score)
+        for name in needed:
+            if name not in self.learners:
+                raise InvalidJobError(
+                    f"Model {self.model!r} with score {self.score!r} needs learner {name!r} for "
+                    f"{_LEARNER_PURPOSE[(self.model, name)]}; given: "
+                    f"{', '.join(sorted(self.learners)) or 'none'}. Required: {', '.join(needed)}."
+                )
+        extra = sorted(set(self.learners) - set(needed))
+        if extra:
+            raise InvalidJobError(
+                f"Model {self.model!r} with score {self.score!r} does not use learner(s) "
+                f"{', '.join(repr(e) for e in extra)}; it takes exactly {', '.join(needed)}."
+            )
+        roles = _ROLES[self.model]
+        for name in needed:
+            spec = self.learners[name]
+            if not isinstance(spec, LearnerSpec):
+                raise InvalidLearnerError(f"Learner {name} is not a LearnerSpec: {spec!r}.")
+            role = roles[name]
+            purpose = _LEARNER_PURPOSE[(self.model, name)]
+            if role == "regressor" and not spec.is_regressor:
+                raise InvalidLearnerError(
+                    f"Learner {name} ({spec.name}) must be a regressor for model {self.model!r} "
+                    f"({purpose}), but {spec.name} is a classifier."
+                )
+            if role == "classifier" and not spec.is_classifier:
+                raise InvalidLearnerError(
+                    f"Learner {name} ({spec.name}) must be a classifier with predict_proba for model "
+                    f"{self.model!r} ({purpose}), but {spec.name} is a regressor."
+                )
+            if role == "either" and not (spec.is_classifier or spec.is_regressor):
+                raise InvalidLearnerError(
+                    f"Learner {name} ({spec.name}) is neither a regressor nor a classifier."
+                )
+
+    # ------------------------------------------------------------------ (de)serialization
+    def to_dict(self) -> dict:
+        """JSON-safe dict; :meth:`from_dict` reads it back."""
+        return {
+            "model": self.model,
+            "score": self.score,
+            "y_col": self.y_col,
+            "d_cols": list(self.d_cols),
+            "x_cols": list(self.x_cols),
+            "z_cols": list(self.z_cols),
+            "n_folds": self.n_folds,
+            "n_rep": self.n_rep,
+            "seed": self.seed,
+            "learners": {k: self.learners[k].to_dict() for k in sorted(self.learners)},
+            "trimming_threshold": self.trimming_threshold,
+            "normalize_ipw": self.normalize_ipw,
+            "n_rep_boot": self.n_rep_boot,
+            "boot_method": self.boot_method,
+        }
+
+    @classmethod
+    def from_dict(cls, d: dict) -> DMLSpec:
+        """Build and :meth:`validate` a spec from a dict such as :meth:`to_dict` writes.
+
+        Optional keys take the dataclass defaults; a missing ``score`` takes
+        :data:`DEFAULT_SCORE` of the model. Learners may be spec strings or ``{"name", "params"}``
+        objects.
+
+        Raises
+        ------
+        InvalidJobError
+            Not a dict, an unknown key (named), a required key missing, or anything :meth:`validate` raises.
+        """
+        if not isinstance(d, dict):
+            raise InvalidJobError(f"A DML spec must be a JSON object, got {type(d).__name__}.")
+        known = set(cls.__dataclass_fields__)
+        unknown = sorted(set(d) - known)
+        if unknown:
+            raise InvalidJobError(
+                f"Unknown option(s) {', '.join(repr(u) for u in unknown)}; known options: {', '.join(sorted(known))}."
+            )
+        for key in ("model", "y_col", "d_cols", "x_cols"):
+            if key not in d:
+                raise InvalidJobError(f"The DML spec has no {key!r}.")
+        kwargs = dict(d)
+        if kwargs.get("score") is None:
+            kwargs["score"] = DEFAULT_SCORE.get(kwargs["model"], "")
+        learners = kwargs.get("learners")
+        if learners is not None and not isinstance(learners, dict):
+            raise InvalidJobError(
+                f"learners must be an object mapping ml_* names to learners, got {learners!r}."
+            )
+        spec = cls(**kwargs)
+        spec.validate()
+        return spec

@@ -1,0 +1,453 @@
+"""Fit units: the independent (stage, treatment, repetition, fold, learner) fits of cross-fitting.
+
+An estimate is a list of stages. Within a stage every :class:`FitUnit` is independent: it fits one
+nuisance learner on the training rows of one fold of one repetition and predicts that fold's test
+rows, so units can run anywhere in any order (one Lambda invocation per shard of units). Only
+the ``'IV-type'`` scores of PLR and PLIV have a second stage: ``ml_g`` is fitted on
+:math:`Y - \\tilde\\theta D`, where :math:`\\tilde\\theta` comes from the first stage's out-of-fold
+``ml_l`` and ``ml_m`` (and ``ml_r``) predictions of the same treatment and repetition
+(:func:`stage_inputs`).
+
+Prediction keys (``FitUnit.learner``) are DoubleML's ``external_predictions`` keys: ``ml_l``,
+``ml_m``, ``ml_g``, ``ml_g0``, ``ml_g1`` (IRM: fitted on ``d == 0`` / ``d == 1`` rows; IIVM: on
+``z == 0`` / ``z == 1`` rows), ``ml_r``, ``ml_r0``, ``ml_r1`` (IIVM, on ``z == 0`` / ``z == 1`` rows),
+and ``ml_m_<z_col>`` for PLIV with several instruments.
+
+Out-of-fold predictions travel as ``preds``: ``dict[prediction key, numpy.ndarray of shape
+(n_obs, n_rep, n_treat)]``, DoubleML's ``predictions`` layout.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import asdict, dataclass
+from typing import Any
+
+import numpy as np
+
+from fanfit.dml.data import DMLData
+from fanfit.dml.folds import validate_folds
+from fanfit.dml.scores import pliv_theta_initial, plr_theta_initial
+from fanfit.dml.spec import DMLSpec
+from fanfit.errors import InvalidDataError, InvalidFoldsError, InvalidJobError
+
+__all__ = [
+    "FitUnit",
+    "fit_predict",
+    "fit_units",
+    "init_preds",
+    "n_stages",
+    "prediction_keys",
+    "put_predictions",
+    "stage_inputs",
+    "unit_seed",
+]
+
+# first word of the SeedSequence spawn key of unit seeds (folds use 0, see folds.draw_folds)
+_UNITS_STREAM = 1
+
+_KEY_RE = re.compile(r"^s(\d+)-t(\d+)-r(\d+)-f(\d+)-(ml_\w+)$")
+
+
+@dataclass(frozen=True)
+class FitUnit:
+    """One independent nuisance fit.
+
+    Attributes
+    ----------
+    stage : int
+        0, or 1 for ``ml_g`` of the IV-type scores.
+    i_treat : int
+        Index into ``spec.d_cols``.
+    i_rep : int
+        Repetition of the sample splitting.
+    i_fold : int
+        Fold whose test rows are predicted (the learner is fitted on the other folds).
+    learner : str
+        Prediction key, DoubleML's ``external_predictions`` key (``'ml_l'``, ``'ml_m'``, ``'ml_g'``,
+        ``'ml_g0'``, ``'ml_g1'``, ``'ml_r'``, ``'ml_r0'``, ``'ml_r1'``, ``'ml_m_<z_col>'``).
+    """
+
+    stage: int
+    i_treat: int
+    i_rep: int
+    i_fold: int
+    learner: str
+
+    @property
+    def key(self) -> str:
+        """Unique id, e.g. ``'s0-t0-r1-f3-ml_l'``."""
+        return f"s{self.stage}-t{self.i_treat}-r{self.i_rep}-f{self.i_fold}-{self.learner}"
+
+    @classmethod
+    def from_key(cls, key: str) -> FitUnit:
+        """Inverse of :attr:`key`."""
+        match = _KEY_RE.match(key)
+        if match is None:
+            raise InvalidJobError(
+                f"Not a fit unit key: {key!r} (expected e.g. 's0-t0-r1-f3-ml_l')."
+            )
+        s, t, r, f, learner = match.groups()
+        return cls(int(s), int(t), int(r), int(f), learner)
+
+    def to_dict(self) -> dict:
+        """JSON-safe dict with the five fields."""
+        return asdict(self)
+
+    @classmethod
+    def from_dict(cls, d: dict) -> FitUnit:
+        """Inverse of :meth:`to_dict`."""
+        try:
+            return cls(
+                int(d["stage"]),
+                int(d["i_treat"]),
+                int(d["i_rep"]),
+                int(d["i_fold"]),
+                str(d["learner"]),
+            )
+        except (KeyError, TypeError, ValueError) as exc:
+            raise InvalidJobError(f"Not a fit unit: {d!r} ({exc}).") from exc
+
+
+# --------------------------------------------------------------------------- plan
+def prediction_keys(spec: DMLSpec, stage: int | None = None) -> tuple[str, ...]:
+    """The prediction keys of a spec (DoubleML's ``params_names``), optionally of one stage only.
+
+    Parameters
+    ----------
+    spec : DMLSpec
+    stage : int or None
+        0 or 1; None for all stages.
+
+    Returns
+    -------
+    tuple of str
+        E.g. PLR partialling out: ``('ml_l', 'ml_m')``; IRM: ``('ml_g0', 'ml_g1', 'ml_m')``;
+        PLIV with instruments ``Z1, Z2``: ``('ml_l', 'ml_r', 'ml_m_Z1', 'ml_m_Z2')``; IIVM:
+        ``('ml_g0', 'ml_g1', 'ml_m', 'ml_r0', 'ml_r1')``.
+    """
+    if spec.model == "plr":
+        keys = [("ml_l", 0), ("ml_m", 0)] + ([("ml_g", 1)] if spec.score == "IV-type" else [])
+    elif spec.model == "irm":
+        keys = [("ml_g0", 0), ("ml_g1", 0), ("ml_m", 0)]
+    elif spec.model == "pliv":
+        if len(spec.z_cols) > 1:
+            keys = [("ml_l", 0), ("ml_r", 0)] + [(f"ml_m_{z}", 0) for z in spec.z_cols]
+        else:
+            keys = [("ml_l", 0), ("ml_m", 0), ("ml_r", 0)] + (
+                [("ml_g", 1)] if spec.score == "IV-type" else []
+            )
+    elif spec.model == "iivm":
+        keys = [("ml_g0", 0), ("ml_g1", 0), ("ml_m", 0), ("ml_r0", 0), ("ml_r1", 0)]
+    else:
+        raise InvalidJobError(f"Unknown model {spec.model!r}.")
+    return tuple(k for k, s in keys if stage is None or s == stage)
+
+
+def n_stages(spec: DMLSpec) -> int:
+    """Number of stages: 2 for the IV-type scores of PLR and PLIV (``ml_g`` after a preliminary estimate), else 1."""
+    return 2 if spec.model in ("plr", "pliv") and spec.score == "IV-type" else 1
+
+
+def fit_units(spec: DMLSpec, stage: int) -> list[FitUnit]:
+    """All units of one stage, in a deterministic order (treatment, repetition, learner, fold).
+
+    Parameters
+    ----------
+    spec : DMLSpec
+    stage : int
+        ``0 <= stage < n_stages(spec)``.
+
+    Returns
+    -------
+    list of FitUnit
+        ``n_treat * n_rep * len(prediction_keys(spec, stage)) * n_folds`` units.
+    """
+    if not 0 <= stage < n_stages(spec):
+        raise InvalidJobError(
+            f"Stage {stage} does not exist; this estimate has {n_stages(spec)} stage(s)."
+        )
+    keys = prediction_keys(spec, stage)
+    return [
+        FitUnit(stage, i_treat, i_rep, i_fold, key)
+        for i_treat in range(spec.n_treat)
+        for i_rep in range(spec.n_rep)
+        for key in keys
+        for i_fold in range(spec.n_folds)
+    ]
+
+
+def unit_seed(seed: int, unit: FitUnit) -> int:
+    """The ``random_state`` a unit's learner gets when the user set none.
+
+    ``SeedSequence(seed, spawn_key=(1, i_treat, i_rep, i_fold, L)).generate_state(1, uint32)[0]``
+    where ``L`` is the prediction key's UTF-8 bytes read as a big-endian integer. It depends on the
+    unit's identity only (not on which shard or machine runs it, nor on the stage), and differs
+    between units, so no two fits share a random stream.
+
+    Parameters
+    ----------
+    seed : int
+        The job seed (non-negative).
+    unit : FitUnit
+
+    Returns
+    -------
+    int
+        In ``[0, 2**32 - 1]``.
+    """
+    learner_word = int.from_bytes(unit.learner.encode("utf-8"), "big")
+    ss = np.random.SeedSequence(
+        int(seed), spawn_key=(_UNITS_STREAM, unit.i_treat, unit.i_rep, unit.i_fold, learner_word)
+    )
+    return int(ss.generate_state(1, dtype=np.uint32)[0])
+
+
+def _spec_learner(key: str) -> str:
+    """The ``spec.learners`` name behind a prediction key (``ml_g0 -> ml_g``, ``ml_m_Z1 -> ml_m``)."""
+    if key.startswith("ml_m_"):
+        return "ml_m"
+    return key[:4]
+
+
+# --------------------------------------------------------------------------- fitting
+def _target_and_rows(
+    spec: DMLSpec, unit: FitUnit, data: DMLData, inputs: dict | None
+) -> tuple[np.ndarray, np.ndarray | None]:
+    """Target of the unit's learner and the restriction of its training rows (or None)."""
+    key = unit.learner
+    d = data.d[:, unit.i_treat]
+    model = spec.model
+    if key == "ml_l":
+        return data.y, None
+    if key == "ml_g":
+        theta = _theta_initial(inputs, unit, spec)
+        return data.y - theta * d, None
+    if key == "ml_m":
+        if model in ("pliv", "iivm"):
+            assert data.z is not None
+            return data.z[:, 0], None
+        return d, None
+    if key.startswith("ml_m_"):
+        assert data.z is not None
+        return data.z[:, spec.z_cols.index(key[5:])], None
+    if key == "ml_r":
+        return d, None
+    if key in ("ml_g0", "ml_g1", "ml_r0", "ml_r1"):
+        level = float(key[-1])
+        if model == "irm":
+            cond = d == level
+        else:
+            assert data.z is not None
+            cond = data.z[:, 0] == level
+        target = data.y if key.startswith("ml_g") else d
+        return target, cond
+    raise InvalidJobError(f"Unknown prediction key {key!r} for model {model!r}.")
+
+
+def _theta_initial(inputs: dict | None, unit: FitUnit, spec: DMLSpec) -> float:
+    try:
+        return float(inputs["theta_initial"][unit.i_treat][unit.i_rep])  # type: ignore[index]
+    except (TypeError, KeyError, IndexError) as exc:
+        raise InvalidJobError(
+            f"Unit {unit.key} (ml_g of score {spec.score!r}) needs stage_inputs with "
+            "'theta_initial' from stage 0; compute them with stage_inputs(spec, 1, ...)."
+        ) from exc
+
+
+def fit_predict(
+    spec: DMLSpec,
+    unit: FitUnit,
+    data: DMLData,
+    folds: np.ndarray,
+    stage_inputs: dict | None = None,
+) -> np.ndarray:
+    """Fit a unit's learner on its training rows and predict its fold's test rows.
+
+    What DoubleML's ``_dml_cv_predict`` (through scikit-learn's ``cross_val_predict``) computes for
+    that fold, bit for bit: the learner ``spec.learners[...].build(random_state=unit_seed(...))``
+    is fitted on ``X[train]`` where ``train`` are the sorted rows outside fold ``i_fold`` of
+    repetition ``i_rep`` (for ``ml_g0``/``ml_g1``/``ml_r0``/``ml_r1`` only those with ``d`` (IRM) or
+    ``z`` (IIVM) equal to 0 / 1), ``X`` being the covariates plus the other treatments
+    (:meth:`DMLData.xd`). Regressors predict with ``predict``; classifiers are fitted on the
+    label-encoded target and give ``predict_proba[:, 1]`` (0 where the training rows lack class 1,
+    as ``cross_val_predict`` fills it).
+
+    Parameters
+    ----------
+    spec : DMLSpec
+    unit : FitUnit
+    data : DMLData
+    folds : numpy.ndarray of int, shape (n_obs, n_rep)
+    stage_inputs : dict or None
+        For stage 1: what :func:`stage_inputs` returned.
+
+    Returns
+    -------
+    numpy.ndarray of float64, shape (n_test,)
+        Predictions for the rows ``np.flatnonzero(folds[:, i_rep] == i_fold)``, in that order.
+
+    Raises
+    ------
+    InvalidFoldsError
+        The fold has no test rows, or no training rows are left (e.g. no untreated rows outside
+        the fold for ``ml_g0``).
+    InvalidJobError
+        Missing stage inputs for stage 1, or a prediction key the model does not use.
+    """
+    name = _spec_learner(unit.learner)
+    if name not in spec.learners:
+        raise InvalidJobError(
+            f"Unit {unit.key} needs learner {name!r}, which the spec does not define."
+        )
+    lspec = spec.learners[name]
+    x = data.xd(unit.i_treat)
+    target, cond = _target_and_rows(spec, unit, data, stage_inputs)
+    col = np.asarray(folds)[:, unit.i_rep]
+    test = np.flatnonzero(col == unit.i_fold)
+    if test.size == 0:
+        raise InvalidFoldsError(f"Fold {unit.i_fold} has no rows in repetition {unit.i_rep}.")
+    train_mask = col != unit.i_fold
+    if cond is not None:
+        train_mask &= cond
+    train = np.flatnonzero(train_mask)
+    if train.size == 0:
+        raise InvalidFoldsError(
+            f"Unit {unit.key}: no training rows outside fold {unit.i_fold} of repetition {unit.i_rep}"
+            + (" with the required treatment/instrument value" if cond is not None else "")
+            + "; use fewer folds or check the data."
+        )
+    estimator = lspec.build(random_state=unit_seed(spec.seed, unit))
+    if lspec.is_classifier:
+        # cross_val_predict label-encodes the whole target column before splitting
+        _, encoded = np.unique(target, return_inverse=True)
+        estimator.fit(x[train], encoded[train])
+        proba = estimator.predict_proba(x[test])
+        positive = np.flatnonzero(np.asarray(estimator.classes_) == 1)
+        if positive.size == 0:
+            return np.zeros(test.size, dtype=np.float64)
+        return np.asarray(proba[:, positive[0]], dtype=np.float64)
+    estimator.fit(x[train], target[train])
+    return np.asarray(estimator.predict(x[test]), dtype=np.float64).reshape(test.size)
+
+
+# --------------------------------------------------------------------------- predictions
+def init_preds(spec: DMLSpec, n_obs: int, stage: int | None = None) -> dict[str, np.ndarray]:
+    """Empty (NaN) prediction arrays for the spec's keys.
+
+    Returns
+    -------
+    dict of str to numpy.ndarray of shape (n_obs, n_rep, n_treat)
+    """
+    return {
+        k: np.full((n_obs, spec.n_rep, spec.n_treat), np.nan) for k in prediction_keys(spec, stage)
+    }
+
+
+def put_predictions(
+    preds: dict[str, np.ndarray], unit: FitUnit, folds: np.ndarray, values: np.ndarray
+) -> None:
+    """Store a unit's test-row predictions (from :func:`fit_predict`) into ``preds`` in place.
+
+    Parameters
+    ----------
+    preds : dict of str to numpy.ndarray of shape (n_obs, n_rep, n_treat)
+    unit : FitUnit
+    folds : numpy.ndarray of int, shape (n_obs, n_rep)
+    values : numpy.ndarray, shape (n_test,)
+        In the order of ``np.flatnonzero(folds[:, i_rep] == i_fold)``.
+    """
+    test = np.flatnonzero(np.asarray(folds)[:, unit.i_rep] == unit.i_fold)
+    values = np.asarray(values, dtype=np.float64)
+    if values.shape != test.shape:
+        raise InvalidJobError(
+            f"Unit {unit.key}: got {values.shape[0] if values.ndim else 0} predictions for {test.size} test rows."
+        )
+    preds[unit.learner][test, unit.i_rep, unit.i_treat] = values
+
+
+def check_preds(
+    spec: DMLSpec, n_obs: int, preds: dict[str, Any], stage: int | None = None
+) -> dict[str, np.ndarray]:
+    """Check that ``preds`` has every key of the spec (of ``stage``, or all) with finite values.
+
+    Returns
+    -------
+    dict of str to numpy.ndarray of float64, shape (n_obs, n_rep, n_treat)
+
+    Raises
+    ------
+    InvalidJobError
+        A key missing, a wrong shape, or NaN/inf (named by learner, treatment and repetition).
+    """
+    out = {}
+    shape = (n_obs, spec.n_rep, spec.n_treat)
+    keys = prediction_keys(spec, stage)
+    missing = [k for k in keys if k not in preds]
+    if missing:
+        raise InvalidJobError(
+            f"Predictions for {', '.join(repr(k) for k in missing)} are missing; "
+            f"have: {', '.join(sorted(preds)) or 'none'}."
+        )
+    for key in keys:
+        arr = np.asarray(preds[key], dtype=np.float64)
+        if arr.shape != shape:
+            raise InvalidJobError(
+                f"Predictions for {key!r} have shape {arr.shape}, expected {shape}."
+            )
+        bad = ~np.isfinite(arr)
+        if bad.any():
+            row, i_rep, i_treat = np.argwhere(bad)[0]
+            raise InvalidJobError(
+                f"Predictions for {key!r} are not finite ({int(bad.sum())} value(s)), first at row {row}, "
+                f"treatment {spec.d_cols[i_treat]!r}, repetition {i_rep}; a unit did not run or its learner failed."
+            )
+        out[key] = arr
+    return out
+
+
+def stage_inputs(spec: DMLSpec, stage: int, data: DMLData, folds: np.ndarray, preds: dict) -> dict:
+    """JSON-safe inputs of a stage, computed from the predictions of the earlier stages.
+
+    Stage 0 needs nothing (``{}``). Stage 1 of the IV-type scores needs the preliminary estimate
+    :math:`\\tilde\\theta` of every treatment and repetition
+    (:func:`~fanfit.dml.scores.plr_theta_initial`, :func:`~fanfit.dml.scores.pliv_theta_initial`).
+
+    Parameters
+    ----------
+    spec : DMLSpec
+    stage : int
+    data : DMLData
+    folds : numpy.ndarray of int, shape (n_obs, n_rep)
+    preds : dict of str to numpy.ndarray of shape (n_obs, n_rep, n_treat)
+        At least the stage-0 predictions.
+
+    Returns
+    -------
+    dict
+        ``{}`` or ``{"theta_initial": [[float per repetition] per treatment]}``.
+    """
+    if not 0 <= stage < n_stages(spec):
+        raise InvalidJobError(
+            f"Stage {stage} does not exist; this estimate has {n_stages(spec)} stage(s)."
+        )
+    if stage == 0:
+        return {}
+    validate_folds(folds, data.n_obs, spec.n_folds, spec.n_rep)
+    p = check_preds(spec, data.n_obs, preds, stage=0)
+    theta = []
+    for i_treat in range(spec.n_treat):
+        d = data.d[:, i_treat]
+        row = []
+        for i_rep in range(spec.n_rep):
+            l_hat = p["ml_l"][:, i_rep, i_treat]
+            m_hat = p["ml_m"][:, i_rep, i_treat]
+            if spec.model == "plr":
+                row.append(plr_theta_initial(data.y, d, l_hat, m_hat))
+            else:
+                if data.z is None:
+                    raise InvalidDataError("Model 'pliv' needs instrument data (z).")
+                r_hat = p["ml_r"][:, i_rep, i_treat]
+                row.append(pliv_theta_initial(data.y, data.z[:, 0], d, l_hat, m_hat, r_hat))
+        theta.append(row)
+    return {"theta_initial": theta}

@@ -1,0 +1,223 @@
+"""DMLSpec: validation of models, scores, columns, options and learners; JSON round trip."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from fanfit.dml import DEFAULT_SCORE, MODELS, DMLSpec, required_learners
+from fanfit.errors import InvalidJobError, InvalidLearnerError
+from fanfit.learners import LearnerSpec
+
+X = ("x0", "x1")
+
+
+def _spec(**overrides) -> DMLSpec:
+    base = {
+        "model": "plr",
+        "score": "partialling out",
+        "y_col": "y",
+        "d_cols": ("d",),
+        "x_cols": X,
+        "learners": {"ml_l": "LinearRegression", "ml_m": "LinearRegression"},
+    }
+    base.update(overrides)
+    return DMLSpec(**base)
+
+
+VALID = {
+    ("plr", "partialling out"): {"learners": {"ml_l": "Lasso", "ml_m": "LogisticRegression"}},
+    ("plr", "IV-type"): {"learners": {"ml_l": "Lasso", "ml_m": "Lasso", "ml_g": "Ridge"}},
+    ("irm", "ATE"): {"learners": {"ml_g": "Ridge", "ml_m": "LogisticRegression"}},
+    ("irm", "ATTE"): {"learners": {"ml_g": "LogisticRegression", "ml_m": "RandomForestClassifier"}},
+    ("pliv", "partialling out"): {
+        "z_cols": ("z1", "z2"),
+        "learners": {"ml_l": "Lasso", "ml_m": "Lasso", "ml_r": "Lasso"},
+    },
+    ("pliv", "IV-type"): {
+        "z_cols": ("z",),
+        "learners": {"ml_l": "Lasso", "ml_m": "Lasso", "ml_r": "Lasso", "ml_g": "Lasso"},
+    },
+    ("iivm", "LATE"): {
+        "z_cols": ("z",),
+        "learners": {"ml_g": "Lasso", "ml_m": "LogisticRegression", "ml_r": "LogisticRegression"},
+    },
+}
+
+
+@pytest.mark.parametrize(("model", "score"), list(VALID))
+def test_every_model_and_score_validates_and_round_trips_through_json(model, score) -> None:
+    # GIVEN a valid spec for each model and score
+    spec = _spec(model=model, score=score, **VALID[(model, score)])
+    spec.validate()
+    # WHEN written to JSON and read back
+    back = DMLSpec.from_dict(json.loads(json.dumps(spec.to_dict())))
+    # THEN nothing changed, and the learners needed are DoubleML's
+    assert back == spec
+    assert set(spec.learners) == set(required_learners(model, score))
+
+
+def test_construction_normalizes_lists_and_learner_strings() -> None:
+    spec = _spec(d_cols=["d"], x_cols=["x0", "x1"], z_cols=None)
+    assert spec.d_cols == ("d",) and spec.x_cols == X and spec.z_cols == ()
+    assert spec.learners["ml_l"] == LearnerSpec("LinearRegression")
+
+
+def test_from_dict_takes_the_default_score_and_defaults() -> None:
+    # GIVEN a minimal dict without score and options
+    spec = DMLSpec.from_dict(
+        {
+            "model": "irm",
+            "y_col": "y",
+            "d_cols": ["d"],
+            "x_cols": ["x0"],
+            "learners": {
+                "ml_g": "Ridge",
+                "ml_m": {"name": "LogisticRegression", "params": {"C": 0.5}},
+            },
+        }
+    )
+    # THEN DoubleML's defaults apply
+    assert spec.score == DEFAULT_SCORE["irm"] == "ATE"
+    assert (spec.n_folds, spec.n_rep, spec.trimming_threshold, spec.normalize_ipw) == (
+        5,
+        1,
+        0.01,
+        False,
+    )
+    assert (spec.n_rep_boot, spec.boot_method) == (500, None)
+    assert spec.learners["ml_m"].params == {"C": 0.5}
+    assert MODELS == ("plr", "irm", "pliv", "iivm")
+
+
+@pytest.mark.parametrize(
+    ("overrides", "match"),
+    [
+        ({"model": "ols"}, "Unknown model 'ols'"),
+        ({"score": "ATE"}, "Invalid score 'ATE' for model 'plr'"),
+        ({"n_folds": 1}, "n_folds"),
+        ({"n_folds": 2.0}, "n_folds"),
+        ({"n_rep": 0}, "n_rep"),
+        ({"seed": -1}, "seed"),
+        ({"seed": 2**32}, "seed"),
+        ({"trimming_threshold": 0.5}, "trimming_threshold"),
+        ({"normalize_ipw": "yes"}, "normalize_ipw"),
+        ({"n_rep_boot": 0}, "n_rep_boot"),
+        ({"boot_method": "poisson"}, "boot_method"),
+        ({"d_cols": ()}, "d_cols is empty"),
+        ({"x_cols": ()}, "x_cols is empty"),
+        ({"y_col": ""}, "y_col"),
+        ({"d_cols": ("d", "d")}, "more than once"),
+        ({"x_cols": ("x0", "d")}, "'d' is set as both d_cols and x_cols"),
+        ({"x_cols": ("x0", "y")}, "'y' is set as both y_col and x_cols"),
+        ({"z_cols": ("z",)}, "takes no instruments"),
+    ],
+)
+def test_validate_rejects_bad_options_naming_them(overrides, match) -> None:
+    with pytest.raises(InvalidJobError, match=match):
+        _spec(**overrides).validate()
+
+
+def test_missing_learner_is_named_with_what_it_estimates() -> None:
+    # GIVEN an IV-type PLR without ml_g
+    spec = _spec(score="IV-type")
+    # THEN the error names ml_g and its role
+    with pytest.raises(InvalidJobError, match=r"needs learner 'ml_g' for E\[Y - D theta\|X\]"):
+        spec.validate()
+
+
+def test_extra_learner_is_refused() -> None:
+    spec = _spec(learners={"ml_l": "Lasso", "ml_m": "Lasso", "ml_g": "Lasso"})
+    with pytest.raises(InvalidJobError, match="does not use learner.*'ml_g'"):
+        spec.validate()
+
+
+@pytest.mark.parametrize(
+    ("model", "extra", "match"),
+    [
+        (
+            "irm",
+            {"d_cols": ("d1", "d2"), "learners": {"ml_g": "Ridge", "ml_m": "LogisticRegression"}},
+            "exactly one binary treatment",
+        ),
+        (
+            "pliv",
+            {"learners": {"ml_l": "Lasso", "ml_m": "Lasso", "ml_r": "Lasso"}},
+            "at least one instrument",
+        ),
+        (
+            "iivm",
+            {
+                "z_cols": ("z1", "z2"),
+                "learners": {
+                    "ml_g": "Lasso",
+                    "ml_m": "LogisticRegression",
+                    "ml_r": "LogisticRegression",
+                },
+            },
+            "exactly one binary instrument",
+        ),
+    ],
+)
+def test_model_specific_column_rules(model, extra, match) -> None:
+    score = DEFAULT_SCORE[model]
+    with pytest.raises(InvalidJobError, match=match):
+        _spec(model=model, score=score, **extra).validate()
+
+
+def test_pliv_iv_type_needs_exactly_one_instrument() -> None:
+    spec = _spec(
+        model="pliv",
+        score="IV-type",
+        z_cols=("z1", "z2"),
+        learners={"ml_l": "Lasso", "ml_m": "Lasso", "ml_r": "Lasso", "ml_g": "Lasso"},
+    )
+    with pytest.raises(InvalidJobError, match="exactly one instrument"):
+        spec.validate()
+
+
+@pytest.mark.parametrize(
+    ("model", "learners", "z_cols", "match"),
+    [
+        ("irm", {"ml_g": "Ridge", "ml_m": "Ridge"}, (), "ml_m .* must be a classifier"),
+        (
+            "iivm",
+            {"ml_g": "Ridge", "ml_m": "LogisticRegression", "ml_r": "Lasso"},
+            ("z",),
+            "ml_r .* classifier",
+        ),
+        (
+            "pliv",
+            {"ml_l": "Lasso", "ml_m": "Lasso", "ml_r": "LogisticRegression"},
+            ("z",),
+            "ml_r .* regressor",
+        ),
+        ("plr", None, (), "ml_g .* must be a regressor"),
+    ],
+)
+def test_classifier_and_regressor_roles_are_checked(model, learners, z_cols, match) -> None:
+    # GIVEN a learner of the wrong kind for its role
+    if learners is None:
+        spec = _spec(
+            score="IV-type",
+            learners={"ml_l": "Lasso", "ml_m": "Lasso", "ml_g": "LogisticRegression"},
+        )
+    else:
+        spec = _spec(model=model, score=DEFAULT_SCORE[model], learners=learners, z_cols=z_cols)
+    # THEN validate says which learner must be what
+    with pytest.raises(InvalidLearnerError, match=match):
+        spec.validate()
+
+
+def test_from_dict_rejects_unknown_and_missing_keys() -> None:
+    good = _spec().to_dict()
+    with pytest.raises(InvalidJobError, match="Unknown option.*'nfolds'"):
+        DMLSpec.from_dict({**good, "nfolds": 3})
+    without_x = {k: v for k, v in good.items() if k != "x_cols"}
+    with pytest.raises(InvalidJobError, match="no 'x_cols'"):
+        DMLSpec.from_dict(without_x)
+    with pytest.raises(InvalidLearnerError, match="Unknown learner 'SVR'"):
+        DMLSpec.from_dict({**good, "learners": {"ml_l": "SVR", "ml_m": "Lasso"}})
+    with pytest.raises(InvalidJobError, match="JSON object"):
+        DMLSpec.from_dict(["plr"])  # type: ignore[arg-type]

@@ -1,0 +1,100 @@
+"""Static checks of template.yaml and the state machine definitions that cfn-lint cannot make."""
+
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+@pytest.fixture(scope="module")
+def template() -> dict:
+    from cfnlint.decode import decode
+
+    tpl, matches = decode(str(ROOT / "template.yaml"))
+    assert not matches, matches
+    return tpl
+
+
+@pytest.fixture(scope="module")
+def asl() -> dict:
+    return json.loads((ROOT / "orchestrator" / "estimate.asl.json").read_text())
+
+
+def _states(definition: dict):
+    for name, state in definition["States"].items():
+        yield name, state
+        if state["Type"] == "Map":
+            yield from _states(state.get("ItemProcessor") or state["Iterator"])
+
+
+def test_every_substitution_in_the_definition_is_provided(template, asl):
+    # GIVEN the state machine resource WHEN its definition names ${X} THEN DefinitionSubstitutions has X
+    sm = template["Resources"]["EstimateStateMachine"]["Properties"]
+    assert sm["DefinitionUri"] == "orchestrator/estimate.asl.json"
+    text = (ROOT / sm["DefinitionUri"]).read_text()
+    used = set(re.findall(r"\$\{(\w+)\}", text))
+    assert used == set(sm["DefinitionSubstitutions"])
+
+
+def test_every_state_is_reachable_and_every_transition_exists(asl):
+    def check(definition: dict) -> None:
+        names = set(definition["States"])
+        targets = {definition["StartAt"]}
+        for state in definition["States"].values():
+            targets |= {state[k] for k in ("Next", "Default") if k in state}
+            targets |= {c["Next"] for c in state.get("Choices", []) + state.get("Catch", [])}
+            if state["Type"] == "Map":
+                check(state["ItemProcessor"])
+        assert targets == names
+
+    check(asl)
+
+
+def test_cross_fitting_is_a_distributed_map_reading_and_writing_s3(asl):
+    m = asl["States"]["Cross-fit every shard of the stage"]
+    assert m["Type"] == "Map"
+    assert m["ItemProcessor"]["ProcessorConfig"]["Mode"] == "DISTRIBUTED"
+    assert m["ItemReader"]["Resource"] == "arn:aws:states:::s3:getObject"
+    assert m["ResultWriter"]["Resource"] == "arn:aws:states:::s3:putObject"
+    assert "MaxConcurrencyPath" in m
+
+
+def test_every_lambda_task_retries_throttling_and_catches_or_ends_inside_a_map(asl):
+    for name, state in _states(asl):
+        if state.get("Resource") == "arn:aws:states:::lambda:invoke":
+            retried = {e for r in state.get("Retry", []) for e in r["ErrorEquals"]}
+            assert "Lambda.TooManyRequestsException" in retried, name
+            assert "Lambda.ServiceException" in retried, name
+    top = asl["States"]
+    for name, state in top.items():
+        if state["Type"] in ("Task", "Map") and name != "Record that the job failed":
+            assert state["Catch"][0]["Next"] == "Record that the job failed", name
+    assert top["The job failed"]["ErrorPath"] == "$.error.Error"
+
+
+def test_policies_name_their_resources(template):
+    # Only the CloudWatch log-delivery actions, which support no resource-level permissions, may use "*".
+    for name, res in template["Resources"].items():
+        for policy in res.get("Properties", {}).get("Policies", []):
+            for stmt in policy.get("Statement", []) if isinstance(policy, dict) else []:
+                if stmt.get("Resource") == "*":
+                    assert all(a.startswith("logs:") for a in stmt["Action"]), name
+
+
+def test_bucket_is_encrypted_and_not_public(template):
+    props = template["Resources"]["DataBucket"]["Properties"]
+    assert props["BucketEncryption"]["ServerSideEncryptionConfiguration"]
+    assert all(props["PublicAccessBlockConfiguration"].values())
+
+
+def test_functions_follow_the_layout(template):
+    for name, res in template["Resources"].items():
+        if res["Type"] == "AWS::Serverless::Function":
+            code = res["Properties"]["CodeUri"]
+            assert (ROOT / code / "app.py").is_file(), name
+            assert (ROOT / "events" / f"{Path(code).name}.json").is_file(), name
