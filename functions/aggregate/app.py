@@ -11,6 +11,7 @@ from aws_lambda_powertools.utilities.idempotency import (
 )
 from aws_lambda_powertools.utilities.parser import event_parser
 from aws_lambda_powertools.utilities.typing import LambdaContext
+
 from fanfit.jobs.estimate import aggregate_job
 from fanfit.jobs.events import AggregateEvent
 from fanfit.storage import JobRecords, JobStore

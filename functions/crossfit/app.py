@@ -11,6 +11,7 @@ from aws_lambda_powertools.utilities.idempotency import (
 )
 from aws_lambda_powertools.utilities.parser import event_parser
 from aws_lambda_powertools.utilities.typing import LambdaContext
+
 from fanfit.jobs.estimate import crossfit_shard
 from fanfit.jobs.events import CrossFitEvent
 from fanfit.storage import JobStore

@@ -11,6 +11,7 @@ from aws_lambda_powertools.utilities.idempotency import (
 )
 from aws_lambda_powertools.utilities.parser import event_parser
 from aws_lambda_powertools.utilities.typing import LambdaContext
+
 from fanfit.jobs.estimate import prepare_stage
 from fanfit.jobs.events import PrepareEvent
 from fanfit.storage import JobRecords, JobStore
