@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 
 from fanfit.dml import DMLSpec, check_columns, validate_data
-from fanfit.errors import InvalidDataError
+from fanfit.errors import InvalidDataError, InvalidLearnerError
 
 X_COLS = ("x0", "x1", "x2", "x3", "x4")
 
@@ -144,7 +144,7 @@ def test_classifier_ml_m_needs_binary_treatment_in_plr(make_frame) -> None:
     spec = _spec(learners={"ml_l": "LinearRegression", "ml_m": "LogisticRegression"})
     # THEN the treatment column and the learner are named
     with pytest.raises(
-        InvalidDataError,
+        InvalidLearnerError,
         match=r"Column 'd' must be binary.*ml_m is a classifier \(LogisticRegression\)",
     ):
         validate_data(spec, list(df.columns), df.to_numpy())
@@ -157,7 +157,7 @@ def test_classifier_outcome_learner_needs_binary_outcome(make_frame, model) -> N
     learners = dict(_spec(model).learners)
     learners[name] = "LogisticRegression"
     with pytest.raises(
-        InvalidDataError, match=rf"Column 'y' must be binary.*{name} is a classifier"
+        InvalidLearnerError, match=rf"Column 'y' must be binary.*{name} is a classifier"
     ):
         validate_data(_spec(model, learners=learners), list(df.columns), df.to_numpy())
 

@@ -8,7 +8,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from fanfit.dml.spec import DMLSpec
-from fanfit.errors import InvalidDataError
+from fanfit.errors import InvalidDataError, InvalidJobError, InvalidLearnerError
 
 __all__ = ["DMLData", "check_columns", "is_binary", "validate_data"]
 
@@ -180,10 +180,12 @@ def validate_data(spec: DMLSpec, columns: Sequence[str], values: np.ndarray) -> 
     return DMLData(y=y, d=d, x=x, z=z)
 
 
-def _require_binary(col: str, values: np.ndarray, why: str) -> None:
+def _require_binary(
+    col: str, values: np.ndarray, why: str, error: type[InvalidJobError] = InvalidDataError
+) -> None:
     if not is_binary(values):
         bad = np.flatnonzero((values != 0) & (values != 1))
-        raise InvalidDataError(
+        raise error(
             f"Column {col!r} must be binary with values 0 and 1 {why}, but row {int(bad[0])} "
             f"has {float(values[bad[0]]):g} ({bad.size} row(s) are neither 0 nor 1)."
         )
@@ -211,6 +213,7 @@ def _check_binary_roles(spec: DMLSpec, y: np.ndarray, d: np.ndarray, z: np.ndarr
                 col,
                 d[:, j],
                 f"when ml_m is a classifier ({learners['ml_m'].name}); use a regressor otherwise",
+                InvalidLearnerError,
             )
     for name in ("ml_l", "ml_g"):
         if classifier(name) and spec.model in ("plr", "irm", "iivm"):
@@ -218,6 +221,7 @@ def _check_binary_roles(spec: DMLSpec, y: np.ndarray, d: np.ndarray, z: np.ndarr
                 spec.y_col,
                 y,
                 f"when {name} is a classifier ({learners[name].name}); use a regressor otherwise",
+                InvalidLearnerError,
             )
     if model == "plr" and spec.score == "IV-type" and is_binary(y):
         raise InvalidDataError(
