@@ -1,4 +1,4 @@
-"""Prepare: validate an estimate job and write the plan and shard list of a stage."""
+"""Prepare: validate an estimate job and write the plan and the fit units of a stage."""
 
 import os
 
@@ -40,6 +40,6 @@ def lambda_handler(event: PrepareEvent, context: LambdaContext) -> dict:
         event.execution_arn,
         memory_mb=int(context.memory_limit_in_mb),
     )
-    metrics.add_metric(name="ShardsPlanned", unit=MetricUnit.Count, value=out["n_shards"])
+    metrics.add_metric(name="UnitsPlanned", unit=MetricUnit.Count, value=out["n_units"])
     logger.info("stage planned", extra=out)
     return out

@@ -1,7 +1,7 @@
-"""The three estimate handlers, run in-process on moto with the sample events of events/.
+"""The four estimate handlers, run in-process on moto with the sample events of events/.
 
 GIVEN the example job of events/ (the 401(k) data, PLR, linear learners, 2 folds, 1 repetition) in a
-moto bucket, WHEN Prepare, CrossFit (every shard) and Aggregate run in turn on those events, THEN the
+moto bucket, WHEN Prepare, Schedule, CrossFit (every shard) and Aggregate run in turn on those events, THEN the
 result equals the in-process reference and the job record is SUCCEEDED.
 """
 
@@ -13,6 +13,7 @@ import sys
 from dataclasses import dataclass
 from pathlib import Path
 
+import boto3
 import numpy as np
 import pandas as pd
 import pytest
@@ -51,6 +52,8 @@ def aws(monkeypatch):
         "FANFIT_BUCKET": "fanfit-unit",
         "FANFIT_JOB_TABLE": "fanfit-jobs",
         "FANFIT_IDEMPOTENCY_TABLE": "fanfit-idempotency",
+        "FANFIT_THROUGHPUT_TABLE": "fanfit-throughput",
+        "FANFIT_CROSSFIT_MEMORY_MB": "1769",
         "POWERTOOLS_SERVICE_NAME": "fanfit",
         "POWERTOOLS_METRICS_NAMESPACE": "FanfitTest",
         "POWERTOOLS_TRACE_DISABLED": "true",
@@ -67,6 +70,18 @@ def aws(monkeypatch):
                 AttributeDefinitions=[{"AttributeName": key, "AttributeType": "S"}],
                 BillingMode="PAY_PER_REQUEST",
             )
+        ddb.create_table(
+            TableName="fanfit-throughput",
+            KeySchema=[
+                {"AttributeName": "signature", "KeyType": "HASH"},
+                {"AttributeName": "resource", "KeyType": "RANGE"},
+            ],
+            AttributeDefinitions=[
+                {"AttributeName": "signature", "AttributeType": "S"},
+                {"AttributeName": "resource", "AttributeType": "S"},
+            ],
+            BillingMode="PAY_PER_REQUEST",
+        )
         yield
 
 
@@ -105,7 +120,7 @@ def _upload_example_job(store) -> None:
     store.put_json(storage.spec_key("example-job"), job)
 
 
-def test_prepare_crossfit_aggregate_on_sample_events(aws):
+def test_prepare_schedule_crossfit_aggregate_on_sample_events(aws):
     from fanfit import dml, storage
 
     store = storage.JobStore("fanfit-unit")
@@ -114,23 +129,50 @@ def test_prepare_crossfit_aggregate_on_sample_events(aws):
 
     # WHEN Prepare runs on its sample event
     planned = _handler("prepare")(_event("prepare"), ctx)
-    # THEN it wrote a plan and two shards (max_concurrency 2) covering the 4 units once each
-    assert planned["n_shards"] == 2 and planned["has_next_stage"] is False
-    shards = store.get_json(planned["shards_key"])
-    keys = [dml.FitUnit.from_dict(u).key for s in shards for u in s["units"]]
-    assert len(keys) == len(set(keys)) == 4
-    # ... and the CrossFit sample event is the first shard of that plan (the fixture stays true)
-    crossfit_event = _event("crossfit")
-    assert crossfit_event["shard"] == shards[0]
+    # THEN it wrote the plan and the stage's 4 units (2 folds x 2 learners)
+    assert planned["n_units"] == 4 and planned["has_next_stage"] is False
 
-    # WHEN CrossFit runs on every shard (the sample event first, then the rest)
+    # WHEN Schedule plans wave 0 with an empty throughput table
+    schedule = _handler("schedule")
+    wave0 = schedule(_event("schedule"), ctx)
+    # THEN it is a probe: single-unit shards, one per learner (max_concurrency 2)
+    shards0 = store.get_json(wave0["shards_key"])
+    assert wave0["has_wave"] and wave0["n_shards"] == 2 and wave0["max_concurrency"] == 2
+    assert sorted(s["units"][0]["learner"] for s in shards0) == ["ml_l", "ml_m"]
+    assert all(len(s["units"]) == 1 for s in shards0)
+    # ... and the CrossFit sample event is the first shard of that wave (the fixture stays true)
+    crossfit_event = _event("crossfit")
+    assert crossfit_event["shard"] == shards0[0]
+
+    # WHEN CrossFit runs on every shard of the wave (the sample event first)
     crossfit = _handler("crossfit")
     outs = [crossfit(crossfit_event, ctx)]
-    outs += [crossfit({**crossfit_event, "shard": s}, ctx) for s in shards[1:]]
-    assert [o["n_units"] for o in outs] == [2, 2]
+    outs += [crossfit({**crossfit_event, "shard": s}, ctx) for s in shards0[1:]]
     # ... and a retried shard is answered from the idempotency record, not fitted again
     again = crossfit(crossfit_event, ctx)
     assert again == outs[0]
+
+    # WHEN Schedule runs after the wave
+    wave1 = schedule({**_event("schedule"), "wave": 1}, ctx)
+    # THEN it recorded both learners' throughput and sized the other two units from it
+    table = boto3.client("dynamodb").scan(TableName="fanfit-throughput")["Items"]
+    assert len(table) == 2 and all(item["resource"]["S"] == "lambda-1769" for item in table)
+    assert wave1["has_wave"] and wave1["next_wave"] == 2
+    shards1 = store.get_json(wave1["shards_key"])
+    keys = [dml.FitUnit.from_dict(u).key for s in shards0 + shards1 for u in s["units"]]
+    assert len(keys) == len(set(keys)) == 4
+    outs += [crossfit({**crossfit_event, "shard": s}, ctx) for s in shards1]
+    record = storage.JobRecords("fanfit-jobs").get("example-job")
+    decision = record["schedule"]["waves"][1]["decision"]
+    assert decision["probe"] is False and decision["seconds_per_unit"] > 0
+    # ... and the wave after that is empty: the stage is done
+    assert schedule({**_event("schedule"), "wave": 2}, ctx) == {
+        "job_id": "example-job",
+        "plan_key": "jobs/example-job/plan.json",
+        "stage": 0,
+        "wave": 2,
+        "has_wave": False,
+    }
 
     # WHEN Aggregate runs
     done = _handler("aggregate")(_event("aggregate"), ctx)
@@ -145,7 +187,7 @@ def test_prepare_crossfit_aggregate_on_sample_events(aws):
     ref = dml.estimate_in_process(spec, data, folds)
     np.testing.assert_allclose(result["coef"]["e401"], ref.coef[0], rtol=1e-12)
     np.testing.assert_allclose(result["se"]["e401"], ref.se[0], rtol=1e-12)
-    assert len(result["timings"]["shards"]) == 2
+    assert len(result["timings"]["shards"]) == len(shards0) + len(shards1)
     assert result["timings"]["billed_gb_s"] > 0
     record = storage.JobRecords("fanfit-jobs").get("example-job")
     assert record["status"] == "SUCCEEDED" and record["result_key"] == done["result_key"]

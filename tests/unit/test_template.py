@@ -56,12 +56,17 @@ def test_every_state_is_reachable_and_every_transition_exists(asl):
 
 
 def test_cross_fitting_is_a_distributed_map_reading_and_writing_s3(asl):
-    m = asl["States"]["Cross-fit every shard of the stage"]
+    m = asl["States"]["Cross-fit every shard of the wave"]
     assert m["Type"] == "Map"
     assert m["ItemProcessor"]["ProcessorConfig"]["Mode"] == "DISTRIBUTED"
     assert m["ItemReader"]["Resource"] == "arn:aws:states:::s3:getObject"
     assert m["ResultWriter"]["Resource"] == "arn:aws:states:::s3:putObject"
     assert "MaxConcurrencyPath" in m
+    # the scheduler sizes every wave: the Map loops back to it until the stage has no units left
+    assert m["Next"] == "Record the wave's throughput and size the next wave"
+    again = asl["States"][m["Next"]]
+    assert again["Parameters"]["FunctionName"] == "${ScheduleFunctionArn}"
+    assert again["Next"] == "Is a wave of shards left to run?"
 
 
 def test_every_lambda_task_retries_throttling_and_catches_or_ends_inside_a_map(asl):

@@ -58,12 +58,69 @@ def _estimate_parser(sub: Any) -> None:
     p.add_argument(
         "--max-concurrency", type=int, help="cap on concurrent cross-fitting invocations"
     )
-    p.add_argument("--units-per-shard", type=int, help="fits per invocation (default: one wave)")
+    p.add_argument(
+        "--sharding",
+        choices=["auto", "per-fold", "per-repetition"],
+        default="auto",
+        help="auto: sized from measured throughput (a probe wave first); per-fold / per-repetition: "
+        "DoubleML-Serverless's fixed layouts",
+    )
+    p.add_argument("--units-per-shard", type=int, help="fixed fits per invocation")
     p.add_argument("--stack", help="name of a deployed stack (default: the local stack)")
     p.add_argument("--region", help="AWS region of --stack")
     p.add_argument("--output", choices=["table", "json"], default="table")
     p.add_argument("--timeout", type=float, default=3600.0, help="seconds to wait for the job")
     p.set_defaults(func=_cmd_estimate)
+
+
+def _status_parser(sub: Any) -> None:
+    p = sub.add_parser(
+        "status", help="a job's record: status, error, and the scheduler's decisions"
+    )
+    p.add_argument("job_id", metavar="JOB")
+    p.add_argument("--stack", help="name of a deployed stack (default: the local stack)")
+    p.add_argument("--region", help="AWS region of --stack")
+    p.add_argument("--output", choices=["table", "json"], default="table")
+    p.set_defaults(func=_cmd_status)
+
+
+def _cmd_status(args: argparse.Namespace) -> int:
+    with _client(args) as client:
+        record = client.job(args.job_id).record()
+    if args.output == "json":
+        print(json.dumps(record, default=str))
+        return 0
+    for key in (
+        "job_id",
+        "status",
+        "model",
+        "score",
+        "execution_arn",
+        "result_key",
+        "error",
+        "cause",
+    ):
+        if key in record:
+            print(f"{key}: {record[key]}")
+    schedule = record.get("schedule") or {}
+    for wave in schedule.get("waves", []):
+        d = wave["decision"]
+        predicted = d.get("predicted_makespan_s")
+        print(
+            f"stage {wave['stage']} wave {wave['wave']}: {'probe, ' if d.get('probe') else ''}"
+            f"policy {d['policy']}, {d['n_shards']} shard(s) of <= {d['units_per_shard']} fit(s), "
+            f"max concurrency {d['max_concurrency']}, "
+            f"{d['n_units']} fit(s) left; seconds per fit "
+            f"{_fmt(d.get('seconds_per_unit'))}, start-up {_fmt(wave.get('startup_s'))} s, "
+            f"predicted makespan {_fmt(predicted)} s on {wave['resource']}"
+        )
+        for signature, rate in sorted(wave.get("predicted_samples_per_s", {}).items()):
+            print(f"    throughput {signature}: {rate:,.0f} samples/s")
+    return 0 if record.get("status") != "FAILED" else EXIT_FAILED
+
+
+def _fmt(value: Any) -> str:
+    return "n/a" if value is None else f"{float(value):.3g}"
 
 
 def _local_parser(sub: Any) -> None:
@@ -109,6 +166,7 @@ def _cmd_estimate(args: argparse.Namespace) -> int:
             "n_rep_boot",
             "max_concurrency",
             "units_per_shard",
+            "sharding",
         )  # fmt: skip
     }
     # Reject bad options before any stack is touched.
@@ -173,6 +231,7 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("-v", "--verbose", action="store_true", help="debug logs on stderr")
     sub = parser.add_subparsers(dest="command", required=True)
     _estimate_parser(sub)
+    _status_parser(sub)
     _local_parser(sub)
     return parser
 

@@ -27,6 +27,7 @@ import pandas as pd
 from fanfit import dml, errors, storage
 from fanfit.client.data import read_table, to_matrix
 from fanfit.learners import LearnerSpec
+from fanfit.sched.sizing import POLICIES
 
 __all__ = ["Client", "EstimateJob", "EstimateResult", "Stack"]
 
@@ -42,7 +43,9 @@ _ERRORS: dict[str, type[errors.FanfitError]] = {
 _PHASES = {
     "Validate the job and write its plan": "prepare_s",
     "Plan the next stage from the predictions so far": "prepare_s",
-    "Cross-fit every shard of the stage": "crossfit_s",
+    "Size the first wave of shards from measured throughput": "prepare_s",
+    "Cross-fit every shard of the wave": "crossfit_s",
+    "Record the wave's throughput and size the next wave": "crossfit_s",
     "Aggregate the predictions into the estimate": "aggregate_s",
 }
 
@@ -258,6 +261,12 @@ class EstimateJob:
             self._result = EstimateResult(raw=raw, timings=timings)
         return self._result
 
+    def record(self) -> dict[str, Any]:
+        """The job record in the job table: ``status``, ``model``, ``score``, ``execution_arn``,
+        ``result_key`` or ``error``/``cause``, and ``schedule`` (the scheduler's decision per wave
+        of the current stage with the throughput figures it used)."""
+        return self.client.records.get(self.job_id) or {"job_id": self.job_id}
+
     def stats(self) -> list[dict[str, Any]]:
         """Per-shard statistics: start/end (epoch s), fit and I/O seconds, memory, peak RSS, billed
         GB-seconds, cold start."""
@@ -369,6 +378,7 @@ class Client:
         n_rep_boot: int = 500,
         max_concurrency: int | None = None,
         units_per_shard: int | None = None,
+        sharding: str = "auto",
         job_id: str | None = None,
     ) -> EstimateJob:
         """Validate and start an estimate job; returns at once with its handle.
@@ -377,6 +387,13 @@ class Client:
         ``s3://`` URI or a DataFrame; ``d`` and ``z`` take one column or several; learners are
         ``"NAME"`` or ``"NAME:{json params}"`` from the allow-list (:mod:`fanfit.learners`); ``folds``
         is an array or CSV path of shape (n_obs, n_rep) holding each row's 0-based test fold.
+
+        Sharding: ``sharding='auto'`` (default) lets the scheduler size shards from measured
+        throughput (a probe wave first when there is no history); ``'per-fold'`` and
+        ``'per-repetition'`` are DoubleML-Serverless's fixed layouts (one invocation per fold and
+        repetition, or per repetition); ``units_per_shard`` fixes the fits per invocation.
+        ``max_concurrency`` caps the job's concurrent invocations (default: the account's 1,000 on
+        AWS, the number of cores on the local stack).
 
         Raises
         ------
@@ -391,6 +408,10 @@ class Client:
         )  # fmt: skip
         names, values = to_matrix(read_table(data, self.s3), columns)
         dml_data = dml.validate_data(spec, names, values)
+        if sharding not in POLICIES:
+            raise errors.InvalidJobError(
+                f"sharding must be one of {', '.join(POLICIES)}; got {sharding!r}"
+            )
         fold_array = None
         if folds is not None:
             raw = folds if isinstance(folds, np.ndarray) else dml.read_folds_csv(folds)
@@ -406,6 +427,7 @@ class Client:
             "folds_key": None,
             "max_concurrency": max_concurrency,
             "units_per_shard": units_per_shard,
+            "sharding": sharding,
         }
         if fold_array is not None:
             job["folds_key"] = self.store.put_array(

@@ -5,7 +5,10 @@ calls into :mod:`fanfit.dml` and returns S3 keys and small numbers: no data and 
 in Step Functions state (its limit is 256 KB).
 
 - :func:`prepare_stage` (Prepare): stage 0 validates the spec and the data, draws or checks the folds
-  and writes the plan; every stage writes its shard list (the Distributed Map's ItemReader input).
+  and writes the plan; every stage writes its (repetition, fold, learner) units.
+- :func:`schedule_wave` (Schedule): records the throughput the last wave of shards measured and cuts
+  the stage's remaining units into the next wave of shards (the Distributed Map's ItemReader input),
+  sized by :mod:`fanfit.sched.sizing` from the throughput history; a probe wave without history.
 - :func:`crossfit_shard` (CrossFit): fits the units of one shard and writes their out-of-fold
   predictions to one object.
 - :func:`aggregate_job` (Aggregate): gathers every shard's predictions, computes the estimate and
@@ -27,6 +30,14 @@ import numpy as np
 from fanfit import dml, storage
 from fanfit.errors import InvalidJobError
 from fanfit.sched.shards import DEFAULT_ACCOUNT_CONCURRENCY, deal, n_shards_for
+from fanfit.sched.sizing import DEFAULT_STARTUP_S, POLICIES, plan_shards, split_units
+from fanfit.sched.throughput import (
+    EwmaThroughput,
+    ShardObservation,
+    ThroughputEntry,
+    lambda_resource,
+    workload_signature,
+)
 
 #: AWS Lambda price (x86, first tier, us-east-1), https://aws.amazon.com/lambda/pricing/
 LAMBDA_USD_PER_GB_SECOND = 0.0000166667
@@ -115,8 +126,9 @@ def prepare_stage(
     Returns
     -------
     dict
-        ``job_id, spec_key, plan_key, stage, shards_key, n_shards, max_concurrency, has_next_stage,
-        next_stage, map_runs_prefix`` (where the Distributed Map's ResultWriter writes).
+        ``job_id, spec_key, plan_key, stage, n_units, has_next_stage, next_stage``. The stage's
+        units are written to :func:`fanfit.storage.units_key`; :func:`schedule_wave` cuts them into
+        shards.
 
     Raises
     ------
@@ -146,12 +158,7 @@ def prepare_stage(
             dml.stage_inputs(spec, stage, data, folds, preds),
         )
     units = dml.fit_units(spec, stage)
-    shards = deal(units, n_shards_for(len(units), plan["max_concurrency"], plan["units_per_shard"]))
-    items = [
-        {"shard_id": f"{i:05d}", "units": [u.to_dict() for u in shard]}
-        for i, shard in enumerate(shards)
-    ]
-    key = store.put_json(storage.shards_key(job_id, stage), items)
+    store.put_json(storage.units_key(job_id, stage), [u.to_dict() for u in units])
     store.put_json(
         f"{storage.job_prefix(job_id)}stages/{stage}/prepare.json",
         {
@@ -159,7 +166,6 @@ def prepare_stage(
             "ended_at": time.time(),
             "memory_mb": memory_mb,
             "n_units": len(units),
-            "n_shards": len(items),
         },
     )
     return {
@@ -167,12 +173,9 @@ def prepare_stage(
         "spec_key": spec_key,
         "plan_key": storage.plan_key(job_id),
         "stage": stage,
-        "shards_key": key,
-        "n_shards": len(items),
-        "max_concurrency": min(plan["max_concurrency"], len(items)),
+        "n_units": len(units),
         "has_next_stage": stage + 1 < plan["n_stages"],
         "next_stage": stage + 1,
-        "map_runs_prefix": f"{storage.job_prefix(job_id)}map-runs/{stage}",
     }
 
 
@@ -193,6 +196,9 @@ def _write_plan(store: storage.JobStore, job_id: str, spec_key: str) -> dict[str
     fkey = store.put_array(storage.folds_key(job_id), folds)
     max_concurrency = int(job.get("max_concurrency") or DEFAULT_ACCOUNT_CONCURRENCY)
     units_per_shard = job.get("units_per_shard")
+    sharding = job.get("sharding") or "auto"
+    if sharding not in POLICIES:
+        raise InvalidJobError(f"sharding must be one of {', '.join(POLICIES)}; got {sharding!r}")
     if max_concurrency < 1:
         raise InvalidJobError(f"max_concurrency must be >= 1, got {max_concurrency}")
     if units_per_shard is not None and int(units_per_shard) < 1:
@@ -206,9 +212,280 @@ def _write_plan(store: storage.JobStore, job_id: str, spec_key: str) -> dict[str
         "n_stages": dml.n_stages(spec),
         "max_concurrency": max_concurrency,
         "units_per_shard": None if units_per_shard is None else int(units_per_shard),
+        "sharding": sharding,
     }
     store.put_json(storage.plan_key(job_id), plan)
     return plan
+
+
+def _unit_signature(spec: dml.DMLSpec, unit: dml.FitUnit, n_obs: int, n_features: int) -> str:
+    """The workload signature of a unit: its learner spec, role, model and data shape."""
+    role = "ml_m" if unit.learner.startswith("ml_m_") else unit.learner[:4]
+    return workload_signature(
+        "estimate",
+        {"role": role, **spec.learners[role].to_dict()},
+        n_features,
+        n_obs=n_obs,
+        model=spec.model,
+    )
+
+
+def _n_train(folds: np.ndarray, unit: dml.FitUnit) -> int:
+    return int(np.count_nonzero(folds[:, unit.i_rep] != unit.i_fold))
+
+
+def _parse_date(value: Any) -> float | None:
+    from datetime import datetime
+
+    try:
+        return datetime.fromisoformat(str(value).replace("Z", "+00:00")).timestamp()
+    except ValueError:
+        return None
+
+
+def _map_run_outputs(store: storage.JobStore, prefix: str) -> dict[str, float]:
+    """Per shard id, the wall seconds of its child execution, from the Map Run's ResultWriter files."""
+    walls: dict[str, float] = {}
+    for key in store.list_keys(prefix):
+        if not key.rsplit("/", 1)[-1].startswith("SUCCEEDED_"):
+            continue
+        for entry in store.get_json(key):
+            start, stop = _parse_date(entry.get("StartDate")), _parse_date(entry.get("StopDate"))
+            try:
+                shard_id = json.loads(entry["Output"])["shard_id"]
+            except (KeyError, TypeError, ValueError):
+                continue
+            if start is not None and stop is not None:
+                walls[str(shard_id)] = stop - start
+    return walls
+
+
+def _observe_wave(
+    store: storage.JobStore,
+    job_id: str,
+    stage: int,
+    wave: dict[str, Any],
+    spec: dml.DMLSpec,
+    folds: np.ndarray,
+    n_obs: int,
+    n_features: int,
+) -> list[ShardObservation]:
+    """What the shards of a finished wave measured, one observation per (shard, signature).
+
+    ``compute_s`` sums the fit seconds of the shard's units of that signature, ``samples`` their
+    training rows; ``io_s`` is the shard's whole overhead: the wall seconds of its child execution
+    (start-up, orchestration, I/O) minus its fit seconds, or its own I/O seconds where the Map Run's
+    results do not say.
+    """
+    walls = _map_run_outputs(store, wave["map_runs_prefix"])
+    observations = []
+    for shard in wave["shards"]:
+        obj = store.get_arrays(storage.preds_key(job_id, stage, shard["shard_id"]))
+        stats = json.loads(str(obj["__stats__"]))
+        wall = walls.get(shard["shard_id"])
+        overhead = stats["io_s"] if wall is None else max(wall - stats["fit_s"], stats["io_s"])
+        by_signature: dict[str, list[float]] = {}
+        for key, seconds in stats["unit_fit_s"].items():
+            unit = dml.FitUnit.from_key(key)
+            entry = by_signature.setdefault(
+                _unit_signature(spec, unit, n_obs, n_features), [0.0, 0.0]
+            )
+            entry[0] += _n_train(folds, unit)
+            entry[1] += seconds
+        for signature, (samples, compute_s) in by_signature.items():
+            observations.append(
+                ShardObservation(
+                    samples=int(samples),
+                    compute_s=max(compute_s, 1e-6),
+                    io_s=overhead,
+                    memory_mb=int(stats["memory_mb"]) or 1,
+                    resource=lambda_resource(int(stats["memory_mb"]) or 1),
+                    cold_start=bool(stats["cold_start"]),
+                    signature=signature,
+                )
+            )
+    return observations
+
+
+def schedule_wave(
+    store: storage.JobStore,
+    records: storage.JobRecords,
+    throughput: storage.ThroughputRecords,
+    job_id: str,
+    stage: int,
+    wave: int,
+    crossfit_memory_mb: int,
+    account_concurrency: int = DEFAULT_ACCOUNT_CONCURRENCY,
+    memory_mb: int = 0,
+) -> dict[str, Any]:
+    """Record what the last wave of a stage measured, and cut the next wave of shards.
+
+    Wave 0 of a stage plans from the throughput history (:class:`fanfit.sched.throughput.
+    EwmaThroughput` over the throughput table); a later wave first folds the previous wave's
+    measurements into the table. Each unit's predicted seconds are its training rows over the
+    predicted throughput of its signature on ``lambda-<crossfit_memory_mb>``; with a signature that
+    has no history, the wave is a probe (:func:`fanfit.sched.sizing.plan_shards`): a few single-unit
+    shards, one per unmeasured signature first, and the next wave sizes the rest. A job's fixed
+    ``units_per_shard`` or ``sharding`` policy ``'per-fold'`` / ``'per-repetition'`` (DoubleML-
+    Serverless's layouts) needs no history. The decision and the figures it used go into the stage's
+    schedule (``stages/<s>/schedule.json``) and the job record (``schedule``).
+
+    Parameters
+    ----------
+    store, records, throughput : JobStore, JobRecords, ThroughputRecords
+    job_id : str
+    stage, wave : int
+        The stage, and the wave to plan (0 first).
+    crossfit_memory_mb : int
+        Memory of the CrossFit function, MB (its resource is ``lambda-<MB>``).
+    account_concurrency : int
+        The account's Lambda concurrency (AWS default 1,000).
+    memory_mb : int
+        This function's memory, MB (for the cost).
+
+    Returns
+    -------
+    dict
+        ``job_id, plan_key, stage, wave, has_wave`` and, when ``has_wave``, ``shards_key, n_shards,
+        max_concurrency, map_runs_prefix, next_wave``.
+
+    Raises
+    ------
+    InvalidJobError
+        The wave does not follow the stage's schedule, or a shard would exceed the Lambda timeout.
+    """
+    started = time.time()
+    plan = store.get_json(storage.plan_key(job_id))
+    spec, data, folds = _load(store, plan)
+    n_obs, n_features = data.y.shape[0], data.xd(0).shape[1]
+    units = [dml.FitUnit.from_dict(u) for u in store.get_json(storage.units_key(job_id, stage))]
+    schedule = store.get_json(storage.schedule_key(job_id, stage)) if wave else {"waves": []}
+    waves = schedule["waves"]
+    if len(waves) != wave:
+        raise InvalidJobError(f"stage {stage} has {len(waves)} wave(s) planned; cannot plan {wave}")
+    signatures = {u.key: _unit_signature(spec, u, n_obs, n_features) for u in units}
+    history = EwmaThroughput(
+        entries=[ThroughputEntry.from_dict(e) for e in throughput.load(signatures.values())]
+    )
+    if waves:
+        observed = _observe_wave(store, job_id, stage, waves[-1], spec, folds, n_obs, n_features)
+        for observation in observed:
+            history.update(observation)
+        keys = {(o.signature, o.resource) for o in observed}
+        throughput.save(e.to_dict() for e in history.entries if (e.signature, e.resource) in keys)
+    done = {key for w in waves for shard in w["shards"] for key in shard["units"]}
+    remaining = [u for u in units if u.key not in done]
+    out: dict[str, Any] = {
+        "job_id": job_id,
+        "plan_key": storage.plan_key(job_id),
+        "stage": stage,
+        "wave": wave,
+    }
+    if not remaining:
+        return {**out, "has_wave": False}
+
+    resource = lambda_resource(crossfit_memory_mb)
+    predicted = {sig: history.predict(sig, resource) for sig in set(signatures.values())}
+    io = [v for sig in predicted if (v := history.predict_io(sig, resource)) is not None]
+    startup_s = max(io) if io else DEFAULT_STARTUP_S
+    unknown = [u for u in remaining if predicted[signatures[u.key]] is None]
+    seconds = (
+        None
+        if unknown
+        else float(
+            np.mean([_n_train(folds, u) / predicted[signatures[u.key]] for u in remaining])  # type: ignore[operator]
+        )
+    )
+    fixed = plan.get("units_per_shard")
+    if fixed:
+        decision = plan_shards(
+            len(remaining),
+            seconds,
+            startup_s,
+            policy="per-fold",
+            account_concurrency=account_concurrency,
+            job_concurrency=plan["max_concurrency"],
+        )
+        shards = deal(remaining, n_shards_for(len(remaining), plan["max_concurrency"], fixed))
+        decision_dict = {
+            **decision.to_dict(),
+            "policy": "fixed",
+            "units_per_shard": int(fixed),
+            "n_shards": len(shards),
+            "max_concurrency": min(len(shards), decision.max_concurrency),
+        }
+    else:
+        policy = plan.get("sharding", "auto")
+        if unknown and policy == "auto":
+            probe_first = _probe_order(remaining, signatures, {u.key for u in unknown})
+            remaining = probe_first
+        decision = plan_shards(
+            len(remaining),
+            seconds,
+            startup_s,
+            policy=policy,
+            n_folds=spec.n_folds,
+            account_concurrency=account_concurrency,
+            job_concurrency=plan["max_concurrency"],
+        )
+        shards = split_units(remaining, decision)
+        decision_dict = decision.to_dict()
+    first_id = sum(len(w["shards"]) for w in waves)
+    items = [
+        {"shard_id": f"{first_id + i:05d}", "units": [u.to_dict() for u in shard]}
+        for i, shard in enumerate(shards)
+    ]
+    key = store.put_json(storage.wave_key(job_id, stage, wave), items)
+    prefix = f"{storage.job_prefix(job_id)}map-runs/{stage}/{wave}"
+    entry = {
+        "stage": stage,
+        "wave": wave,
+        "decision": decision_dict,
+        "resource": resource,
+        "predicted_samples_per_s": {k: v for k, v in predicted.items() if v is not None},
+        "startup_s": startup_s,
+        "map_runs_prefix": prefix,
+        "started_at": started,
+        "ended_at": time.time(),
+        "memory_mb": memory_mb,
+        "shards": [
+            {"shard_id": f"{first_id + i:05d}", "units": [u.key for u in shard]}
+            for i, shard in enumerate(shards)
+        ],
+    }
+    waves.append(entry)
+    store.put_json(storage.schedule_key(job_id, stage), schedule)
+    summary = [
+        {k: v for k, v in e.items() if k not in ("shards", "map_runs_prefix")} for e in waves
+    ]
+    records.update(job_id, schedule={"stage": stage, "waves": summary})
+    return {
+        **out,
+        "has_wave": True,
+        "shards_key": key,
+        "n_shards": len(items),
+        "max_concurrency": int(decision_dict["max_concurrency"]),
+        "map_runs_prefix": prefix,
+        "next_wave": wave + 1,
+    }
+
+
+def _probe_order(
+    units: list[dml.FitUnit], signatures: dict[str, str], unknown: set[str]
+) -> list[dml.FitUnit]:
+    """``units`` with one unit of each unmeasured signature first (round-robin), then the rest."""
+    by_signature: dict[str, list[dml.FitUnit]] = {}
+    for u in units:
+        if u.key in unknown:
+            by_signature.setdefault(signatures[u.key], []).append(u)
+    first: list[dml.FitUnit] = []
+    queues = list(by_signature.values())
+    while any(queues):
+        for queue in queues:
+            if queue:
+                first.append(queue.pop(0))
+    chosen = {u.key for u in first}
+    return first + [u for u in units if u.key not in chosen]
 
 
 _COLD = True
@@ -237,8 +514,9 @@ def crossfit_shard(
     Returns
     -------
     dict
-        ``preds_key`` and the shard's statistics: ``n_units``, ``started_at``, ``ended_at`` (epoch
-        seconds), ``fit_s`` and ``io_s`` (seconds), ``memory_mb``, ``peak_rss_mb``, ``cold_start``.
+        ``preds_key`` and the shard's statistics: ``n_units``, ``unit_fit_s`` (unit key -> seconds),
+        ``started_at``, ``ended_at`` (epoch seconds), ``fit_s`` and ``io_s`` (seconds), ``memory_mb``,
+        ``peak_rss_mb``, ``cold_start``.
         The statistics are also stored in the predictions object (array ``__stats__``).
     """
     global _COLD
@@ -249,17 +527,21 @@ def crossfit_shard(
     inputs = store.get_json(storage.stage_inputs_key(job_id, stage)) if stage > 0 else {}
     io_s = time.time() - started
     arrays: dict[str, np.ndarray] = {}
+    unit_fit_s: dict[str, float] = {}
     t0 = time.perf_counter()
     for raw in shard["units"]:
         unit = dml.FitUnit.from_dict(raw)
         if unit.stage != stage:
             raise InvalidJobError(f"unit {unit.key} belongs to stage {unit.stage}, not {stage}")
+        t_unit = time.perf_counter()
         arrays[unit.key] = dml.fit_predict(spec, unit, data, folds, inputs)
+        unit_fit_s[unit.key] = time.perf_counter() - t_unit
     fit_s = time.perf_counter() - t0
     stats = {
         "shard_id": shard["shard_id"],
         "stage": stage,
         "n_units": len(arrays),
+        "unit_fit_s": unit_fit_s,
         "started_at": started,
         "fit_s": fit_s,
         "io_s": io_s,
@@ -280,7 +562,8 @@ def crossfit_shard(
 def _read_shards(
     store: storage.JobStore, job_id: str, stage: int
 ) -> tuple[list[dict[str, Any]], list[dict[str, np.ndarray]]]:
-    shards = store.get_json(storage.shards_key(job_id, stage))
+    schedule = store.get_json(storage.schedule_key(job_id, stage))
+    shards = [shard for wave in schedule["waves"] for shard in wave["shards"]]
     objects = [store.get_arrays(storage.preds_key(job_id, stage, s["shard_id"])) for s in shards]
     return shards, objects
 
@@ -357,8 +640,10 @@ def aggregate_job(
             shards.append(stats)
             gb_s, usd = gb_s + g, usd + u
         prep = store.get_json(f"{storage.job_prefix(job_id)}stages/{stage}/prepare.json")
-        g, u = lambda_cost_usd(prep["ended_at"] - prep["started_at"], prep["memory_mb"])
-        gb_s, usd = gb_s + g, usd + u
+        steps = [prep, *store.get_json(storage.schedule_key(job_id, stage))["waves"]]
+        for step in steps:
+            g, u = lambda_cost_usd(step["ended_at"] - step["started_at"], step["memory_mb"])
+            gb_s, usd = gb_s + g, usd + u
     g, u = lambda_cost_usd(time.time() - started, memory_mb)
     gb_s, usd = gb_s + g, usd + u
 

@@ -22,6 +22,15 @@ class PrepareEvent(BaseModel):
     execution_arn: str = ""
 
 
+class ScheduleEvent(BaseModel):
+    """Input of Schedule: record wave ``wave - 1`` of stage ``stage`` and plan wave ``wave``."""
+
+    model_config = ConfigDict(extra="forbid")
+    job_id: str = Field(pattern=_ID)
+    stage: int = Field(ge=0, le=16)
+    wave: int = Field(ge=0, le=10_000)
+
+
 class Shard(BaseModel):
     """One item of a stage's shard list: the units one invocation fits."""
 

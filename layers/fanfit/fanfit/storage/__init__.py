@@ -11,7 +11,9 @@ Key layout (``<job>`` is the job id)::
     jobs/<job>/spec.json                   the job spec the client wrote
     jobs/<job>/plan.json                   the validated plan (Prepare)
     jobs/<job>/folds.npy                   test-fold index per row and repetition, (n_obs, n_rep) int64
-    jobs/<job>/stages/<s>/shards.json      the shard list of stage s (the Distributed Map's ItemReader)
+    jobs/<job>/stages/<s>/units.json       the (repetition, fold, learner) units of stage s (Prepare)
+    jobs/<job>/stages/<s>/schedule.json    the waves of stage s so far: decision and shard ids (Schedule)
+    jobs/<job>/stages/<s>/waves/<w>.json   the shard list of wave w of stage s (the Map's ItemReader)
     jobs/<job>/stages/<s>/inputs.json      inputs of stage s computed from earlier stages
     jobs/<job>/stages/<s>/preds/<shard>.npz  out-of-fold predictions of one shard, one array per unit
     jobs/<job>/map-runs/...                the Distributed Map's ResultWriter output
@@ -60,9 +62,19 @@ def folds_key(job_id: str) -> str:
     return f"jobs/{job_id}/folds.npy"
 
 
-def shards_key(job_id: str, stage: int) -> str:
-    """Key of the shard list of ``stage`` (a JSON array, read by the Distributed Map)."""
-    return f"jobs/{job_id}/stages/{stage}/shards.json"
+def units_key(job_id: str, stage: int) -> str:
+    """Key of a stage's (repetition, fold, learner) units, as Prepare wrote them."""
+    return f"{job_prefix(job_id)}stages/{stage}/units.json"
+
+
+def schedule_key(job_id: str, stage: int) -> str:
+    """Key of a stage's schedule: its waves so far, each with its decision and shard ids."""
+    return f"{job_prefix(job_id)}stages/{stage}/schedule.json"
+
+
+def wave_key(job_id: str, stage: int, wave: int) -> str:
+    """Key of the shard list of one wave of a stage (the Distributed Map's ItemReader input)."""
+    return f"{job_prefix(job_id)}stages/{stage}/waves/{wave}.json"
 
 
 def stage_inputs_key(job_id: str, stage: int) -> str:
@@ -165,6 +177,11 @@ class JobStore:
     def get_json(self, key: str) -> Any:
         return json.loads(self.get_bytes(key))
 
+    def list_keys(self, prefix: str) -> list[str]:
+        """Every key under ``prefix``, sorted."""
+        pages = self.s3.get_paginator("list_objects_v2").paginate(Bucket=self.bucket, Prefix=prefix)
+        return sorted(o["Key"] for page in pages for o in page.get("Contents", []))
+
     def put_arrays(self, key: str, arrays: dict[str, np.ndarray]) -> str:
         """Write named arrays as one ``.npz`` object."""
         buf = io.BytesIO()
@@ -225,6 +242,10 @@ class JobRecords:
             ExpressionAttributeValues=values,
         )
 
+    def update(self, job_id: str, **fields: Any) -> None:
+        """Set ``fields`` (str, numbers, bools, None, and dicts and lists of them) on the record."""
+        self._update(job_id, {**fields, "updated_at": time.time()})
+
     def mark_running(self, job_id: str, **fields: Any) -> None:
         """Create or update the record as RUNNING with ``fields`` (str, numbers, bools)."""
         self._update(job_id, {"status": JOB_STATUS_RUNNING, "updated_at": time.time(), **fields})
@@ -251,11 +272,62 @@ class JobRecords:
         return {k: _from_attr(v) for k, v in item.items()}
 
 
+class ThroughputRecords:
+    """Measured throughput in the DynamoDB throughput table, one item per (signature, resource).
+
+    The table's key is ``signature`` (hash) and ``resource`` (range); each item holds one
+    :class:`fanfit.sched.throughput.ThroughputEntry` (``samples_per_s``, ``io_s``,
+    ``n_observations``) and ``updated_at`` (epoch seconds). The scheduler is its only writer.
+
+    Parameters
+    ----------
+    table_name : str
+    dynamodb : botocore client, optional
+    """
+
+    def __init__(self, table_name: str, dynamodb: Any = None) -> None:
+        if dynamodb is None:
+            import boto3
+
+            dynamodb = boto3.client("dynamodb")
+        self.table_name = table_name
+        self.ddb = dynamodb
+
+    def load(self, signatures: Any) -> list[dict[str, Any]]:
+        """Every stored entry of the given signatures (all their resources), as plain dicts."""
+        entries: list[dict[str, Any]] = []
+        for signature in sorted(set(signatures)):
+            pages = self.ddb.get_paginator("query").paginate(
+                TableName=self.table_name,
+                KeyConditionExpression="#s = :s",
+                ExpressionAttributeNames={"#s": "signature"},
+                ExpressionAttributeValues={":s": {"S": signature}},
+                ConsistentRead=True,
+            )
+            for page in pages:
+                entries += [{k: _from_attr(v) for k, v in i.items()} for i in page["Items"]]
+        return entries
+
+    def save(self, entries: Any) -> None:
+        """Write entries (dicts with ``signature``, ``resource`` and numbers), one item each."""
+        now = time.time()
+        for entry in entries:
+            item = {k: _to_attr(v) for k, v in {**entry, "updated_at": now}.items()}
+            self.ddb.put_item(TableName=self.table_name, Item=item)
+
+
 def _to_attr(value: Any) -> dict[str, Any]:
+    """A DynamoDB attribute value: bool, number, map (dict), list, null (None), else string."""
+    if value is None:
+        return {"NULL": True}
     if isinstance(value, bool):
         return {"BOOL": value}
     if isinstance(value, int | float):
         return {"N": repr(float(value)) if isinstance(value, float) else str(value)}
+    if isinstance(value, dict):
+        return {"M": {str(k): _to_attr(v) for k, v in value.items()}}
+    if isinstance(value, list | tuple):
+        return {"L": [_to_attr(v) for v in value]}
     return {"S": str(value)}
 
 
@@ -266,4 +338,10 @@ def _from_attr(attr: dict[str, Any]) -> Any:
         return int(number) if number.is_integer() and "." not in value else number
     if kind == "BOOL":
         return bool(value)
+    if kind == "NULL":
+        return None
+    if kind == "M":
+        return {k: _from_attr(v) for k, v in value.items()}
+    if kind == "L":
+        return [_from_attr(v) for v in value]
     return value

@@ -1,0 +1,72 @@
+"""DS-Sync: synchronise workers only within groups, and reshuffle the groups every round.
+
+Divide-and-Shuffle Synchronization (Wang, Zhang, Yang, Xia, Chen and Tan, "Divide-and-Shuffle
+Synchronization for Distributed Machine Learning", arXiv:2007.03298, 2020) divides the ``N`` workers
+into non-overlapping groups that synchronise independently (a smaller all-reduce, no global
+barrier), and shuffles the membership every round so that models mix across groups and reach a
+global consensus. fanfit draws a round's groups from ``(job seed, round index)`` alone, so the
+scheduler, every worker and a rerun all compute the same groups without storing them.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from fanfit.errors import InvalidJobError
+
+__all__ = ["DSSYNC_STREAM", "dssync_groups"]
+
+#: First word of the SeedSequence spawn key of DS-Sync's shuffles (the job seed's other streams:
+#: 0 folds, 1 fit units in :mod:`fanfit.dml`; 3 training batches in :mod:`fanfit.train`).
+DSSYNC_STREAM = 2
+
+
+def dssync_groups(n_workers: int, group_size: int, seed: int, round_index: int) -> list[list[int]]:
+    """The groups of workers that synchronise together in one round.
+
+    The workers are permuted with ``numpy.random.default_rng(SeedSequence(seed, spawn_key=(2,
+    round_index)))`` and the permutation is cut into ``ceil(n_workers / group_size)`` consecutive
+    groups whose sizes differ by at most one (``numpy.array_split``), so no group exceeds
+    ``group_size`` and a remainder is spread over the groups rather than left as one small group
+    (7 workers in groups of 3 give sizes 3, 2, 2, not 3, 3, 1).
+
+    Parameters
+    ----------
+    n_workers : int
+        ``N`` (>= 1).
+    group_size : int
+        ``G``, largest group (>= 1); ``G >= N`` gives one group (plain BSP).
+    seed : int
+        The job seed (>= 0).
+    round_index : int
+        The round (>= 0).
+
+    Returns
+    -------
+    list of list of int
+        Worker indices; each group sorted ascending, groups ordered by their smallest index. Every
+        worker is in exactly one group.
+
+    Raises
+    ------
+    InvalidJobError
+        An argument out of range.
+    """
+    for name, value, low in (
+        ("n_workers", n_workers, 1),
+        ("group_size", group_size, 1),
+        ("seed", seed, 0),
+        ("round_index", round_index, 0),
+    ):
+        if isinstance(value, bool) or not isinstance(value, int | np.integer) or value < low:
+            raise InvalidJobError(f"{name} must be an integer of at least {low}, got {value!r}.")
+    rng = np.random.default_rng(
+        np.random.SeedSequence(int(seed), spawn_key=(DSSYNC_STREAM, int(round_index)))
+    )
+    perm = rng.permutation(n_workers)
+    groups = [
+        sorted(int(i) for i in g) for g in np.array_split(perm, math.ceil(n_workers / group_size))
+    ]
+    return sorted(groups)

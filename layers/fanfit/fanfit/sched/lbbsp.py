@@ -1,0 +1,210 @@
+"""LB-BSP: per-worker batch sizes proportional to predicted throughput.
+
+In bulk synchronous parallel training every round waits for its slowest worker. LB-BSP (Chen, Wang,
+Zhou, Chen, Wang and Ma, "Accelerating Distributed Learning in Non-Dedicated Environments", IEEE
+Transactions on Cloud Computing, 2021) keeps the global batch ``B`` fixed (so the optimisation is
+unchanged) and gives worker ``i`` a share proportional to its predicted throughput ``v_i``:
+
+.. math::
+
+    b_i \\approx B \\, v_i / \\textstyle\\sum_j v_j, \\qquad \\sum_i b_i = B,
+
+so that the workers' compute times ``b_i / v_i`` are equal. A worker's batch is also capped by its
+memory. fanfit allocates the real-valued shares by water-filling (workers at a bound keep it, the
+rest share the remainder in proportion to ``v``), then rounds to integers with the largest-remainder
+method, which keeps the sum exactly ``B`` and every batch within one sample of its share.
+
+Every worker gets at least ``min_batch`` samples (default 1): a worker in the round's Map that
+computes on nothing still pays its start-up and its read of the model. Set ``min_batch=0`` to let
+the slowest workers sit a round out.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+from numpy.typing import ArrayLike
+
+from fanfit.errors import InvalidJobError
+
+__all__ = ["idle_fraction", "lbbsp_batches", "round_times", "uniform_batches"]
+
+
+def uniform_batches(global_batch: int, n_workers: int) -> np.ndarray:
+    """Plain BSP: ``global_batch`` split as evenly as possible.
+
+    Parameters
+    ----------
+    global_batch : int
+        ``B`` (>= ``n_workers``), samples per round.
+    n_workers : int
+        ``N`` (>= 1).
+
+    Returns
+    -------
+    numpy.ndarray of int64, shape (n_workers,)
+        ``B // N + 1`` for the first ``B % N`` workers, ``B // N`` for the others.
+
+    Raises
+    ------
+    InvalidJobError
+        If ``N < 1`` or ``B < N``.
+    """
+    _check_count("n_workers", n_workers, 1)
+    _check_count("global_batch", global_batch, n_workers)
+    batches = np.full(n_workers, global_batch // n_workers, dtype=np.int64)
+    batches[: global_batch % n_workers] += 1
+    return batches
+
+
+def lbbsp_batches(
+    global_batch: int,
+    throughputs: ArrayLike,
+    max_batch: ArrayLike | None = None,
+    min_batch: int = 1,
+) -> np.ndarray:
+    """LB-BSP batch sizes: proportional to throughput, within bounds, summing to ``global_batch``.
+
+    Parameters
+    ----------
+    global_batch : int
+        ``B``, samples per round (>= 1).
+    throughputs : array_like of float, shape (n_workers,)
+        Predicted throughput ``v_i`` of each worker, samples/s (finite, > 0).
+    max_batch : array_like of int, shape (n_workers,), optional
+        Largest batch each worker can hold (its memory bound), samples. None: unbounded.
+    min_batch : int, default 1
+        Smallest batch of any worker (>= 0).
+
+    Returns
+    -------
+    numpy.ndarray of int64, shape (n_workers,)
+        ``b`` with ``b.sum() == B`` and ``min_batch <= b_i <= max_batch_i``. Where no bound binds,
+        ``|b_i - B v_i / sum(v)| < 1``. Otherwise ``b`` rounds the water-filling shares
+        ``clip(lambda v_i, min_batch, max_batch_i)`` (one ``lambda`` for all, chosen so they sum
+        to ``B``): the excess over a bound goes to the unsaturated workers in proportion to ``v``.
+        Remainders are broken towards the larger fraction, then the lower index: the result is a
+        function of the arguments only.
+
+    Raises
+    ------
+    InvalidJobError
+        A throughput not finite and positive; a bound below ``min_batch``;
+        ``B < n_workers * min_batch``; or ``sum(max_batch) < B``.
+    """
+    v = np.asarray(throughputs, dtype=np.float64)
+    if v.ndim != 1 or v.size == 0 or not np.all(np.isfinite(v) & (v > 0)):
+        raise InvalidJobError(
+            f"throughputs must be a non-empty 1-d array of positive samples/s, got {v!r}."
+        )
+    n = v.size
+    _check_count("min_batch", min_batch, 0)
+    _check_count("global_batch", global_batch, max(1, n * min_batch))
+    lo: np.ndarray = np.full(n, float(min_batch))
+    hi: np.ndarray
+    if max_batch is None:
+        hi = np.full(n, np.inf)
+    else:
+        hi = np.asarray(max_batch, dtype=np.float64)
+        if hi.shape != (n,) or not np.all(hi == np.floor(hi)) or np.any(hi < min_batch):
+            raise InvalidJobError(
+                f"max_batch must be {n} integers of at least min_batch={min_batch}, got {max_batch!r}."
+            )
+        if hi.sum() < global_batch:
+            raise InvalidJobError(
+                f"The workers' memory bounds hold {int(hi.sum())} samples, fewer than the global "
+                f"batch {global_batch}; lower the global batch or add workers."
+            )
+    share = _water_fill(float(global_batch), v, lo, hi)
+    return _largest_remainder(share, global_batch, lo, hi)
+
+
+def _water_fill(total: float, v: np.ndarray, lo: np.ndarray, hi: np.ndarray) -> np.ndarray:
+    """Real shares ``clip(lam * v, lo, hi)`` summing to ``total`` (``sum(lo) <= total <= sum(hi)``).
+
+    Each pass shares what the free workers may take in proportion to ``v``; if the upper
+    violations outweigh the lower ones the true ``lam`` is larger, so the workers over their upper
+    bound stay there in the solution and are fixed; otherwise those under their lower bound are.
+    At most ``n`` passes.
+    """
+    x = np.empty_like(v)
+    free = np.ones(v.size, dtype=bool)
+    while True:
+        rest = total - x[~free].sum()
+        x[free] = rest * v[free] / v[free].sum()
+        over = free & (x > hi)
+        under = free & (x < lo)
+        if not over.any() and not under.any():
+            return x
+        if (x - hi)[over].sum() >= (lo - x)[under].sum():
+            x[over], free[over] = hi[over], False
+        else:
+            x[under], free[under] = lo[under], False
+        if not free.any():
+            return x
+
+
+def _largest_remainder(share: np.ndarray, total: int, lo: np.ndarray, hi: np.ndarray) -> np.ndarray:
+    """Integers within ``[lo, hi]`` summing to ``total``, each within one of ``share``."""
+    b = np.clip(np.floor(share), lo, hi).astype(np.int64)
+    frac = share - b
+    order = np.lexsort((np.arange(share.size), -frac))  # larger fraction first, then lower index
+    short = total - int(b.sum())
+    if short > 0:
+        order = order[b[order] < hi[order]]
+        b[order[:short]] += 1
+    elif short < 0:  # only from float round-off in share: take from the smallest fractions
+        order = order[::-1]
+        order = order[b[order] > lo[order]]
+        b[order[:-short]] -= 1
+    return b
+
+
+def round_times(batches: ArrayLike, throughputs: ArrayLike) -> np.ndarray:
+    """Predicted compute seconds of each worker, ``b_i / v_i``.
+
+    Parameters
+    ----------
+    batches : array_like of int, shape (n_workers,)
+        Samples per worker.
+    throughputs : array_like of float, shape (n_workers,)
+        Samples/s per worker.
+
+    Returns
+    -------
+    numpy.ndarray of float64, shape (n_workers,)
+        Seconds.
+    """
+    return np.asarray(batches, dtype=np.float64) / np.asarray(throughputs, dtype=np.float64)
+
+
+def idle_fraction(times: ArrayLike) -> float:
+    """Share of the workers' time a round's barrier leaves idle: ``1 - mean(t) / max(t)``.
+
+    Parameters
+    ----------
+    times : array_like of float, shape (n_workers,)
+        Seconds each worker computed in the round (measured, or :func:`round_times`).
+
+    Returns
+    -------
+    float
+        In ``[0, 1)``; 0 when all workers finish together (LB-BSP's aim; Chen et al. 2021).
+
+    Raises
+    ------
+    InvalidJobError
+        Empty, negative or non-finite times, or all zero.
+    """
+    t = np.asarray(times, dtype=np.float64)
+    if t.ndim != 1 or t.size == 0 or not np.all(np.isfinite(t) & (t >= 0)) or t.max() == 0:
+        raise InvalidJobError(f"times must be non-negative seconds, not all zero; got {t!r}.")
+    if t.min() == t.max():
+        return 0.0
+    return max(0.0, float(1.0 - t.mean() / t.max()))  # round-off can push mean over max
+
+
+def _check_count(name: str, value: Any, low: int) -> None:
+    if isinstance(value, bool) or not isinstance(value, int | np.integer) or value < low:
+        raise InvalidJobError(f"{name} must be an integer of at least {low}, got {value!r}.")
