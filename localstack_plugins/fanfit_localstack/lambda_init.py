@@ -311,7 +311,11 @@ class Environment:
                     payload = message["payload"]
                 else:
                     error = message["error"]
-            elif self.runtime.process is not None and self.runtime.process.poll() is None:
+            elif (
+                self.runtime.process is not None
+                and self.runtime.process.poll() is None
+                and time.monotonic() >= deadline  # not an EOF: a dying child closes its pipe
+            ):  # before waitpid can see it exit, so only a passed deadline means a timeout
                 eof_token = self.runtime.eof_token
                 self.runtime.kill()
                 self.logs.wait_marker("", eof_token, timeout_s=2.0)
