@@ -39,6 +39,7 @@ lint: install
 	$(BIN)/cfn-lint template.yaml
 	$(BIN)/sam validate --lint --template-file template.yaml
 	$(BIN)/python -m json.tool orchestrator/estimate.asl.json > /dev/null
+	$(BIN)/python -m json.tool orchestrator/train.asl.json > /dev/null
 	for f in events/*.json; do $(BIN)/python -m json.tool $$f > /dev/null || exit 1; done
 
 unit: install

@@ -1,6 +1,7 @@
 """The ``fanfit`` command line.
 
     fanfit estimate --data FILE --model plr --y COL --d COL[,COL] --x COL,... [--ml-l SPEC] ...
+    fanfit train --data FILE --model {kmeans,logreg,linreg} --features COL,... [--target COL] ...
     fanfit local up | down | status
 
 Without ``--stack`` a command uses the running local stack, or starts one for its duration. Results go
@@ -71,6 +72,78 @@ def _estimate_parser(sub: Any) -> None:
     p.add_argument("--output", choices=["table", "json"], default="table")
     p.add_argument("--timeout", type=float, default=3600.0, help="seconds to wait for the job")
     p.set_defaults(func=_cmd_estimate)
+
+
+def _train_parser(sub: Any) -> None:
+    p = sub.add_parser(
+        "train",
+        help="train a model data-parallel in synchronous rounds (BSP, LB-BSP, DS-Sync)",
+        description="Data-parallel training on the stack: K-Means (Lloyd) or mini-batch SGD for "
+        "logistic / least-squares regression, one Lambda per worker per round.",
+    )
+    p.add_argument("--data", required=True, help="CSV, Parquet or Stata (.dta) file, or s3:// URI")
+    p.add_argument("--model", required=True, help="kmeans | logreg | linreg")
+    p.add_argument("--features", required=True, help="feature columns, comma-separated")
+    p.add_argument("--target", help="target column (logreg: class labels; linreg: values)")
+    p.add_argument("--workers", type=int, default=4, help="workers per round (1..40)")
+    p.add_argument(
+        "--worker-memory",
+        dest="worker_memory",
+        metavar="MB[,MB...]",
+        help="memory of every worker, or one per worker (e.g. 1769,1769,885,885)",
+    )
+    p.add_argument("--global-batch", dest="global_batch", type=int,
+                   help="samples per SGD round, split over the workers")  # fmt: skip
+    p.add_argument("--rounds", type=int, default=10, help="most rounds")
+    p.add_argument("--balance", default="uniform", help="uniform | lb-bsp (Chen et al. 2021)")
+    p.add_argument("--sync", default="bsp", help="bsp | ds-sync (Wang et al. 2020)")
+    p.add_argument(
+        "--group-size", dest="group_size", type=int, default=2, help="DS-Sync group size"
+    )
+    p.add_argument("--n-clusters", dest="n_clusters", type=int, help="K-Means' k")
+    p.add_argument("--lr", type=float, default=0.1, help="SGD learning rate")
+    p.add_argument("--l2", type=float, default=0.0, help="SGD L2 penalty")
+    p.add_argument("--tol", type=float, default=0.0,
+                   help="K-Means: absolute tolerance on the squared centre shift")  # fmt: skip
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--standardize", action="store_true", help="scale features to unit variance")
+    p.add_argument("--stack", help="name of a deployed stack (default: the local stack)")
+    p.add_argument("--region", help="AWS region of --stack")
+    p.add_argument("--output", choices=["table", "json"], default="table")
+    p.add_argument("--timeout", type=float, default=3600.0, help="seconds to wait for the job")
+    p.set_defaults(func=_cmd_train)
+
+
+_TRAIN_OPTIONS = ("model", "features", "target", "workers", "worker_memory", "global_batch",
+                  "rounds", "balance", "sync", "group_size", "n_clusters", "lr", "l2", "tol",
+                  "seed", "standardize")  # fmt: skip
+
+
+def _cmd_train(args: argparse.Namespace) -> int:
+    options = {k: getattr(args, k) for k in _TRAIN_OPTIONS}
+    # Reject bad options before any stack is touched (memory sizes are checked against the stack's).
+    from fanfit.client.train import build_train_spec
+
+    build_train_spec(**options)
+    with _client(args) as client:
+        job = client.submit_train(args.data, **options)
+        log.info("started job %s (%s)", job.job_id, job.execution_arn)
+        result = job.result(timeout=args.timeout)
+    if args.output == "json":
+        print(json.dumps(result.to_dict(), allow_nan=False))
+        return 0
+    print(f"fanfit train {result.model}: {result.n_iter} round(s), job {job.job_id}")
+    if result.inertia is not None:
+        print(f"inertia: {result.inertia:.6g}")
+    for r in result.rounds:
+        batches = ",".join(str(w["batch"]) for w in r["workers"])
+        print(
+            f"round {r['round']:>4} ({r['phase']}): batches {batches}; time {r['round_s']:.3f} s, "
+            f"idle {100 * r['idle_fraction']:.1f} %"
+            + (f", loss {r['loss']:.5g}" if r.get("loss") is not None else "")
+        )
+    print(f"execution: {result.execution_arn}")
+    return 0
 
 
 def _status_parser(sub: Any) -> None:
@@ -231,6 +304,7 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("-v", "--verbose", action="store_true", help="debug logs on stderr")
     sub = parser.add_subparsers(dest="command", required=True)
     _estimate_parser(sub)
+    _train_parser(sub)
     _status_parser(sub)
     _local_parser(sub)
     return parser

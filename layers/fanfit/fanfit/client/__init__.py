@@ -19,7 +19,7 @@ import time
 import uuid
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import pandas as pd
@@ -28,6 +28,9 @@ from fanfit import dml, errors, storage
 from fanfit.client.data import read_table, to_matrix
 from fanfit.learners import LearnerSpec
 from fanfit.sched.sizing import POLICIES
+
+if TYPE_CHECKING:
+    from fanfit.client.train import TrainJob, TrainResult
 
 __all__ = ["Client", "EstimateJob", "EstimateResult", "Stack"]
 
@@ -63,6 +66,11 @@ class Stack:
     endpoint_url : str or None
         The endpoint of a local stack; None for AWS.
     region_name : str or None
+    train_state_machine_arn : str or None
+        Output ``TrainStateMachineArn``; None on a stack deployed before train jobs existed.
+    train_worker_memory_mb : tuple of int
+        Output ``TrainWorkerMemorySizes``: the memory sizes (MB) with a TrainShard function, the
+        default first.
     """
 
     name: str
@@ -71,6 +79,8 @@ class Stack:
     estimate_state_machine_arn: str
     endpoint_url: str | None = None
     region_name: str | None = None
+    train_state_machine_arn: str | None = None
+    train_worker_memory_mb: tuple[int, ...] = ()
 
     @classmethod
     def from_cloudformation(cls, name: str, session: Any, endpoint_url: str | None = None) -> Stack:
@@ -99,6 +109,10 @@ class Stack:
                 estimate_state_machine_arn=outputs["EstimateStateMachineArn"],
                 endpoint_url=endpoint_url,
                 region_name=session.region_name,
+                train_state_machine_arn=outputs.get("TrainStateMachineArn"),
+                train_worker_memory_mb=tuple(
+                    int(m) for m in outputs.get("TrainWorkerMemorySizes", "").split(",") if m
+                ),
             )
         except KeyError as exc:
             raise errors.StackError(
@@ -454,6 +468,30 @@ class Client:
             When the run fails otherwise or does not end within ``timeout`` seconds.
         """
         return self.submit_estimate(data, **options).result(timeout=timeout)
+
+    def submit_train(self, data: Any, **options: Any) -> TrainJob:
+        """Start a train job; see :func:`fanfit.client.train.submit_train` for the options.
+
+        Raises
+        ------
+        fanfit.errors.InvalidJobError, InvalidDataError
+            Before anything is uploaded, naming the option or column.
+        """
+        from fanfit.client.train import submit_train
+
+        return submit_train(self, data, **options)
+
+    def train(self, data: Any, *, timeout: float = 3600.0, **options: Any) -> TrainResult:
+        """Run a train job to the end and return its result (options of :meth:`submit_train`).
+
+        Raises
+        ------
+        fanfit.errors.InvalidJobError (or a subclass)
+            When the job is rejected, before or during the run.
+        fanfit.errors.JobFailedError
+            When the run fails otherwise or does not end within ``timeout`` seconds.
+        """
+        return self.submit_train(data, **options).result(timeout=timeout)
 
     def job(self, job_id: str) -> EstimateJob:
         """The handle of an earlier job, from its record."""

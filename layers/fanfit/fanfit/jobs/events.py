@@ -1,6 +1,6 @@
-"""Event models of the estimate job's Lambda functions (parsed by Powertools' ``event_parser``).
+"""Event models of the estimate and train jobs' Lambda functions (parsed by Powertools' ``event_parser``).
 
-Each model is what the state machine (orchestrator/estimate.asl.json) sends; an event that does not
+Each model is what a state machine (orchestrator/estimate.asl.json, train.asl.json) sends; an event that does not
 fit is rejected before any work starts.
 """
 
@@ -55,4 +55,44 @@ class AggregateEvent(BaseModel):
     model_config = ConfigDict(extra="forbid")
     job_id: str = Field(pattern=_ID)
     plan_key: str = Field(pattern=_KEY)
+    execution_arn: str = ""
+
+
+class TrainInitEvent(BaseModel):
+    """Input of TrainInit: validate train job ``job_id`` and write its plan and round-0 model."""
+
+    model_config = ConfigDict(extra="forbid")
+    job_id: str = Field(pattern=_ID)
+    spec_key: str = Field(pattern=_KEY)
+    execution_arn: str = ""
+
+
+class TrainRoundEvent(BaseModel):
+    """Input of TrainSchedule and TrainReduce: round ``round`` of train job ``job_id``."""
+
+    model_config = ConfigDict(extra="forbid")
+    job_id: str = Field(pattern=_ID)
+    round: int = Field(ge=0, le=20_000)
+
+
+class TrainShardEvent(BaseModel):
+    """Input of TrainShard: worker ``worker``'s step of round ``round``.
+
+    ``function_arn`` is the function the Map item invoked (chosen by TrainSchedule from the
+    worker's memory size); the worker itself does not use it.
+    """
+
+    model_config = ConfigDict(extra="forbid")
+    job_id: str = Field(pattern=_ID)
+    round: int = Field(ge=0, le=20_000)
+    worker: int = Field(ge=0, lt=40)
+    function_arn: str = ""
+
+
+class TrainFinalizeEvent(BaseModel):
+    """Input of TrainFinalize: write the result of train job ``job_id`` from round ``round``'s model."""
+
+    model_config = ConfigDict(extra="forbid")
+    job_id: str = Field(pattern=_ID)
+    round: int = Field(ge=0, le=20_000)
     execution_arn: str = ""

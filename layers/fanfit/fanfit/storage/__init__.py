@@ -17,7 +17,12 @@ Key layout (``<job>`` is the job id)::
     jobs/<job>/stages/<s>/inputs.json      inputs of stage s computed from earlier stages
     jobs/<job>/stages/<s>/preds/<shard>.npz  out-of-fold predictions of one shard, one array per unit
     jobs/<job>/map-runs/...                the Distributed Map's ResultWriter output
-    jobs/<job>/result.json                 the estimate (Aggregate)
+    jobs/<job>/result.json                 the estimate (Aggregate) or the trained model (TrainFinalize)
+    jobs/<job>/train/state/<r>.npz         a train job's model at the start of round r (TrainInit, TrainReduce)
+    jobs/<job>/train/rounds/<r>/plan.json  round r's batches, groups and predicted throughput (TrainSchedule)
+    jobs/<job>/train/rounds/<r>/workers/<i>.npz  worker i's partial of round r (TrainShard)
+    jobs/<job>/train/rounds/<r>/record.json  what round r measured (TrainReduce)
+    jobs/<job>/train/throughput.json       the job's per-worker throughput averages (TrainSchedule)
 """
 
 from __future__ import annotations
@@ -90,6 +95,31 @@ def preds_key(job_id: str, stage: int, shard_id: str) -> str:
 def result_key(job_id: str) -> str:
     """Key of the job's result."""
     return f"jobs/{job_id}/result.json"
+
+
+def train_state_key(job_id: str, round_index: int) -> str:
+    """Key of a train job's model at the start of round ``round_index`` (``.npz``)."""
+    return f"{job_prefix(job_id)}train/state/{round_index:05d}.npz"
+
+
+def train_round_plan_key(job_id: str, round_index: int) -> str:
+    """Key of a round's plan: per-worker batches, DS-Sync groups, predicted throughput."""
+    return f"{job_prefix(job_id)}train/rounds/{round_index:05d}/plan.json"
+
+
+def train_partial_key(job_id: str, round_index: int, worker: int) -> str:
+    """Key of one worker's partial of a round (``.npz``)."""
+    return f"{job_prefix(job_id)}train/rounds/{round_index:05d}/workers/{worker:03d}.npz"
+
+
+def train_round_key(job_id: str, round_index: int) -> str:
+    """Key of a round's record: per-worker batch, compute seconds, throughput; round time."""
+    return f"{job_prefix(job_id)}train/rounds/{round_index:05d}/record.json"
+
+
+def train_throughput_key(job_id: str) -> str:
+    """Key of a train job's per-worker throughput averages (an ``EwmaThroughput`` dict)."""
+    return f"{job_prefix(job_id)}train/throughput.json"
 
 
 def encode_data(columns: list[str], values: np.ndarray) -> tuple[str, bytes]:

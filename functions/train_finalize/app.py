@@ -1,0 +1,44 @@
+"""TrainFinalize: write the trained model and the per-round records to result.json."""
+
+import os
+
+from aws_lambda_powertools import Logger, Metrics, Tracer
+from aws_lambda_powertools.metrics import MetricUnit
+from aws_lambda_powertools.utilities.idempotency import (
+    DynamoDBPersistenceLayer,
+    IdempotencyConfig,
+    idempotent,
+)
+from aws_lambda_powertools.utilities.parser import event_parser
+from aws_lambda_powertools.utilities.typing import LambdaContext
+
+from fanfit.jobs.events import TrainFinalizeEvent
+from fanfit.jobs.train import finalize_job
+from fanfit.storage import JobRecords, JobStore
+
+logger = Logger()
+tracer = Tracer()
+metrics = Metrics()
+store = JobStore(os.environ["FANFIT_BUCKET"])
+records = JobRecords(os.environ["FANFIT_JOB_TABLE"])
+persistence = DynamoDBPersistenceLayer(table_name=os.environ["FANFIT_IDEMPOTENCY_TABLE"])
+idempotency = IdempotencyConfig(event_key_jmespath="job_id")
+
+
+@logger.inject_lambda_context
+@tracer.capture_lambda_handler
+@metrics.log_metrics
+@idempotent(persistence_store=persistence, config=idempotency)
+@event_parser(model=TrainFinalizeEvent)
+def lambda_handler(event: TrainFinalizeEvent, context: LambdaContext) -> dict:
+    out = finalize_job(
+        store,
+        records,
+        event.job_id,
+        event.round,
+        event.execution_arn,
+        memory_mb=int(context.memory_limit_in_mb),
+    )
+    metrics.add_metric(name="TrainJobsFinished", unit=MetricUnit.Count, value=1)
+    logger.info("train job finished", extra=out)
+    return out

@@ -1,0 +1,44 @@
+"""TrainInit: validate a train job, resolve each worker's function, write the plan and round-0 model."""
+
+import json
+import os
+
+from aws_lambda_powertools import Logger, Metrics, Tracer
+from aws_lambda_powertools.metrics import MetricUnit
+from aws_lambda_powertools.utilities.idempotency import (
+    DynamoDBPersistenceLayer,
+    IdempotencyConfig,
+    idempotent,
+)
+from aws_lambda_powertools.utilities.parser import event_parser
+from aws_lambda_powertools.utilities.typing import LambdaContext
+
+from fanfit.jobs.events import TrainInitEvent
+from fanfit.jobs.train import init_job
+from fanfit.storage import JobRecords, JobStore
+
+logger = Logger()
+tracer = Tracer()
+metrics = Metrics()
+store = JobStore(os.environ["FANFIT_BUCKET"])
+records = JobRecords(os.environ["FANFIT_JOB_TABLE"])
+# Memory size (MB) -> ARN of the TrainShard function with that memory; the first is the default.
+worker_functions = {
+    int(mb): arn for mb, arn in json.loads(os.environ["FANFIT_TRAIN_WORKER_FUNCTIONS"]).items()
+}
+persistence = DynamoDBPersistenceLayer(table_name=os.environ["FANFIT_IDEMPOTENCY_TABLE"])
+idempotency = IdempotencyConfig(event_key_jmespath="job_id")
+
+
+@logger.inject_lambda_context
+@tracer.capture_lambda_handler
+@metrics.log_metrics
+@idempotent(persistence_store=persistence, config=idempotency)
+@event_parser(model=TrainInitEvent)
+def lambda_handler(event: TrainInitEvent, context: LambdaContext) -> dict:
+    out = init_job(
+        store, records, event.job_id, event.spec_key, worker_functions, event.execution_arn
+    )
+    metrics.add_metric(name="TrainJobsStarted", unit=MetricUnit.Count, value=1)
+    logger.info("train job planned", extra=out)
+    return out

@@ -1,0 +1,37 @@
+"""TrainReduce: merge a round's partials into the next model and decide whether another round runs."""
+
+import os
+
+from aws_lambda_powertools import Logger, Metrics, Tracer
+from aws_lambda_powertools.metrics import MetricUnit
+from aws_lambda_powertools.utilities.idempotency import (
+    DynamoDBPersistenceLayer,
+    IdempotencyConfig,
+    idempotent,
+)
+from aws_lambda_powertools.utilities.parser import event_parser
+from aws_lambda_powertools.utilities.typing import LambdaContext
+
+from fanfit.jobs.events import TrainRoundEvent
+from fanfit.jobs.train import reduce_round
+from fanfit.storage import JobRecords, JobStore
+
+logger = Logger()
+tracer = Tracer()
+metrics = Metrics()
+store = JobStore(os.environ["FANFIT_BUCKET"])
+records = JobRecords(os.environ["FANFIT_JOB_TABLE"])
+persistence = DynamoDBPersistenceLayer(table_name=os.environ["FANFIT_IDEMPOTENCY_TABLE"])
+idempotency = IdempotencyConfig(event_key_jmespath="[job_id, round]")
+
+
+@logger.inject_lambda_context
+@tracer.capture_lambda_handler
+@metrics.log_metrics
+@idempotent(persistence_store=persistence, config=idempotency)
+@event_parser(model=TrainRoundEvent)
+def lambda_handler(event: TrainRoundEvent, context: LambdaContext) -> dict:
+    out = reduce_round(store, records, event.job_id, event.round)
+    metrics.add_metric(name="TrainRoundsReduced", unit=MetricUnit.Count, value=1)
+    logger.info("round reduced", extra=out)
+    return out

@@ -1,0 +1,41 @@
+"""TrainShard: one worker's step of a training round; deployed once per worker memory size."""
+
+import os
+
+from aws_lambda_powertools import Logger, Metrics, Tracer
+from aws_lambda_powertools.metrics import MetricUnit
+from aws_lambda_powertools.utilities.idempotency import (
+    DynamoDBPersistenceLayer,
+    IdempotencyConfig,
+    idempotent,
+)
+from aws_lambda_powertools.utilities.parser import event_parser
+from aws_lambda_powertools.utilities.typing import LambdaContext
+
+from fanfit.jobs.events import TrainShardEvent
+from fanfit.jobs.train import train_shard
+from fanfit.storage import JobStore
+
+logger = Logger()
+tracer = Tracer()
+metrics = Metrics()
+store = JobStore(os.environ["FANFIT_BUCKET"])
+persistence = DynamoDBPersistenceLayer(table_name=os.environ["FANFIT_IDEMPOTENCY_TABLE"])
+idempotency = IdempotencyConfig(event_key_jmespath="[job_id, round, worker]")
+
+
+@logger.inject_lambda_context
+@tracer.capture_lambda_handler
+@metrics.log_metrics
+@idempotent(persistence_store=persistence, config=idempotency)
+@event_parser(model=TrainShardEvent)
+def lambda_handler(event: TrainShardEvent, context: LambdaContext) -> dict:
+    out = train_shard(
+        store, event.job_id, event.round, event.worker, memory_mb=int(context.memory_limit_in_mb)
+    )
+    metrics.add_metric(name="TrainSamples", unit=MetricUnit.Count, value=out["batch"])
+    metrics.add_metric(name="TrainComputeSeconds", unit=MetricUnit.Seconds, value=out["compute_s"])
+    logger.info(
+        "worker step done", extra={k: out[k] for k in ("partial_key", "batch", "compute_s")}
+    )
+    return out

@@ -1,0 +1,356 @@
+"""The user side of train jobs: build and check the spec, start the state machine, read the result.
+
+>>> client = fanfit.Client.local_stack()
+>>> res = client.train("digits.csv", model="kmeans", features=[...], n_clusters=10, workers=4,
+...                    rounds=20, balance="lb-bsp")
+>>> res.centroids, res.inertia, res.rounds[0]["idle_fraction"]
+
+The job runs on orchestrator/train.asl.json (see :mod:`fanfit.jobs.train`): the data is uploaded
+once (keyed by its content hash), the model lives in S3 between rounds, and the result holds the
+final model and one record per round (each worker's batch, compute seconds and throughput; the
+round's time and idle fraction).
+"""
+
+from __future__ import annotations
+
+import json
+import time
+import uuid
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+
+from fanfit import errors, storage
+from fanfit.client.data import read_table, to_matrix
+from fanfit.jobs.train import TrainSpec
+
+if TYPE_CHECKING:
+    from fanfit.client import Client
+
+__all__ = ["TrainJob", "TrainResult", "build_train_spec", "submit_train"]
+
+_ERRORS: dict[str, type[errors.FanfitError]] = {
+    "InvalidJobError": errors.InvalidJobError,
+    "InvalidDataError": errors.InvalidDataError,
+}
+#: The Map state of orchestrator/train.asl.json: one entry and exit per round.
+_ROUND_STATE = "Run every worker's step of the round"
+
+
+def _as_list(value: str | Sequence[Any] | None) -> list[str]:
+    if value is None:
+        return []
+    if isinstance(value, str):
+        return [c.strip() for c in value.split(",") if c.strip()]
+    return [str(c) for c in value]
+
+
+def _memory_list(value: int | str | Sequence[int] | None) -> tuple[int, ...]:
+    if value is None:
+        return ()
+    items = (
+        value.split(",") if isinstance(value, str) else [value] if isinstance(value, int) else value
+    )
+    try:
+        return tuple(int(str(m).strip()) for m in items)
+    except ValueError as exc:
+        raise errors.InvalidJobError(
+            f"--worker-memory must be MB as integers, comma-separated; got {value!r}"
+        ) from exc
+
+
+def build_train_spec(
+    *,
+    model: str,
+    features: str | Sequence[str],
+    target: str | None = None,
+    workers: int = 4,
+    worker_memory: int | str | Sequence[int] | None = None,
+    global_batch: int | None = None,
+    rounds: int = 10,
+    balance: str = "uniform",
+    sync: str = "bsp",
+    group_size: int = 2,
+    n_clusters: int | None = None,
+    lr: float = 0.1,
+    l2: float = 0.0,
+    tol: float = 0.0,
+    seed: int = 0,
+    standardize: bool = False,
+    valid_memory_mb: tuple[int, ...] | None = None,
+) -> TrainSpec:
+    """Build and check a :class:`fanfit.jobs.train.TrainSpec` from user options.
+
+    Parameters
+    ----------
+    model : {'kmeans', 'logreg', 'linreg'}
+    features : str or sequence of str
+        Feature columns (comma-separated in a str).
+    target : str, optional
+        Target column (logreg: class labels; linreg: values).
+    workers : int
+        Workers per round (1..40).
+    worker_memory : int, str or sequence of int, optional
+        Memory (MB) of every worker, or one per worker (``"1769,1769,885,885"``).
+    global_batch : int, optional
+        Samples per SGD round (logreg, linreg); K-Means takes every row.
+    rounds : int
+        Most rounds.
+    balance : {'uniform', 'lb-bsp'}
+    sync : {'bsp', 'ds-sync'}
+    group_size : int
+        DS-Sync group size.
+    n_clusters : int, optional
+        K-Means' ``k``.
+    lr, l2 : float
+        SGD learning rate and L2 penalty.
+    tol : float
+        K-Means' absolute tolerance on the squared centre shift.
+    seed : int
+    standardize : bool
+        Scale features to zero mean, unit variance.
+    valid_memory_mb : tuple of int, optional
+        The stack's TrainShard memory sizes (the first is the default).
+
+    Returns
+    -------
+    TrainSpec
+
+    Raises
+    ------
+    fanfit.errors.InvalidJobError
+        Naming the option.
+    """
+    spec = TrainSpec(
+        model=str(model).lower(),
+        features=tuple(_as_list(features)),
+        target=target or None,
+        workers=workers,
+        worker_memory_mb=_memory_list(worker_memory),
+        rounds=rounds,
+        global_batch=global_batch,
+        balance=balance,
+        sync=sync,
+        group_size=group_size,
+        n_clusters=n_clusters,
+        lr=float(lr),
+        l2=float(l2),
+        tol=float(tol),
+        seed=seed,
+        standardize=bool(standardize),
+    )
+    return spec.validate(valid_memory_mb)
+
+
+@dataclass
+class TrainResult:
+    """A finished train job.
+
+    Attributes
+    ----------
+    raw : dict
+        ``result.json`` as TrainFinalize wrote it.
+    model : str
+    centroids : ndarray of shape (k, d) or None
+        K-Means.
+    inertia : float or None
+        K-Means: sum of squared distances to the nearest final centroid.
+    coef : ndarray of shape (d, n_outputs) or None
+        logreg / linreg, on the (standardised, if asked) features.
+    intercept : ndarray of shape (n_outputs,) or None
+    classes : list of float or None
+        logreg: the label of each output column.
+    n_iter : int
+        Rounds that updated the model.
+    rounds : list of dict
+        Per round: ``workers`` (each: ``batch``, ``compute_s``, ``samples_per_s``, ``memory_mb``,
+        ...), ``round_s`` (max compute seconds), ``idle_fraction``, ``span_s``, and ``wall_s``
+        (the Map state's seconds in the execution history).
+    execution_arn : str
+    """
+
+    raw: dict[str, Any]
+    timings: dict[str, Any] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        r = self.raw
+        self.model: str = r["model"]
+        self.centroids = np.asarray(r["centroids"]) if "centroids" in r else None
+        self.inertia: float | None = r.get("inertia")
+        self.coef = np.asarray(r["coef"]) if "coef" in r else None
+        self.intercept = np.asarray(r["intercept"]) if "intercept" in r else None
+        self.classes: list[float] | None = r.get("classes")
+        self.n_iter: int = int(r["n_iter"])
+        self.rounds: list[dict[str, Any]] = list(r["rounds"])
+        self.execution_arn: str = r.get("execution_arn", "")
+
+    def transform(self, X: np.ndarray) -> np.ndarray:
+        """Apply the job's standardisation (if any) to features ``X`` of shape (n, d)."""
+        X = np.asarray(X, dtype=np.float64)
+        if self.raw.get("mean") is None:
+            return X
+        return (X - np.asarray(self.raw["mean"])) / np.asarray(self.raw["scale"])
+
+    def predict(self, X: np.ndarray) -> np.ndarray:
+        """Predictions for raw features ``X`` (n, d): class labels (logreg), values (linreg) or
+        nearest centroid index (kmeans); shape (n,)."""
+        Z = self.transform(X)
+        if self.model == "kmeans":
+            from fanfit.train.kmeans import kmeans_predict
+
+            return kmeans_predict(Z, np.asarray(self.raw["centroids"]))
+        scores = Z @ self.coef + self.intercept
+        if self.model == "logreg":
+            return np.asarray(self.classes)[scores.argmax(axis=1)]
+        return scores[:, 0]
+
+    def to_dict(self) -> dict[str, Any]:
+        """The ``--output json`` object: ``result.json`` plus ``timings``."""
+        return {**self.raw, "timings": {**self.raw.get("timings", {}), **self.timings}}
+
+
+class TrainJob:
+    """A started train job: ``wait()``, ``result()``, ``status()``, ``record()``."""
+
+    def __init__(self, client: Client, job_id: str, execution_arn: str) -> None:
+        self.client = client
+        self.job_id = job_id
+        self.execution_arn = execution_arn
+        self._result: TrainResult | None = None
+
+    def status(self) -> str:
+        """The execution's status: RUNNING, SUCCEEDED, FAILED, TIMED_OUT or ABORTED."""
+        return self.client.sfn.describe_execution(executionArn=self.execution_arn)["status"]
+
+    def record(self) -> dict[str, Any]:
+        """The job record (status, model, last round's batches and idle fraction)."""
+        return self.client.records.get(self.job_id) or {"job_id": self.job_id}
+
+    def wait(self, timeout: float = 3600.0, poll: float = 0.25) -> TrainJob:
+        """Poll until the execution ends (at most ``timeout`` seconds).
+
+        Raises
+        ------
+        fanfit.errors.InvalidJobError (or a subclass)
+            If the job was rejected; the message names the option or column.
+        fanfit.errors.JobFailedError
+            If it failed otherwise, timed out, was aborted, or did not end in time.
+        """
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            desc = self.client.sfn.describe_execution(executionArn=self.execution_arn)
+            if desc["status"] == "SUCCEEDED":
+                return self
+            if desc["status"] != "RUNNING":
+                name = desc.get("error") or desc["status"]
+                cause = desc.get("cause") or ""
+                try:
+                    message = json.loads(cause).get("errorMessage", cause)
+                except (ValueError, AttributeError):
+                    message = cause
+                exc_type = _ERRORS.get(name)
+                if exc_type is None:
+                    raise errors.JobFailedError(
+                        f"job {self.job_id} ended {desc['status']}: {name}: {message}"
+                    )
+                raise exc_type(message)
+            time.sleep(poll)
+            poll = min(poll * 1.5, 1.0)
+        raise errors.JobFailedError(f"job {self.job_id} did not end within {timeout:.0f} s")
+
+    def round_wall_seconds(self) -> list[float]:
+        """Wall seconds of each round's Map state (all workers, barrier included), in order."""
+        walls: list[float] = []
+        entered = None
+        pages = self.client.sfn.get_paginator("get_execution_history").paginate(
+            executionArn=self.execution_arn
+        )
+        for page in pages:
+            for ev in page["events"]:
+                kind = ev["type"]
+                if kind == "MapStateEntered":
+                    entered = ev["timestamp"]
+                elif kind == "MapStateExited" and entered is not None:
+                    walls.append((ev["timestamp"] - entered).total_seconds())
+                    entered = None
+        return walls
+
+    def result(self, timeout: float = 3600.0) -> TrainResult:
+        """Wait for the job and read its result (cached); each round gets ``wall_s``."""
+        if self._result is None:
+            self.wait(timeout)
+            raw = self.client.store.get_json(storage.result_key(self.job_id))
+            walls = self.round_wall_seconds()
+            for record, wall in zip(raw["rounds"], walls):
+                record["wall_s"] = wall
+            self._result = TrainResult(raw=raw, timings={"round_wall_s": walls})
+        return self._result
+
+
+def submit_train(
+    client: Client,
+    data: Any,
+    *,
+    init: Any = None,
+    job_id: str | None = None,
+    **options: Any,
+) -> TrainJob:
+    """Upload a train job and start its execution (:meth:`fanfit.client.Client.submit_train`).
+
+    Parameters
+    ----------
+    client : Client
+    data : str, path, DataFrame or s3:// URI
+        CSV, Parquet or Stata file, or a DataFrame.
+    init : array_like of shape (n_clusters, d), optional
+        K-Means initial centroids (in the standardised space when ``standardize``); default:
+        ``n_clusters`` distinct rows drawn with the seed.
+    job_id : str, optional
+    **options
+        Those of :func:`build_train_spec`.
+
+    Returns
+    -------
+    TrainJob
+
+    Raises
+    ------
+    fanfit.errors.InvalidJobError, InvalidDataError
+        Before anything is uploaded.
+    fanfit.errors.StackError
+        If the stack has no train state machine.
+    """
+    if not client.stack.train_state_machine_arn:
+        raise errors.StackError(
+            f"stack {client.stack.name!r} has no TrainStateMachineArn output; redeploy it"
+        )
+    spec = build_train_spec(**options, valid_memory_mb=client.stack.train_worker_memory_mb or None)
+    columns = [*spec.features, *([spec.target] if spec.target else [])]
+    names, values = to_matrix(read_table(data, client.s3), columns)
+    spec.check_data(names, values)
+    job_id = job_id or f"train-{time.strftime('%Y%m%d-%H%M%S')}-{uuid.uuid4().hex[:8]}"
+    job: dict[str, Any] = {
+        "kind": "train",
+        "spec": spec.to_dict(),
+        "data_key": client.store.put_data(names, values),
+        "init_key": None,
+    }
+    if init is not None:
+        centroids = np.asarray(init, dtype=np.float64)
+        if centroids.shape != (spec.n_clusters, len(spec.features)):
+            raise errors.InvalidJobError(
+                f"init must have shape (n_clusters, n_features) = ({spec.n_clusters}, "
+                f"{len(spec.features)}); got {centroids.shape}"
+            )
+        job["init_key"] = client.store.put_array(
+            f"{storage.job_prefix(job_id)}input-init.npy", centroids
+        )
+    key = client.store.put_json(storage.spec_key(job_id), job)
+    started = client.sfn.start_execution(
+        stateMachineArn=client.stack.train_state_machine_arn,
+        name=job_id,
+        input=json.dumps({"job_id": job_id, "spec_key": key}),
+    )
+    return TrainJob(client, job_id, started["executionArn"])

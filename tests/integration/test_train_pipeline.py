@@ -1,0 +1,148 @@
+"""Whole train jobs through the train state machine on the local stack.
+
+Init -> rounds of { Schedule -> Map(TrainShard Lambdas, one per worker, each at its memory size)
+-> Reduce } -> Finalize. K-Means must equal scikit-learn's Lloyd to 1e-8 whatever LB-BSP does to
+the batches; logistic regression by mini-batch SGD must classify as well as scikit-learn's to within
+one percentage point, with BSP and with DS-Sync.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pytest
+
+pytestmark = pytest.mark.integration
+
+ROOT = Path(__file__).resolve().parents[2]
+DATA_401K = ROOT / "examples" / "data" / "sipp1991.dta"
+X_401K = ["age", "inc", "educ", "fsize", "marr", "twoearn", "db", "pira", "hown"]
+KMEANS_ROUNDS = 6
+
+
+@pytest.fixture(scope="module")
+def digits() -> pd.DataFrame:
+    from sklearn.datasets import load_digits
+
+    X = load_digits().data
+    return pd.DataFrame(X, columns=[f"p{i}" for i in range(X.shape[1])])
+
+
+@pytest.fixture(scope="module")
+def split_401k() -> tuple[pd.DataFrame, pd.DataFrame]:
+    from sklearn.model_selection import train_test_split
+
+    df = pd.read_stata(DATA_401K)[[*X_401K, "p401"]].astype(float)
+    train, test = train_test_split(df, test_size=0.25, random_state=0, stratify=df["p401"])
+    return train, test
+
+
+@pytest.mark.parametrize("balance", ["uniform", "lb-bsp"])
+def test_kmeans_on_digits_equals_sklearn_lloyd(local_client, digits, balance):
+    from sklearn.cluster import KMeans
+
+    # GIVEN the digits (1797 x 64), 10 initial centroids drawn from its rows and jittered (digits are
+    # integers: centroids on data rows make exact distance ties, which each implementation breaks
+    # by its own round-off), 4 workers of two memory sizes
+    X = digits.to_numpy()
+    rng = np.random.default_rng(0)
+    init = X[rng.choice(len(X), 10, replace=False)] + rng.normal(0, 0.1, (10, X.shape[1]))
+    ref = KMeans(n_clusters=10, init=init, n_init=1, algorithm="lloyd", max_iter=KMEANS_ROUNDS,
+                 tol=0.0).fit(X)  # fmt: skip
+
+    # WHEN the train job runs K-Means for at most as many rounds as scikit-learn's max_iter
+    res = local_client.train(digits, model="kmeans", features=list(digits.columns), n_clusters=10,
+                             init=init, workers=4, worker_memory="1769,1769,885,885",
+                             rounds=KMEANS_ROUNDS, balance=balance, timeout=300)  # fmt: skip
+
+    # THEN the final centroids and the inertia equal scikit-learn's
+    np.testing.assert_allclose(res.centroids, ref.cluster_centers_, rtol=0, atol=1e-8)
+    assert res.inertia == pytest.approx(ref.inertia_, rel=1e-10)
+    assert res.n_iter == ref.n_iter_
+    # ... every round covered every row, and recorded each worker's batch, time and throughput
+    for record in res.rounds:
+        batches = [w["batch"] for w in record["workers"]]
+        assert sum(batches) == len(X) and len(batches) == 4
+        assert all(w["compute_s"] > 0 and w["samples_per_s"] > 0 for w in record["workers"])
+        assert 0 <= record["idle_fraction"] < 1 and record["round_s"] > 0 and record["wall_s"] > 0
+        assert [w["memory_mb"] for w in record["workers"]] == [1769, 1769, 885, 885]
+    if balance == "uniform":
+        assert all([w["batch"] for w in r["workers"]] == [450, 449, 449, 449] for r in res.rounds)
+    else:
+        # LB-BSP: each worker's batch is within one row of its share of the predicted throughput
+        for record in res.rounds:
+            v = np.array([w["predicted_samples_per_s"] for w in record["workers"]])
+            b = np.array([w["batch"] for w in record["workers"]])
+            assert np.all(np.abs(b - len(X) * v / v.sum()) < 1)
+
+
+@pytest.mark.parametrize("sync", ["bsp", "ds-sync"])
+def test_logreg_on_401k_classifies_as_well_as_sklearn(local_client, split_401k, sync):
+    from sklearn.linear_model import LogisticRegression
+
+    # GIVEN the 401(k) data split 75/25, p401 from the nine covariates standardised on the train part
+    train, test = split_401k
+    mean, sd = train[X_401K].mean(), train[X_401K].std(ddof=0)
+    sk = LogisticRegression().fit((train[X_401K] - mean) / sd, train["p401"])
+    sk_acc = sk.score((test[X_401K] - mean) / sd, test["p401"])
+
+    # WHEN the train job fits logistic regression by mini-batch SGD on 4 workers
+    res = local_client.train(train, model="logreg", features=X_401K, target="p401", workers=4,
+                             global_batch=1000, rounds=10, lr=1.0, sync=sync, group_size=2,
+                             standardize=True, balance="lb-bsp", seed=0, timeout=300)  # fmt: skip
+
+    # THEN its test accuracy is within one percentage point of scikit-learn's
+    acc = float(np.mean(res.predict(test[X_401K].to_numpy()) == test["p401"].to_numpy()))
+    assert abs(acc - sk_acc) <= 0.01, (acc, sk_acc)
+    # ... the loss fell, and every round split the global batch over the workers
+    assert res.raw["loss"][-1] < res.raw["loss"][0]
+    assert all(sum(w["batch"] for w in r["workers"]) == 1000 for r in res.rounds)
+    if sync == "ds-sync":
+        assert all(sorted(i for g in r["groups"] for i in g) == [0, 1, 2, 3] for r in res.rounds)
+        assert any(len(r["groups"]) == 2 for r in res.rounds)
+
+
+def test_cli_train_prints_one_json_object(local_client, local_stack_env, tmp_path):
+    # GIVEN a running local stack with the project deployed and a CSV of three blobs
+    rng = np.random.default_rng(4)
+    X = np.repeat([[0.0, 0.0], [6.0, 6.0]], 50, axis=0) + rng.normal(size=(100, 2))
+    csv = tmp_path / "blobs.csv"
+    pd.DataFrame(X, columns=["a", "b"]).to_csv(csv, index=False)
+    # WHEN the CLI trains K-Means with --output json
+    cmd = [sys.executable, "-m", "fanfit.cli", "train", "--data", str(csv), "--model", "kmeans",
+           "--features", "a,b", "--n-clusters", "2", "--workers", "2", "--rounds", "5",
+           "--output", "json"]  # fmt: skip
+    done = subprocess.run(cmd, capture_output=True, text=True, timeout=300, env=local_stack_env)
+    # THEN stdout is exactly one JSON object with the centroids and the round records
+    assert done.returncode == 0, done.stderr
+    out = json.loads(done.stdout)
+    assert out["model"] == "kmeans" and np.asarray(out["centroids"]).shape == (2, 2)
+    assert out["rounds"] and out["execution_arn"].startswith("arn:aws:states:")
+
+
+@pytest.mark.parametrize(
+    ("args", "named"),
+    [
+        (["--worker-memory", "512"], "--worker-memory"),
+        (["--balance", "fastest"], "--balance"),
+        (["--sync", "gossip"], "--sync"),
+        (["--workers", "0"], "--workers"),
+    ],
+)
+def test_bad_options_through_the_cli_exit_2_naming_the_option(
+    local_client, local_stack_env, tmp_path, args, named
+):
+    # GIVEN a valid logreg command but for one bad option
+    csv = tmp_path / "data.csv"
+    pd.DataFrame({"a": [0.0, 1.0, 2.0, 3.0], "y": [0, 0, 1, 1]}).to_csv(csv, index=False)
+    cmd = [sys.executable, "-m", "fanfit.cli", "train", "--data", str(csv), "--model", "logreg",
+           "--features", "a", "--target", "y", "--workers", "2", "--global-batch", "2", *args]  # fmt: skip
+    # WHEN it runs THEN it exits 2 naming the option, and prints nothing on stdout
+    done = subprocess.run(cmd, capture_output=True, text=True, timeout=300, env=local_stack_env)
+    assert done.returncode == 2, done.stderr
+    assert named in done.stderr and done.stdout == ""

@@ -1,0 +1,298 @@
+"""The five train handlers, run in-process on moto with the sample events events/train_*.json.
+
+GIVEN a small job in a moto bucket (the job id of the sample events), WHEN TrainInit, then rounds of
+TrainSchedule -> TrainShard (every worker) -> TrainReduce, then TrainFinalize run on those events,
+THEN the trained model equals the in-process reference of :mod:`fanfit.train` (K-Means:
+``kmeans_fit``; SGD: ``train_sgd``) with the same batches, and the round records and the throughput
+table hold what the workers measured.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+EVENTS = ROOT / "events"
+ARN = "arn:aws:lambda:us-east-1:123456789012:function:fanfit-TrainShard{}Function"
+WORKER_FUNCTIONS = {"1769": ARN.format("Large"), "885": ARN.format("Small")}
+
+
+@dataclass
+class FakeContext:
+    """The parts of LambdaContext the handlers and Powertools read."""
+
+    function_name: str = "fanfit-test"
+    memory_limit_in_mb: int = 1769
+    invoked_function_arn: str = "arn:aws:lambda:us-east-1:123456789012:function:fanfit-test"
+    aws_request_id: str = "00000000-0000-0000-0000-000000000000"
+
+    def get_remaining_time_in_millis(self) -> int:
+        return 300_000
+
+
+def _event(name: str) -> dict:
+    return json.loads((EVENTS / f"{name}.json").read_text())
+
+
+@pytest.fixture
+def aws(monkeypatch):
+    moto = pytest.importorskip("moto")
+    import boto3
+
+    for key, value in {
+        "AWS_DEFAULT_REGION": "us-east-1",
+        "AWS_ACCESS_KEY_ID": "testing",
+        "AWS_SECRET_ACCESS_KEY": "testing",
+        "FANFIT_BUCKET": "fanfit-unit",
+        "FANFIT_JOB_TABLE": "fanfit-jobs",
+        "FANFIT_IDEMPOTENCY_TABLE": "fanfit-idempotency",
+        "FANFIT_THROUGHPUT_TABLE": "fanfit-throughput",
+        "FANFIT_TRAIN_WORKER_FUNCTIONS": json.dumps(WORKER_FUNCTIONS),
+        "POWERTOOLS_SERVICE_NAME": "fanfit",
+        "POWERTOOLS_METRICS_NAMESPACE": "FanfitTest",
+        "POWERTOOLS_TRACE_DISABLED": "true",
+    }.items():
+        monkeypatch.setenv(key, value)
+    monkeypatch.delenv("AWS_ENDPOINT_URL", raising=False)
+    with moto.mock_aws():
+        boto3.client("s3").create_bucket(Bucket="fanfit-unit")
+        ddb = boto3.client("dynamodb")
+        for table, key in (("fanfit-jobs", "job_id"), ("fanfit-idempotency", "id")):
+            ddb.create_table(
+                TableName=table,
+                KeySchema=[{"AttributeName": key, "KeyType": "HASH"}],
+                AttributeDefinitions=[{"AttributeName": key, "AttributeType": "S"}],
+                BillingMode="PAY_PER_REQUEST",
+            )
+        ddb.create_table(
+            TableName="fanfit-throughput",
+            KeySchema=[
+                {"AttributeName": "signature", "KeyType": "HASH"},
+                {"AttributeName": "resource", "KeyType": "RANGE"},
+            ],
+            AttributeDefinitions=[
+                {"AttributeName": "signature", "AttributeType": "S"},
+                {"AttributeName": "resource", "AttributeType": "S"},
+            ],
+            BillingMode="PAY_PER_REQUEST",
+        )
+        yield
+
+
+def _handler(name: str):
+    spec = importlib.util.spec_from_file_location(
+        f"fanfit_fn_{name}", ROOT / "functions" / name / "app.py"
+    )
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = module
+    spec.loader.exec_module(module)
+    return module.lambda_handler
+
+
+def _upload(store, frame: pd.DataFrame, init=None, **options) -> None:
+    """Write the job the sample events name (``example-train``)."""
+    from fanfit import storage
+    from fanfit.client.data import to_matrix
+    from fanfit.client.train import build_train_spec
+
+    spec = build_train_spec(**options)
+    columns = [*spec.features, *([spec.target] if spec.target else [])]
+    names, values = to_matrix(frame, columns)
+    job = {"kind": "train", "spec": spec.to_dict(), "data_key": store.put_data(names, values)}
+    job["init_key"] = None
+    if init is not None:
+        job["init_key"] = store.put_array("jobs/example-train/input-init.npy", np.asarray(init))
+    store.put_json(storage.spec_key("example-train"), job)
+
+
+def _run(max_rounds: int = 50) -> tuple[dict, list[dict]]:
+    """Run the state machine's loop by hand; returns the Finalize output and the Schedule outputs."""
+    init, schedule, shard = (
+        _handler("train_init"),
+        _handler("train_schedule"),
+        _handler("train_shard"),
+    )
+    reduce, finalize = _handler("train_reduce"), _handler("train_finalize")
+    progress = init(_event("train_init"), FakeContext())
+    schedules = []
+    for _ in range(max_rounds):
+        planned = schedule({**_event("train_schedule"), "round": progress["round"]}, FakeContext())
+        schedules.append(planned)
+        for item in planned["workers"]:
+            memory = 885 if item["function_arn"] == WORKER_FUNCTIONS["885"] else 1769
+            shard(item, FakeContext(memory_limit_in_mb=memory))
+        progress = reduce({**_event("train_reduce"), "round": progress["round"]}, FakeContext())
+        if not progress["has_next_round"]:
+            break
+    done = finalize({**_event("train_finalize"), "round": progress["round"]}, FakeContext())
+    return done, schedules
+
+
+def _blobs(n: int = 240, seed: int = 0) -> pd.DataFrame:
+    rng = np.random.default_rng(seed)
+    centres = np.array([[0.0, 0.0, 0.0], [5.0, 5.0, 0.0], [0.0, 5.0, 5.0]])
+    X = centres[rng.integers(0, 3, n)] + rng.normal(size=(n, 3))
+    return pd.DataFrame(X, columns=["a", "b", "c"])
+
+
+def test_kmeans_job_on_sample_events_equals_the_in_process_reference(aws):
+    from fanfit import storage
+    from fanfit.train import kmeans_fit
+
+    # GIVEN three blobs, 4 workers of two memory sizes, LB-BSP, fixed initial centroids
+    store = storage.JobStore("fanfit-unit")
+    frame = _blobs()
+    init = frame.to_numpy()[[0, 1, 2]]
+    _upload(store, frame, init=init, model="kmeans", features="a,b,c", n_clusters=3, workers=4,
+            worker_memory="1769,1769,885,885", rounds=20, balance="lb-bsp")  # fmt: skip
+
+    # WHEN the handlers run the job round after round
+    done, schedules = _run()
+    result = store.get_json(done["result_key"])
+
+    # THEN the centroids and inertia equal kmeans_fit's with the batches the scheduler chose
+    plans = [store.get_json(storage.train_round_plan_key("example-train", r)) for r in
+             range(len(schedules))]  # fmt: skip
+    ref = kmeans_fit(frame.to_numpy(), init, lambda r: plans[r]["batches"], max_iter=20)
+    np.testing.assert_allclose(result["centroids"], ref.centroids, rtol=0, atol=1e-12)
+    assert result["inertia"] == pytest.approx(ref.inertia, rel=1e-12)
+    assert result["n_iter"] == ref.n_iter and result["converged"] is True
+    # ... every round's batches cover every row
+    assert all(sum(p["batches"]) == len(frame) for p in plans)
+    # ... each Map item names the function of its worker's memory size
+    assert [w["function_arn"] for w in schedules[0]["workers"]] == [
+        WORKER_FUNCTIONS["1769"], WORKER_FUNCTIONS["1769"], WORKER_FUNCTIONS["885"],
+        WORKER_FUNCTIONS["885"]]  # fmt: skip
+    # ... round 0 had no history: batches follow the CPU share (2:2:1:1); later rounds measured
+    assert plans[0]["prediction_source"] == "cpu-share"
+    assert plans[0]["batches"] == [80, 80, 40, 40]
+    assert all(p["prediction_source"] == "job" for p in plans[1:])
+    # ... every round record has per-worker batch, compute seconds and throughput, and idle fraction
+    first = result["rounds"][0]
+    assert [w["batch"] for w in first["workers"]] == plans[0]["batches"]
+    assert all(w["compute_s"] > 0 and w["samples_per_s"] > 0 for w in first["workers"])
+    assert 0 <= first["idle_fraction"] < 1 and first["round_s"] == max(
+        w["compute_s"] for w in first["workers"]
+    )
+
+
+def test_logreg_job_with_ds_sync_equals_train_sgd(aws):
+    import boto3
+
+    from fanfit import storage
+    from fanfit.train import train_sgd
+
+    # GIVEN a separable two-class problem, 4 workers, DS-Sync in groups of 2, uniform batches
+    rng = np.random.default_rng(1)
+    X = rng.normal(size=(300, 4))
+    y = (X @ np.array([1.0, -2.0, 0.5, 0.0]) + 0.3 * rng.normal(size=300) > 0).astype(float)
+    frame = pd.DataFrame(np.column_stack([X, y]), columns=["a", "b", "c", "d", "y"])
+    store = storage.JobStore("fanfit-unit")
+    _upload(store, frame, model="logreg", features="a,b,c,d", target="y", workers=4,
+            global_batch=64, rounds=5, sync="ds-sync", group_size=2, lr=0.5, seed=3)  # fmt: skip
+
+    # WHEN the handlers run the job
+    done, schedules = _run()
+    result = store.get_json(done["result_key"])
+
+    # THEN the averaged model equals train_sgd's (same seed: same batches and groups)
+    ref = train_sgd("logistic", X, y.astype(int), 2, global_batch=64, n_workers=4, rounds=5,
+                    lr=0.5, seed=3, sync="ds-sync", group_size=2)  # fmt: skip
+    np.testing.assert_allclose(result["coef"], ref["W"], rtol=0, atol=1e-12)
+    np.testing.assert_allclose(result["intercept"], ref["b"], rtol=0, atol=1e-12)
+    assert len(schedules) == 5 and len(result["rounds"]) == 5 and result["classes"] == [0.0, 1.0]
+    # ... and the loss went down
+    assert result["loss"][-1] < result["loss"][0]
+    # ... and the throughput table holds this workload on lambda-1769
+    table = boto3.client("dynamodb").scan(TableName="fanfit-throughput")["Items"]
+    assert {item["resource"]["S"] for item in table} == {"lambda-1769"}
+
+
+def test_a_retried_worker_step_is_answered_from_the_idempotency_record(aws):
+    from fanfit import storage
+
+    # GIVEN a linreg job through Init and Schedule of round 0
+    rng = np.random.default_rng(2)
+    frame = pd.DataFrame(rng.normal(size=(50, 3)), columns=["a", "b", "y"])
+    store = storage.JobStore("fanfit-unit")
+    _upload(store, frame, model="linreg", features="a,b", target="y", workers=2, global_batch=20)
+    _handler("train_init")(_event("train_init"), FakeContext())
+    _handler("train_schedule")(_event("train_schedule"), FakeContext())
+    shard = _handler("train_shard")
+    # WHEN the sample TrainShard event runs twice
+    first = shard(_event("train_shard"), FakeContext())
+    again = shard(_event("train_shard"), FakeContext())
+    # THEN the second answer is the first (no second computation) and the partial exists
+    assert again == first and store.exists(first["partial_key"])
+    assert first["batch"] == 10 and first["resource"] == "lambda-1769"
+
+
+def test_init_rejects_a_memory_size_without_a_function_naming_the_valid_ones(aws):
+    from fanfit import storage
+    from fanfit.errors import InvalidJobError
+
+    # GIVEN a spec asking for 512 MB workers (no TrainShard function has that memory)
+    store = storage.JobStore("fanfit-unit")
+    _upload(store, _blobs(), model="kmeans", features="a,b,c", n_clusters=3, workers=2)
+    job = store.get_json(storage.spec_key("example-train"))
+    job["spec"]["worker_memory_mb"] = [512, 512]
+    store.put_json(storage.spec_key("example-train"), job)
+    # WHEN Init runs THEN it raises InvalidJobError naming the option and the valid sizes
+    with pytest.raises(InvalidJobError, match=r"--worker-memory \[512\].*885, 1769"):
+        _handler("train_init")(_event("train_init"), FakeContext())
+    assert not store.exists(storage.plan_key("example-train"))
+
+
+@pytest.mark.parametrize(
+    ("options", "named"),
+    [
+        ({"model": "svm", "features": "a"}, "--model"),
+        (
+            {
+                "model": "logreg",
+                "features": "a",
+                "target": "y",
+                "global_batch": 8,
+                "balance": "fast",
+            },
+            "--balance",
+        ),  # fmt: skip
+        (
+            {"model": "logreg", "features": "a", "target": "y", "global_batch": 8, "sync": "async"},
+            "--sync",
+        ),  # fmt: skip
+        ({"model": "logreg", "features": "a", "target": "y"}, "--global-batch"),
+        ({"model": "kmeans", "features": "a"}, "--n-clusters"),
+        ({"model": "kmeans", "features": "a", "n_clusters": 2, "workers": 41}, "--workers"),
+        (
+            {"model": "kmeans", "features": "a", "n_clusters": 2, "worker_memory": "1769,885"},
+            "--worker-memory",
+        ),  # fmt: skip
+        ({"model": "linreg", "features": "a", "global_batch": 8}, "--target"),
+    ],
+)
+def test_bad_options_raise_invalid_job_error_naming_the_option(options, named):
+    from fanfit.client.train import build_train_spec
+    from fanfit.errors import InvalidJobError
+
+    # GIVEN one bad option WHEN the spec is built THEN InvalidJobError names that option
+    with pytest.raises(InvalidJobError, match=named):
+        build_train_spec(**options)
+
+
+def test_cli_train_exits_2_naming_a_bad_option(capsys):
+    from fanfit.cli import main
+
+    # GIVEN a train command with an unknown balance policy WHEN it runs (no stack is touched)
+    code = main(["train", "--data", "nowhere.csv", "--model", "logreg", "--features", "a",
+                 "--target", "y", "--global-batch", "8", "--balance", "fastest"])  # fmt: skip
+    # THEN it exits 2 and the message names the option
+    assert code == 2 and "--balance" in capsys.readouterr().err
