@@ -36,3 +36,18 @@ class JobFailedError(FanfitError):
 
 class StackError(FanfitError):
     """The stack (local or deployed) cannot be reached, started or read."""
+
+
+class InfeasiblePlacementError(InvalidJobError):
+    """No placement of a job's stages on Lambda and Batch GPU meets the deadline or throughput floor
+    within the concurrency cap (:mod:`fanfit.sched.placement`)."""
+
+
+class InvalidEventError(InvalidJobError):
+    """A Lambda function's event does not fit its model (:mod:`fanfit.jobs.events`): a missing or unknown
+    key, a value of the wrong type or out of range, or not a JSON object at all. Raised before any work."""
+
+
+class LambdaLimitError(InvalidJobError):
+    """A job's data would exceed a Lambda limit (memory, /tmp, Step Functions state size) in some
+    function (:mod:`fanfit.limits`); the message says which limit and how to fix it (Batch, more memory)."""

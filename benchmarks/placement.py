@@ -1,0 +1,248 @@
+"""Placement: the exact cost-optimal plan against HeterPS's baselines, on measured stage profiles.
+
+    python benchmarks/placement.py --json
+
+The job: PLR on the 401(k) data (examples/data/sipp1991.dta; y = net_tfa, d = e401, nine covariates),
+5 folds x 10 repetitions, four stages run one after another:
+
+- ``ml_l:RandomForestRegressor`` and ``ml_m:RandomForestClassifier`` (100 trees, depth 8);
+- ``ml_l:TorchMLPRegressor`` and ``ml_m:TorchMLPClassifier`` (3 x 256 ReLU layers, 300 epochs,
+  batch 256).
+
+Why this size: a g4dn.xlarge costs about 5x a 1-vCPU Lambda per second, so with the assumed 10x
+speed-up and 180 s start-up the GPU pays off only for a stage of more than about 1,850 CPU-seconds.
+The smaller job of the issue's GPU check (5 folds x 3 repetitions, 100 epochs: ~300 CPU-seconds per
+MLP stage) stays cheapest on Lambda, and there all-CPU *is* the optimum
+(``--n-rep 3 --epochs 100`` shows it).
+
+A stage's samples are the training rows it processes: fits x training rows (x epochs for the MLPs).
+
+CPU profiles are measured here: one fit (and prediction) of each learner on one fold's training rows,
+in this process at one thread (scikit-learn n_jobs=1, BLAS and torch threads 1), best of
+``--repeats``. One thread is one vCPU, which is what Lambda gives at 1,769 MB (AWS Lambda documentation:
+1,769 MB = 1 vCPU); other memory sizes are scaled with ``fanfit.sched.throughput.scale_throughput``
+(threads=1: no speed-up past one vCPU). The MLP's throughput is measured over ``--measure-epochs``
+epochs and counted per row-epoch. Measurements run on a shared 2-core machine, so they carry its load.
+
+GPU profiles are ASSUMPTIONS (no GPU here): a speed-up over one vCPU per learner, from the table
+``GPU_SPEEDUP`` below, on a Batch ``g4dn.xlarge`` (one NVIDIA T4):
+
+- random forests, 5x: NVIDIA reports cuML's random forest "up to 45x" faster than scikit-learn on a
+  multi-core CPU (V. Mehta, "Accelerating Random Forests Up to 45x Using cuML", NVIDIA Technical Blog,
+  2021, https://developer.nvidia.com/blog/accelerating-random-forests-up-to-45x-using-cuml/); with only
+  ~8,000 training rows per fit the GPU is far from saturated, so a conservative 5x is assumed;
+- the 3 x 256 MLP, 10x: one Adam step at batch 256 is ~0.2 GFLOP (forward + backward); a T4 peaks at
+  8.1 TFLOPS FP32 (NVIDIA T4 datasheet) but a step this small is bound by ~30 kernel launches of a few
+  microseconds each, against a few milliseconds on one vCPU, so about 10x is assumed.
+
+Other assumptions: Lambda start-up 1 s (Python cold start with the scientific layer); Batch start-up
+180 s (scale-to-zero compute environment: instance launch and a multi-GB CUDA image pull); every
+worker reads the whole data file and writes its predictions. The MLP stages are offered on Lambda
+too, as a container-image function (the CPU build of torch fits the 10 GB image limit, not the
+250 MB zip + layers limit that keeps fanfit's TorchMLP learners Batch-only today), so that the
+all-CPU baseline exists as in HeterPS. Caps: one Lambda worker per fit (50), 4 GPU
+instances. Prices: ``fanfit.prices.DEFAULT_PRICES``.
+
+The deadline (``--deadline``) defaults to 900 s; ``deadline_sweep`` repeats the comparison for
+deadlines of 1.5 to 8 times the fastest possible plan's time (each baseline as ``[cost_usd,
+meets_deadline]``). Prints one JSON object: ``plan_cost_usd`` (MILP), ``optimal_cost_usd``
+(exact Pareto DP, an independent solver), ``all_cpu_cost_usd``, ``all_gpu_cost_usd``,
+``greedy_cost_usd``, ``meets_deadline``, each baseline's ``meets_deadline``, the per-stage plan, the
+measured throughputs and the assumptions. Target: plan == optimum, below every baseline that meets
+the deadline.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+X_COLS = ["age", "inc", "educ", "fsize", "marr", "twoearn", "db", "pira", "hown"]
+
+#: Assumed GPU (g4dn.xlarge, T4) throughput over one vCPU, per learner (see the module doc).
+GPU_SPEEDUP = {
+    "RandomForestRegressor": 5.0,
+    "RandomForestClassifier": 5.0,
+    "TorchMLPRegressor": 10.0,
+    "TorchMLPClassifier": 10.0,
+}
+RF = '{"n_estimators": 100, "max_depth": 8}'
+MLP = '{{"hidden_layer_sizes": [256, 256, 256], "epochs": {epochs}, "batch_size": 256}}'
+LAMBDA_MEMORY_MB = (885, 1769, 3538)
+LAMBDA_STARTUP_S = 1.0
+GPU_STARTUP_S = 180.0
+
+
+def _measure(spec_text, x, y, train, test, repeats):
+    """Best-of-``repeats`` seconds of one fit + predict at one thread."""
+    from threadpoolctl import threadpool_limits
+
+    from fanfit.learners import LearnerSpec
+
+    spec = LearnerSpec.parse(spec_text)
+    with threadpool_limits(1):  # untimed warm-up: torch initialises its kernels on the first fit
+        spec.build(random_state=0).fit(x[train[::30]], y[train[::30]])
+    best = float("inf")
+    for r in range(repeats):
+        est = spec.build(random_state=r)
+        with threadpool_limits(1):
+            t0 = time.perf_counter()
+            est.fit(x[train], y[train])
+            if spec.is_classifier:
+                est.predict_proba(x[test])
+            else:
+                est.predict(x[test])
+            best = min(best, time.perf_counter() - t0)
+    return best
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--json", action="store_true", help="print one JSON object")
+    parser.add_argument("--n-folds", type=int, default=5)
+    parser.add_argument("--n-rep", type=int, default=10)
+    parser.add_argument("--epochs", type=int, default=300, help="MLP epochs of the planned job")
+    parser.add_argument("--measure-epochs", type=int, default=2, help="MLP epochs timed here")
+    parser.add_argument("--repeats", type=int, default=2)
+    parser.add_argument("--deadline", type=float, default=900.0, help="seconds")
+    args = parser.parse_args()
+
+    import numpy as np
+    import pandas as pd
+    import torch
+
+    from fanfit import dml
+    from fanfit.planning import plan_report, stage_from_throughput
+    from fanfit.sched.placement import compare_placements, solve_placement, stage_options
+
+    torch.set_num_threads(1)
+    path = ROOT / "examples" / "data" / "sipp1991.dta"
+    frame = pd.read_stata(path)
+    x = frame[X_COLS].to_numpy(dtype=float)
+    outcome = frame["net_tfa"].to_numpy(dtype=float)
+    treatment = frame["e401"].to_numpy(dtype=float)
+    folds = dml.draw_folds(len(frame), args.n_folds, args.n_rep, 42)
+    train, test = np.flatnonzero(folds[:, 0] != 0), np.flatnonzero(folds[:, 0] == 0)
+    n_fits = args.n_folds * args.n_rep
+    data_in_mb = path.stat().st_size / 1e6
+    data_out_mb = len(frame) * args.n_rep * 8 / 1e6  # one float64 prediction per row and repetition
+
+    stages_def = [
+        ("ml_l:RandomForestRegressor", f"RandomForestRegressor:{RF}", outcome, 1),
+        ("ml_m:RandomForestClassifier", f"RandomForestClassifier:{RF}", treatment, 1),
+        ("ml_l:TorchMLPRegressor", "TorchMLPRegressor:" + MLP.format(epochs=args.measure_epochs), outcome, args.epochs),
+        ("ml_m:TorchMLPClassifier", "TorchMLPClassifier:" + MLP.format(epochs=args.measure_epochs), treatment, args.epochs),
+    ]  # fmt: skip
+    stages, measured = [], {}
+    for name, spec_text, target, epochs in stages_def:
+        seconds = _measure(spec_text, x, target, train, test, args.repeats)
+        measured_epochs = args.measure_epochs if epochs > 1 else 1
+        rate = len(train) * measured_epochs / seconds  # rows (x epochs) per second at one vCPU
+        learner = name.split(":", 1)[1]
+        measured[name] = {"fit_s": round(seconds, 4), "samples_per_s_1vcpu": round(rate, 1)}
+        stages.append(
+            stage_from_throughput(
+                name,
+                n_fits * len(train) * epochs,
+                rate,
+                gpu_speedup=GPU_SPEEDUP[learner],
+                memory_mb=LAMBDA_MEMORY_MB,
+                lambda_startup_s=LAMBDA_STARTUP_S,
+                gpu_startup_s=GPU_STARTUP_S,
+                data_in_mb=data_in_mb,
+                data_out_mb=data_out_mb,
+            )
+        )
+    caps = {"lambda": n_fits, "batch": 4}
+    fastest = sum(min(c.seconds for c in stage_options(s, caps)) for s in stages)
+    deadline = args.deadline
+
+    results = compare_placements(
+        stages,
+        deadline_s=deadline,
+        max_workers=caps,
+        methods=("milp", "all-cpu", "all-gpu", "greedy"),
+    )
+    optimum = solve_placement(stages, deadline_s=deadline, max_workers=caps, method="dp")
+    report = plan_report(results)
+    plan = results["milp"]
+    assert plan is not None
+    feasible_baselines = [
+        p for m, p in results.items() if m != "milp" and p is not None and p.meets_deadline
+    ]
+    out = {
+        "plan_cost_usd": report["plan_cost_usd"],
+        "optimal_cost_usd": optimum.cost_usd,
+        "all_cpu_cost_usd": report["all_cpu_cost_usd"],
+        "all_gpu_cost_usd": report["all_gpu_cost_usd"],
+        "greedy_cost_usd": report["greedy_cost_usd"],
+        "meets_deadline": report["meets_deadline"],
+        "baselines_meet_deadline": report["baselines_meet_deadline"],
+        "plan_equals_optimum": abs(plan.cost_usd - optimum.cost_usd) <= 1e-9 * optimum.cost_usd,
+        "plan_below_every_baseline_meeting_deadline": all(
+            plan.cost_usd < p.cost_usd * (1 - 1e-9) for p in feasible_baselines
+        ),
+        "deadline_s": round(deadline, 3),
+        "fastest_plan_s": round(fastest, 3),
+        "plan_total_s": round(plan.total_s, 3),
+        "plan": [
+            {k: (round(v, 6) if isinstance(v, float) else v) for k, v in c.to_dict().items()}
+            for c in plan.stages
+        ],
+        "baseline_total_s": {
+            m: (None if p is None else round(p.total_s, 3))
+            for m, p in results.items()
+            if m != "milp"
+        },
+        "job": {
+            "data": "examples/data/sipp1991.dta",
+            "n_obs": len(frame),
+            "n_folds": args.n_folds,
+            "n_rep": args.n_rep,
+            "n_train_per_fit": int(len(train)),
+            "mlp_epochs": args.epochs,
+        },
+        "measured_cpu_1vcpu": measured,
+        "assumptions": {
+            "gpu_speedup_over_1vcpu": GPU_SPEEDUP,
+            "gpu_instance": "g4dn.xlarge",
+            "lambda_startup_s": LAMBDA_STARTUP_S,
+            "gpu_startup_s": GPU_STARTUP_S,
+            "lambda_memory_mb": list(LAMBDA_MEMORY_MB),
+            "lambda_1769mb_is_1_vcpu": True,
+            "mlp_on_lambda_as_container_image": True,
+            "max_workers": caps,
+        },
+    }
+    # The same comparison over a sweep of deadlines (multiples of the fastest plan's time).
+    sweep = []
+    for factor in (1.5, 2.0, 3.0, 4.0, 6.0, 8.0):
+        d = factor * fastest
+        r = compare_placements(stages, deadline_s=d, max_workers=caps)
+        best = r["milp"]
+        assert best is not None
+        row = {"deadline_s": round(d, 1), "plan_cost_usd": round(best.cost_usd, 6)}
+        for m in ("all-cpu", "all-gpu", "greedy"):
+            p = r[m]
+            row[m] = None if p is None else [round(p.cost_usd, 6), p.meets_deadline]
+        row["plan_uses_gpu"] = any(c.resource.startswith("batch-gpu:") for c in best.stages)
+        row["plan_below_every_baseline_meeting_deadline"] = all(
+            best.cost_usd < p.cost_usd * (1 - 1e-9)
+            for m, p in r.items()
+            if m != "milp" and p is not None and p.meets_deadline
+        )
+        sweep.append(row)
+    out["deadline_sweep"] = sweep
+    if args.json:
+        print(json.dumps(out))
+    else:
+        print(json.dumps(out, indent=2))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,403 @@
+"""Online dispatch of shards to a CPU (Lambda) or GPU (Batch) queue by Lyapunov drift-plus-penalty.
+
+Proteus (Xiang et al., "Distributed machine learning task scheduling based on Lyapunov optimization")
+assigns each arriving task to a resource queue so that the queues stay stable while the time-average
+cost is close to the least possible. Time runs in slots ``t = 0, 1, ...``. Queue ``q`` (``'lambda'``,
+``'batch-gpu'``) holds a backlog ``Q_q(t)`` in samples and serves ``mu_q`` samples per slot (its
+workers' throughput times the slot length); processing a sample on ``q`` costs ``c_q`` USD. The
+backlog evolves as (Neely, "Stochastic Network Optimization with Application to Communication and
+Queueing Systems", 2010, eq. 2.1)
+
+.. math::
+
+    Q_q(t+1) = \\max(Q_q(t) - \\mu_q, 0) + a_q(t),
+
+where ``a_q(t)`` is what the dispatcher sends to ``q`` in slot ``t``. Every slot the dispatcher
+minimises the drift-plus-penalty expression
+
+.. math::
+
+    V \\sum_q c_q a_q(t) + \\sum_q Q_q(t) \\, (a_q(t) - \\mu_q),
+
+which, the service terms not depending on the choice, sends each shard of ``s`` samples to
+``argmin_q s (V c_q + Q_q(t))`` (ties to the first queue). ``V >= 0`` trades backlog against cost: a
+larger ``V`` lets the cheap queue build a backlog of about ``V (c_exp - c_cheap)`` samples before work
+spills to the expensive one. Neely's theorem (Thm. 4.8) bounds the time-average backlog when the
+arrival rate leaves a slack ``eps`` (:func:`backlog_bound`), and the time-average cost is within
+``B / V`` of the optimum.
+
+The units: ``c_q`` in USD per sample, backlogs in samples, so ``V`` is in samples per (USD per
+sample). :func:`queue_specs_from_prices` derives ``mu_q`` and ``c_q`` from throughputs and
+:mod:`fanfit.prices`.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import numpy as np
+
+from fanfit.errors import InvalidJobError
+from fanfit.prices import DEFAULT_PRICES, PriceTable
+
+__all__ = [
+    "LyapunovDispatcher",
+    "QueueSpec",
+    "SimulationResult",
+    "backlog_bound",
+    "poisson_trace",
+    "queue_specs_from_prices",
+    "simulate",
+]
+
+
+def _nonneg(value: float, name: str, *, positive: bool = False) -> float:
+    if isinstance(value, bool) or not isinstance(value, int | float | np.integer | np.floating):
+        raise InvalidJobError(f"{name} must be a number, got {value!r}.")
+    number = float(value)
+    if not math.isfinite(number) or number < 0 or (positive and number == 0):
+        raise InvalidJobError(
+            f"{name} must be a finite number {'> 0' if positive else '>= 0'}, got {value!r}."
+        )
+    return number
+
+
+@dataclass(frozen=True)
+class QueueSpec:
+    """One resource queue.
+
+    Parameters
+    ----------
+    name : str
+        E.g. ``'lambda'`` or ``'batch-gpu'``.
+    service_per_slot : float
+        Samples the resource processes per slot (``mu_q``), > 0.
+    cost_per_sample_usd : float
+        USD per sample processed there (``c_q``), >= 0.
+
+    Raises
+    ------
+    InvalidJobError
+        An empty name or a value out of range.
+    """
+
+    name: str
+    service_per_slot: float
+    cost_per_sample_usd: float
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.name, str) or not self.name:
+            raise InvalidJobError(f"a queue needs a non-empty name, got {self.name!r}.")
+        _nonneg(self.service_per_slot, f"queue {self.name}: service_per_slot", positive=True)
+        _nonneg(self.cost_per_sample_usd, f"queue {self.name}: cost_per_sample_usd")
+
+
+def queue_specs_from_prices(
+    lambda_memory_mb: int,
+    lambda_samples_per_s: float,
+    lambda_workers: int,
+    gpu_samples_per_s: float,
+    gpu_workers: int = 1,
+    slot_s: float = 1.0,
+    shard_samples: float | None = None,
+    prices: PriceTable = DEFAULT_PRICES,
+    instance_type: str | None = None,
+) -> tuple[QueueSpec, QueueSpec]:
+    """The Lambda and Batch GPU queues of a dispatcher, from throughputs and the price table.
+
+    Parameters
+    ----------
+    lambda_memory_mb : int
+        Memory of each Lambda worker, MB.
+    lambda_samples_per_s, gpu_samples_per_s : float
+        Throughput of one Lambda worker and one GPU worker, samples/s.
+    lambda_workers, gpu_workers : int
+        Workers serving each queue.
+    slot_s : float, default 1
+        Slot length, seconds.
+    shard_samples : float, optional
+        Samples per shard: when given, the Lambda request price per invocation is spread over them.
+    prices : PriceTable
+    instance_type : str, optional
+        Batch instance type (default ``prices.batch_instance_type``).
+
+    Returns
+    -------
+    (QueueSpec, QueueSpec)
+        ``'lambda'`` with ``mu = workers * samples_per_s * slot_s`` and
+        ``c = memory_mb / 1024 * gb_s / samples_per_s`` (+ request / shard_samples);
+        ``'batch-gpu'`` with ``c = hourly / 3600 / samples_per_s`` (a busy instance).
+
+    Raises
+    ------
+    InvalidJobError
+        A non-positive value, or an instance type without a price.
+    """
+    for name, value in (
+        ("lambda_memory_mb", lambda_memory_mb),
+        ("lambda_samples_per_s", lambda_samples_per_s),
+        ("lambda_workers", lambda_workers),
+        ("gpu_samples_per_s", gpu_samples_per_s),
+        ("gpu_workers", gpu_workers),
+        ("slot_s", slot_s),
+    ):
+        _nonneg(value, name, positive=True)
+    per_sample_lambda = prices.lambda_cost_usd(lambda_memory_mb, 1.0 / lambda_samples_per_s, 0)
+    if shard_samples is not None:
+        per_sample_lambda += prices.lambda_request_usd / _nonneg(
+            shard_samples, "shard_samples", positive=True
+        )
+    per_sample_gpu = prices.batch_cost_usd(1.0 / gpu_samples_per_s, instance_type)
+    return (
+        QueueSpec("lambda", lambda_workers * lambda_samples_per_s * slot_s, per_sample_lambda),
+        QueueSpec("batch-gpu", gpu_workers * gpu_samples_per_s * slot_s, per_sample_gpu),
+    )
+
+
+class LyapunovDispatcher:
+    """Assigns shards to queues by drift-plus-penalty (Proteus; Neely 2010).
+
+    Parameters
+    ----------
+    queues : sequence of QueueSpec
+        At least one, unique names.
+    V : float
+        Penalty weight >= 0 (samples per USD-per-sample): 0 balances backlogs only; larger values
+        favour cheap queues at the price of longer backlogs.
+
+    Raises
+    ------
+    InvalidJobError
+        No queues, duplicate names, or ``V`` out of range.
+
+    Examples
+    --------
+    >>> d = LyapunovDispatcher([QueueSpec("lambda", 90, 1e-6), QueueSpec("batch-gpu", 200, 2e-6)], V=1e7)
+    >>> d.dispatch(10.0)
+    'lambda'
+    """
+
+    def __init__(self, queues: Sequence[QueueSpec], V: float) -> None:
+        if not queues:
+            raise InvalidJobError("a dispatcher needs at least one queue.")
+        names = [q.name for q in queues]
+        if len(set(names)) != len(names):
+            raise InvalidJobError(f"queue names must be unique, got {names}.")
+        self.queues = tuple(queues)
+        self.V = _nonneg(V, "V")
+        self._backlog = np.zeros(len(queues))
+        self._weight = np.array([self.V * q.cost_per_sample_usd for q in queues])
+        self._service = np.array([q.service_per_slot for q in queues])
+
+    @property
+    def backlog(self) -> dict[str, float]:
+        """Current backlog per queue, samples."""
+        return {q.name: float(b) for q, b in zip(self.queues, self._backlog)}
+
+    def dispatch(self, shard_samples: float) -> str:
+        """The queue for one shard given the backlogs at the start of the slot.
+
+        Parameters
+        ----------
+        shard_samples : float
+            Size of the shard, samples (> 0; it scales both terms equally, so it does not change
+            the choice).
+
+        Returns
+        -------
+        str
+            ``argmin_q shard_samples * (V c_q + Q_q(t))``; ties go to the first queue.
+        """
+        _nonneg(shard_samples, "shard_samples", positive=True)
+        return self.queues[self._choose()].name
+
+    def _choose(self) -> int:
+        return int(np.argmin(self._weight + self._backlog))
+
+    def step(self, shard_samples: Sequence[float]) -> tuple[list[str], np.ndarray, float]:
+        """One slot: dispatch its arrivals, then serve and enqueue.
+
+        Parameters
+        ----------
+        shard_samples : sequence of float
+            Sizes of the shards arriving in this slot, samples.
+
+        Returns
+        -------
+        names : list of str
+            The queue of every shard, in order.
+        arrivals : numpy.ndarray, shape (n_queues,)
+            Samples sent to each queue (``a_q(t)``).
+        cost_usd : float
+            ``sum_q c_q a_q(t)``.
+        """
+        i, arrivals, cost = self._step(shard_samples)
+        return [self.queues[i].name] * len(shard_samples), arrivals, cost
+
+    def _step(self, shard_samples: Sequence[float]) -> tuple[int, np.ndarray, float]:
+        sizes = np.asarray(shard_samples, dtype=float).reshape(-1)
+        if sizes.size and not (np.isfinite(sizes).all() and (sizes > 0).all()):
+            raise InvalidJobError(f"shard sizes must be finite numbers > 0, got {sizes.tolist()}.")
+        # Every shard of the slot sees Q(t), so all go to the same argmin: the exact minimiser of
+        # the slot's drift-plus-penalty expression.
+        i = self._choose()
+        arrivals = np.zeros(len(self.queues))
+        arrivals[i] = sizes.sum()
+        cost = float(self.queues[i].cost_per_sample_usd * arrivals[i])
+        self._backlog = np.maximum(self._backlog - self._service, 0.0) + arrivals
+        return i, arrivals, cost
+
+
+@dataclass(frozen=True)
+class SimulationResult:
+    """What :func:`simulate` measured.
+
+    Attributes
+    ----------
+    queue_names : tuple of str
+    backlog : numpy.ndarray, shape (n_slots, n_queues)
+        Backlog at the start of each slot, samples.
+    arrivals : numpy.ndarray, shape (n_slots, n_queues)
+        Samples dispatched to each queue in each slot.
+    cost_usd : numpy.ndarray, shape (n_slots,)
+        Cost of each slot's arrivals, USD.
+    """
+
+    queue_names: tuple[str, ...]
+    backlog: np.ndarray
+    arrivals: np.ndarray
+    cost_usd: np.ndarray
+
+    @property
+    def time_average_cost_usd(self) -> float:
+        """Mean cost per slot, USD."""
+        return float(self.cost_usd.mean())
+
+    @property
+    def time_average_backlog(self) -> float:
+        """Mean over slots of the summed backlog, samples."""
+        return float(self.backlog.sum(axis=1).mean())
+
+    @property
+    def max_backlog(self) -> dict[str, float]:
+        """Largest backlog of each queue, samples."""
+        return {n: float(b) for n, b in zip(self.queue_names, self.backlog.max(axis=0))}
+
+    @property
+    def share(self) -> dict[str, float]:
+        """Fraction of all samples dispatched to each queue."""
+        total = self.arrivals.sum()
+        return {
+            n: float(a / total) if total else 0.0
+            for n, a in zip(self.queue_names, self.arrivals.sum(axis=0))
+        }
+
+
+def simulate(
+    trace: Sequence[Sequence[float]], queues: Sequence[QueueSpec], V: float
+) -> SimulationResult:
+    """Run a :class:`LyapunovDispatcher` over an arrival trace.
+
+    Parameters
+    ----------
+    trace : sequence of sequences of float
+        ``trace[t]`` holds the sizes (samples) of the shards arriving in slot ``t``.
+    queues : sequence of QueueSpec
+    V : float
+        Penalty weight (see :class:`LyapunovDispatcher`).
+
+    Returns
+    -------
+    SimulationResult
+
+    Raises
+    ------
+    InvalidJobError
+        As :class:`LyapunovDispatcher`, or a non-positive shard size.
+    """
+    dispatcher = LyapunovDispatcher(queues, V)
+    n_slots, n_q = len(trace), len(dispatcher.queues)
+    backlog = np.zeros((n_slots, n_q))
+    arrivals = np.zeros((n_slots, n_q))
+    cost = np.zeros(n_slots)
+    for t, slot in enumerate(trace):
+        backlog[t] = dispatcher._backlog
+        _, arrivals[t], cost[t] = dispatcher._step(slot)
+    return SimulationResult(tuple(q.name for q in dispatcher.queues), backlog, arrivals, cost)
+
+
+def poisson_trace(
+    n_slots: int, shards_per_slot: float, shard_samples: float, seed: int
+) -> list[np.ndarray]:
+    """A synthetic arrival trace: Poisson shard counts per slot, fixed shard size.
+
+    Parameters
+    ----------
+    n_slots : int
+    shards_per_slot : float
+        Poisson rate of shard arrivals per slot.
+    shard_samples : float
+        Samples per shard.
+    seed : int
+        Seed of :func:`numpy.random.default_rng`.
+
+    Returns
+    -------
+    list of numpy.ndarray
+        ``n_slots`` arrays of shard sizes (samples).
+    """
+    if n_slots < 1:
+        raise InvalidJobError(f"n_slots must be >= 1, got {n_slots!r}.")
+    _nonneg(shards_per_slot, "shards_per_slot")
+    _nonneg(shard_samples, "shard_samples", positive=True)
+    counts = np.random.default_rng(seed).poisson(shards_per_slot, size=n_slots)
+    return [np.full(int(c), float(shard_samples)) for c in counts]
+
+
+def backlog_bound(
+    queues: Sequence[QueueSpec], V: float, mean_arrival: float, mean_sq_arrival: float
+) -> float:
+    """Neely's bound on the time-average summed backlog of the drift-plus-penalty dispatcher.
+
+    With i.i.d. slot arrivals ``A(t)`` (samples) of mean ``lambda = mean_arrival`` below the total
+    service, the stationary split ``a_q = A * mu_q / sum(mu)`` leaves every queue a slack
+    ``eps = min_q mu_q (1 - lambda / sum(mu))``. Neely (2010), Theorem 4.8, then gives
+
+    .. math::
+
+        \\limsup_{T\\to\\infty} \\frac{1}{T}\\sum_t \\sum_q E[Q_q(t)]
+            \\le \\frac{B + V (p_{max} - p_{min})}{\\epsilon},\\quad
+        B = \\tfrac12 \\left(E[A^2] + \\sum_q \\mu_q^2\\right),
+
+    with ``p_max - p_min = lambda (max_q c_q - min_q c_q)`` the spread of the per-slot cost
+    (``sum_q a_q^2 <= A^2`` since the split is a partition of ``A``).
+
+    Parameters
+    ----------
+    queues : sequence of QueueSpec
+    V : float
+    mean_arrival, mean_sq_arrival : float
+        ``E[A]`` and ``E[A^2]`` of the samples arriving per slot.
+
+    Returns
+    -------
+    float
+        The bound, samples.
+
+    Raises
+    ------
+    InvalidJobError
+        If the load is not below the total service (no slack: no bound).
+    """
+    mu = np.array([q.service_per_slot for q in queues])
+    c = np.array([q.cost_per_sample_usd for q in queues])
+    load = mean_arrival / mu.sum()
+    if not load < 1:
+        raise InvalidJobError(
+            f"arrivals {mean_arrival} per slot reach the total service {mu.sum()}."
+        )
+    eps = float(mu.min() * (1 - load))
+    b = 0.5 * (mean_sq_arrival + float((mu**2).sum()))
+    return (b + V * mean_arrival * float(c.max() - c.min())) / eps

@@ -1,0 +1,481 @@
+"""Partitions of the account's shared capacity between running jobs (Dorm, Sun et al. 2017).
+
+Several jobs share one account's Lambda concurrency and one Batch compute environment's GPUs. Each
+running job holds a *partition*: how many concurrent invocations (and GPUs) it may use. Dorm (Sun, Wen,
+Duong and Yan, "Towards Distributed Machine Learning in Shared Clusters: A Dynamically-Partitioned
+Approach", IEEE SMARTCOMP 2017, arXiv:1704.06738) resizes partitions whenever an application arrives or
+ends with a *utilization-fairness optimizer*: maximise the cluster's resource utilization, minimise the
+*fairness loss* against each application's fair share, and bound the *adjustment overhead* (how many
+running applications are resized at once, since each resize costs the application a pause). fanfit
+resizes a job at its next barrier (a round's end, a wave's end) without restarting it.
+
+Formulation (one MILP, solved exactly by HiGHS through :func:`scipy.optimize.milp`). Jobs
+``i = 1..n``, resource types ``r = 1..R`` (here Lambda concurrency and GPUs) with capacity ``C_r``;
+job ``i`` has demand ``d_ir`` (the most it can use: units left, workers, GPUs), weight ``w_i`` and, if it
+was already running, the partition ``x0_ir`` it holds now. Its fair share ``e_ir`` is the weighted,
+demand-capped max-min share of ``C_r`` (water-filling, :func:`fair_shares`), Dorm's weighted fair share
+for a single-resource partition. Decision variables: the new partition ``x_ir`` (integer), the
+deviation ``u_ir >= |x_ir - e_ir|`` and ``y_i`` (binary: job ``i``'s partition changes).
+
+.. math::
+
+    \\max_{x, u, y} \\; U(x) - \\beta F(u) - \\gamma \\textstyle\\sum_i y_i, \\qquad
+    U = \\frac{1}{R} \\sum_r \\frac{\\sum_i x_{ir}}{C_r}, \\quad
+    F = \\frac{1}{R} \\sum_r \\frac{\\sum_i u_{ir}}{C_r}
+
+subject to
+
+.. math::
+
+    \\textstyle\\sum_i x_{ir} \\le C_r, \\quad 0 \\le x_{ir} \\le d_{ir}, \\quad
+    -u_{ir} \\le x_{ir} - e_{ir} \\le u_{ir}, \\quad
+    -d_{ir} y_i \\le x_{ir} - x0_{ir} \\le d_{ir} y_i, \\quad
+    \\textstyle\\sum_{i \\in \\mathcal{A}} y_i \\le \\theta.
+
+``U`` is the paper's resource utilization, ``F`` its fairness loss (the sum of the absolute gaps between
+each job's share and its fair share, normalised by capacity) and ``theta`` its bound on the
+adjustment overhead: at most ``theta`` of the running jobs ``A`` (those whose current partition is
+still within their demand) change partition. A job that just arrived (no current partition) or whose
+demand fell below its partition must be (re)sized anyway and does not count. The paper trades the two
+objectives off in one weighted objective; ``beta`` (default 0.5) is that weight: with ``beta < 1``
+filling idle capacity is worth more than the fairness it costs, and moving a unit from a job above its
+fair share to one below it is always worth it. ``gamma`` (tiny) prefers fewer changes among equally
+good solutions (the paper's third objective, the adjustment overhead itself).
+
+Baselines: :func:`static_partitions` (the capacity cut into equal fixed partitions, one job each) and
+:func:`fcfs_partitions` (first come, first served: each job in arrival order takes its whole demand
+from what is left).
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass
+
+import numpy as np
+from numpy.typing import ArrayLike
+from scipy.optimize import Bounds, LinearConstraint, milp
+from scipy.sparse import coo_array, vstack
+
+from fanfit.errors import InvalidJobError
+
+__all__ = [
+    "DEFAULT_BETA",
+    "DEFAULT_GAMMA",
+    "DEFAULT_MAX_CHANGES",
+    "RESOURCES",
+    "PartitionDecision",
+    "dorm_partitions",
+    "fair_shares",
+    "fairness_loss",
+    "fcfs_partitions",
+    "objective",
+    "static_partitions",
+    "utilization",
+]
+
+#: The resource types partitioned, in column order: Lambda concurrency, Batch GPUs.
+RESOURCES = ("lambda_concurrency", "gpus")
+#: Weight of the fairness loss against utilization (the paper's trade-off between its two objectives).
+DEFAULT_BETA = 0.5
+#: Cost of one changed partition: only breaks ties between otherwise equal solutions.
+DEFAULT_GAMMA = 1e-6
+#: Dorm's adjustment bound ``theta``: running jobs whose partition may change at once.
+DEFAULT_MAX_CHANGES = 3
+
+
+@dataclass(frozen=True)
+class PartitionDecision:
+    """New partitions and what they score.
+
+    Attributes
+    ----------
+    partitions : numpy.ndarray of int64, shape (n_jobs, n_resources)
+        ``x_ir``: job ``i``'s share of resource ``r`` (invocations, GPUs).
+    fair : numpy.ndarray of float, shape (n_jobs, n_resources)
+        ``e_ir``: the weighted, demand-capped fair shares they were measured against.
+    utilization, fairness_loss, objective : float
+        ``U``, ``F`` and ``U - beta F - gamma * n_changed`` (see the module docstring).
+    changed : numpy.ndarray of bool, shape (n_jobs,)
+        Which jobs' partitions differ from their current ones (new jobs count as changed).
+    bounded : bool
+        False where the adjustment bound had to be dropped: the running jobs' current partitions
+        no longer fit the capacity, so more than ``max_changes`` of them must shrink.
+    solve_s : float
+        Wall time of the solve, seconds.
+    """
+
+    partitions: np.ndarray
+    fair: np.ndarray
+    utilization: float
+    fairness_loss: float
+    objective: float
+    changed: np.ndarray
+    bounded: bool
+    solve_s: float
+
+
+def _as_inputs(
+    demand: ArrayLike, capacity: ArrayLike, weight: ArrayLike | None = None
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    d = np.asarray(demand, dtype=float)
+    if d.ndim == 1:
+        d = d[:, None]
+    if d.ndim != 2:
+        raise InvalidJobError(f"demand must have shape (n_jobs, n_resources), got {d.shape}")
+    cap = np.atleast_1d(np.asarray(capacity, dtype=float))
+    if cap.shape != (d.shape[1],):
+        raise InvalidJobError(
+            f"capacity must have one entry per resource ({d.shape[1]}), got shape {cap.shape}"
+        )
+    for name, arr in (("demand", d), ("capacity", cap)):
+        if not np.all(np.isfinite(arr)) or np.any(arr < 0) or np.any(arr != np.round(arr)):
+            raise InvalidJobError(f"{name} must be non-negative integers, got {arr.tolist()}")
+    w = np.ones(d.shape[0]) if weight is None else np.asarray(weight, dtype=float).reshape(-1)
+    if w.shape != (d.shape[0],) or not np.all(np.isfinite(w)) or np.any(w <= 0):
+        raise InvalidJobError(f"weight must be one positive number per job, got {w.tolist()}")
+    return d, cap, w
+
+
+def fair_shares(
+    demand: ArrayLike, capacity: ArrayLike, weight: ArrayLike | None = None
+) -> np.ndarray:
+    """Weighted max-min fair shares, capped at demand (water-filling), per resource.
+
+    Every job gets capacity in proportion to its weight; a job whose demand is below that share gets
+    its demand, and what it leaves is shared out again among the others. The shares add up to
+    ``min(C_r, sum_i d_ir)``. This is Dorm's weighted fair share of a single resource (Sun et al. 2017;
+    weighted max-min fairness, which DRF reduces to for one resource type).
+
+    Parameters
+    ----------
+    demand : array_like of int, shape (n_jobs, n_resources) or (n_jobs,)
+        ``d_ir``, most of resource ``r`` job ``i`` can use.
+    capacity : array_like of int, shape (n_resources,)
+        ``C_r``.
+    weight : array_like of float, shape (n_jobs,), optional
+        ``w_i`` (> 0), default all 1.
+
+    Returns
+    -------
+    numpy.ndarray of float, shape (n_jobs, n_resources)
+        ``e_ir`` (real-valued).
+
+    Raises
+    ------
+    InvalidJobError
+        On shapes that do not match, negative or non-integer demand or capacity, non-positive weights.
+    """
+    d, cap, w = _as_inputs(demand, capacity, weight)
+    fair = np.zeros_like(d)
+    for r in range(d.shape[1]):
+        left, active = cap[r], d[:, r] > 0
+        # at most n rounds: each round either satisfies a job's demand or shares out the rest
+        for _ in range(d.shape[0] + 1):
+            if left <= 1e-12 or not active.any():
+                break
+            share = left * w[active] / w[active].sum()
+            need = d[active, r] - fair[active, r]
+            idx = np.flatnonzero(active)
+            capped = need <= share
+            if not capped.any():
+                fair[idx, r] += share
+                break
+            fair[idx[capped], r] = d[idx[capped], r]
+            left -= need[capped].sum()
+            active[idx[capped]] = False
+    return fair
+
+
+def utilization(partitions: ArrayLike, capacity: ArrayLike) -> float:
+    """Dorm's resource utilization: the share of each resource allotted, averaged over resources.
+
+    Parameters
+    ----------
+    partitions : array_like, shape (n_jobs, n_resources)
+    capacity : array_like, shape (n_resources,)
+        Resources of capacity 0 are left out of the average.
+
+    Returns
+    -------
+    float
+        ``U`` in [0, 1] where the partitions fit the capacity.
+    """
+    x = np.asarray(partitions, dtype=float).reshape(-1, np.size(capacity))
+    cap = np.asarray(capacity, dtype=float).reshape(-1)
+    live = cap > 0
+    if not live.any():
+        return 0.0
+    return float(np.mean(x[:, live].sum(axis=0) / cap[live]))
+
+
+def fairness_loss(partitions: ArrayLike, fair: ArrayLike, capacity: ArrayLike) -> float:
+    """Dorm's fairness loss: the summed absolute gap between each job's share and its fair share.
+
+    Parameters
+    ----------
+    partitions, fair : array_like, shape (n_jobs, n_resources)
+        ``x_ir`` and ``e_ir`` (:func:`fair_shares`).
+    capacity : array_like, shape (n_resources,)
+        Gaps are normalised by ``C_r`` and averaged over resources of positive capacity.
+
+    Returns
+    -------
+    float
+        ``F >= 0`` (0: every job at its fair share; at most 2).
+    """
+    cap = np.asarray(capacity, dtype=float).reshape(-1)
+    x = np.asarray(partitions, dtype=float).reshape(-1, cap.size)
+    e = np.asarray(fair, dtype=float).reshape(-1, cap.size)
+    live = cap > 0
+    if not live.any():
+        return 0.0
+    return float(np.mean(np.abs(x - e)[:, live].sum(axis=0) / cap[live]))
+
+
+def objective(
+    partitions: ArrayLike,
+    fair: ArrayLike,
+    capacity: ArrayLike,
+    n_changed: int = 0,
+    beta: float = DEFAULT_BETA,
+    gamma: float = DEFAULT_GAMMA,
+) -> float:
+    """The utilization-fairness objective ``U - beta F - gamma n_changed`` (larger is better).
+
+    Parameters
+    ----------
+    partitions, fair : array_like, shape (n_jobs, n_resources)
+    capacity : array_like, shape (n_resources,)
+    n_changed : int
+        Running jobs whose partition changed.
+    beta, gamma : float
+        See the module docstring.
+
+    Returns
+    -------
+    float
+    """
+    return (
+        utilization(partitions, capacity)
+        - beta * fairness_loss(partitions, fair, capacity)
+        - gamma * n_changed
+    )
+
+
+def dorm_partitions(
+    demand: ArrayLike,
+    capacity: ArrayLike,
+    weight: ArrayLike | None = None,
+    current: ArrayLike | None = None,
+    *,
+    max_changes: int = DEFAULT_MAX_CHANGES,
+    beta: float = DEFAULT_BETA,
+    gamma: float = DEFAULT_GAMMA,
+    time_limit_s: float = 10.0,
+) -> PartitionDecision:
+    """Dorm's utilization-fairness optimizer: new partitions for the running jobs, solved as a MILP.
+
+    Parameters
+    ----------
+    demand : array_like of int, shape (n_jobs, n_resources)
+        ``d_ir``: the most of each resource a job can use now (Lambda: units or workers left to run
+        at once; GPUs). Columns follow :data:`RESOURCES`.
+    capacity : array_like of int, shape (n_resources,)
+        ``C_r``: the account's concurrency (or the share of it fanfit may use), the GPUs of the Batch
+        compute environment.
+    weight : array_like of float, shape (n_jobs,), optional
+        ``w_i > 0``, default all 1.
+    current : array_like of int, shape (n_jobs, n_resources), optional
+        ``x0_ir``: the partitions the jobs hold now; a row of -1 (or ``current=None`` for all) marks a
+        job that has just arrived and holds nothing.
+    max_changes : int
+        ``theta``: most running jobs (with a current partition within their demand) whose partition
+        may change.
+    beta : float
+        Weight of the fairness loss (``0 < beta``; below 1 idle capacity is always handed out).
+    gamma : float
+        Cost of a change, a tie-break.
+    time_limit_s : float
+        HiGHS's time limit, seconds.
+
+    Returns
+    -------
+    PartitionDecision
+
+    Raises
+    ------
+    InvalidJobError
+        On inputs of the wrong shape or sign, or if the solver returns no solution.
+
+    Notes
+    -----
+    Sun, Wen, Duong and Yan, "Towards Distributed Machine Learning in Shared Clusters: A
+    Dynamically-Partitioned Approach", SMARTCOMP 2017, Section IV (utilization-fairness optimizer).
+    """
+    started = time.perf_counter()
+    d, cap, _w = _as_inputs(demand, capacity, weight)
+    n, n_res = d.shape
+    if not (np.isfinite(beta) and beta > 0 and np.isfinite(gamma) and gamma >= 0):
+        raise InvalidJobError(f"beta must be > 0 and gamma >= 0, got beta={beta}, gamma={gamma}")
+    if int(max_changes) < 0:
+        raise InvalidJobError(f"max_changes must be >= 0, got {max_changes}")
+    if current is None:
+        x0 = np.full((n, n_res), -1.0)
+    else:
+        x0 = np.asarray(current, dtype=float).reshape(n, n_res)
+        if not np.all(np.isfinite(x0)) or np.any(x0 != np.round(x0)):
+            raise InvalidJobError(f"current must be integers (-1: new job), got {x0.tolist()}")
+    fair = fair_shares(d, cap, weight)
+    if n == 0:
+        empty = np.zeros((0, n_res), dtype=np.int64)
+        return PartitionDecision(empty, fair, 0.0, 0.0, 0.0, np.zeros(0, bool), True, 0.0)
+
+    is_new = np.any(x0 < 0, axis=1)
+    counted = ~is_new & np.all(x0 <= d, axis=1)  # A: running jobs whose partition still fits
+    live = cap > 0
+    n_live = max(int(live.sum()), 1)
+    scale = np.where(live, 1.0 / (n_live * np.where(live, cap, 1.0)), 0.0)  # 1 / (R C_r)
+
+    # variables: x (n*R), u (n*R), y (n); index x[i, r] = i*R + r
+    nx = n * n_res
+    c = np.concatenate(
+        [-np.tile(scale, n), beta * np.tile(scale, n), gamma * counted.astype(float)]
+    )
+    integrality = np.concatenate([np.ones(nx), np.zeros(nx), np.ones(n)])
+    lb = np.zeros(2 * nx + n)
+    ub = np.concatenate([d.reshape(-1), np.full(nx, np.inf), counted.astype(float)])
+    ub[:nx] = np.where(np.tile(live, n), ub[:nx], 0.0)
+
+    rows: list[coo_array] = []
+    lo: list[np.ndarray] = []
+    hi: list[np.ndarray] = []
+    ix = np.arange(nx)
+    # capacity: sum_i x_ir <= C_r
+    rows.append(coo_array((np.ones(nx), (ix % n_res, ix)), shape=(n_res, 2 * nx + n)))
+    lo.append(np.full(n_res, -np.inf))
+    hi.append(cap)
+    # deviation: x - u <= e and -x - u <= -e
+    eye = coo_array((np.ones(nx), (ix, ix)), shape=(nx, 2 * nx + n))
+    dev = coo_array((np.ones(nx), (ix, nx + ix)), shape=(nx, 2 * nx + n))
+    rows += [eye - dev, -eye - dev]
+    lo += [np.full(nx, -np.inf)] * 2
+    hi += [fair.reshape(-1), -fair.reshape(-1)]
+    # change indicator, counted jobs only: |x - x0| <= d y
+    cix = np.flatnonzero(np.repeat(counted, n_res))
+    if cix.size:
+        sel = coo_array(
+            (np.ones(cix.size), (np.arange(cix.size), cix)), shape=(cix.size, 2 * nx + n)
+        )
+        big = coo_array(
+            (d.reshape(-1)[cix], (np.arange(cix.size), 2 * nx + cix // n_res)),
+            shape=(cix.size, 2 * nx + n),
+        )
+        rows += [sel - big, -sel - big]
+        lo += [np.full(cix.size, -np.inf)] * 2
+        hi += [x0.reshape(-1)[cix], -x0.reshape(-1)[cix]]
+    matrix = vstack(rows).tocsr()
+    lower, upper = np.concatenate(lo), np.concatenate(hi)
+
+    def solve(theta: float | None):
+        a, lo_, hi_ = matrix, lower, upper
+        if theta is not None and counted.any():
+            budget = coo_array(
+                (
+                    np.ones(int(counted.sum())),
+                    (np.zeros(int(counted.sum())), 2 * nx + np.flatnonzero(counted)),
+                ),
+                shape=(1, 2 * nx + n),
+            )
+            a = vstack([matrix, budget]).tocsr()
+            lo_, hi_ = np.append(lower, -np.inf), np.append(upper, float(theta))
+        return milp(
+            c,
+            integrality=integrality,
+            bounds=Bounds(lb, ub),
+            constraints=LinearConstraint(a, lo_, hi_),
+            options={"time_limit": float(time_limit_s), "mip_rel_gap": 0.0, "presolve": True},
+        )
+
+    res = solve(float(int(max_changes)))
+    bounded = True
+    if res.x is None:  # only when the running jobs' partitions no longer fit the capacity
+        res, bounded = solve(None), False
+    if res.x is None:
+        raise InvalidJobError(f"the partition MILP found no solution: {res.message}")
+    x = np.rint(res.x[:nx]).astype(np.int64).reshape(n, n_res)
+    changed = is_new | np.any(x != x0, axis=1)
+    n_changed = int((changed & counted).sum())
+    return PartitionDecision(
+        partitions=x,
+        fair=fair,
+        utilization=utilization(x, cap),
+        fairness_loss=fairness_loss(x, fair, cap),
+        objective=objective(x, fair, cap, n_changed, beta, gamma),
+        changed=changed,
+        bounded=bounded,
+        solve_s=time.perf_counter() - started,
+    )
+
+
+def static_partitions(
+    demand: ArrayLike, capacity: ArrayLike, n_partitions: int | None = None
+) -> np.ndarray:
+    """Static equal partitions: the capacity cut into ``n_partitions`` equal, fixed parts.
+
+    The first ``n_partitions`` jobs (in the order given: arrival order) hold one part each and use up
+    to their demand of it; later jobs wait with nothing. Dorm's baseline of statically partitioned
+    clusters (Sun et al. 2017, Section II).
+
+    Parameters
+    ----------
+    demand : array_like of int, shape (n_jobs, n_resources)
+    capacity : array_like of int, shape (n_resources,)
+    n_partitions : int, optional
+        Parts to cut; default one per job (``n_jobs``).
+
+    Returns
+    -------
+    numpy.ndarray of int64, shape (n_jobs, n_resources)
+        ``min(d_ir, floor(C_r / n_partitions))`` for the first ``n_partitions`` jobs, 0 after.
+
+    Raises
+    ------
+    InvalidJobError
+        On bad shapes or ``n_partitions < 1``.
+    """
+    d, cap, _ = _as_inputs(demand, capacity)
+    k = d.shape[0] if n_partitions is None else int(n_partitions)
+    if k < 1:
+        return np.zeros(d.shape, dtype=np.int64)
+    part = np.floor(cap / k)
+    x = np.minimum(d, part[None, :])
+    x[k:] = 0
+    return x.astype(np.int64)
+
+
+def fcfs_partitions(demand: ArrayLike, capacity: ArrayLike) -> np.ndarray:
+    """First come, first served: each job in order takes its whole demand from what is left.
+
+    Parameters
+    ----------
+    demand : array_like of int, shape (n_jobs, n_resources)
+        Rows in arrival order.
+    capacity : array_like of int, shape (n_resources,)
+
+    Returns
+    -------
+    numpy.ndarray of int64, shape (n_jobs, n_resources)
+
+    Raises
+    ------
+    InvalidJobError
+        On bad shapes.
+    """
+    d, cap, _ = _as_inputs(demand, capacity)
+    left = cap.copy()
+    x = np.zeros_like(d)
+    for i in range(d.shape[0]):
+        x[i] = np.minimum(d[i], left)
+        left -= x[i]
+    return x.astype(np.int64)
