@@ -1,0 +1,221 @@
+"""The job report page: PNG files and one self-contained ``report.html`` that inlines them."""
+
+from __future__ import annotations
+
+import base64
+import html
+import time
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+from matplotlib.figure import Figure
+
+from fanfit.errors import InvalidJobError
+from fanfit.report.figures import (
+    as_dict,
+    coef_figure,
+    thetas_figure,
+    timeline_figure,
+    train_progress_figure,
+    train_timeline_records,
+    worker_rounds_figure,
+)
+
+__all__ = ["REPORT_HTML", "report_kind", "write_report"]
+
+#: File name of the page in the output directory.
+REPORT_HTML = "report.html"
+
+_CSS = """
+body { font-family: system-ui, sans-serif; margin: 2em auto; max-width: 980px; color: #222; }
+h1 { font-size: 1.5em; } h2 { font-size: 1.2em; margin-top: 1.6em; }
+table { border-collapse: collapse; margin: 0.5em 0; }
+th, td { border: 1px solid #bbb; padding: 0.25em 0.6em; text-align: right; }
+th:first-child, td:first-child { text-align: left; }
+figure { margin: 1.2em 0; } figure img { max-width: 100%; height: auto; }
+figcaption { font-size: 0.9em; color: #555; }
+.notes { font-size: 0.85em; color: #555; }
+"""
+
+
+def report_kind(result: Any) -> str:
+    """``'estimate'`` or ``'train'``, from the keys of a result.
+
+    Raises
+    ------
+    fanfit.errors.InvalidJobError
+        If the result is neither.
+    """
+    r = as_dict(result)
+    if "all_coef" in r and "coef" in r:
+        return "estimate"
+    if "rounds" in r:
+        return "train"
+    raise InvalidJobError(
+        "not an estimate result (no 'coef'/'all_coef') nor a train result (no 'rounds')"
+    )
+
+
+def _fmt(value: Any) -> str:
+    if isinstance(value, bool) or value is None:
+        return str(value)
+    if isinstance(value, int):
+        return f"{value:,}"
+    if isinstance(value, float):
+        return f"{value:.6g}"
+    return str(value)
+
+
+def _table(header: Sequence[str], rows: Sequence[Sequence[Any]]) -> str:
+    head = "".join(f"<th>{html.escape(str(h))}</th>" for h in header)
+    body = "".join(
+        "<tr>" + "".join(f"<td>{html.escape(_fmt(v))}</td>" for v in row) + "</tr>" for row in rows
+    )
+    return f"<table><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>"
+
+
+def _estimate_summary(r: Mapping[str, Any]) -> str:
+    names = list(r.get("d_cols") or list(r["coef"]))
+    rows = []
+    for d in names:
+        ci = r.get("ci_95", {}).get(d, [None, None])
+        rows.append([d, r["coef"][d], r["se"][d], r["t_stat"][d], r["pval"][d], ci[0], ci[1]])
+    table = _table(["", "coef", "std err", "t", "P>|t|", "2.5 %", "97.5 %"], rows)
+    facts = _table(
+        ["model", "score", "n_obs", "n_folds", "n_rep"],
+        [[r.get("model"), r.get("score"), r.get("n_obs"), r.get("n_folds"), r.get("n_rep")]],
+    )
+    return facts + table
+
+
+def _train_summary(r: Mapping[str, Any]) -> str:
+    rounds = list(r.get("rounds", []))
+    idle = [float(rd["idle_fraction"]) for rd in rounds if "idle_fraction" in rd]
+    final = r.get("inertia")
+    if final is None:
+        losses = [rd.get("loss") for rd in rounds if rd.get("loss") is not None]
+        final = losses[-1] if losses else None
+    return _table(
+        ["model", "rounds", "workers", "balance", "sync", "final loss / inertia", "mean idle %"],
+        [
+            [
+                r.get("model"),
+                r.get("n_iter", len(rounds)),
+                r.get("n_workers"),
+                r.get("balance"),
+                r.get("sync"),
+                final,
+                100.0 * sum(idle) / len(idle) if idle else None,
+            ]
+        ],
+    )
+
+
+def _cost_section(cost: Mapping[str, Any] | None) -> str:
+    if not cost:
+        return "<p>The cost of this job was not counted.</p>"
+    rows = []
+    for item in cost.get("items", []):
+        rows.append([item["service"], item["name"], item["quantity"], item["unit"],
+                     item["unit_usd"], item["usd"]])  # fmt: skip
+    rows.append(["total", "", "", "", "", float(cost.get("total_usd", 0.0))])
+    notes = "".join(f"<li>{html.escape(str(n))}</li>" for n in cost.get("notes", []))
+    return _table(["service", "item", "quantity", "unit", "USD/unit", "USD"], rows) + (
+        f'<ul class="notes">{notes}</ul>' if notes else ""
+    )
+
+
+def _save(fig: Figure, path: Path) -> bytes:
+    fig.savefig(path, format="png", dpi=100)
+    return path.read_bytes()
+
+
+def write_report(
+    result: Any,
+    out_dir: str | Path,
+    *,
+    job_id: str | None = None,
+    shards: Sequence[Mapping[str, Any]] | None = None,
+    cost: Mapping[str, Any] | None = None,
+) -> Path:
+    """Write the PNGs of a job's figures and ``report.html``, which inlines them.
+
+    Estimate: ``coef.png`` (:func:`~fanfit.report.figures.coef_figure`), ``thetas.png``
+    (:func:`~fanfit.report.figures.thetas_figure`) and ``timeline.png`` (the shards, when there are
+    shard records). Train: ``progress.png`` (loss or inertia), ``workers.png`` (batch and compute
+    time per worker and round) and ``timeline.png`` (the worker steps). The page holds the summary
+    table, the cost table and every image as a ``data:image/png;base64`` URI: it loads nothing
+    from anywhere (no scripts, no external links) and can be mailed as one file.
+
+    Parameters
+    ----------
+    result : EstimateResult, TrainResult or dict
+        The result, or its ``to_dict()`` / ``result.json``.
+    out_dir : str or Path
+        Created if missing; existing files of the same names are overwritten.
+    job_id : str, optional
+        Shown in the title (default: the result's ``job_id``).
+    shards : sequence of dict, optional
+        Estimate shard records (default: the result's ``timings.shards``).
+    cost : dict, optional
+        :meth:`fanfit.cost.JobCost.to_dict` (default: the result's ``cost``).
+
+    Returns
+    -------
+    Path
+        The path of ``report.html``.
+
+    Raises
+    ------
+    fanfit.errors.InvalidJobError
+        If ``result`` is neither an estimate nor a train result.
+    OSError
+        If ``out_dir`` cannot be written.
+    """
+    r = as_dict(result)
+    kind = report_kind(r)
+    out = Path(out_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    job_id = job_id or str(r.get("job_id") or "")
+    cost = cost if cost is not None else r.get("cost")
+    figures: list[tuple[str, str, Figure]] = []
+    if kind == "estimate":
+        summary = _estimate_summary(r)
+        figures.append(("coef.png", "Coefficient and 95 % confidence interval", coef_figure(r)))
+        figures.append(("thetas.png", "Per-repetition estimates", thetas_figure(r)))
+        records = list(shards if shards is not None else r.get("timings", {}).get("shards", []))
+        if records:
+            figures.append(("timeline.png", "Shards on their workers (cold starts hatched)",
+                            timeline_figure(records, lane_key="pid")))  # fmt: skip
+    else:
+        summary = _train_summary(r)
+        figures.append(("progress.png", "Loss or inertia per round", train_progress_figure(r)))
+        figures.append(("workers.png", "Batch and compute time per worker and round",
+                        worker_rounds_figure(r)))  # fmt: skip
+        records = train_timeline_records(r)
+        if records:
+            figures.append(("timeline.png", "Worker steps of every round (cold starts hatched)",
+                            timeline_figure(records, lane_key="worker")))  # fmt: skip
+    blocks = []
+    for name, caption, fig in figures:
+        data = base64.b64encode(_save(fig, out / name)).decode("ascii")
+        blocks.append(
+            f'<figure><img src="data:image/png;base64,{data}" alt="{html.escape(caption)}" '
+            f'data-file="{html.escape(name)}"><figcaption>{html.escape(caption)} '
+            f"({html.escape(name)})</figcaption></figure>"
+        )
+    title = f"fanfit {kind} report" + (f": {job_id}" if job_id else "")
+    page = (
+        '<!DOCTYPE html>\n<html lang="en">\n<head>\n<meta charset="utf-8">\n'
+        '<link rel="icon" href="data:,">\n'
+        f"<title>{html.escape(title)}</title>\n<style>{_CSS}</style>\n</head>\n<body>\n"
+        f"<h1>{html.escape(title)}</h1>\n"
+        f"<p>Execution: {html.escape(str(r.get('execution_arn', '')))}; written "
+        f"{html.escape(time.strftime('%Y-%m-%d %H:%M:%S %Z'))}.</p>\n"
+        f"<h2>Summary</h2>\n{summary}\n<h2>Cost (AWS list prices)</h2>\n{_cost_section(cost)}\n"
+        "<h2>Figures</h2>\n" + "\n".join(blocks) + "\n</body>\n</html>\n"
+    )
+    path = out / REPORT_HTML
+    path.write_text(page, encoding="utf-8")
+    return path
