@@ -32,12 +32,21 @@ demo: install install-local
 	  --ml-m 'RandomForestClassifier:{"n_estimators": 100, "max_depth": 8}' --n-folds 5 --n-rep 3 --seed 42
 	@echo "The local stack keeps running for further commands; stop it with: $(BIN)/fanfit local down"
 
-lint: install
+# checkov pins boto3==1.35.49 (and networkx<2.7, packaging<24) while aws-sam-cli 1.170.0 pins
+# boto3==1.43.108, so no checkov release shares .venv: it gets its own venv, built on first use.
+CHECKOV_VENV := .venv-checkov
+$(CHECKOV_VENV)/bin/checkov:
+	$(PYTHON) -m venv $(CHECKOV_VENV)
+	$(CHECKOV_VENV)/bin/pip install -q --disable-pip-version-check 'checkov==3.3.30'
+	touch $@
+
+lint: install $(CHECKOV_VENV)/bin/checkov
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
 	$(BIN)/mypy
 	$(BIN)/cfn-lint template.yaml
 	$(BIN)/sam validate --lint --template-file template.yaml
+	$(CHECKOV_VENV)/bin/checkov --file template.yaml --framework cloudformation --quiet --compact --skip-download
 	$(BIN)/python -m json.tool orchestrator/estimate.asl.json > /dev/null
 	$(BIN)/python -m json.tool orchestrator/train.asl.json > /dev/null
 	for f in events/*.json; do $(BIN)/python -m json.tool $$f > /dev/null || exit 1; done

@@ -68,12 +68,16 @@ from importlib.metadata import entry_points
 
 groups = {
     "localstack.lambda.runtime_executor": "local",
-    "localstack.aws.provider": "dynamodb:moto",
+    "localstack.aws.provider": ["dynamodb:moto", "batch:local"],
     "localstack.hooks.on_infra_start": "fanfit_stepfunctions_patches",
+    "localstack.cloudformation.resource_providers": [
+        "aws::batch::computeenvironment", "aws::batch::jobqueue", "aws::batch::jobdefinition"],
 }
-for group, name in groups.items():
-    if not any(ep.name == name for ep in entry_points(group=group)):
-        raise SystemExit(f"fanfit LocalStack plugin {group}:{name} is not registered")
-import fanfit_localstack.executor  # noqa: F401  (imports LocalStack: the pins fit)
+for group, names in groups.items():
+    for name in [names] if isinstance(names, str) else names:
+        if not any(ep.name == name for ep in entry_points(group=group)):
+            raise SystemExit(f"fanfit LocalStack plugin {group}:{name} is not registered")
+import fanfit_localstack.batch  # noqa: F401  (imports LocalStack and moto: the pins fit)
+import fanfit_localstack.executor  # noqa: F401
 PY
 echo "local stack interpreters ready: .venv-localstack ($("$ROOT/.venv-localstack/bin/python" -V)), .venv-lambda ($("$ROOT/.venv-lambda/bin/python" -V))"

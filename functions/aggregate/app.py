@@ -9,11 +9,10 @@ from aws_lambda_powertools.utilities.idempotency import (
     IdempotencyConfig,
     idempotent,
 )
-from aws_lambda_powertools.utilities.parser import event_parser
 from aws_lambda_powertools.utilities.typing import LambdaContext
 
 from fanfit.jobs.estimate import aggregate_job
-from fanfit.jobs.events import AggregateEvent
+from fanfit.jobs.events import AggregateEvent, parse_event
 from fanfit.storage import JobRecords, JobStore
 
 logger = Logger()
@@ -29,7 +28,7 @@ idempotency = IdempotencyConfig(event_key_jmespath="job_id")
 @tracer.capture_lambda_handler
 @metrics.log_metrics
 @idempotent(persistence_store=persistence, config=idempotency)
-@event_parser(model=AggregateEvent)
+@parse_event(AggregateEvent)
 def lambda_handler(event: AggregateEvent, context: LambdaContext) -> dict:
     out = aggregate_job(
         store,

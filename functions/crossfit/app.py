@@ -9,11 +9,10 @@ from aws_lambda_powertools.utilities.idempotency import (
     IdempotencyConfig,
     idempotent,
 )
-from aws_lambda_powertools.utilities.parser import event_parser
 from aws_lambda_powertools.utilities.typing import LambdaContext
 
 from fanfit.jobs.estimate import crossfit_shard
-from fanfit.jobs.events import CrossFitEvent
+from fanfit.jobs.events import CrossFitEvent, parse_event
 from fanfit.storage import JobStore
 
 logger = Logger()
@@ -28,7 +27,7 @@ idempotency = IdempotencyConfig(event_key_jmespath="[job_id, stage, shard.shard_
 @tracer.capture_lambda_handler
 @metrics.log_metrics
 @idempotent(persistence_store=persistence, config=idempotency)
-@event_parser(model=CrossFitEvent)
+@parse_event(CrossFitEvent)
 def lambda_handler(event: CrossFitEvent, context: LambdaContext) -> dict:
     out = crossfit_shard(
         store,

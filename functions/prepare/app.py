@@ -9,11 +9,10 @@ from aws_lambda_powertools.utilities.idempotency import (
     IdempotencyConfig,
     idempotent,
 )
-from aws_lambda_powertools.utilities.parser import event_parser
 from aws_lambda_powertools.utilities.typing import LambdaContext
 
 from fanfit.jobs.estimate import prepare_stage
-from fanfit.jobs.events import PrepareEvent
+from fanfit.jobs.events import PrepareEvent, parse_event
 from fanfit.storage import JobRecords, JobStore
 
 logger = Logger()
@@ -29,7 +28,7 @@ idempotency = IdempotencyConfig(event_key_jmespath="[job_id, stage]")
 @tracer.capture_lambda_handler
 @metrics.log_metrics
 @idempotent(persistence_store=persistence, config=idempotency)
-@event_parser(model=PrepareEvent)
+@parse_event(PrepareEvent)
 def lambda_handler(event: PrepareEvent, context: LambdaContext) -> dict:
     out = prepare_stage(
         store,

@@ -9,11 +9,10 @@ from aws_lambda_powertools.utilities.idempotency import (
     IdempotencyConfig,
     idempotent,
 )
-from aws_lambda_powertools.utilities.parser import event_parser
 from aws_lambda_powertools.utilities.typing import LambdaContext
 
 from fanfit.jobs.estimate import schedule_wave
-from fanfit.jobs.events import ScheduleEvent
+from fanfit.jobs.events import ScheduleEvent, parse_event
 from fanfit.storage import JobRecords, JobStore, ThroughputRecords
 
 logger = Logger()
@@ -32,7 +31,7 @@ idempotency = IdempotencyConfig(event_key_jmespath="[job_id, stage, wave]")
 @tracer.capture_lambda_handler
 @metrics.log_metrics
 @idempotent(persistence_store=persistence, config=idempotency)
-@event_parser(model=ScheduleEvent)
+@parse_event(ScheduleEvent)
 def lambda_handler(event: ScheduleEvent, context: LambdaContext) -> dict:
     out = schedule_wave(
         store,

@@ -9,10 +9,9 @@ from aws_lambda_powertools.utilities.idempotency import (
     IdempotencyConfig,
     idempotent,
 )
-from aws_lambda_powertools.utilities.parser import event_parser
 from aws_lambda_powertools.utilities.typing import LambdaContext
 
-from fanfit.jobs.events import TrainFinalizeEvent
+from fanfit.jobs.events import TrainFinalizeEvent, parse_event
 from fanfit.jobs.train import finalize_job
 from fanfit.storage import JobRecords, JobStore
 
@@ -29,7 +28,7 @@ idempotency = IdempotencyConfig(event_key_jmespath="job_id")
 @tracer.capture_lambda_handler
 @metrics.log_metrics
 @idempotent(persistence_store=persistence, config=idempotency)
-@event_parser(model=TrainFinalizeEvent)
+@parse_event(TrainFinalizeEvent)
 def lambda_handler(event: TrainFinalizeEvent, context: LambdaContext) -> dict:
     out = finalize_job(
         store,

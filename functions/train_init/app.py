@@ -10,10 +10,9 @@ from aws_lambda_powertools.utilities.idempotency import (
     IdempotencyConfig,
     idempotent,
 )
-from aws_lambda_powertools.utilities.parser import event_parser
 from aws_lambda_powertools.utilities.typing import LambdaContext
 
-from fanfit.jobs.events import TrainInitEvent
+from fanfit.jobs.events import TrainInitEvent, parse_event
 from fanfit.jobs.train import init_job
 from fanfit.storage import JobRecords, JobStore
 
@@ -26,6 +25,8 @@ records = JobRecords(os.environ["FANFIT_JOB_TABLE"])
 worker_functions = {
     int(mb): arn for mb, arn in json.loads(os.environ["FANFIT_TRAIN_WORKER_FUNCTIONS"]).items()
 }
+# Memory (MB) of the GPU worker's Batch job definition; unset: the stack has no Batch path.
+batch_memory_mb = int(os.environ.get("FANFIT_BATCH_WORKER_MEMORY_MB") or 0) or None
 persistence = DynamoDBPersistenceLayer(table_name=os.environ["FANFIT_IDEMPOTENCY_TABLE"])
 idempotency = IdempotencyConfig(event_key_jmespath="job_id")
 
@@ -34,10 +35,16 @@ idempotency = IdempotencyConfig(event_key_jmespath="job_id")
 @tracer.capture_lambda_handler
 @metrics.log_metrics
 @idempotent(persistence_store=persistence, config=idempotency)
-@event_parser(model=TrainInitEvent)
+@parse_event(TrainInitEvent)
 def lambda_handler(event: TrainInitEvent, context: LambdaContext) -> dict:
     out = init_job(
-        store, records, event.job_id, event.spec_key, worker_functions, event.execution_arn
+        store,
+        records,
+        event.job_id,
+        event.spec_key,
+        worker_functions,
+        event.execution_arn,
+        batch_memory_mb=batch_memory_mb,
     )
     metrics.add_metric(name="TrainJobsStarted", unit=MetricUnit.Count, value=1)
     logger.info("train job planned", extra=out)

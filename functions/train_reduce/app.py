@@ -9,10 +9,9 @@ from aws_lambda_powertools.utilities.idempotency import (
     IdempotencyConfig,
     idempotent,
 )
-from aws_lambda_powertools.utilities.parser import event_parser
 from aws_lambda_powertools.utilities.typing import LambdaContext
 
-from fanfit.jobs.events import TrainRoundEvent
+from fanfit.jobs.events import TrainRoundEvent, parse_event
 from fanfit.jobs.train import reduce_round
 from fanfit.storage import JobRecords, JobStore
 
@@ -29,7 +28,7 @@ idempotency = IdempotencyConfig(event_key_jmespath="[job_id, round]")
 @tracer.capture_lambda_handler
 @metrics.log_metrics
 @idempotent(persistence_store=persistence, config=idempotency)
-@event_parser(model=TrainRoundEvent)
+@parse_event(TrainRoundEvent)
 def lambda_handler(event: TrainRoundEvent, context: LambdaContext) -> dict:
     out = reduce_round(store, records, event.job_id, event.round)
     metrics.add_metric(name="TrainRoundsReduced", unit=MetricUnit.Count, value=1)

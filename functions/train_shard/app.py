@@ -9,10 +9,9 @@ from aws_lambda_powertools.utilities.idempotency import (
     IdempotencyConfig,
     idempotent,
 )
-from aws_lambda_powertools.utilities.parser import event_parser
 from aws_lambda_powertools.utilities.typing import LambdaContext
 
-from fanfit.jobs.events import TrainShardEvent
+from fanfit.jobs.events import TrainShardEvent, parse_event
 from fanfit.jobs.train import train_shard
 from fanfit.storage import JobStore
 
@@ -28,7 +27,7 @@ idempotency = IdempotencyConfig(event_key_jmespath="[job_id, round, worker]")
 @tracer.capture_lambda_handler
 @metrics.log_metrics
 @idempotent(persistence_store=persistence, config=idempotency)
-@event_parser(model=TrainShardEvent)
+@parse_event(TrainShardEvent)
 def lambda_handler(event: TrainShardEvent, context: LambdaContext) -> dict:
     out = train_shard(
         store, event.job_id, event.round, event.worker, memory_mb=int(context.memory_limit_in_mb)

@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import json
 import logging
+import math
 import os
 import shutil
 import signal
@@ -46,7 +47,7 @@ from localstack.services.lambda_.invocation.runtime_executor import (
     RuntimeExecutor,
 )
 
-from fanfit_localstack import cgroups
+from fanfit_localstack import cgroups, faults
 
 LOG = logging.getLogger(__name__)
 
@@ -172,6 +173,12 @@ class LocalRuntimeExecutor(RuntimeExecutor):
         if self.cgroups is not None:
             env["FANFIT_CGROUP_MEMORY"] = str(self.cgroups.memory)
             env["FANFIT_CGROUP_CPU"] = str(self.cgroups.cpu)
+            # A function sees as many CPUs as its MemorySize buys (AWS: one vCPU per 1,769 MB), not
+            # the host's: BLAS and OpenMP thread pools sized to the host would spin against the
+            # CFS quota. Unless the function sets them itself.
+            threads = str(max(1, math.ceil(cgroups.vcpus_of(memory_mb))))
+            for name in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS"):
+                env.setdefault(name, threads)
         self._log_file = open(self.log_path, "ab")  # noqa: SIM115 - closed in stop()
         try:
             self.process = subprocess.Popen(  # noqa: S603 - our interpreter and script
@@ -257,7 +264,15 @@ class LocalRuntimeExecutor(RuntimeExecutor):
         return f"http://{LOCAL_ADDRESS}:{port}{self.executor_endpoint.get_endpoint_prefix()}"
 
     def invoke(self, payload: dict[str, Any]) -> InvocationResult:
-        """Send one invocation (``invoke-id``, ``invoked-function-arn``, ``payload``, ...)."""
+        """Send one invocation (``invoke-id``, ``invoked-function-arn``, ``payload``, ...).
+
+        With ``FANFIT_LOCAL_FAULTS`` set, some invocations carry a fault for the environment to
+        enact (:mod:`fanfit_localstack.faults`).
+        """
+        injector = faults.injector()
+        fault = injector.draw() if injector is not None else None
+        if fault is not None:
+            payload = {**payload, "fanfit-fault": fault}
         return self.executor_endpoint.invoke(payload)
 
     def get_logs(self) -> str:

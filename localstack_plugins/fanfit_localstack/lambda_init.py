@@ -287,12 +287,24 @@ class Environment:
         error: dict[str, Any] | None = None
         payload: str | None = None
         max_memory_mb = 0
+        fault = invocation.get("fanfit-fault")  # FANFIT_LOCAL_FAULTS (fanfit_localstack.faults)
         if self.runtime.process is None:  # restarted after a timeout or a crash: init again
             error = self.runtime.start(deadline)
             init_ms = self.runtime.init_ms
         self.cold = False
         preamble = self.logs.take()
         self.logs.add(f"START RequestId: {request_id} Version: {self.version}\n")
+        if error is None and fault == "error":
+            error = {
+                "errorType": "Lambda.ServiceException",
+                "errorMessage": "fanfit fault injection: Lambda service error",
+            }
+        elif error is None and fault == "timeout":
+            self.runtime.kill()  # the next invocation starts a new runtime, as after a timeout
+            error = {
+                "errorType": "Sandbox.Timedout",
+                "errorMessage": f"RequestId: {request_id} Error: Task timed out (fanfit fault injection)",
+            }
         if error is None:
             sent = self.runtime.send(
                 {
@@ -307,7 +319,14 @@ class Environment:
             if message is not None:
                 self.logs.wait_marker(request_id, self.runtime.eof_token, timeout_s=5.0)
                 max_memory_mb = int(message.get("max_memory_mb", 0))
-                if message.get("ok"):
+                if fault == "crash":  # the handler's work is done; the response is lost
+                    self.runtime.kill()
+                    error = {
+                        "errorType": "Runtime.ExitError",
+                        "errorMessage": f"RequestId: {request_id} Error: Runtime exited with "
+                        "error: signal: killed (fanfit fault injection)",
+                    }
+                elif message.get("ok"):
                     payload = message["payload"]
                 else:
                     error = message["error"]

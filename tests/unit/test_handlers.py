@@ -210,9 +210,9 @@ def test_prepare_rejects_an_unknown_column_with_a_named_error(aws):
 
 
 def test_crossfit_rejects_a_malformed_event(aws):
-    from pydantic import ValidationError
+    from fanfit.errors import InvalidEventError
 
     # GIVEN a CrossFit event whose shard has no units WHEN it runs THEN it is rejected before any work
     bad = {**_event("crossfit"), "shard": {"shard_id": "00000", "units": []}}
-    with pytest.raises(ValidationError):
+    with pytest.raises(InvalidEventError, match="units"):
         _handler("crossfit")(bad, FakeContext())

@@ -25,6 +25,16 @@ def asl() -> dict:
     return json.loads((ROOT / "orchestrator" / "estimate.asl.json").read_text())
 
 
+MACHINES = {"EstimateStateMachine": "estimate", "TrainStateMachine": "train"}
+
+
+@pytest.fixture(scope="module", params=sorted(MACHINES))
+def machine(request, template) -> tuple[str, dict, dict]:
+    """(resource name, its template properties, its definition) for each state machine."""
+    props = template["Resources"][request.param]["Properties"]
+    return request.param, props, json.loads((ROOT / props["DefinitionUri"]).read_text())
+
+
 def _states(definition: dict):
     for name, state in definition["States"].items():
         yield name, state
@@ -32,16 +42,18 @@ def _states(definition: dict):
             yield from _states(state.get("ItemProcessor") or state["Iterator"])
 
 
-def test_every_substitution_in_the_definition_is_provided(template, asl):
-    # GIVEN the state machine resource WHEN its definition names ${X} THEN DefinitionSubstitutions has X
-    sm = template["Resources"]["EstimateStateMachine"]["Properties"]
-    assert sm["DefinitionUri"] == "orchestrator/estimate.asl.json"
+def test_every_substitution_in_the_definition_is_provided(machine):
+    # GIVEN a state machine resource WHEN its definition names ${X} THEN DefinitionSubstitutions has X
+    name, sm, _ = machine
+    assert sm["DefinitionUri"] == f"orchestrator/{MACHINES[name]}.asl.json"
     text = (ROOT / sm["DefinitionUri"]).read_text()
     used = set(re.findall(r"\$\{(\w+)\}", text))
     assert used == set(sm["DefinitionSubstitutions"])
 
 
-def test_every_state_is_reachable_and_every_transition_exists(asl):
+def test_every_state_is_reachable_and_every_transition_exists(machine):
+    asl = machine[2]
+
     def check(definition: dict) -> None:
         names = set(definition["States"])
         targets = {definition["StartAt"]}
@@ -69,12 +81,15 @@ def test_cross_fitting_is_a_distributed_map_reading_and_writing_s3(asl):
     assert again["Next"] == "Is a wave of shards left to run?"
 
 
-def test_every_lambda_task_retries_throttling_and_catches_or_ends_inside_a_map(asl):
+def test_every_lambda_task_retries_throttling_and_catches_or_ends_inside_a_map(machine):
+    asl = machine[2]
     for name, state in _states(asl):
         if state.get("Resource") == "arn:aws:states:::lambda:invoke":
             retried = {e for r in state.get("Retry", []) for e in r["ErrorEquals"]}
             assert "Lambda.TooManyRequestsException" in retried, name
             assert "Lambda.ServiceException" in retried, name
+            # a crashed or timed-out runtime is retried too: every handler is idempotent
+            assert {"Lambda.Unknown", "Runtime.ExitError", "Sandbox.Timedout"} <= retried, name
     top = asl["States"]
     for name, state in top.items():
         if state["Type"] in ("Task", "Map") and name != "Record that the job failed":
@@ -83,12 +98,49 @@ def test_every_lambda_task_retries_throttling_and_catches_or_ends_inside_a_map(a
 
 
 def test_policies_name_their_resources(template):
-    # Only the CloudWatch log-delivery actions, which support no resource-level permissions, may use "*".
+    # Only actions that support no resource-level permissions may use "*": the CloudWatch
+    # log-delivery actions and batch:DescribeJobs.
     for name, res in template["Resources"].items():
         for policy in res.get("Properties", {}).get("Policies", []):
             for stmt in policy.get("Statement", []) if isinstance(policy, dict) else []:
                 if stmt.get("Resource") == "*":
-                    assert all(a.startswith("logs:") for a in stmt["Action"]), name
+                    actions = (
+                        stmt["Action"] if isinstance(stmt["Action"], list) else [stmt["Action"]]
+                    )
+                    assert all(
+                        a.startswith("logs:") or a == "batch:DescribeJobs" for a in actions
+                    ), name
+
+
+def test_every_map_item_can_run_on_lambda_or_the_gpu_worker(machine):
+    # GIVEN each state machine's Map of shards WHEN an item's placement is "batch"
+    # THEN it goes to batch:submitJob.sync with the GPU queue and job definition; else to Lambda
+    _, _, asl = machine
+    maps = [s for _, s in _states(asl) if s["Type"] == "Map"]
+    assert len(maps) == 1
+    processor = maps[0]["ItemProcessor"]
+    choice = processor["States"][processor["StartAt"]]
+    assert choice["Type"] == "Choice"
+    batch = processor["States"][choice["Choices"][0]["Next"]]
+    assert batch["Resource"] == "arn:aws:states:::batch:submitJob.sync"
+    assert batch["Parameters"]["JobQueue"] == "${GpuJobQueueArn}"
+    assert batch["Parameters"]["JobDefinition"] == "${GpuWorkerJobDefinitionArn}"
+    assert batch["Parameters"]["Parameters"]["task.$"] == "States.JsonToString($)"
+    assert processor["States"][choice["Default"]]["Resource"] == "arn:aws:states:::lambda:invoke"
+
+
+def test_the_gpu_worker_is_a_scale_to_zero_batch_environment_with_one_gpu_per_job(template):
+    res = template["Resources"]
+    compute = res["GpuComputeEnvironment"]["Properties"]
+    assert compute["Type"] == "MANAGED" and compute["ComputeResources"]["MinvCpus"] == 0
+    assert compute["ComputeResources"]["Ec2Configuration"][0]["ImageType"] == "ECS_AL2_NVIDIA"
+    container = res["GpuWorkerJobDefinition"]["Properties"]["ContainerProperties"]
+    assert {"Type": "GPU", "Value": "1"} in container["ResourceRequirements"]
+    assert container["Command"] == ["python", "-m", "fanfit.jobs.batch", "Ref::kind", "Ref::task"]
+    assert (ROOT / "functions" / "gpu_worker" / "Dockerfile").is_file()
+    # the worker's role reads the bucket and writes only under jobs/
+    statements = res["GpuWorkerJobRole"]["Properties"]["Policies"][0]["PolicyDocument"]["Statement"]
+    assert {s["Action"] for s in statements} == {"s3:GetObject", "s3:PutObject", "s3:ListBucket"}
 
 
 def test_bucket_is_encrypted_and_not_public(template):

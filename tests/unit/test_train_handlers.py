@@ -56,6 +56,8 @@ def aws(monkeypatch):
         "FANFIT_IDEMPOTENCY_TABLE": "fanfit-idempotency",
         "FANFIT_THROUGHPUT_TABLE": "fanfit-throughput",
         "FANFIT_TRAIN_WORKER_FUNCTIONS": json.dumps(WORKER_FUNCTIONS),
+        "FANFIT_BATCH_WORKER_MEMORY_MB": "15000",
+        "FANFIT_BATCH_MEMORY_MB": "15000",
         "POWERTOOLS_SERVICE_NAME": "fanfit",
         "POWERTOOLS_METRICS_NAMESPACE": "FanfitTest",
         "POWERTOOLS_TRACE_DISABLED": "true",
@@ -127,6 +129,11 @@ def _run(max_rounds: int = 50) -> tuple[dict, list[dict]]:
         planned = schedule({**_event("train_schedule"), "round": progress["round"]}, FakeContext())
         schedules.append(planned)
         for item in planned["workers"]:
+            if item["placement"] == "batch":  # what the GPU worker's Batch job runs
+                from fanfit.jobs.batch import main
+
+                assert main(["train_shard", json.dumps(item)]) == 0
+                continue
             memory = 885 if item["function_arn"] == WORKER_FUNCTIONS["885"] else 1769
             shard(item, FakeContext(memory_limit_in_mb=memory))
         progress = reduce({**_event("train_reduce"), "round": progress["round"]}, FakeContext())
@@ -277,6 +284,52 @@ def test_init_rejects_a_memory_size_without_a_function_naming_the_valid_ones(aws
             "--worker-memory",
         ),  # fmt: skip
         ({"model": "linreg", "features": "a", "global_batch": 8}, "--target"),
+        (
+            {
+                "model": "logreg",
+                "features": "a",
+                "target": "y",
+                "global_batch": 8,
+                "workers": 2,
+                "balance": "static",
+            },
+            "--worker-batches",
+        ),  # fmt: skip
+        (
+            {
+                "model": "logreg",
+                "features": "a",
+                "target": "y",
+                "global_batch": 8,
+                "workers": 2,
+                "balance": "static",
+                "worker_batches": "5,4",
+            },
+            "sum to --global-batch",
+        ),  # fmt: skip
+        (
+            {
+                "model": "logreg",
+                "features": "a",
+                "target": "y",
+                "global_batch": 8,
+                "workers": 2,
+                "worker_batches": [4, 4],
+            },
+            "--balance static only",
+        ),  # fmt: skip
+        (
+            {
+                "model": "logreg",
+                "features": "a",
+                "target": "y",
+                "global_batch": 8,
+                "workers": 2,
+                "balance": "static",
+                "worker_batches": "4,four",
+            },
+            "--worker-batches must be integers",
+        ),  # fmt: skip
     ],
 )
 def test_bad_options_raise_invalid_job_error_naming_the_option(options, named):
@@ -296,3 +349,86 @@ def test_cli_train_exits_2_naming_a_bad_option(capsys):
                  "--target", "y", "--global-batch", "8", "--balance", "fastest"])  # fmt: skip
     # THEN it exits 2 and the message names the option
     assert code == 2 and "--balance" in capsys.readouterr().err
+
+
+def test_static_balance_runs_the_given_split_and_equals_the_uniform_model(aws):
+    from fanfit import storage
+    from fanfit.train import kmeans_fit
+
+    # GIVEN a K-Means job with a fixed uneven split of its 240 rows over 4 workers
+    store = storage.JobStore("fanfit-unit")
+    frame = _blobs()
+    init = frame.to_numpy()[[0, 1, 2]]
+    _upload(store, frame, init=init, model="kmeans", features="a,b,c", n_clusters=3, workers=4,
+            rounds=5, balance="static", worker_batches="100,60,50,30")  # fmt: skip
+    # WHEN the job runs
+    done, schedules = _run()
+    # THEN every round used that split
+    for planned in schedules:
+        plan = store.get_json(storage.train_round_plan_key("example-train", planned["round"]))
+        assert plan["batches"] == [100, 60, 50, 30]
+    # AND the centroids equal Lloyd's with an even split (the split does not change the maths)
+    result = store.get_json(done["result_key"])
+    ref = kmeans_fit(frame.to_numpy(), init, lambda r: [60, 60, 60, 60], max_iter=5)
+    np.testing.assert_allclose(result["centroids"], ref.centroids, rtol=0, atol=1e-12)
+
+
+def test_max_batches_leaves_the_data_and_runtime_out_of_each_workers_memory():
+    from fanfit.jobs.train import RUNTIME_BASE_MB, max_batches
+
+    # GIVEN a logreg plan of 1,000,000 rows x 50 features, 10 classes, on 885 and 1,769 MB workers
+    plan = {
+        "spec": {"model": "logreg", "features": [f"x{i}" for i in range(50)], "n_clusters": None},
+        "n_obs": 1_000_000,
+        "n_outputs": 10,
+        "workers": [{"memory_mb": 885}, {"memory_mb": 1769}, {"memory_mb": 160}],
+    }
+    # WHEN the bounds are computed
+    bounds = max_batches(plan)
+    # THEN each is (memory - runtime - data) / (8 (d + 3K)) rows, and a worker too small gets 1
+    data = 8 * 1_000_000 * 51
+    for bound, mb in zip(bounds[:2], (885, 1769)):
+        assert bound == (mb * 2**20 - RUNTIME_BASE_MB * 2**20 - data) // (8 * (50 + 30))
+    assert bounds[2] == 1
+
+
+def test_a_hybrid_round_with_a_gpu_worker_equals_lloyd_and_measures_the_gpu_worker(aws):
+    from fanfit import storage
+    from fanfit.train import kmeans_fit
+
+    # GIVEN a K-Means job of 3 workers: two Lambda workers and one on the GPU worker (AWS Batch)
+    store = storage.JobStore("fanfit-unit")
+    frame = _blobs()
+    init = frame.to_numpy()[[0, 1, 2]]
+    _upload(store, frame, init=init, model="kmeans", features="a,b,c", n_clusters=3, workers=3,
+            batch_workers=1, worker_memory="1769,885", rounds=6, balance="lb-bsp")  # fmt: skip
+    # WHEN the rounds run, the GPU worker's step through fanfit.jobs.batch as its Batch job does
+    done, schedules = _run()
+    # THEN the Map items place the last worker on Batch, the others on their Lambda functions
+    assert [w["placement"] for w in schedules[0]["workers"]] == ["lambda", "lambda", "batch"]
+    assert schedules[0]["workers"][2]["function_arn"] == ""
+    # ... the model equals Lloyd's with the batches the scheduler chose
+    result = store.get_json(done["result_key"])
+    plans = [store.get_json(storage.train_round_plan_key("example-train", r)) for r in
+             range(len(schedules))]  # fmt: skip
+    ref = kmeans_fit(frame.to_numpy(), init, lambda r: plans[r]["batches"], max_iter=6)
+    np.testing.assert_allclose(result["centroids"], ref.centroids, rtol=0, atol=1e-12)
+    # ... the GPU worker's step is recorded as resource batch-gpu with the job's memory, and its
+    # first batch came from the prior (4 vCPU) before it was measured
+    gpu = result["rounds"][0]["workers"][2]
+    assert gpu["resource"] == "batch-gpu" and gpu["memory_mb"] == 15000
+    assert plans[0]["prediction_source"] == "cpu-share" and plans[0]["batches"][2] == max(
+        plans[0]["batches"]
+    )
+
+
+def test_batch_worker_rejects_a_bad_task_with_exit_2(aws):
+    from fanfit.jobs.batch import main
+
+    # GIVEN tasks that are not JSON objects, an unknown kind, or a task missing its worker
+    # WHEN the Batch worker runs them THEN it exits 2 without running anything
+    assert main(["train_shard", "not json"]) == 2
+    assert main(["train_shard", "[1, 2]"]) == 2
+    assert main(["evaluate", "{}"]) == 2
+    assert main(["train_shard", json.dumps({"job_id": "example-train", "round": 0})]) == 2
+    assert main(["only-one-argument"]) == 2

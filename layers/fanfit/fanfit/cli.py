@@ -2,10 +2,13 @@
 
     fanfit estimate --data FILE --model plr --y COL --d COL[,COL] --x COL,... [--ml-l SPEC] ...
     fanfit train --data FILE --model {kmeans,logreg,linreg} --features COL,... [--target COL] ...
+    fanfit report JOB --out DIR
     fanfit local up | down | status
 
 Without ``--stack`` a command uses the running local stack, or starts one for its duration. Results go
-to stdout (a DoubleML-style table, or one JSON object with ``--output json``); logs go to stderr.
+to stdout (a DoubleML-style table, or one JSON object with ``--output json``); logs go to stderr, and
+so does the live progress of ``estimate`` and ``train`` (a bar on a terminal, plain lines otherwise;
+none with ``--quiet``).
 Exit codes: 0 done, 2 invalid input, 3 the job failed, 4 the stack cannot be reached.
 """
 
@@ -19,7 +22,7 @@ import sys
 from collections.abc import Iterator, Sequence
 from typing import Any
 
-from fanfit import errors
+from fanfit import config, errors
 
 log = logging.getLogger("fanfit")
 
@@ -71,6 +74,8 @@ def _estimate_parser(sub: Any) -> None:
     p.add_argument("--region", help="AWS region of --stack")
     p.add_argument("--output", choices=["table", "json"], default="table")
     p.add_argument("--timeout", type=float, default=3600.0, help="seconds to wait for the job")
+    _add_quiet_option(p)
+    _add_config_options(p, "estimate")
     p.set_defaults(func=_cmd_estimate)
 
 
@@ -92,10 +97,15 @@ def _train_parser(sub: Any) -> None:
         metavar="MB[,MB...]",
         help="memory of every worker, or one per worker (e.g. 1769,1769,885,885)",
     )
+    p.add_argument("--batch-workers", dest="batch_workers", type=int, default=0,
+                   help="how many of the workers run on the GPU worker (AWS Batch)")  # fmt: skip
     p.add_argument("--global-batch", dest="global_batch", type=int,
                    help="samples per SGD round, split over the workers")  # fmt: skip
     p.add_argument("--rounds", type=int, default=10, help="most rounds")
-    p.add_argument("--balance", default="uniform", help="uniform | lb-bsp (Chen et al. 2021)")
+    p.add_argument("--balance", default="uniform",
+                   help="uniform | lb-bsp (Chen et al. 2021) | static (--worker-batches)")  # fmt: skip
+    p.add_argument("--worker-batches", dest="worker_batches", metavar="B[,B...]",
+                   help="static: each worker's batch, summing to --global-batch")  # fmt: skip
     p.add_argument("--sync", default="bsp", help="bsp | ds-sync (Wang et al. 2020)")
     p.add_argument(
         "--group-size", dest="group_size", type=int, default=2, help="DS-Sync group size"
@@ -111,24 +121,29 @@ def _train_parser(sub: Any) -> None:
     p.add_argument("--region", help="AWS region of --stack")
     p.add_argument("--output", choices=["table", "json"], default="table")
     p.add_argument("--timeout", type=float, default=3600.0, help="seconds to wait for the job")
+    _add_quiet_option(p)
+    _add_config_options(p, "train")
     p.set_defaults(func=_cmd_train)
 
 
-_TRAIN_OPTIONS = ("model", "features", "target", "workers", "worker_memory", "global_batch",
-                  "rounds", "balance", "sync", "group_size", "n_clusters", "lr", "l2", "tol",
-                  "seed", "standardize")  # fmt: skip
+_TRAIN_OPTIONS = ("model", "features", "target", "workers", "worker_memory", "batch_workers",
+                  "global_batch", "rounds", "balance", "worker_batches", "sync", "group_size",
+                  "n_clusters", "lr", "l2", "tol", "seed", "standardize")  # fmt: skip
 
 
 def _cmd_train(args: argparse.Namespace) -> int:
+    config.resolve_args(args)  # --config FILE; flags on the command line win
     options = {k: getattr(args, k) for k in _TRAIN_OPTIONS}
     # Reject bad options before any stack is touched (memory sizes are checked against the stack's).
     from fanfit.client.train import build_train_spec
 
-    build_train_spec(**options)
+    spec = build_train_spec(**options)
+    if args.dry_run:
+        return _dry_run_train(args, spec)
     with _client(args) as client:
         job = client.submit_train(args.data, **options)
         log.info("started job %s (%s)", job.job_id, job.execution_arn)
-        result = job.result(timeout=args.timeout)
+        result = job.result(timeout=args.timeout, progress=_progress(args))
     if args.output == "json":
         print(json.dumps(result.to_dict(), allow_nan=False))
         return 0
@@ -146,6 +161,60 @@ def _cmd_train(args: argparse.Namespace) -> int:
     return 0
 
 
+def _add_quiet_option(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--quiet", "-q", action="store_true",
+                   help="no live progress on stderr (default: a progress bar on a terminal, "
+                   "plain progress lines otherwise)")  # fmt: skip
+
+
+def _progress(args: argparse.Namespace) -> bool:
+    """The ``progress=`` of a command's wait: on unless ``--quiet`` (a bar on a terminal, plain
+    lines on stderr otherwise; :func:`fanfit.progress.make_renderer`)."""
+    return not getattr(args, "quiet", False)
+
+
+def _add_config_options(p: argparse.ArgumentParser, command: str) -> None:
+    p.add_argument("--config", metavar="FILE",
+                   help="YAML file of the options (keys as the long flags: n_folds or n-folds); "
+                   "flags given here override it")  # fmt: skip
+    p.add_argument("--dry-run", dest="dry_run", action="store_true",
+                   help=f"check the data and the options, print what would run, and exit "
+                   f"without contacting any stack (fanfit {command})")  # fmt: skip
+    config.prepare_parser(p)
+
+
+def _print_dry_run(command: str, args: argparse.Namespace, info: dict[str, Any]) -> int:
+    info = {"command": command, "dry_run": True, "data": str(args.data), **info}
+    if args.output == "json":
+        print(json.dumps(info, allow_nan=False))
+        return 0
+    print(f"fanfit {command} --dry-run: valid; nothing was uploaded or started")
+    for key, value in info.items():
+        if key in ("command", "dry_run", "learners", "n_fits", "prediction_keys") or value in (
+            None, [], ()
+        ):  # fmt: skip
+            continue
+        shown = ", ".join(map(str, value)) if isinstance(value, list) else value
+        print(f"{key}: {shown}")
+    for name, learner in info.get("learners", {}).items():
+        print(f"learner {name}: {learner}")
+    return 0
+
+
+def _dry_run_train(args: argparse.Namespace, spec: Any) -> int:
+    from fanfit.client.data import read_table, to_matrix
+
+    columns = [*spec.features, *([spec.target] if spec.target else [])]
+    names, values = to_matrix(read_table(args.data), columns)
+    spec.check_data(names, values)
+    info = {"model": spec.model, "n_obs": int(values.shape[0]), **spec.to_dict()}
+    info["worker_steps"] = spec.workers * spec.rounds
+    info["fits"] = (
+        f"{spec.workers} workers x {spec.rounds} rounds = {info['worker_steps']} worker steps at most"
+    )
+    return _print_dry_run("train", args, info)
+
+
 def _status_parser(sub: Any) -> None:
     p = sub.add_parser(
         "status", help="a job's record: status, error, and the scheduler's decisions"
@@ -159,7 +228,11 @@ def _status_parser(sub: Any) -> None:
 
 def _cmd_status(args: argparse.Namespace) -> int:
     with _client(args) as client:
-        record = client.job(args.job_id).record()
+        job = client.job(args.job_id)
+        record = job.record()
+        cost, cost_error = _job_cost(job)
+    if cost is not None:
+        record["cost"] = cost.to_dict()
     if args.output == "json":
         print(json.dumps(record, default=str))
         return 0
@@ -175,6 +248,7 @@ def _cmd_status(args: argparse.Namespace) -> int:
     ):
         if key in record:
             print(f"{key}: {record[key]}")
+    print(_cost_line(cost, cost_error, record.get("status")))
     schedule = record.get("schedule") or {}
     for wave in schedule.get("waves", []):
         d = wave["decision"]
@@ -194,6 +268,105 @@ def _cmd_status(args: argparse.Namespace) -> int:
 
 def _fmt(value: Any) -> str:
     return "n/a" if value is None else f"{float(value):.3g}"
+
+
+def _job_cost(job: Any) -> tuple[Any, str | None]:
+    """The job's :class:`fanfit.cost.JobCost` (kept in its record once it has ended), or None and
+    why not: the status of a job never fails for want of its cost."""
+    try:
+        return job.cost(), None
+    except Exception as exc:  # history not readable, no permission
+        return None, f"{type(exc).__name__}: {exc}"
+
+
+def _cost_line(cost: Any, error: str | None, status: Any) -> str:
+    if cost is None:
+        return f"cost: n/a ({error})"
+    so_far = " so far" if status == "RUNNING" else ""
+    return (
+        f"cost{so_far}: ${cost.total_usd:.6f} at AWS list prices: Lambda {cost.billed_gb_s:.1f} GB-s "
+        f"in {cost.lambda_requests} request(s), {cost.state_transitions} state transition(s), "
+        f"Batch {cost.batch_instance_s:.0f} instance-s"
+    )
+
+
+def _report_parser(sub: Any) -> None:
+    p = sub.add_parser(
+        "report",
+        help="write a job's report: report.html (self-contained) and its PNG figures",
+        description="Estimate: the coefficients with confidence intervals, the per-repetition "
+        "estimates and the shards' timeline (cold starts marked); train: loss or inertia per "
+        "round and each worker's batch and compute time per round. Both: the job's cost.",
+    )
+    p.add_argument("job_id", metavar="JOB")
+    p.add_argument("--out", required=True, metavar="DIR", help="directory for report.html and PNGs")
+    p.add_argument("--prices", metavar="FILE",
+                   help="JSON of price overrides (fields of fanfit.prices.PriceTable)")  # fmt: skip
+    p.add_argument("--stack", help="name of a deployed stack (default: the local stack)")
+    p.add_argument("--region", help="AWS region of --stack")
+    p.add_argument("--output", choices=["table", "json"], default="table")
+    p.set_defaults(func=_cmd_report)
+
+
+def _cmd_report(args: argparse.Namespace) -> int:
+    from pathlib import Path
+
+    from fanfit.prices import PriceTable
+    from fanfit.report import write_report
+
+    prices = PriceTable.from_file(args.prices) if args.prices else None
+    out = Path(args.out)
+    if out.exists() and not out.is_dir():
+        raise errors.InvalidJobError(f"--out {args.out!r} is a file; give a directory")
+    with _client(args) as client:
+        job = client.job(args.job_id)
+        status = job.status()
+        if status == "RUNNING":
+            raise errors.InvalidJobError(
+                f"job {args.job_id} is still running; report it once it has ended "
+                f"(fanfit status {args.job_id})"
+            )
+        if status != "SUCCEEDED":
+            raise errors.JobFailedError(
+                f"job {args.job_id} ended {status}: there is no result to report "
+                f"(fanfit status {args.job_id} shows why)"
+            )
+        if job.record().get("kind") == "train":
+            from fanfit.client.train import TrainJob
+
+            result: Any = TrainJob(client, args.job_id, job.execution_arn).result(timeout=60.0)
+        else:
+            result = job.result(timeout=60.0)
+        if prices is not None:
+            result.cost = job.cost(prices).to_dict()
+    try:
+        path = write_report(result, out, job_id=args.job_id)
+    except OSError as exc:
+        raise errors.InvalidJobError(
+            f"cannot write the report to --out {args.out!r}: {exc}"
+        ) from exc
+    files = sorted(str(f) for f in path.parent.glob("*.png"))
+    if args.output == "json":
+        print(json.dumps({"job_id": args.job_id, "report": str(path), "figures": files,
+                          "cost": result.cost}, allow_nan=False))  # fmt: skip
+    else:
+        print(f"report: {path}")
+        for f in files:
+            print(f"figure: {f}")
+    return 0
+
+
+def _plan_parser(sub: Any) -> None:
+    from fanfit import planning
+
+    p = sub.add_parser(
+        "plan",
+        help="cost-optimal placement of a job's stages on Lambda or Batch GPU (HeterPS), before it runs",
+        description="Chooses a resource and a worker count per stage at least cost within a deadline, "
+        "and prints it next to the all-CPU, all-GPU and greedy baselines. Nothing runs on AWS.",
+    )
+    planning.add_arguments(p)
+    p.set_defaults(func=planning.run_command)
 
 
 def _local_parser(sub: Any) -> None:
@@ -217,6 +390,7 @@ def _client(args: argparse.Namespace) -> Iterator[Any]:
 
 
 def _cmd_estimate(args: argparse.Namespace) -> int:
+    config.resolve_args(args)  # --config FILE; flags on the command line win
     options = {
         k: getattr(args, k)
         for k in (
@@ -242,6 +416,10 @@ def _cmd_estimate(args: argparse.Namespace) -> int:
             "sharding",
         )  # fmt: skip
     }
+    if args.dry_run:
+        from fanfit.client import check_estimate
+
+        return _print_dry_run("estimate", args, check_estimate(args.data, **options).describe())
     # Reject bad options before any stack is touched.
     from fanfit.client import build_spec
 
@@ -253,7 +431,7 @@ def _cmd_estimate(args: argparse.Namespace) -> int:
     with _client(args) as client:
         job = client.submit_estimate(args.data, **options)
         log.info("started job %s (%s)", job.job_id, job.execution_arn)
-        result = job.result(timeout=args.timeout)
+        result = job.result(timeout=args.timeout, progress=_progress(args))
     if args.output == "json":
         print(json.dumps(result.to_dict(), allow_nan=False))
     else:
@@ -306,7 +484,9 @@ def build_parser() -> argparse.ArgumentParser:
     _estimate_parser(sub)
     _train_parser(sub)
     _status_parser(sub)
+    _report_parser(sub)
     _local_parser(sub)
+    _plan_parser(sub)
     return parser
 
 

@@ -13,13 +13,14 @@ and followed by polling the execution; nothing but S3 keys and small numbers tra
 from __future__ import annotations
 
 import json
+import logging
 import math
 import os
 import time
 import uuid
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Self
 
 import numpy as np
 import pandas as pd
@@ -31,8 +32,20 @@ from fanfit.sched.sizing import POLICIES
 
 if TYPE_CHECKING:
     from fanfit.client.train import TrainJob, TrainResult
+    from fanfit.cost import JobCost
+    from fanfit.prices import PriceTable
 
-__all__ = ["Client", "EstimateJob", "EstimateResult", "Stack"]
+__all__ = [
+    "CheckedEstimate",
+    "Client",
+    "EstimateJob",
+    "EstimateResult",
+    "JobHandle",
+    "Stack",
+    "check_estimate",
+]
+
+log = logging.getLogger("fanfit")
 
 #: Error names a failed execution may carry, mapped to the exception the client raises.
 _ERRORS: dict[str, type[errors.FanfitError]] = {
@@ -137,10 +150,16 @@ class EstimateResult:
         Wall seconds of the phases, per-shard statistics, billed GB-seconds and estimated USD.
     raw : dict
         ``result.json`` as the Aggregate step wrote it.
+    cost : dict or None
+        :meth:`fanfit.cost.JobCost.to_dict` of the job (USD), when it could be counted.
+    job : EstimateJob or None
+        The job the result was read from (for :meth:`to_doubleml`).
     """
 
     raw: dict[str, Any]
     timings: dict[str, Any] = field(default_factory=dict)
+    job: EstimateJob | None = field(default=None, repr=False, compare=False)
+    cost: dict[str, Any] | None = field(default=None, compare=False)
 
     def __post_init__(self) -> None:
         r = self.raw
@@ -202,6 +221,21 @@ class EstimateResult:
         )
         return pd.concat([table, self.confint()], axis=1)
 
+    def to_doubleml(self, data: Any = None, *, bootstrap: bool = True) -> Any:
+        """The fitted DoubleML object of this result: see :meth:`EstimateJob.to_doubleml`.
+
+        Raises
+        ------
+        fanfit.errors.InvalidJobError
+            If the result was not read through a job handle (``job`` is None), or as
+            :meth:`EstimateJob.to_doubleml`.
+        """
+        if self.job is None:
+            raise errors.InvalidJobError(
+                "this result has no job handle; use client.job(JOB_ID).to_doubleml() instead"
+            )
+        return self.job.to_doubleml(data, bootstrap=bootstrap)
+
     def to_dict(self) -> dict[str, Any]:
         """The ``--output json`` object: coef, se, t_stat, pval, ci_95, all_coef, all_se, n_obs,
         n_folds, n_rep, model, score, execution_arn, timings."""
@@ -213,24 +247,61 @@ class EstimateResult:
                 out[k] = self.raw[k]
         out["execution_arn"] = self.execution_arn
         out["timings"] = self.timings
+        if self.cost is not None:
+            out["cost"] = self.cost
         return out
 
 
-class EstimateJob:
-    """A started estimate job: ``wait()``, ``result()``, ``status()``, ``stats()``."""
+class JobHandle:
+    """What estimate and train job handles share: ``status()``, ``wait()``, ``cost()``.
+
+    Parameters
+    ----------
+    client : Client
+    job_id : str
+    execution_arn : str
+        The job's Step Functions execution.
+    """
+
+    #: ``'estimate'`` or ``'train'``: what the progress bar counts (shards or rounds).
+    kind = "estimate"
+    #: Error names a failed execution may carry, mapped to the exception :meth:`wait` raises.
+    _ERRORS: dict[str, type[errors.FanfitError]] = _ERRORS
+    #: Longest pause between two polls of the execution, seconds.
+    _MAX_POLL_S = 2.0
 
     def __init__(self, client: Client, job_id: str, execution_arn: str) -> None:
         self.client = client
         self.job_id = job_id
         self.execution_arn = execution_arn
-        self._result: EstimateResult | None = None
 
     def status(self) -> str:
         """The execution's status: RUNNING, SUCCEEDED, FAILED, TIMED_OUT or ABORTED."""
         return self.client.sfn.describe_execution(executionArn=self.execution_arn)["status"]
 
-    def wait(self, timeout: float = 3600.0, poll: float = 0.25) -> EstimateJob:
+    def wait(
+        self, timeout: float = 3600.0, poll: float = 0.25, *, progress: bool | str | Any = False
+    ) -> Self:
         """Poll until the execution ends (at most ``timeout`` seconds).
+
+        The pause between polls starts at ``poll`` seconds and grows by half each time, to 2 s
+        (estimate) or 1 s (train); the loop makes at most ``timeout / poll + 1`` polls, whatever
+        the clock does.
+
+        Parameters
+        ----------
+        timeout : float
+            Seconds.
+        poll : float
+            First pause, seconds.
+        progress : bool or str
+            Show live progress on stderr (:mod:`fanfit.progress`): True for a rich bar on a
+            terminal or in Jupyter and plain lines otherwise, ``'plain'`` or ``'rich'`` for one of
+            them; a snapshot is read at most every second (pauses are then at most 1 s).
+
+        Returns
+        -------
+        self
 
         Raises
         ------
@@ -239,16 +310,34 @@ class EstimateJob:
         fanfit.errors.JobFailedError
             If the execution failed otherwise, timed out, was aborted, or did not end in time.
         """
+        from fanfit.progress import PROGRESS_INTERVAL_S, ProgressTracker, make_renderer
+
+        renderer = make_renderer(progress)
+        tracker = ProgressTracker(self, self.kind) if renderer is not None else None
+        max_poll = (
+            self._MAX_POLL_S if tracker is None else min(self._MAX_POLL_S, PROGRESS_INTERVAL_S)
+        )
         deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline:
-            desc = self.client.sfn.describe_execution(executionArn=self.execution_arn)
-            status = desc["status"]
-            if status == "SUCCEEDED":
-                return self
-            if status != "RUNNING":
-                raise self._failure(desc)
-            time.sleep(poll)
-            poll = min(poll * 1.5, 2.0)
+        shown_at = -math.inf
+        try:
+            for _ in range(int(max(timeout, 0.0) / max(poll, 1e-3)) + 1):
+                if time.monotonic() >= deadline:
+                    break
+                desc = self.client.sfn.describe_execution(executionArn=self.execution_arn)
+                status = desc["status"]
+                due = status != "RUNNING" or time.monotonic() - shown_at >= PROGRESS_INTERVAL_S
+                if renderer is not None and tracker is not None and due:
+                    shown_at = time.monotonic()
+                    renderer.update(tracker.snapshot(desc))
+                if status == "SUCCEEDED":
+                    return self
+                if status != "RUNNING":
+                    raise self._failure(desc)
+                time.sleep(poll)
+                poll = min(poll * 1.5, max_poll)
+        finally:
+            if renderer is not None:
+                renderer.close()
         raise errors.JobFailedError(f"job {self.job_id} did not end within {timeout:.0f} s")
 
     def _failure(self, desc: dict[str, Any]) -> errors.FanfitError:
@@ -258,22 +347,143 @@ class EstimateJob:
             message = json.loads(cause).get("errorMessage", cause)
         except (ValueError, AttributeError):
             message = cause
-        exc_type = _ERRORS.get(name, errors.JobFailedError)
+        exc_type = self._ERRORS.get(name, errors.JobFailedError)
         if exc_type is errors.JobFailedError:
             return errors.JobFailedError(
                 f"job {self.job_id} ended {desc['status']}: {name}: {message}"
             )
         return exc_type(message)
 
-    def result(self, timeout: float = 3600.0) -> EstimateResult:
-        """Wait for the job and read its result (cached)."""
+    def cost(self, prices: PriceTable | None = None, *, refresh: bool = False) -> JobCost:
+        """What the job cost on AWS (so far, while it runs): see :mod:`fanfit.cost`.
+
+        Counted from the execution history (Lambda invocations, state transitions, Batch jobs) and
+        the job's shard records, priced from ``prices`` (default :data:`fanfit.prices.DEFAULT_PRICES`).
+        The cost of an ended job at the default prices is kept in its record (``cost``) and read
+        from there next time, unless ``refresh``.
+
+        Returns
+        -------
+        fanfit.cost.JobCost
+
+        Raises
+        ------
+        botocore.exceptions.ClientError
+            If the execution history cannot be read.
+        """
+        return _collect_cost(self.client, self.job_id, self.execution_arn, prices, refresh)
+
+    def record(self) -> dict[str, Any]:
+        """The job record in the job table (``{"job_id": ...}`` when there is none)."""
+        return self.client.records.get(self.job_id) or {"job_id": self.job_id}
+
+
+class EstimateJob(JobHandle):
+    """A started estimate job: ``wait()``, ``result()``, ``status()``, ``stats()``."""
+
+    kind = "estimate"
+
+    def __init__(self, client: Client, job_id: str, execution_arn: str) -> None:
+        super().__init__(client, job_id, execution_arn)
+        self._result: EstimateResult | None = None
+
+    def result(
+        self, timeout: float = 3600.0, *, progress: bool | str | Any = False
+    ) -> EstimateResult:
+        """Wait for the job and read its result (cached); ``progress`` as in :meth:`wait`."""
         if self._result is None:
-            self.wait(timeout)
+            self.wait(timeout, progress=progress)
             raw = self.client.store.get_json(storage.result_key(self.job_id))
             timings = dict(raw.get("timings", {}))
             timings.update(self.phase_seconds())
-            self._result = EstimateResult(raw=raw, timings=timings)
+            self._result = EstimateResult(raw=raw, timings=timings, job=self)
+            self._result.cost = _cost_or_none(self)
         return self._result
+
+    def spec(self) -> dml.DMLSpec:
+        """The job's validated spec, from the plan Prepare wrote."""
+        return dml.DMLSpec.from_dict(
+            self.client.store.get_json(storage.plan_key(self.job_id))["dml"]
+        )
+
+    def folds(self) -> np.ndarray:
+        """The job's folds, int64 of shape (n_obs, n_rep): the test fold of each row and repetition."""
+        plan = self.client.store.get_json(storage.plan_key(self.job_id))
+        return np.asarray(self.client.store.get_array(plan["folds_key"]))
+
+    def predictions(self) -> dict[str, dict[str, np.ndarray]]:
+        """The out-of-fold predictions the estimate was aggregated from, in DoubleML's
+        ``external_predictions`` layout: ``{treatment: {"ml_l": ndarray (n_obs, n_rep), ...}}``.
+
+        Raises
+        ------
+        fanfit.errors.InvalidJobError
+            If the job has none stored (it was aggregated by a fanfit before they were kept).
+        """
+        from fanfit.dml.interop import predictions_from_arrays
+
+        key = self.result().raw.get("predictions_key") or storage.predictions_key(self.job_id)
+        if not self.client.store.exists(key):
+            raise errors.InvalidJobError(
+                f"job {self.job_id} has no stored out-of-fold predictions ({key}); it was aggregated "
+                "by an older fanfit: run it again"
+            )
+        return predictions_from_arrays(self.client.store.get_arrays(key))
+
+    def to_doubleml(self, data: Any = None, *, bootstrap: bool = True) -> Any:
+        """A fitted DoubleML object (DoubleMLPLR, -IRM, -PLIV or -IIVM) of this job.
+
+        Built by :func:`fanfit.dml.interop.to_doubleml` from the job's data, its folds (DoubleML's
+        ``set_sample_splitting``) and its out-of-fold predictions (``fit(external_predictions=...)``):
+        no learner is fitted again, ``coef`` and ``se`` equal the job's, and DoubleML's
+        ``summary``, ``sensitivity_analysis()`` and plots work on it. Needs DoubleML on the client
+        (``pip install 'fanfit[doubleml]'``).
+
+        Parameters
+        ----------
+        data : str, path, DataFrame or s3:// URI, optional
+            The data the job ran on, read locally; default: the copy the job uploaded (downloaded).
+        bootstrap : bool
+            Run DoubleML's bootstrap with the job's ``boot_method`` and seed (then
+            ``confint(joint=True)`` equals the job's ``ci_joint_95``).
+
+        Returns
+        -------
+        doubleml.DoubleMLPLR, DoubleMLIRM, DoubleMLPLIV or DoubleMLIIVM
+
+        Raises
+        ------
+        fanfit.dml.interop.MissingDependencyError
+            DoubleML is not installed (the message gives the pip command).
+        fanfit.errors.InvalidDataError
+            ``data`` is not the data the job ran on.
+        fanfit.errors.InvalidJobError
+            The job has no stored predictions (see :meth:`predictions`), or did not succeed.
+        """
+        from fanfit.dml.interop import import_doubleml, to_doubleml
+
+        import_doubleml()  # fail before downloading anything
+        result = self.result()
+        plan = self.client.store.get_json(storage.plan_key(self.job_id))
+        spec = dml.DMLSpec.from_dict(plan["dml"])
+        if data is None:
+            names, values = self.client.store.get_data(plan["data_key"])
+        else:
+            names, values = to_matrix(read_table(data, self.client.s3), list(spec.used_cols))
+            if storage.encode_data(names, values)[0] != plan["data_key"]:
+                raise errors.InvalidDataError(
+                    f"the columns {', '.join(spec.used_cols)} of this data differ from the data job "
+                    f"{self.job_id} ran on; pass the same file, or no data to use the job's copy"
+                )
+        dml_data = dml.validate_data(spec, names, values)
+        folds = self.client.store.get_array(plan["folds_key"])
+        obj = to_doubleml(spec, dml_data, folds, self.predictions(), bootstrap=bootstrap)
+        if not np.allclose(obj.coef, result.coef, rtol=1e-9, atol=0.0):
+            raise errors.InvalidDataError(
+                f"DoubleML's estimate {obj.coef} differs from job {self.job_id}'s {result.coef}; "
+                "the data, folds or predictions read back are not the job's"
+            )
+        return obj
 
     def record(self) -> dict[str, Any]:
         """The job record in the job table: ``status``, ``model``, ``score``, ``execution_arn``,
@@ -414,22 +624,16 @@ class Client:
         fanfit.errors.InvalidJobError, InvalidDataError, InvalidLearnerError, InvalidFoldsError
             Before anything is uploaded, when an option, a column, a learner or the folds are wrong.
         """
-        spec, columns = build_spec(
-            y=y, d=d, x=x, z=z, model=model, score=score,
-            learners={"ml_l": ml_l, "ml_m": ml_m, "ml_g": ml_g, "ml_r": ml_r},
-            n_folds=n_folds, n_rep=n_rep, seed=seed, trimming_threshold=trimming_threshold,
-            boot_method=boot_method, n_rep_boot=n_rep_boot,
+        checked = check_estimate(
+            data, s3=self.s3, y=y, d=d, x=x, z=z, model=model, score=score,
+            ml_l=ml_l, ml_m=ml_m, ml_g=ml_g, ml_r=ml_r, n_folds=n_folds, n_rep=n_rep, seed=seed,
+            folds=folds, trimming_threshold=trimming_threshold, boot_method=boot_method,
+            n_rep_boot=n_rep_boot, max_concurrency=max_concurrency,
+            units_per_shard=units_per_shard, sharding=sharding,
         )  # fmt: skip
-        names, values = to_matrix(read_table(data, self.s3), columns)
-        dml_data = dml.validate_data(spec, names, values)
-        if sharding not in POLICIES:
-            raise errors.InvalidJobError(
-                f"sharding must be one of {', '.join(POLICIES)}; got {sharding!r}"
-            )
-        fold_array = None
-        if folds is not None:
-            raw = folds if isinstance(folds, np.ndarray) else dml.read_folds_csv(folds)
-            fold_array = dml.validate_folds(raw, dml_data.y.shape[0], spec.n_folds, spec.n_rep)
+        spec, names, values, fold_array = (
+            checked.spec, checked.columns, checked.values, checked.folds
+        )  # fmt: skip
         if max_concurrency is None:
             max_concurrency = (os.cpu_count() or 1) if self.local else None
 
@@ -455,10 +659,19 @@ class Client:
         )
         return EstimateJob(self, job_id, started["executionArn"])
 
-    def estimate(self, data: Any, *, timeout: float = 3600.0, **options: Any) -> EstimateResult:
+    def estimate(
+        self,
+        data: Any,
+        *,
+        timeout: float = 3600.0,
+        progress: bool | str | Any = False,
+        **options: Any,
+    ) -> EstimateResult:
         """Run an estimate job to the end and return its result.
 
-        Takes the options of :meth:`submit_estimate`.
+        Takes the options of :meth:`submit_estimate`; ``progress=True`` shows live progress on
+        stderr while it runs (a rich bar on a terminal or in Jupyter; see
+        :meth:`EstimateJob.wait`).
 
         Raises
         ------
@@ -467,7 +680,7 @@ class Client:
         fanfit.errors.JobFailedError
             When the run fails otherwise or does not end within ``timeout`` seconds.
         """
-        return self.submit_estimate(data, **options).result(timeout=timeout)
+        return self.submit_estimate(data, **options).result(timeout=timeout, progress=progress)
 
     def submit_train(self, data: Any, **options: Any) -> TrainJob:
         """Start a train job; see :func:`fanfit.client.train.submit_train` for the options.
@@ -481,8 +694,16 @@ class Client:
 
         return submit_train(self, data, **options)
 
-    def train(self, data: Any, *, timeout: float = 3600.0, **options: Any) -> TrainResult:
-        """Run a train job to the end and return its result (options of :meth:`submit_train`).
+    def train(
+        self,
+        data: Any,
+        *,
+        timeout: float = 3600.0,
+        progress: bool | str | Any = False,
+        **options: Any,
+    ) -> TrainResult:
+        """Run a train job to the end and return its result (options of :meth:`submit_train`);
+        ``progress=True`` shows live progress (rounds) on stderr, as :meth:`EstimateJob.wait`.
 
         Raises
         ------
@@ -491,7 +712,7 @@ class Client:
         fanfit.errors.JobFailedError
             When the run fails otherwise or does not end within ``timeout`` seconds.
         """
-        return self.submit_train(data, **options).result(timeout=timeout)
+        return self.submit_train(data, **options).result(timeout=timeout, progress=progress)
 
     def job(self, job_id: str) -> EstimateJob:
         """The handle of an earlier job, from its record."""
@@ -499,6 +720,190 @@ class Client:
         if record is None or "execution_arn" not in record:
             raise errors.InvalidJobError(f"no job {job_id!r} on stack {self.stack.name!r}")
         return EstimateJob(self, job_id, record["execution_arn"])
+
+
+def _collect_cost(
+    client: Client, job_id: str, execution_arn: str, prices: PriceTable | None, refresh: bool
+) -> JobCost:
+    """:meth:`EstimateJob.cost` and :meth:`fanfit.client.train.TrainJob.cost` of any job kind."""
+    from fanfit.cost import JobCost, collect_job_cost
+    from fanfit.prices import DEFAULT_PRICES
+
+    record = client.records.get(job_id) or {}
+    if prices is None and not refresh and isinstance(record.get("cost"), dict):
+        return JobCost.from_dict(record["cost"])
+    status = client.sfn.describe_execution(executionArn=execution_arn)["status"]
+    shards = None
+    if status == "SUCCEEDED" and client.store.exists(storage.result_key(job_id)):
+        shards = client.store.get_json(storage.result_key(job_id)).get("timings", {}).get("shards")
+    cost = collect_job_cost(
+        client.sfn,
+        execution_arn,
+        lambda_client=client.session.client("lambda", endpoint_url=client.stack.endpoint_url),
+        shard_records=shards,
+        prices=prices or DEFAULT_PRICES,
+    )
+    if prices is None and status != "RUNNING":
+        try:
+            client.records.update(job_id, cost=cost.to_dict())
+        except Exception as exc:  # a read-only role: the cost is still returned
+            log.warning("cannot keep the cost in the record of job %s: %s", job_id, exc)
+    return cost
+
+
+def _cost_or_none(job: Any) -> dict[str, Any] | None:
+    """The job's cost as a dict, or None (logged) when it cannot be counted: a result never
+    fails for want of its cost."""
+    try:
+        return dict(job.cost().to_dict())
+    except Exception as exc:  # history not readable, no permission
+        log.warning("cannot count the cost of job %s: %s", job.job_id, exc)
+        return None
+
+
+@dataclass(frozen=True)
+class CheckedEstimate:
+    """An estimate job checked on the client, before anything is uploaded (:func:`check_estimate`).
+
+    Attributes
+    ----------
+    spec : fanfit.dml.DMLSpec
+        The validated spec.
+    columns : list of str
+        The data columns the job uses (y, d, x, z).
+    values : ndarray of shape (n_obs, n_cols), float64
+        Those columns, as they would be uploaded.
+    data : fanfit.dml.DMLData
+        The validated arrays.
+    folds : ndarray of int64, shape (n_obs, n_rep), or None
+        The user's folds, validated; None when Prepare draws them from the seed.
+    sharding : str
+    max_concurrency, units_per_shard : int or None
+    """
+
+    spec: dml.DMLSpec
+    columns: list[str]
+    values: np.ndarray
+    data: dml.DMLData
+    folds: np.ndarray | None
+    sharding: str = "auto"
+    max_concurrency: int | None = None
+    units_per_shard: int | None = None
+
+    @property
+    def n_fits(self) -> int:
+        """Nuisance fits the job runs: n_treat x n_rep x prediction keys x n_folds, over all stages."""
+        return sum(len(dml.fit_units(self.spec, s)) for s in range(dml.n_stages(self.spec)))
+
+    def describe(self) -> dict[str, Any]:
+        """What would run, JSON-safe: ``model, score, n_obs, y_col, d_cols, x_cols, z_cols, n_folds,
+        n_rep, n_treat, prediction_keys, n_fits, fits`` (the product spelled out), ``learners``
+        (name -> canonical spec string),
+        ``folds`` (``'drawn from seed <seed>'`` or ``'given'``), ``seed``, ``sharding``,
+        ``max_concurrency``, ``units_per_shard``, ``boot_method``, ``n_rep_boot``."""
+        spec = self.spec
+        keys = dml.prediction_keys(spec)
+        fits = f"{spec.n_folds} folds x {spec.n_rep} repetitions x {len(keys)} learners ({', '.join(keys)})"
+        if spec.n_treat > 1:
+            fits += f" x {spec.n_treat} treatments"
+        return {
+            "model": spec.model,
+            "score": spec.score,
+            "n_obs": self.data.n_obs,
+            "y_col": spec.y_col,
+            "d_cols": list(spec.d_cols),
+            "x_cols": list(spec.x_cols),
+            "z_cols": list(spec.z_cols),
+            "n_folds": spec.n_folds,
+            "n_rep": spec.n_rep,
+            "n_treat": spec.n_treat,
+            "prediction_keys": list(dml.prediction_keys(spec)),
+            "n_fits": self.n_fits,
+            "fits": f"{fits} = {self.n_fits} fits",
+            "learners": {k: str(spec.learners[k]) for k in sorted(spec.learners)},
+            "folds": "given" if self.folds is not None else f"drawn from seed {spec.seed}",
+            "seed": spec.seed,
+            "sharding": self.sharding,
+            "max_concurrency": self.max_concurrency,
+            "units_per_shard": self.units_per_shard,
+            "boot_method": spec.boot_method,
+            "n_rep_boot": spec.n_rep_boot if spec.boot_method else None,
+        }
+
+
+def check_estimate(
+    data: Any,
+    *,
+    s3: Any = None,
+    y: str,
+    d: str | Sequence[str],
+    x: Sequence[str] | str,
+    z: str | Sequence[str] | None = None,
+    model: str = "plr",
+    score: str | None = None,
+    ml_l: str | LearnerSpec | None = None,
+    ml_m: str | LearnerSpec | None = None,
+    ml_g: str | LearnerSpec | None = None,
+    ml_r: str | LearnerSpec | None = None,
+    n_folds: int = 5,
+    n_rep: int = 1,
+    seed: int = 0,
+    folds: Any = None,
+    trimming_threshold: float = 0.01,
+    boot_method: str | None = None,
+    n_rep_boot: int = 500,
+    max_concurrency: int | None = None,
+    units_per_shard: int | None = None,
+    sharding: str = "auto",
+) -> CheckedEstimate:
+    """Check an estimate job's spec and data without any stack: what :meth:`Client.submit_estimate`
+    checks before it uploads, and what ``fanfit estimate --dry-run`` runs.
+
+    Reads the data (a local file or DataFrame; an ``s3://`` URI through ``s3``), keeps the columns
+    the job uses, and validates them (:func:`fanfit.dml.validate_data`) with the spec
+    (:func:`build_spec`), the folds (:func:`fanfit.dml.validate_folds`) and the sharding options.
+    Options are those of :meth:`Client.submit_estimate`.
+
+    Returns
+    -------
+    CheckedEstimate
+
+    Raises
+    ------
+    fanfit.errors.InvalidJobError, InvalidDataError, InvalidLearnerError, InvalidFoldsError
+        Naming the option, column, learner or fold that is wrong.
+    """
+    spec, columns = build_spec(
+        y=y, d=d, x=x, z=z, model=model, score=score,
+        learners={"ml_l": ml_l, "ml_m": ml_m, "ml_g": ml_g, "ml_r": ml_r},
+        n_folds=n_folds, n_rep=n_rep, seed=seed, trimming_threshold=trimming_threshold,
+        boot_method=boot_method, n_rep_boot=n_rep_boot,
+    )  # fmt: skip
+    if sharding not in POLICIES:
+        raise errors.InvalidJobError(
+            f"sharding must be one of {', '.join(POLICIES)}; got {sharding!r}"
+        )
+    for name, value in (("max_concurrency", max_concurrency), ("units_per_shard", units_per_shard)):
+        if value is not None and (
+            isinstance(value, bool) or not isinstance(value, int) or value < 1
+        ):
+            raise errors.InvalidJobError(f"{name} must be an integer of at least 1, got {value!r}")
+    names, values = to_matrix(read_table(data, s3), columns)
+    dml_data = dml.validate_data(spec, names, values)
+    fold_array = None
+    if folds is not None:
+        raw = folds if isinstance(folds, np.ndarray) else dml.read_folds_csv(folds)
+        fold_array = dml.validate_folds(raw, dml_data.y.shape[0], spec.n_folds, spec.n_rep)
+    return CheckedEstimate(
+        spec=spec,
+        columns=names,
+        values=values,
+        data=dml_data,
+        folds=fold_array,
+        sharding=sharding,
+        max_concurrency=max_concurrency,
+        units_per_shard=units_per_shard,
+    )
 
 
 def _as_list(value: str | Sequence[str] | None) -> list[str]:

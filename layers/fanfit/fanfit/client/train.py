@@ -23,6 +23,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from fanfit import errors, storage
+from fanfit.client import JobHandle
 from fanfit.client.data import read_table, to_matrix
 from fanfit.jobs.train import TrainSpec
 
@@ -47,7 +48,14 @@ def _as_list(value: str | Sequence[Any] | None) -> list[str]:
     return [str(c) for c in value]
 
 
-def _memory_list(value: int | str | Sequence[int] | None) -> tuple[int, ...]:
+def _int_list(value: int | str | Sequence[int] | None, option: str) -> tuple[int, ...]:
+    """Integers from ``"1,2,3"``, one int, or a sequence; ``()`` for None.
+
+    Raises
+    ------
+    InvalidJobError
+        Naming ``option`` when an item is not an integer.
+    """
     if value is None:
         return ()
     items = (
@@ -55,10 +63,14 @@ def _memory_list(value: int | str | Sequence[int] | None) -> tuple[int, ...]:
     )
     try:
         return tuple(int(str(m).strip()) for m in items)
-    except ValueError as exc:
+    except (TypeError, ValueError) as exc:
         raise errors.InvalidJobError(
-            f"--worker-memory must be MB as integers, comma-separated; got {value!r}"
+            f"{option} must be integers, comma-separated; got {value!r}"
         ) from exc
+
+
+def _memory_list(value: int | str | Sequence[int] | None) -> tuple[int, ...]:
+    return _int_list(value, "--worker-memory (MB)")
 
 
 def build_train_spec(
@@ -68,9 +80,11 @@ def build_train_spec(
     target: str | None = None,
     workers: int = 4,
     worker_memory: int | str | Sequence[int] | None = None,
+    batch_workers: int = 0,
     global_batch: int | None = None,
     rounds: int = 10,
     balance: str = "uniform",
+    worker_batches: str | Sequence[int] | None = None,
     sync: str = "bsp",
     group_size: int = 2,
     n_clusters: int | None = None,
@@ -93,12 +107,18 @@ def build_train_spec(
     workers : int
         Workers per round (1..40).
     worker_memory : int, str or sequence of int, optional
-        Memory (MB) of every worker, or one per worker (``"1769,1769,885,885"``).
+        Memory (MB) of every Lambda worker, or one per Lambda worker (``"1769,1769,885,885"``).
+    batch_workers : int
+        How many workers (the last ones) run on the stack's GPU worker (AWS Batch) instead of
+        Lambda, in the same rounds (a CPU-GPU hybrid round).
     global_batch : int, optional
         Samples per SGD round (logreg, linreg); K-Means takes every row.
     rounds : int
         Most rounds.
-    balance : {'uniform', 'lb-bsp'}
+    balance : {'uniform', 'lb-bsp', 'static'}
+    worker_batches : str or sequence of int, optional
+        ``static``: each worker's batch (``"60000,60000,40000,40000"``), summing to the global
+        batch (K-Means: to the rows).
     sync : {'bsp', 'ds-sync'}
     group_size : int
         DS-Sync group size.
@@ -129,9 +149,11 @@ def build_train_spec(
         target=target or None,
         workers=workers,
         worker_memory_mb=_memory_list(worker_memory),
+        batch_workers=batch_workers,
         rounds=rounds,
         global_batch=global_batch,
         balance=balance,
+        worker_batches=_int_list(worker_batches, "--worker-batches"),
         sync=sync,
         group_size=group_size,
         n_clusters=n_clusters,
@@ -169,10 +191,13 @@ class TrainResult:
         ...), ``round_s`` (max compute seconds), ``idle_fraction``, ``span_s``, and ``wall_s``
         (the Map state's seconds in the execution history).
     execution_arn : str
+    cost : dict or None
+        :meth:`fanfit.cost.JobCost.to_dict` of the job (USD), when it could be counted.
     """
 
     raw: dict[str, Any]
     timings: dict[str, Any] = field(default_factory=dict)
+    cost: dict[str, Any] | None = field(default=None, compare=False)
 
     def __post_init__(self) -> None:
         r = self.raw
@@ -207,58 +232,31 @@ class TrainResult:
         return scores[:, 0]
 
     def to_dict(self) -> dict[str, Any]:
-        """The ``--output json`` object: ``result.json`` plus ``timings``."""
-        return {**self.raw, "timings": {**self.raw.get("timings", {}), **self.timings}}
+        """The ``--output json`` object: ``result.json`` plus ``timings`` and ``cost``."""
+        out = {**self.raw, "timings": {**self.raw.get("timings", {}), **self.timings}}
+        if self.cost is not None:
+            out["cost"] = self.cost
+        return out
 
 
-class TrainJob:
-    """A started train job: ``wait()``, ``result()``, ``status()``, ``record()``."""
+class TrainJob(JobHandle):
+    """A started train job: ``wait()``, ``result()``, ``status()``, ``record()``, ``cost()``.
+
+    Polling, failures and ``cost()`` are :class:`fanfit.client.JobHandle`'s; :meth:`wait` pauses
+    at most 1 s between polls.
+    """
+
+    kind = "train"
+    _ERRORS = _ERRORS
+    _MAX_POLL_S = 1.0
 
     def __init__(self, client: Client, job_id: str, execution_arn: str) -> None:
-        self.client = client
-        self.job_id = job_id
-        self.execution_arn = execution_arn
+        super().__init__(client, job_id, execution_arn)
         self._result: TrainResult | None = None
-
-    def status(self) -> str:
-        """The execution's status: RUNNING, SUCCEEDED, FAILED, TIMED_OUT or ABORTED."""
-        return self.client.sfn.describe_execution(executionArn=self.execution_arn)["status"]
 
     def record(self) -> dict[str, Any]:
         """The job record (status, model, last round's batches and idle fraction)."""
         return self.client.records.get(self.job_id) or {"job_id": self.job_id}
-
-    def wait(self, timeout: float = 3600.0, poll: float = 0.25) -> TrainJob:
-        """Poll until the execution ends (at most ``timeout`` seconds).
-
-        Raises
-        ------
-        fanfit.errors.InvalidJobError (or a subclass)
-            If the job was rejected; the message names the option or column.
-        fanfit.errors.JobFailedError
-            If it failed otherwise, timed out, was aborted, or did not end in time.
-        """
-        deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline:
-            desc = self.client.sfn.describe_execution(executionArn=self.execution_arn)
-            if desc["status"] == "SUCCEEDED":
-                return self
-            if desc["status"] != "RUNNING":
-                name = desc.get("error") or desc["status"]
-                cause = desc.get("cause") or ""
-                try:
-                    message = json.loads(cause).get("errorMessage", cause)
-                except (ValueError, AttributeError):
-                    message = cause
-                exc_type = _ERRORS.get(name)
-                if exc_type is None:
-                    raise errors.JobFailedError(
-                        f"job {self.job_id} ended {desc['status']}: {name}: {message}"
-                    )
-                raise exc_type(message)
-            time.sleep(poll)
-            poll = min(poll * 1.5, 1.0)
-        raise errors.JobFailedError(f"job {self.job_id} did not end within {timeout:.0f} s")
 
     def round_wall_seconds(self) -> list[float]:
         """Wall seconds of each round's Map state (all workers, barrier included), in order."""
@@ -277,15 +275,22 @@ class TrainJob:
                     entered = None
         return walls
 
-    def result(self, timeout: float = 3600.0) -> TrainResult:
-        """Wait for the job and read its result (cached); each round gets ``wall_s``."""
+    def result(self, timeout: float = 3600.0, *, progress: bool | str | Any = False) -> TrainResult:
+        """Wait for the job and read its result (cached); each round gets ``wall_s``.
+
+        ``progress`` shows live progress (rounds done) while it waits, as
+        :meth:`fanfit.client.JobHandle.wait`.
+        """
         if self._result is None:
-            self.wait(timeout)
+            self.wait(timeout, progress=progress)
             raw = self.client.store.get_json(storage.result_key(self.job_id))
             walls = self.round_wall_seconds()
             for record, wall in zip(raw["rounds"], walls):
                 record["wall_s"] = wall
             self._result = TrainResult(raw=raw, timings={"round_wall_s": walls})
+            from fanfit.client import _cost_or_none
+
+            self._result.cost = _cost_or_none(self)
         return self._result
 
 

@@ -203,7 +203,7 @@ def unit_seed(seed: int, unit: FitUnit) -> int:
     return int(ss.generate_state(1, dtype=np.uint32)[0])
 
 
-def _spec_learner(key: str) -> str:
+def learner_name(key: str) -> str:
     """The ``spec.learners`` name behind a prediction key (``ml_g0 -> ml_g``, ``ml_m_Z1 -> ml_m``)."""
     if key.startswith("ml_m_"):
         return "ml_m"
@@ -295,7 +295,7 @@ def fit_predict(
     InvalidJobError
         Missing stage inputs for stage 1, or a prediction key the model does not use.
     """
-    name = _spec_learner(unit.learner)
+    name = learner_name(unit.learner)
     if name not in spec.learners:
         raise InvalidJobError(
             f"Unit {unit.key} needs learner {name!r}, which the spec does not define."

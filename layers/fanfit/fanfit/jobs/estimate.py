@@ -12,13 +12,13 @@ in Step Functions state (its limit is 256 KB).
 - :func:`crossfit_shard` (CrossFit): fits the units of one shard and writes their out-of-fold
   predictions to one object.
 - :func:`aggregate_job` (Aggregate): gathers every shard's predictions, computes the estimate and
-  writes ``result.json``.
+  writes ``result.json`` and the assembled out-of-fold predictions (``predictions.npz``, DoubleML's
+  ``external_predictions`` layout, for :func:`fanfit.dml.interop.to_doubleml`).
 """
 
 from __future__ import annotations
 
 import json
-import math
 import os
 import resource
 import time
@@ -28,7 +28,10 @@ from typing import Any
 import numpy as np
 
 from fanfit import dml, storage
+from fanfit.cost import billed_seconds
+from fanfit.dml.interop import predictions_to_arrays
 from fanfit.errors import InvalidJobError
+from fanfit.prices import DEFAULT_PRICES, PriceTable
 from fanfit.sched.shards import DEFAULT_ACCOUNT_CONCURRENCY, deal, n_shards_for
 from fanfit.sched.sizing import DEFAULT_STARTUP_S, POLICIES, plan_shards, split_units
 from fanfit.sched.throughput import (
@@ -39,17 +42,20 @@ from fanfit.sched.throughput import (
     workload_signature,
 )
 
-#: AWS Lambda price (x86, first tier, us-east-1), https://aws.amazon.com/lambda/pricing/
-LAMBDA_USD_PER_GB_SECOND = 0.0000166667
-#: AWS Lambda price per request (x86, us-east-1), https://aws.amazon.com/lambda/pricing/
-LAMBDA_USD_PER_REQUEST = 0.20 / 1_000_000
+#: AWS Lambda price per GB-second (:data:`fanfit.prices.DEFAULT_PRICES`; kept for importers).
+LAMBDA_USD_PER_GB_SECOND = DEFAULT_PRICES.lambda_gb_second_usd
+#: AWS Lambda price per request (:data:`fanfit.prices.DEFAULT_PRICES`; kept for importers).
+LAMBDA_USD_PER_REQUEST = DEFAULT_PRICES.lambda_request_usd
 
 
-def lambda_cost_usd(duration_s: float, memory_mb: int) -> tuple[float, float]:
+def lambda_cost_usd(
+    duration_s: float, memory_mb: int, prices: PriceTable = DEFAULT_PRICES
+) -> tuple[float, float]:
     """Billed GB-seconds and USD of one invocation.
 
-    Lambda bills duration rounded up to the millisecond, times the configured memory in GB, plus a
-    per-request charge (https://aws.amazon.com/lambda/pricing/).
+    Lambda bills duration rounded up to the millisecond (:func:`fanfit.cost.billed_seconds`), times
+    the configured memory in GB, plus a per-request charge, at the prices of ``prices``
+    (https://aws.amazon.com/lambda/pricing/).
 
     Parameters
     ----------
@@ -57,14 +63,14 @@ def lambda_cost_usd(duration_s: float, memory_mb: int) -> tuple[float, float]:
         Handler duration in seconds.
     memory_mb : int
         Configured memory in MB.
+    prices : PriceTable
 
     Returns
     -------
     (gb_seconds, usd) : tuple of float
     """
-    billed_s = math.ceil(max(duration_s, 0.0) * 1000.0) / 1000.0
-    gb_s = billed_s * memory_mb / 1024.0
-    return gb_s, gb_s * LAMBDA_USD_PER_GB_SECOND + LAMBDA_USD_PER_REQUEST
+    billed_s = billed_seconds(duration_s)
+    return billed_s * memory_mb / 1024.0, prices.lambda_cost_usd(memory_mb, billed_s)
 
 
 @lru_cache(maxsize=8)
@@ -299,7 +305,7 @@ def _observe_wave(
                     compute_s=max(compute_s, 1e-6),
                     io_s=overhead,
                     memory_mb=int(stats["memory_mb"]) or 1,
-                    resource=lambda_resource(int(stats["memory_mb"]) or 1),
+                    resource=stats.get("resource") or lambda_resource(int(stats["memory_mb"]) or 1),
                     cold_start=bool(stats["cold_start"]),
                     signature=signature,
                 )
@@ -383,6 +389,17 @@ def schedule_wave(
     }
     if not remaining:
         return {**out, "has_wave": False}
+    # Units whose learner cannot run on Lambda (PyTorch: over the 250 MB code limit), or every
+    # unit when the job asks for it, go to the GPU worker (AWS Batch) in this wave, dealt over
+    # ``gpu_workers`` jobs; the scheduler sizes the Lambda shards from the rest.
+    on_batch = [
+        u
+        for u in remaining
+        if plan.get("placement") == "batch"
+        or spec.learners[dml.learner_name(u.learner)].requires_batch
+    ]
+    batch_shards = deal(on_batch, int(plan.get("gpu_workers") or 1)) if on_batch else []
+    remaining = [u for u in remaining if u not in on_batch]
 
     resource = lambda_resource(crossfit_memory_mb)
     predicted = {sig: history.predict(sig, resource) for sig in set(signatures.values())}
@@ -397,7 +414,10 @@ def schedule_wave(
         )
     )
     fixed = plan.get("units_per_shard")
-    if fixed:
+    if not remaining:
+        shards: list[list[dml.FitUnit]] = []
+        decision_dict: dict[str, Any] = {"policy": "batch", "n_shards": 0, "max_concurrency": 0}
+    elif fixed:
         decision = plan_shards(
             len(remaining),
             seconds,
@@ -431,9 +451,14 @@ def schedule_wave(
         shards = split_units(remaining, decision)
         decision_dict = decision.to_dict()
     first_id = sum(len(w["shards"]) for w in waves)
+    placed = [(shard, "lambda") for shard in shards] + [(shard, "batch") for shard in batch_shards]
     items = [
-        {"shard_id": f"{first_id + i:05d}", "units": [u.to_dict() for u in shard]}
-        for i, shard in enumerate(shards)
+        {
+            "shard_id": f"{first_id + i:05d}",
+            "units": [u.to_dict() for u in shard],
+            "placement": where,
+        }
+        for i, (shard, where) in enumerate(placed)
     ]
     key = store.put_json(storage.wave_key(job_id, stage, wave), items)
     prefix = f"{storage.job_prefix(job_id)}map-runs/{stage}/{wave}"
@@ -448,9 +473,10 @@ def schedule_wave(
         "started_at": started,
         "ended_at": time.time(),
         "memory_mb": memory_mb,
+        "n_batch_shards": len(batch_shards),
         "shards": [
-            {"shard_id": f"{first_id + i:05d}", "units": [u.key for u in shard]}
-            for i, shard in enumerate(shards)
+            {"shard_id": f"{first_id + i:05d}", "units": [u.key for u in shard], "placement": where}
+            for i, (shard, where) in enumerate(placed)
         ],
     }
     waves.append(entry)
@@ -464,7 +490,7 @@ def schedule_wave(
         "has_wave": True,
         "shards_key": key,
         "n_shards": len(items),
-        "max_concurrency": int(decision_dict["max_concurrency"]),
+        "max_concurrency": int(decision_dict["max_concurrency"]) + len(batch_shards),
         "map_runs_prefix": prefix,
         "next_wave": wave + 1,
     }
@@ -498,6 +524,7 @@ def crossfit_shard(
     stage: int,
     shard: dict[str, Any],
     memory_mb: int = 0,
+    resource_name: str | None = None,
 ) -> dict[str, Any]:
     """Fit every unit of one shard and write the out-of-fold predictions.
 
@@ -510,13 +537,16 @@ def crossfit_shard(
         ``{"shard_id": str, "units": [FitUnit dict, ...]}`` (one item of the stage's shard list).
     memory_mb : int
         The function's configured memory (for the shard's statistics).
+    resource_name : str, optional
+        Where the shard ran, for the throughput records: ``lambda-<MB>`` (the default) or the Batch
+        worker's ``batch-<instance type>``.
 
     Returns
     -------
     dict
         ``preds_key`` and the shard's statistics: ``n_units``, ``unit_fit_s`` (unit key -> seconds),
         ``started_at``, ``ended_at`` (epoch seconds), ``fit_s`` and ``io_s`` (seconds), ``memory_mb``,
-        ``peak_rss_mb``, ``cold_start``.
+        ``resource``, ``peak_rss_mb``, ``cold_start``.
         The statistics are also stored in the predictions object (array ``__stats__``).
     """
     global _COLD
@@ -546,6 +576,8 @@ def crossfit_shard(
         "fit_s": fit_s,
         "io_s": io_s,
         "memory_mb": memory_mb,
+        "resource": resource_name or lambda_resource(memory_mb or 1),
+        "placement": "batch" if (resource_name or "").startswith("batch") else "lambda",
         "peak_rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024.0,
         "cold_start": cold,
         "pid": os.getpid(),
@@ -612,9 +644,12 @@ def aggregate_job(
 ) -> dict[str, Any]:
     """Turn the out-of-fold predictions of every stage into the estimate.
 
-    Writes ``result.json``: :meth:`fanfit.dml.DMLResult.to_dict` plus ``job_id``, ``execution_arn`` and
-    ``timings`` (per-shard statistics, billed GB-seconds and the estimated Lambda cost in USD), then marks
-    the job record SUCCEEDED.
+    Writes the assembled out-of-fold predictions to :func:`fanfit.storage.predictions_key` (one
+    array of shape (n_obs, n_rep) per treatment and learner, :func:`fanfit.dml.interop.
+    predictions_to_arrays`), then ``result.json``: :meth:`fanfit.dml.DMLResult.to_dict` plus
+    ``job_id``, ``execution_arn``, ``predictions_key``, ``folds_key`` and ``timings`` (per-shard
+    statistics, billed GB-seconds and the estimated Lambda cost in USD), then marks the job record
+    SUCCEEDED.
 
     Returns
     -------
@@ -628,6 +663,11 @@ def aggregate_job(
     result = dml.aggregate(spec, data, folds, preds)
     if spec.boot_method is not None:
         result.bootstrap(method=spec.boot_method, n_rep_boot=spec.n_rep_boot, seed=spec.seed)
+    # the predictions the estimate was aggregated from, for DoubleML's external_predictions
+    predictions_key = store.put_arrays(
+        storage.predictions_key(job_id),
+        predictions_to_arrays(spec.d_cols, result.predictions or preds),
+    )
 
     shards: list[dict[str, Any]] = []
     gb_s = usd = 0.0
@@ -652,6 +692,8 @@ def aggregate_job(
         {
             "job_id": job_id,
             "execution_arn": execution_arn,
+            "predictions_key": predictions_key,
+            "folds_key": plan["folds_key"],
             "timings": {
                 "shards": shards,
                 "billed_gb_s": gb_s,

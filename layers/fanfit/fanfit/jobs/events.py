@@ -6,10 +6,35 @@ fit is rejected before any work starts.
 
 from __future__ import annotations
 
-from pydantic import BaseModel, ConfigDict, Field
+import functools
+from collections.abc import Callable
+from typing import Any, Literal, TypeVar
+
+from aws_lambda_powertools.utilities.parser import parse
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+
+from fanfit.errors import InvalidEventError
+
+M = TypeVar("M", bound=BaseModel)
+R = TypeVar("R")
 
 _ID = r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,79}$"
 _KEY = r"^jobs/[A-Za-z0-9][A-Za-z0-9_.-]{0,79}/[A-Za-z0-9_./-]{1,200}$"
+
+
+def _keys_in_job(event: Any) -> Any:
+    """An S3 key of an event must lie under its own job's prefix ``jobs/<job_id>/``, with no ``..`` or
+    empty segment: a crafted event cannot read or write another job's objects."""
+    for name in ("spec_key", "plan_key"):
+        key = getattr(event, name, None)
+        if key is None:
+            continue
+        parts = key.split("/")
+        if not key.startswith(f"jobs/{event.job_id}/") or any(p in ("", ".", "..") for p in parts):
+            raise ValueError(
+                f"{name} must be a key under jobs/{event.job_id}/ without '..' segments"
+            )
+    return event
 
 
 class PrepareEvent(BaseModel):
@@ -20,6 +45,7 @@ class PrepareEvent(BaseModel):
     spec_key: str = Field(pattern=_KEY)
     stage: int = Field(ge=0, le=16)
     execution_arn: str = ""
+    check_keys = model_validator(mode="after")(_keys_in_job)
 
 
 class ScheduleEvent(BaseModel):
@@ -37,6 +63,7 @@ class Shard(BaseModel):
     model_config = ConfigDict(extra="forbid")
     shard_id: str = Field(pattern=r"^[0-9]{5}$")
     units: list[dict] = Field(min_length=1)
+    placement: Literal["lambda", "batch"] = "lambda"
 
 
 class CrossFitEvent(BaseModel):
@@ -47,6 +74,7 @@ class CrossFitEvent(BaseModel):
     plan_key: str = Field(pattern=_KEY)
     stage: int = Field(ge=0, le=16)
     shard: Shard
+    check_keys = model_validator(mode="after")(_keys_in_job)
 
 
 class AggregateEvent(BaseModel):
@@ -56,6 +84,7 @@ class AggregateEvent(BaseModel):
     job_id: str = Field(pattern=_ID)
     plan_key: str = Field(pattern=_KEY)
     execution_arn: str = ""
+    check_keys = model_validator(mode="after")(_keys_in_job)
 
 
 class TrainInitEvent(BaseModel):
@@ -65,6 +94,7 @@ class TrainInitEvent(BaseModel):
     job_id: str = Field(pattern=_ID)
     spec_key: str = Field(pattern=_KEY)
     execution_arn: str = ""
+    check_keys = model_validator(mode="after")(_keys_in_job)
 
 
 class TrainRoundEvent(BaseModel):
@@ -79,7 +109,8 @@ class TrainShardEvent(BaseModel):
     """Input of TrainShard: worker ``worker``'s step of round ``round``.
 
     ``function_arn`` is the function the Map item invoked (chosen by TrainSchedule from the
-    worker's memory size); the worker itself does not use it.
+    worker's memory size) and ``placement`` where it runs (Lambda, or the GPU worker on AWS
+    Batch); the worker itself uses neither.
     """
 
     model_config = ConfigDict(extra="forbid")
@@ -87,6 +118,7 @@ class TrainShardEvent(BaseModel):
     round: int = Field(ge=0, le=20_000)
     worker: int = Field(ge=0, lt=40)
     function_arn: str = ""
+    placement: Literal["lambda", "batch"] = "lambda"
 
 
 class TrainFinalizeEvent(BaseModel):
@@ -96,3 +128,56 @@ class TrainFinalizeEvent(BaseModel):
     job_id: str = Field(pattern=_ID)
     round: int = Field(ge=0, le=20_000)
     execution_arn: str = ""
+
+
+def _describe(model: type[BaseModel], exc: ValidationError) -> str:
+    """``field: what is wrong; ...`` without echoing the offending values (they may be huge)."""
+    problems = []
+    for err in exc.errors(include_url=False, include_input=False)[:10]:
+        where = ".".join(str(p) for p in err.get("loc", ())) or "event"
+        problems.append(f"{where}: {err.get('msg', 'invalid')}")
+    more = exc.error_count() - len(problems)
+    tail = f"; and {more} more" if more > 0 else ""
+    fields = ", ".join(model.model_fields)
+    return (
+        f"malformed {model.__name__} event: {'; '.join(problems)}{tail} "
+        f"(expected a JSON object with only the keys {fields})"
+    )
+
+
+def parse_event(model: type[M]) -> Callable[[Callable[[M, Any], R]], Callable[[Any, Any], R]]:
+    """Powertools' event parsing (``parse``, what ``@event_parser`` calls) with a named error.
+
+    The handler receives the event parsed into ``model``; an event that does not fit (wrong or missing
+    keys, wrong types, out of range, not a JSON object) raises :class:`fanfit.errors.InvalidEventError`
+    naming each field, before the handler runs (so nothing is written). Errors the handler itself
+    raises pass through unchanged.
+
+    Parameters
+    ----------
+    model : type of pydantic.BaseModel
+        One of this module's event models.
+
+    Returns
+    -------
+    callable
+        A decorator for ``lambda_handler(event, context)``.
+
+    Raises
+    ------
+    fanfit.errors.InvalidEventError
+        From the decorated handler, when the event does not fit ``model``.
+    """
+
+    def decorate(handler: Callable[[M, Any], R]) -> Callable[[Any, Any], R]:
+        @functools.wraps(handler)
+        def wrapper(event: Any, context: Any) -> R:
+            try:
+                parsed = parse(event=event, model=model)
+            except ValidationError as exc:
+                raise InvalidEventError(_describe(model, exc)) from exc
+            return handler(parsed, context)
+
+        return wrapper
+
+    return decorate

@@ -76,8 +76,9 @@ __all__ = [
 
 #: Models of a train job; ``logreg`` and ``linreg`` map to :data:`fanfit.train.linear.LINEAR_MODELS`.
 TRAIN_MODELS: tuple[str, ...] = ("kmeans", "logreg", "linreg")
-#: Batch balancing policies: plain BSP's even split, or LB-BSP's split by predicted throughput.
-BALANCES: tuple[str, ...] = ("uniform", "lb-bsp")
+#: Batch balancing policies: plain BSP's even split, LB-BSP's split by predicted throughput, or a
+#: split the user gives (``worker_batches``; e.g. the oracle split of a benchmark).
+BALANCES: tuple[str, ...] = ("uniform", "lb-bsp", "static")
 #: Synchronisation modes of the SGD models.
 SYNCS: tuple[str, ...] = ("bsp", "ds-sync")
 #: Most workers of a job: an inline Map runs at most 40 iterations at once (Step Functions quota),
@@ -102,12 +103,19 @@ class TrainSpec:
     workers : int
         ``N``, workers per round (1 to :data:`MAX_WORKERS`).
     worker_memory_mb : tuple of int
-        Memory of each worker's function, MB, length ``N``.
+        Memory of each Lambda worker's function, MB, length ``N - batch_workers``.
+    batch_workers : int
+        How many of the ``N`` workers (the last ones) run on the GPU worker (AWS Batch) instead of
+        Lambda: a CPU-GPU hybrid round (Proteus), its batches sized by measured throughput as for
+        any worker.
     rounds : int
         Most rounds (SGD steps; K-Means Lloyd iterations, ``max_iter``).
     global_batch : int or None
         ``B``, samples per SGD round (``sum_i b_i``); K-Means takes every row every round.
-    balance : {'uniform', 'lb-bsp'}
+    balance : {'uniform', 'lb-bsp', 'static'}
+    worker_batches : tuple of int
+        ``static`` only: each worker's batch, samples, length ``N``, summing to ``B`` (K-Means: to
+        the number of rows).
     sync : {'bsp', 'ds-sync'}
         DS-Sync applies to the SGD models only.
     group_size : int
@@ -129,9 +137,11 @@ class TrainSpec:
     target: str | None = None
     workers: int = 4
     worker_memory_mb: tuple[int, ...] = ()
+    batch_workers: int = 0
     rounds: int = 10
     global_batch: int | None = None
     balance: str = "uniform"
+    worker_batches: tuple[int, ...] = ()
     sync: str = "bsp"
     group_size: int = 2
     n_clusters: int | None = None
@@ -147,6 +157,7 @@ class TrainSpec:
         d = asdict(self)
         d["features"] = list(self.features)
         d["worker_memory_mb"] = list(self.worker_memory_mb)
+        d["worker_batches"] = list(self.worker_batches)
         d.pop("extra")
         return d
 
@@ -168,6 +179,7 @@ class TrainSpec:
         values = dict(d)
         values["features"] = tuple(values["features"])
         values["worker_memory_mb"] = tuple(int(m) for m in values.get("worker_memory_mb") or ())
+        values["worker_batches"] = tuple(values.get("worker_batches") or ())
         return cls(**values)
 
     def validate(self, valid_memory_mb: tuple[int, ...] | None = None) -> TrainSpec:
@@ -216,6 +228,20 @@ class TrainSpec:
             raise InvalidJobError(
                 f"--balance must be one of {', '.join(BALANCES)}; got {self.balance!r}"
             )
+        if self.balance == "static":
+            batches = self.worker_batches
+            if len(batches) != self.workers or not all(_is_int(b) and b >= 0 for b in batches):
+                raise InvalidJobError(
+                    f"--balance static needs --worker-batches: one integer >= 0 per worker "
+                    f"({self.workers}); got {list(batches)!r}"
+                )
+            if self.model != "kmeans" and sum(batches) != self.global_batch:
+                raise InvalidJobError(
+                    f"--worker-batches must sum to --global-batch ({self.global_batch}); they sum "
+                    f"to {sum(batches)}"
+                )
+        elif self.worker_batches:
+            raise InvalidJobError("--worker-batches applies to --balance static only")
         if self.sync not in SYNCS:
             raise InvalidJobError(f"--sync must be one of {', '.join(SYNCS)}; got {self.sync!r}")
         if self.model == "kmeans" and self.sync != "bsp":
@@ -239,16 +265,22 @@ class TrainSpec:
             raise InvalidJobError(f"--tol must be a number >= 0; got {self.tol!r}")
         if not _is_int(self.seed) or self.seed < 0:
             raise InvalidJobError(f"--seed must be an integer >= 0; got {self.seed!r}")
-        memory = tuple(int(m) for m in self.worker_memory_mb)
-        if len(memory) == 1 and self.workers > 1:
-            memory = memory * self.workers
-        if memory and len(memory) != self.workers:
+        if not _is_int(self.batch_workers) or not 0 <= self.batch_workers <= self.workers:
             raise InvalidJobError(
-                f"--worker-memory must give one size or one per worker ({self.workers}); got {list(memory)}"
+                f"--batch-workers must be an integer in 0..--workers ({self.workers}); got "
+                f"{self.batch_workers!r}"
+            )
+        n_lambda = self.workers - self.batch_workers
+        memory = tuple(int(m) for m in self.worker_memory_mb)
+        if len(memory) == 1 and n_lambda > 1:
+            memory = memory * n_lambda
+        if memory and len(memory) != n_lambda:
+            raise InvalidJobError(
+                f"--worker-memory must give one size or one per Lambda worker ({n_lambda}); got {list(memory)}"
             )
         if valid_memory_mb is not None:
             if not memory:
-                memory = (valid_memory_mb[0],) * self.workers
+                memory = (valid_memory_mb[0],) * n_lambda
             bad = sorted({m for m in memory if m not in valid_memory_mb})
             if bad:
                 raise InvalidJobError(
@@ -280,6 +312,15 @@ class TrainSpec:
         if self.global_batch is not None and self.model != "kmeans" and self.global_batch > n_obs:
             raise InvalidJobError(
                 f"--global-batch ({self.global_batch}) exceeds the rows of the data ({n_obs})"
+            )
+        if (
+            self.model == "kmeans"
+            and self.balance == "static"
+            and sum(self.worker_batches) != n_obs
+        ):
+            raise InvalidJobError(
+                f"--worker-batches must sum to the rows of the data ({n_obs}) for kmeans; they sum "
+                f"to {sum(self.worker_batches)}"
             )
         if self.model == "kmeans" and (self.n_clusters or 0) > n_obs:
             raise InvalidJobError(
@@ -377,6 +418,7 @@ def init_job(
     spec_key: str,
     worker_functions: dict[int, str],
     execution_arn: str = "",
+    batch_memory_mb: int | None = None,
 ) -> dict[str, Any]:
     """Validate a train job, write its plan and the round-0 model.
 
@@ -390,6 +432,9 @@ def init_job(
         Memory size (MB) -> ARN of the TrainShard function with that memory; the first is the
         default size.
     execution_arn : str
+    batch_memory_mb : int, optional
+        Memory (MB) of the stack's GPU worker job definition; None: the stack has no Batch path
+        and a job asking for ``batch_workers`` is rejected.
 
     Returns
     -------
@@ -434,10 +479,31 @@ def init_job(
         "scale": None if scale is None else scale.tolist(),
         "classes": None if classes is None else classes.tolist(),
         "workers": [
-            {"worker": i, "memory_mb": m, "function_arn": worker_functions[m]}
+            {
+                "worker": i,
+                "memory_mb": m,
+                "function_arn": worker_functions[m],
+                "placement": "lambda",
+            }
             for i, m in enumerate(spec.worker_memory_mb)
+        ]
+        + [
+            {"worker": i, "memory_mb": batch_memory_mb, "function_arn": "", "placement": "batch"}
+            for i in range(len(spec.worker_memory_mb), spec.workers)
         ],
     }
+    if spec.batch_workers and not batch_memory_mb:
+        raise InvalidJobError(
+            "--batch-workers needs the stack's GPU worker (AWS Batch); this stack has none"
+        )
+    total = n_obs if spec.model == "kmeans" else int(spec.global_batch or 0)
+    bounds = max_batches(plan)
+    if spec.balance == "lb-bsp" and sum(bounds) < total:
+        raise InvalidJobError(
+            f"the workers' memory holds at most {sum(bounds)} samples per round (per worker: "
+            f"{bounds}); a round needs {total}: give larger --worker-memory or a smaller "
+            "--global-batch"
+        )
     if spec.model == "kmeans":
         if job.get("init_key"):
             centroids = np.asarray(store.get_array(job["init_key"]), dtype=np.float64)
@@ -487,13 +553,66 @@ def _observations(
                     compute_s=max(float(w["compute_s"]), 1e-6),
                     io_s=float(w["io_s"]),
                     memory_mb=int(w["memory_mb"]),
-                    resource=lambda_resource(int(w["memory_mb"])),
+                    resource=w.get("resource") or lambda_resource(int(w["memory_mb"])),
                     cold_start=bool(w["cold_start"]),
                     signature=signature,
                 ),
             )
         )
     return out
+
+
+#: Resident memory of a worker before it holds any data: the Python runtime with numpy, boto3 and
+#: the fanfit layer (measured peak RSS of a warm TrainShard on the local stack: about 110 MB), with
+#: headroom, MB.
+RUNTIME_BASE_MB = 160
+
+
+def max_batches(plan: dict[str, Any]) -> list[int]:
+    """Largest batch each worker's memory holds: LB-BSP's per-worker memory bound.
+
+    A worker keeps the job's data in memory (``n_obs x (d + 1)`` float64, read once per warm
+    environment) besides the runtime (:data:`RUNTIME_BASE_MB`); a batch of ``b`` rows then needs
+    ``8 b (d + 3 K)`` bytes more for SGD (the rows' copy, logits, probabilities and residuals for
+    ``K`` outputs) or ``8 b (k + 2)`` for a K-Means step (distances to ``k`` centres, labels).
+
+    Parameters
+    ----------
+    plan : dict
+        The job's plan (``n_obs``, ``n_features``, ``n_outputs`` or ``spec.n_clusters``, ``workers``
+        with ``memory_mb``).
+
+    Returns
+    -------
+    list of int, length ``N``
+        Samples, at least 1 (a worker whose memory does not even hold the data still gets a row;
+        it then fails with Lambda's out-of-memory error, which names the function).
+    """
+    spec = plan["spec"]
+    n_obs, d = int(plan["n_obs"]), len(spec["features"])
+    data_bytes = 8 * n_obs * (d + 1)
+    if spec["model"] == "kmeans":
+        per_row = 8 * (int(spec["n_clusters"]) + 2)
+    else:
+        per_row = 8 * (d + 3 * int(plan.get("n_outputs", 1)))
+    out = []
+    for w in plan["workers"]:
+        free = int(w["memory_mb"]) * 2**20 - RUNTIME_BASE_MB * 2**20 - data_bytes
+        out.append(max(1, free // per_row))
+    return out
+
+
+#: Prior speed of a GPU worker before it has been measured, in Lambda vCPU equivalents: the vCPUs of
+#: the job definition's g4dn.xlarge (4). Only the first round uses it; LB-BSP then sizes the GPU
+#: worker's batch from what it measured.
+BATCH_PRIOR_VCPUS = 4.0
+
+
+def _resource(worker: dict[str, Any]) -> str:
+    """The throughput-table resource of a plan's worker: ``lambda-<MB>`` or ``batch-gpu``."""
+    if worker.get("placement") == "batch":
+        return "batch-gpu"
+    return lambda_resource(int(worker["memory_mb"]))
 
 
 def _worker_resource(worker: int) -> str:
@@ -569,15 +688,20 @@ def schedule_round(
     predicted = [own.predict(signature, _worker_resource(w["worker"])) for w in workers]
     if any(p is None for p in predicted):
         source = "table"
-        predicted = [history.predict(signature, lambda_resource(w["memory_mb"])) for w in workers]
+        predicted = [history.predict(signature, _resource(w)) for w in workers]
     if any(p is None for p in predicted):
         source = "cpu-share"
-        predicted = [lambda_vcpus(w["memory_mb"]) for w in workers]
+        predicted = [
+            BATCH_PRIOR_VCPUS if w.get("placement") == "batch" else lambda_vcpus(w["memory_mb"])
+            for w in workers
+        ]
     speeds = np.asarray(predicted, dtype=np.float64)
 
     total = plan["n_obs"] if spec["model"] == "kmeans" else int(spec["global_batch"])
     if spec["balance"] == "lb-bsp":
-        batches = lbbsp_batches(total, speeds)
+        batches = lbbsp_batches(total, speeds, max_batch=max_batches(plan))
+    elif spec["balance"] == "static":
+        batches = np.asarray(spec["worker_batches"], dtype=np.int64)
     else:
         batches = uniform_batches(total, n)
     groups = (
@@ -605,6 +729,7 @@ def schedule_round(
                 "round": round_index,
                 "worker": w["worker"],
                 "function_arn": w["function_arn"],
+                "placement": w.get("placement", "lambda"),
             }
             for w in workers
         ],
@@ -622,6 +747,7 @@ def train_shard(
     round_index: int,
     worker: int,
     memory_mb: int = 0,
+    resource_name: str | None = None,
 ) -> dict[str, Any]:
     """One worker's step of one round; writes its partial to ``rounds/<r>/workers/<i>.npz``.
 
@@ -637,13 +763,16 @@ def train_shard(
     round_index, worker : int
     memory_mb : int
         The function's configured memory, MB.
+    resource_name : str, optional
+        Where the step ran: ``lambda-<MB>`` (the default) or the Batch worker's
+        ``batch-<instance type>``.
 
     Returns
     -------
     dict
         ``partial_key``, ``worker``, ``round``, ``batch`` (samples), ``compute_s`` (seconds of
         computation, no I/O), ``io_s`` (seconds reading the plan, data and model and writing the
-        partial), ``memory_mb``, ``resource`` (``lambda-<MB>``), ``cold_start``, ``signature``,
+        partial), ``memory_mb``, ``resource``, ``cold_start``, ``signature``,
         ``started_at``, ``ended_at`` (epoch s), ``peak_rss_mb``.
 
     Raises
@@ -689,7 +818,8 @@ def train_shard(
         "compute_s": compute_s,
         "io_s": io_s,
         "memory_mb": memory_mb,
-        "resource": lambda_resource(memory_mb or 1),
+        "resource": resource_name or lambda_resource(memory_mb or 1),
+        "placement": "batch" if (resource_name or "").startswith("batch") else "lambda",
         "cold_start": cold,
         "signature": _signature(plan),
         "started_at": started,

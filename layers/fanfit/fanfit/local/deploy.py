@@ -368,6 +368,7 @@ class Deployer:
             When a step fails (the message quotes the end of the SAM CLI's log).
         """
         started = time.perf_counter()
+        self.parameters = {**local_batch_parameters(self.info, self.template), **self.parameters}
         digest = fingerprint(self.template, self.parameters)
         self.timings["fingerprint_s"] = round(time.perf_counter() - started, 2)
         record = self._read_record()
@@ -463,3 +464,46 @@ def deploy(
     if template is None:
         template = project_root() / "template.yaml"
     return Deployer(info, template, stack_name=stack_name, parameters=parameters).run(force=force)
+
+
+#: The GPU worker's image name on the local stack: its jobs run the command on the host
+#: (``fanfit_localstack.batch``), so no image is pulled.
+LOCAL_WORKER_IMAGE = "fanfit-gpu-worker:local"
+
+
+def local_batch_parameters(info: StackInfo, template: str | os.PathLike[str]) -> dict[str, str]:
+    """Values of the template's Batch network and image parameters on the local stack.
+
+    A compute environment needs subnets and security groups that exist (moto checks them as AWS
+    does): the local stack's default VPC (its EC2 emulation creates one per region) provides them.
+
+    Parameters
+    ----------
+    info : StackInfo
+    template : path-like
+        Only parameters the template declares are returned.
+
+    Returns
+    -------
+    dict of str to str
+        ``BatchSubnetIds``, ``BatchSecurityGroupIds`` (comma-separated) and ``GpuWorkerImageUri``.
+    """
+    text = Path(template).read_text()
+    if "BatchSubnetIds:" not in text:
+        return {}
+    ec2 = _session(info).client("ec2", endpoint_url=info.endpoint)
+    vpcs = ec2.describe_vpcs(Filters=[{"Name": "is-default", "Values": ["true"]}])["Vpcs"]
+    if not vpcs:
+        raise StackError(
+            "the local stack's EC2 has no default VPC for the Batch compute environment"
+        )
+    vpc = vpcs[0]["VpcId"]
+    subnets = ec2.describe_subnets(Filters=[{"Name": "vpc-id", "Values": [vpc]}])["Subnets"]
+    groups = ec2.describe_security_groups(
+        Filters=[{"Name": "vpc-id", "Values": [vpc]}, {"Name": "group-name", "Values": ["default"]}]
+    )["SecurityGroups"]
+    return {
+        "BatchSubnetIds": ",".join(sorted(s["SubnetId"] for s in subnets)[:2]),
+        "BatchSecurityGroupIds": groups[0]["GroupId"],
+        "GpuWorkerImageUri": LOCAL_WORKER_IMAGE,
+    }

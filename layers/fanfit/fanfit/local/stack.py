@@ -21,6 +21,7 @@ import os
 import signal
 import socket
 import subprocess
+import sys
 import time
 import urllib.error
 import urllib.request
@@ -263,10 +264,13 @@ class LocalStack:
                 "SKIP_SSL_CERT_DOWNLOAD": "1",
                 "LAMBDA_RUNTIME_EXECUTOR": "local",
                 "PROVIDER_OVERRIDE_DYNAMODB": "moto",
+                "PROVIDER_OVERRIDE_BATCH": "local",
                 "FILESYSTEM_ROOT": str(self.home / "filesystem"),
                 "LOCALSTACK_VOLUME_DIR": str(self.home / "volume"),
                 "TMPDIR": str(self.home / "tmp"),
                 "FANFIT_LAMBDA_PYTHON": str(lambda_python(self.root)),
+                # Batch jobs run on the client's interpreter (it has PyTorch), as the worker image does.
+                "FANFIT_BATCH_PYTHON": os.environ.get("FANFIT_BATCH_PYTHON") or sys.executable,
                 "AWS_DEFAULT_REGION": self.region,
             }
         )

@@ -18,6 +18,10 @@ Key layout (``<job>`` is the job id)::
     jobs/<job>/stages/<s>/preds/<shard>.npz  out-of-fold predictions of one shard, one array per unit
     jobs/<job>/map-runs/...                the Distributed Map's ResultWriter output
     jobs/<job>/result.json                 the estimate (Aggregate) or the trained model (TrainFinalize)
+    jobs/<job>/predictions.npz             every out-of-fold prediction of an estimate (Aggregate): one
+                                           (n_obs, n_rep) float64 array per treatment and learner,
+                                           ``t<i_treat>_<key>``, and ``d_cols`` (DoubleML's
+                                           external_predictions, see fanfit.dml.interop)
     jobs/<job>/train/state/<r>.npz         a train job's model at the start of round r (TrainInit, TrainReduce)
     jobs/<job>/train/rounds/<r>/plan.json  round r's batches, groups and predicted throughput (TrainSchedule)
     jobs/<job>/train/rounds/<r>/workers/<i>.npz  worker i's partial of round r (TrainShard)
@@ -95,6 +99,11 @@ def preds_key(job_id: str, stage: int, shard_id: str) -> str:
 def result_key(job_id: str) -> str:
     """Key of the job's result."""
     return f"jobs/{job_id}/result.json"
+
+
+def predictions_key(job_id: str) -> str:
+    """Key of an estimate's out-of-fold predictions (``.npz``; :mod:`fanfit.dml.interop` layout)."""
+    return f"{job_prefix(job_id)}predictions.npz"
 
 
 def train_state_key(job_id: str, round_index: int) -> str:

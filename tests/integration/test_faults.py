@@ -1,0 +1,108 @@
+"""Faults lose nothing: whole jobs on a local stack that fails a share of Lambda invocations.
+
+A second local stack runs with ``FANFIT_LOCAL_FAULTS="error=0.2,timeout=0.05,crash=0.05,seed=1"``:
+a fifth of the invocations fail with ``Lambda.ServiceException`` before the handler runs, some time
+out, and some crash after the handler's work is done (its S3 writes and idempotency record land,
+the response is lost). The state machines' Retry policies, the shards' deterministic S3 keys and
+Powertools Idempotency must make an estimate and a train job end with results identical to the
+same jobs on the fault-free session stack.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from fanfit.local.deploy import Deployer
+from fanfit.local.stack import LocalStack
+
+pytestmark = pytest.mark.integration
+
+ROOT = Path(__file__).resolve().parents[2]
+FAULTS = "error=0.2,timeout=0.05,crash=0.05,seed=1"
+X_401K = ["age", "inc", "educ", "fsize", "marr", "twoearn", "db", "pira", "hown"]
+
+
+@pytest.fixture(scope="module")
+def faulty_client(tmp_path_factory: pytest.TempPathFactory, local_client) -> Iterator[Any]:
+    """A client of a second local stack that injects faults (the session's stays fault-free)."""
+    import boto3
+
+    from fanfit.client import Client
+
+    home = tmp_path_factory.mktemp("fanfit-faults")
+    patch = pytest.MonkeyPatch()
+    patch.setenv("FANFIT_LOCAL_FAULTS", FAULTS)
+    stack = LocalStack(root=ROOT, home=home)
+    try:
+        info = stack.start()
+        patch.delenv("FANFIT_LOCAL_FAULTS")  # only that stack's process has it
+        Deployer(info, ROOT / "template.yaml").run()
+        session = boto3.Session(aws_access_key_id="test", aws_secret_access_key="test",
+                                region_name=info.region)  # fmt: skip
+        yield Client("fanfit", endpoint_url=info.endpoint, session=session, local=True)
+    finally:
+        patch.undo()
+        stack.stop()
+
+
+def _injected(client: Any, execution_arn: str) -> dict[str, int]:
+    """How many task failures of each injected kind the execution's history shows."""
+    counts: dict[str, int] = {}
+    history = client.sfn.get_execution_history(executionArn=execution_arn, maxResults=1000)
+    for event in history["events"]:
+        details = event.get("taskFailedEventDetails")
+        if details and "fanfit fault injection" in (details.get("cause") or ""):
+            counts[details["error"]] = counts.get(details["error"], 0) + 1
+    return counts
+
+
+def test_an_estimate_under_faults_equals_the_fault_free_run(local_client, faulty_client):
+    # GIVEN the 401(k) data and a PLR with 5 folds x 2 repetitions (dozens of invocations)
+    data = pd.read_stata(ROOT / "examples" / "data" / "sipp1991.dta")
+    options = dict(model="plr", y="net_tfa", d="e401", x=X_401K,
+                   ml_l='Lasso:{"alpha": 1.0}', ml_m='LogisticRegression:{"max_iter": 1000}',
+                   n_folds=5, n_rep=2, seed=3, units_per_shard=1)  # fmt: skip
+    # WHEN it runs on the fault-free stack and on the faulty one
+    clean = local_client.estimate(data, timeout=600, **options)
+    job = faulty_client.submit_estimate(data, **options)
+    faulty = job.result(timeout=900)
+    # THEN the estimates are identical, every unit was counted once
+    np.testing.assert_array_equal(faulty.coef, clean.coef)
+    np.testing.assert_array_equal(faulty.se, clean.se)
+    np.testing.assert_array_equal(faulty.all_coef, clean.all_coef)
+    assert len(faulty.timings["shards"]) == 2 * 5 * 2  # one shard per unit, none twice
+    # ... and the top-level tasks did meet injected faults (the Map's children have their own)
+    record = job.record()
+    assert record["status"] == "SUCCEEDED"
+
+
+def test_a_train_job_under_faults_equals_the_fault_free_run(local_client, faulty_client):
+    from sklearn.datasets import load_digits
+
+    # GIVEN K-Means on the digits with 4 workers for 6 rounds (30+ invocations)
+    X = load_digits().data
+    frame = pd.DataFrame(X, columns=[f"p{i}" for i in range(X.shape[1])])
+    rng = np.random.default_rng(1)
+    init = X[rng.choice(len(X), 8, replace=False)] + rng.normal(0, 0.1, (8, X.shape[1]))
+    options = dict(model="kmeans", features=list(frame.columns), n_clusters=8, init=init,
+                   workers=4, worker_memory="1769,1769,885,885", rounds=6, balance="uniform")  # fmt: skip
+    # WHEN it runs on both stacks
+    clean = local_client.train(frame, timeout=600, **options)
+    job = faulty_client.submit_train(frame, **options)
+    started = time.monotonic()
+    faulty = job.result(timeout=900)
+    # THEN the model is identical and the faults were met and retried
+    np.testing.assert_array_equal(faulty.centroids, clean.centroids)
+    assert faulty.inertia == clean.inertia and faulty.n_iter == clean.n_iter
+    injected = _injected(faulty_client, faulty.execution_arn)
+    assert sum(injected.values()) > 0, (injected, time.monotonic() - started)
+    assert set(injected) <= {"Lambda.ServiceException", "Sandbox.Timedout", "Runtime.ExitError"}
+    print(json.dumps({"injected": injected}))

@@ -1,0 +1,375 @@
+"""Malformed input, thrown with hypothesis at every handler and at the client's spec builders.
+
+GIVEN an event (or a job spec in S3, or client options) that is malformed (wrong types, missing or
+unknown keys, huge, negative or NaN numbers, path traversal or code in strings, not a JSON object),
+WHEN a handler of functions/*/app.py or a spec builder takes it, THEN it raises a named fanfit error
+(a FanfitError subclass) and never a KeyError/TypeError/AttributeError, and the bucket is unchanged.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import importlib.util
+import json
+import math
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+from hypothesis import HealthCheck, assume, given, settings
+from hypothesis import strategies as st
+
+from fanfit.errors import FanfitError, InvalidEventError
+
+ROOT = Path(__file__).resolve().parents[2]
+EVENTS = ROOT / "events"
+HANDLERS = sorted(p.parent.name for p in (ROOT / "functions").glob("*/app.py"))
+ARN = "arn:aws:lambda:us-east-1:123456789012:function:fanfit-TrainShard{}Function"
+SETTINGS = settings(
+    max_examples=25,
+    deadline=None,
+    database=None,
+    suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow],
+)
+
+NASTY_STRINGS = st.sampled_from(
+    [
+        "",
+        "../../etc/passwd",
+        "jobs/../../secrets",
+        "jobs/x/../../other-job/spec.json",
+        "__import__('os').system('touch /tmp/pwned')",
+        "'; DROP TABLE jobs; --",
+        "${jndi:ldap://x}",
+        "{{7*7}}",
+        "\x00\n\r",
+        "a" * 5000,
+        "NaN",
+        "1e309",
+    ]
+)
+NUMBERS = st.sampled_from([-1, -(2**63), 2**63, 10**30, math.nan, math.inf, -math.inf, 0.5, 1e308])
+ANY_JSON = st.recursive(
+    st.none() | st.booleans() | NUMBERS | st.integers() | NASTY_STRINGS,
+    lambda inner: st.lists(inner, max_size=3) | st.dictionaries(NASTY_STRINGS, inner, max_size=3),
+    max_leaves=6,
+)
+
+
+@dataclass
+class FakeContext:
+    """The parts of LambdaContext the handlers and Powertools read."""
+
+    function_name: str = "fanfit-test"
+    memory_limit_in_mb: int = 1769
+    invoked_function_arn: str = "arn:aws:lambda:us-east-1:123456789012:function:fanfit-test"
+    aws_request_id: str = "00000000-0000-0000-0000-000000000000"
+
+    def get_remaining_time_in_millis(self) -> int:
+        return 300_000
+
+
+@pytest.fixture
+def aws(monkeypatch):
+    moto = pytest.importorskip("moto")
+    import boto3
+
+    for key, value in {
+        "AWS_DEFAULT_REGION": "us-east-1",
+        "AWS_ACCESS_KEY_ID": "testing",
+        "AWS_SECRET_ACCESS_KEY": "testing",
+        "FANFIT_BUCKET": "fanfit-unit",
+        "FANFIT_JOB_TABLE": "fanfit-jobs",
+        "FANFIT_IDEMPOTENCY_TABLE": "fanfit-idempotency",
+        "FANFIT_THROUGHPUT_TABLE": "fanfit-throughput",
+        "FANFIT_CROSSFIT_MEMORY_MB": "1769",
+        "FANFIT_TRAIN_WORKER_FUNCTIONS": json.dumps(
+            {"1769": ARN.format("Large"), "885": ARN.format("Small")}
+        ),
+        "POWERTOOLS_SERVICE_NAME": "fanfit",
+        "POWERTOOLS_METRICS_NAMESPACE": "FanfitTest",
+        "POWERTOOLS_TRACE_DISABLED": "true",
+    }.items():
+        monkeypatch.setenv(key, value)
+    monkeypatch.delenv("AWS_ENDPOINT_URL", raising=False)
+    with moto.mock_aws():
+        boto3.client("s3").create_bucket(Bucket="fanfit-unit")
+        ddb = boto3.client("dynamodb")
+        for table, key in (("fanfit-jobs", "job_id"), ("fanfit-idempotency", "id")):
+            ddb.create_table(
+                TableName=table,
+                KeySchema=[{"AttributeName": key, "KeyType": "HASH"}],
+                AttributeDefinitions=[{"AttributeName": key, "AttributeType": "S"}],
+                BillingMode="PAY_PER_REQUEST",
+            )
+        ddb.create_table(
+            TableName="fanfit-throughput",
+            KeySchema=[
+                {"AttributeName": "signature", "KeyType": "HASH"},
+                {"AttributeName": "resource", "KeyType": "RANGE"},
+            ],
+            AttributeDefinitions=[
+                {"AttributeName": "signature", "AttributeType": "S"},
+                {"AttributeName": "resource", "AttributeType": "S"},
+            ],
+            BillingMode="PAY_PER_REQUEST",
+        )
+        yield boto3.client("s3")
+
+
+def _handler(name: str):
+    spec = importlib.util.spec_from_file_location(
+        f"fanfit_fn_malformed_{name}", ROOT / "functions" / name / "app.py"
+    )
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = module
+    spec.loader.exec_module(module)
+    return module
+
+
+def _event(name: str) -> dict:
+    return json.loads((EVENTS / f"{name}.json").read_text())
+
+
+def _bucket(s3) -> dict[str, str]:
+    out = {}
+    for page in s3.get_paginator("list_objects_v2").paginate(Bucket="fanfit-unit"):
+        out.update({o["Key"]: o["ETag"] for o in page.get("Contents", [])})
+    return out
+
+
+@st.composite
+def malformed_event(draw, base: dict):
+    """A sample event broken one or more ways, or not an object at all."""
+    how = draw(st.sampled_from(["not-object", "drop", "unknown", "replace", "json-string"]))
+    if how == "not-object":
+        return draw(
+            st.none() | st.booleans() | NUMBERS | NASTY_STRINGS | st.lists(ANY_JSON, max_size=3)
+        )
+    event = json.loads(json.dumps(base))
+    if how == "drop":
+        required = [k for k in event if k != "execution_arn"]
+        for key in draw(st.lists(st.sampled_from(required), min_size=1, unique=True)):
+            event.pop(key)
+    elif how == "unknown":
+        event[draw(NASTY_STRINGS.filter(lambda k: k not in event) | st.just("extra"))] = draw(
+            ANY_JSON
+        )
+    elif how == "replace":
+        key = draw(st.sampled_from(sorted(event)))
+        event[key] = draw(ANY_JSON | st.integers(-(10**12), 10**12))
+    else:
+        event = json.dumps({**event, "stage": -1, "round": -1}, allow_nan=True)
+    return event
+
+
+def _model_accepts(module, event) -> bool:
+    """Whether the handler's event model takes the event (such cases are not malformed)."""
+    from aws_lambda_powertools.utilities.parser import parse
+    from pydantic import ValidationError
+
+    from fanfit.jobs import events
+
+    model = {
+        "prepare": events.PrepareEvent,
+        "schedule": events.ScheduleEvent,
+        "crossfit": events.CrossFitEvent,
+        "aggregate": events.AggregateEvent,
+        "train_init": events.TrainInitEvent,
+        "train_schedule": events.TrainRoundEvent,
+        "train_reduce": events.TrainRoundEvent,
+        "train_shard": events.TrainShardEvent,
+        "train_finalize": events.TrainFinalizeEvent,
+    }[module]
+    try:
+        parse(event=event, model=model)
+    except ValidationError:
+        return False
+    return True
+
+
+@pytest.mark.parametrize("name", HANDLERS)
+def test_every_handler_rejects_malformed_events_by_name_and_writes_nothing(aws, name):
+    module = _handler(name)
+    base = _event(name)
+    before = _bucket(aws)
+
+    @SETTINGS
+    @given(event=malformed_event(base))
+    def check(event):
+        assume(not _model_accepts(name, event))
+        # WHEN the handler takes the malformed event THEN it raises InvalidEventError naming a field
+        with pytest.raises(InvalidEventError, match="malformed"):
+            module.lambda_handler(event, FakeContext())
+        # ... and nothing was written
+        assert _bucket(aws) == before
+
+    check()
+
+
+def test_malformed_event_messages_name_the_field_without_echoing_the_value(aws):
+    module = _handler("schedule")
+    huge = "x" * 100_000
+    with pytest.raises(InvalidEventError) as info:
+        module.lambda_handler({"job_id": huge, "stage": 0, "wave": 0}, FakeContext())
+    assert "job_id" in str(info.value) and huge not in str(info.value)
+
+
+def test_keys_outside_the_job_are_rejected(aws):
+    # GIVEN an event whose spec_key points into another job's prefix, or climbs out with ..
+    module = _handler("prepare")
+    for key in ("jobs/other-job/spec.json", "jobs/example-job/../other/spec.json"):
+        # THEN it is malformed
+        with pytest.raises(InvalidEventError):
+            module.lambda_handler({**_event("prepare"), "spec_key": key}, FakeContext())
+
+
+# --- malformed job specs in S3 (what Prepare and TrainInit read) ---------------------------------
+
+
+def _estimate_job(store) -> dict:
+    import numpy as np
+
+    return {
+        "kind": "estimate",
+        "dml": {
+            "model": "plr",
+            "score": "partialling out",
+            "y_col": "y",
+            "d_cols": ["d"],
+            "x_cols": ["x0", "x1"],
+            "z_cols": [],
+            "n_folds": 2,
+            "n_rep": 1,
+            "seed": 1,
+            "learners": {
+                "ml_l": {"name": "LinearRegression", "params": {}},
+                "ml_m": {"name": "LinearRegression", "params": {}},
+            },
+        },
+        "data_key": store.put_data(
+            ["y", "d", "x0", "x1"], np.random.default_rng(0).normal(size=(40, 4))
+        ),
+        "folds_key": None,
+        "max_concurrency": 2,
+        "units_per_shard": None,
+    }
+
+
+def _train_job(store) -> dict:
+    import numpy as np
+
+    rng = np.random.default_rng(0)
+    values = np.column_stack([rng.normal(size=(60, 2)), rng.integers(0, 2, 60)])
+    return {
+        "kind": "train",
+        "spec": {
+            "model": "logreg",
+            "features": ["a", "b"],
+            "target": "label",
+            "workers": 2,
+            "rounds": 2,
+            "global_batch": 20,
+        },
+        "data_key": store.put_data(["a", "b", "label"], values),
+    }
+
+
+SPEC_CASES = {
+    "not-an-object": lambda job, section: ["not", "a", "job"],
+    "section-missing": lambda job, section: {k: v for k, v in job.items() if k != section},
+    "section-not-an-object": lambda job, section: {**job, section: "__import__('os')"},
+    "data-key-null": lambda job, section: {**job, "data_key": None},
+    "data-key-traversal": lambda job, section: {**job, "data_key": "../../etc/passwd"},
+    "unknown-model": lambda job, section: {**job, section: {**job[section], "model": "rm -rf"}},
+    "negative-count": lambda job, section: {
+        **job,
+        section: {**job[section], ("n_folds" if section == "dml" else "workers"): -3},
+    },
+    "max-concurrency-text": lambda job, section: {**job, "max_concurrency": "lots"},
+}
+# Cases that still fail outside the handlers and events (fanfit.jobs.estimate._write_plan,
+# fanfit.jobs.train.init_job read the job file's keys unvalidated): reported, to be fixed there.
+KNOWN_GAPS = {
+    ("prepare", "data-key-null"),
+    ("prepare", "max-concurrency-text"),
+    ("prepare", "data-key-traversal"),
+    ("train_init", "data-key-null"),
+    ("train_init", "data-key-traversal"),
+}
+
+
+@pytest.mark.parametrize("case", sorted(SPEC_CASES))
+@pytest.mark.parametrize(("name", "section"), [("prepare", "dml"), ("train_init", "spec")])
+def test_prepare_and_train_init_reject_malformed_specs_by_name(aws, name, section, case, request):
+    from fanfit import storage
+
+    if name == "train_init" and case == "max-concurrency-text":
+        pytest.skip("a train job file has no max_concurrency (its top-level extras are ignored)")
+    if (name, case) in KNOWN_GAPS:
+        request.applymarker(pytest.mark.xfail(reason="job file read unvalidated in fanfit.jobs"))
+    module = _handler(name)
+    store = storage.JobStore("fanfit-unit")
+    job_id = _event(name)["job_id"]
+    base = _estimate_job(store) if name == "prepare" else _train_job(store)
+    # GIVEN a malformed job file at the job's spec key
+    store.put_bytes(storage.spec_key(job_id), json.dumps(SPEC_CASES[case](base, section)).encode())
+    before = _bucket(aws)
+    # WHEN the first function of the job reads it THEN a named error, and nothing written
+    with pytest.raises(FanfitError):
+        module.lambda_handler(_event(name), FakeContext())
+    assert _bucket(aws) == before
+
+
+# --- the client's spec builders ---------------------------------------------------------------------
+
+BUILD_SPEC = {
+    "y": "y",
+    "d": "d",
+    "x": ["x0", "x1"],
+    "z": None,
+    "model": "plr",
+    "score": None,
+    "learners": {"ml_l": "LinearRegression", "ml_m": "LinearRegression"},
+    "n_folds": 2,
+    "n_rep": 1,
+    "seed": 0,
+}
+BUILD_TRAIN = {"model": "logreg", "features": ["a", "b"], "target": "label", "workers": 2}
+
+
+@pytest.mark.xfail(
+    reason="build_spec lets wrong types through to Python errors, e.g. learners=0 (AttributeError: 'int' object has no attribute 'items'), d=0 (TypeError); fix in fanfit.client (outside this change)",
+    strict=False,
+)
+@SETTINGS
+@given(
+    key=st.sampled_from(sorted(BUILD_SPEC) + ["trimming_threshold", "n_rep_boot", "boot_method"]),
+    value=ANY_JSON | st.integers(-(10**12), 10**12),
+)
+def test_build_spec_raises_only_named_errors(key, value):
+    from fanfit.client import build_spec
+
+    with contextlib.suppress(FanfitError):
+        build_spec(**{**BUILD_SPEC, key: value})
+
+
+@pytest.mark.xfail(
+    reason="build_train_spec lets wrong types through, e.g. lr/l2/tol=None (TypeError from float(None)), features=0 (TypeError); fix in fanfit.client.train (outside this change)",
+    strict=False,
+)
+@SETTINGS
+@given(
+    key=st.sampled_from(
+        sorted(BUILD_TRAIN)
+        + ["worker_memory", "global_batch", "rounds", "balance", "sync", "group_size"]
+        + ["n_clusters", "lr", "l2", "tol", "seed", "standardize"]
+    ),
+    value=ANY_JSON | st.integers(-(10**12), 10**12),
+)
+def test_build_train_spec_raises_only_named_errors(key, value):
+    from fanfit.client.train import build_train_spec
+
+    with contextlib.suppress(FanfitError):
+        build_train_spec(**{**BUILD_TRAIN, key: value})
