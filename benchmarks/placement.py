@@ -43,6 +43,24 @@ too, as a container-image function (the CPU build of torch fits the 10 GB image 
 all-CPU baseline exists as in HeterPS. Caps: one Lambda worker per fit (50), 4 GPU
 instances. Prices: ``fanfit.prices.DEFAULT_PRICES``.
 
+The hybrid K-Means round (``hybrid_kmeans_round``; ``--skip-hybrid`` leaves it out): a K-Means
+train job on a local stack of its own (state dir ``.fanfit/bench-placement-hybrid``), 3 workers
+in every round: 2 Lambda workers of 1,769 MB and 1 GPU worker (AWS Batch, ``--batch-workers 1``)
+emulated on the CPU. The stack starts with ``FANFIT_LAMBDA_VCPU_SCALE=0.25`` (a 1,769 MB worker
+gets a quarter of a local core through its cgroup) and ``FANFIT_BATCH_VCPU_SCALE=0.125`` (the
+job definition's 4 vCPUs get half a core): the GPU worker is then about twice as fast as each
+Lambda worker, and the three ask for one core of the two. Data: ``--hybrid-n-obs`` x 50 overlapping
+Gaussian blobs around 32 centres, k = 32, fixed initial centroids. After a 3-round warm-up job (the
+throughput table then knows both resources), two runs of ``--hybrid-rounds`` Lloyd rounds:
+
+- ``lb-bsp``: each worker's share of the rows from the throughput the scheduler predicts;
+- ``oracle``: ``--balance static`` with the rows split in proportion to each worker's speed
+  measured in the LB-BSP run (median samples/s over its rounds 1..).
+
+A round's time is its barrier's compute time (``round_s``: the largest worker ``compute_s``);
+reported: the mean over rounds 1.. of both runs and ``lbbsp_over_oracle`` (target: at most 1.10),
+with each worker's measured speed and batches, and the host's load average.
+
 The deadline (``--deadline``) defaults to 900 s; ``deadline_sweep`` repeats the comparison for
 deadlines of 1.5 to 8 times the fastest possible plan's time (each baseline as ``[cost_usd,
 meets_deadline]``). Prints one JSON object: ``plan_cost_usd`` (MILP), ``optimal_cost_usd``
@@ -75,6 +93,101 @@ MLP = '{{"hidden_layer_sizes": [256, 256, 256], "epochs": {epochs}, "batch_size"
 LAMBDA_MEMORY_MB = (885, 1769, 3538)
 LAMBDA_STARTUP_S = 1.0
 GPU_STARTUP_S = 180.0
+#: Local cores per 1,769 MB and per Batch vCPU in the hybrid K-Means benchmark (see the module doc).
+HYBRID_LAMBDA_VCPU_SCALE = 0.25
+HYBRID_BATCH_VCPU_SCALE = 0.125
+
+
+def hybrid_kmeans_round(n_obs: int, rounds: int, seed: int = 0) -> dict:
+    """LB-BSP against the oracle split on a hybrid round of 2 Lambda workers + 1 GPU worker.
+
+    Starts (and stops) a local stack of its own with the CPU shares of the module doc.
+
+    Parameters
+    ----------
+    n_obs : int
+        Rows of the synthetic data (50 features, 32 clusters).
+    rounds : int
+        Lloyd rounds of each run (the job adds its final E-step round).
+    seed : int
+
+    Returns
+    -------
+    dict
+        ``lbbsp_round_s`` and ``oracle_round_s`` (mean seconds of ``max_i compute_s`` over rounds
+        1..), ``lbbsp_over_oracle``, ``within_10_percent``, the measured ``worker_samples_per_s``
+        (Lambda, Lambda, GPU worker), batches, idle fractions, CPU shares and the load average.
+    """
+    import os
+    import statistics
+
+    import numpy as np
+    import pandas as pd
+
+    from fanfit.client import Client
+    from fanfit.local.stack import ensure_local_stack
+    from fanfit.sched.lbbsp import lbbsp_batches
+
+    rng = np.random.default_rng(seed)
+    d, k = 50, 32
+    centres = rng.normal(scale=0.3, size=(k, d))  # overlapping: Lloyd takes many rounds
+    X = centres[rng.integers(0, k, n_obs)] + rng.normal(size=(n_obs, d))
+    frame = pd.DataFrame(X, columns=[f"x{i}" for i in range(d)])
+    init = X[rng.choice(n_obs, k, replace=False)]
+    options = dict(model="kmeans", features=list(frame.columns), n_clusters=k, init=init,
+                   workers=3, batch_workers=1, worker_memory=[1769, 1769], rounds=rounds,
+                   seed=seed, timeout=3600)  # fmt: skip
+    os.environ["FANFIT_LAMBDA_VCPU_SCALE"] = str(HYBRID_LAMBDA_VCPU_SCALE)
+    os.environ["FANFIT_BATCH_VCPU_SCALE"] = str(HYBRID_BATCH_VCPU_SCALE)
+    os.environ["FANFIT_HOME"] = str(ROOT / ".fanfit" / "bench-placement-hybrid")
+    load_before = os.getloadavg()
+    with ensure_local_stack(root=ROOT):
+        client = Client.local_stack()
+        client.train(frame, balance="lb-bsp", **{**options, "rounds": 3})  # warm-up
+        lbbsp = client.train(frame, balance="lb-bsp", **options)
+        speed = np.array(
+            [
+                statistics.median(r["workers"][i]["samples_per_s"] for r in lbbsp.rounds[1:])
+                for i in range(3)
+            ]
+        )
+        oracle_batches = lbbsp_batches(n_obs, speed)
+        oracle = client.train(
+            frame, balance="static", worker_batches=oracle_batches.tolist(), **options
+        )
+    load_after = os.getloadavg()
+
+    def mean_of(res, key: str) -> float:
+        return statistics.mean(r[key] for r in res.rounds[1:])
+
+    ratio = mean_of(lbbsp, "round_s") / mean_of(oracle, "round_s")
+    return {
+        "lbbsp_round_s": round(mean_of(lbbsp, "round_s"), 4),
+        "oracle_round_s": round(mean_of(oracle, "round_s"), 4),
+        "lbbsp_over_oracle": round(ratio, 4),
+        "within_10_percent": bool(ratio <= 1.10),
+        "lbbsp_idle_fraction": round(mean_of(lbbsp, "idle_fraction"), 4),
+        "oracle_idle_fraction": round(mean_of(oracle, "idle_fraction"), 4),
+        "lbbsp_round_wall_s": round(mean_of(lbbsp, "wall_s"), 3),
+        "oracle_round_wall_s": round(mean_of(oracle, "wall_s"), 3),
+        "worker_samples_per_s": [round(float(v), 1) for v in speed],
+        "worker_resources": [w["resource"] for w in lbbsp.rounds[-1]["workers"]],
+        "lbbsp_batches_per_round": [[w["batch"] for w in r["workers"]] for r in lbbsp.rounds],
+        "oracle_batches": oracle_batches.tolist(),
+        "centroids_equal": bool(np.allclose(lbbsp.centroids, oracle.centroids, atol=1e-8)),
+        "n_obs": n_obs,
+        "n_features": d,
+        "n_clusters": k,
+        "rounds": rounds,
+        "measured_rounds": len(lbbsp.rounds) - 1,
+        "lambda_memory_mb": [1769, 1769],
+        "local_cores": {
+            "lambda_1769_mb": HYBRID_LAMBDA_VCPU_SCALE,
+            "batch_4_vcpu": 4 * HYBRID_BATCH_VCPU_SCALE,
+        },
+        "load_average_1_5_15_before": [round(x, 2) for x in load_before],
+        "load_average_1_5_15_after": [round(x, 2) for x in load_after],
+    }
 
 
 def _measure(spec_text, x, y, train, test, repeats):
@@ -109,6 +222,10 @@ def main() -> int:
     parser.add_argument("--measure-epochs", type=int, default=2, help="MLP epochs timed here")
     parser.add_argument("--repeats", type=int, default=2)
     parser.add_argument("--deadline", type=float, default=900.0, help="seconds")
+    parser.add_argument("--skip-hybrid", action="store_true",
+                        help="leave out the hybrid K-Means round (it starts a local stack)")  # fmt: skip
+    parser.add_argument("--hybrid-n-obs", type=int, default=100_000)
+    parser.add_argument("--hybrid-rounds", type=int, default=10)
     args = parser.parse_args()
 
     import numpy as np
@@ -237,6 +354,8 @@ def main() -> int:
         )
         sweep.append(row)
     out["deadline_sweep"] = sweep
+    if not args.skip_hybrid:
+        out["hybrid_kmeans_round"] = hybrid_kmeans_round(args.hybrid_n_obs, args.hybrid_rounds)
     if args.json:
         print(json.dumps(out))
     else:

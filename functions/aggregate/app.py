@@ -13,13 +13,14 @@ from aws_lambda_powertools.utilities.typing import LambdaContext
 
 from fanfit.jobs.estimate import aggregate_job
 from fanfit.jobs.events import AggregateEvent, parse_event
-from fanfit.storage import JobRecords, JobStore
+from fanfit.storage import JobRecords, JobStore, Partitions
 
 logger = Logger()
 tracer = Tracer()
 metrics = Metrics()
 store = JobStore(os.environ["FANFIT_BUCKET"])
 records = JobRecords(os.environ["FANFIT_JOB_TABLE"])
+partitions = Partitions.from_env()
 persistence = DynamoDBPersistenceLayer(table_name=os.environ["FANFIT_IDEMPOTENCY_TABLE"])
 idempotency = IdempotencyConfig(event_key_jmespath="job_id")
 
@@ -37,6 +38,7 @@ def lambda_handler(event: AggregateEvent, context: LambdaContext) -> dict:
         event.plan_key,
         event.execution_arn,
         memory_mb=int(context.memory_limit_in_mb),
+        partitions=partitions,
     )
     metrics.add_metric(name="JobsAggregated", unit=MetricUnit.Count, value=1)
     logger.info("job aggregated", extra=out)

@@ -11,9 +11,9 @@ from aws_lambda_powertools.utilities.idempotency import (
 )
 from aws_lambda_powertools.utilities.typing import LambdaContext
 
-from fanfit.jobs.estimate import schedule_wave
+from fanfit.jobs.estimate import describe_failure, schedule_wave
 from fanfit.jobs.events import ScheduleEvent, parse_event
-from fanfit.storage import JobRecords, JobStore, ThroughputRecords
+from fanfit.storage import JobRecords, JobStore, Partitions, ThroughputRecords
 
 logger = Logger()
 tracer = Tracer()
@@ -21,10 +21,12 @@ metrics = Metrics()
 store = JobStore(os.environ["FANFIT_BUCKET"])
 records = JobRecords(os.environ["FANFIT_JOB_TABLE"])
 throughput = ThroughputRecords(os.environ["FANFIT_THROUGHPUT_TABLE"])
+partitions = Partitions.from_env()
 crossfit_memory_mb = int(os.environ["FANFIT_CROSSFIT_MEMORY_MB"])
 account_concurrency = int(os.environ.get("FANFIT_ACCOUNT_CONCURRENCY", "1000"))
 persistence = DynamoDBPersistenceLayer(table_name=os.environ["FANFIT_IDEMPOTENCY_TABLE"])
-idempotency = IdempotencyConfig(event_key_jmespath="[job_id, stage, wave]")
+# A resumed job's execution plans its waves afresh (fanfit resume): the execution is in the key.
+idempotency = IdempotencyConfig(event_key_jmespath="[job_id, stage, wave, execution_arn, failure]")
 
 
 @logger.inject_lambda_context
@@ -33,6 +35,18 @@ idempotency = IdempotencyConfig(event_key_jmespath="[job_id, stage, wave]")
 @idempotent(persistence_store=persistence, config=idempotency)
 @parse_event(ScheduleEvent)
 def lambda_handler(event: ScheduleEvent, context: LambdaContext) -> dict:
+    if event.failure is not None:
+        failed = describe_failure(
+            store,
+            records,
+            event.job_id,
+            event.stage,
+            event.wave,
+            error=event.failure.Error,
+            cause=event.failure.Cause,
+        )
+        logger.warning("wave failed", extra=failed)
+        return failed
     out = schedule_wave(
         store,
         records,
@@ -43,6 +57,7 @@ def lambda_handler(event: ScheduleEvent, context: LambdaContext) -> dict:
         crossfit_memory_mb=crossfit_memory_mb,
         account_concurrency=account_concurrency,
         memory_mb=int(context.memory_limit_in_mb),
+        partitions=partitions,
     )
     metrics.add_metric(name="ShardsScheduled", unit=MetricUnit.Count, value=out.get("n_shards", 0))
     logger.info("wave scheduled", extra=out)

@@ -13,13 +13,14 @@ from aws_lambda_powertools.utilities.typing import LambdaContext
 
 from fanfit.jobs.events import TrainFinalizeEvent, parse_event
 from fanfit.jobs.train import finalize_job
-from fanfit.storage import JobRecords, JobStore
+from fanfit.storage import JobRecords, JobStore, Partitions
 
 logger = Logger()
 tracer = Tracer()
 metrics = Metrics()
 store = JobStore(os.environ["FANFIT_BUCKET"])
 records = JobRecords(os.environ["FANFIT_JOB_TABLE"])
+partitions = Partitions.from_env()
 persistence = DynamoDBPersistenceLayer(table_name=os.environ["FANFIT_IDEMPOTENCY_TABLE"])
 idempotency = IdempotencyConfig(event_key_jmespath="job_id")
 
@@ -37,6 +38,7 @@ def lambda_handler(event: TrainFinalizeEvent, context: LambdaContext) -> dict:
         event.round,
         event.execution_arn,
         memory_mb=int(context.memory_limit_in_mb),
+        partitions=partitions,
     )
     metrics.add_metric(name="TrainJobsFinished", unit=MetricUnit.Count, value=1)
     logger.info("train job finished", extra=out)

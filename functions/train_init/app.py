@@ -14,13 +14,14 @@ from aws_lambda_powertools.utilities.typing import LambdaContext
 
 from fanfit.jobs.events import TrainInitEvent, parse_event
 from fanfit.jobs.train import init_job
-from fanfit.storage import JobRecords, JobStore
+from fanfit.storage import JobRecords, JobStore, Partitions
 
 logger = Logger()
 tracer = Tracer()
 metrics = Metrics()
 store = JobStore(os.environ["FANFIT_BUCKET"])
 records = JobRecords(os.environ["FANFIT_JOB_TABLE"])
+partitions = Partitions.from_env()
 # Memory size (MB) -> ARN of the TrainShard function with that memory; the first is the default.
 worker_functions = {
     int(mb): arn for mb, arn in json.loads(os.environ["FANFIT_TRAIN_WORKER_FUNCTIONS"]).items()
@@ -45,6 +46,7 @@ def lambda_handler(event: TrainInitEvent, context: LambdaContext) -> dict:
         worker_functions,
         event.execution_arn,
         batch_memory_mb=batch_memory_mb,
+        partitions=partitions,
     )
     metrics.add_metric(name="TrainJobsStarted", unit=MetricUnit.Count, value=1)
     logger.info("train job planned", extra=out)

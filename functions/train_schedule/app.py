@@ -13,13 +13,14 @@ from aws_lambda_powertools.utilities.typing import LambdaContext
 
 from fanfit.jobs.events import TrainRoundEvent, parse_event
 from fanfit.jobs.train import schedule_round
-from fanfit.storage import JobStore, ThroughputRecords
+from fanfit.storage import JobStore, Partitions, ThroughputRecords
 
 logger = Logger()
 tracer = Tracer()
 metrics = Metrics()
 store = JobStore(os.environ["FANFIT_BUCKET"])
 throughput = ThroughputRecords(os.environ["FANFIT_THROUGHPUT_TABLE"])
+partitions = Partitions.from_env()
 persistence = DynamoDBPersistenceLayer(table_name=os.environ["FANFIT_IDEMPOTENCY_TABLE"])
 idempotency = IdempotencyConfig(event_key_jmespath="[job_id, round]")
 
@@ -30,7 +31,7 @@ idempotency = IdempotencyConfig(event_key_jmespath="[job_id, round]")
 @idempotent(persistence_store=persistence, config=idempotency)
 @parse_event(TrainRoundEvent)
 def lambda_handler(event: TrainRoundEvent, context: LambdaContext) -> dict:
-    out = schedule_round(store, throughput, event.job_id, event.round)
+    out = schedule_round(store, throughput, event.job_id, event.round, partitions=partitions)
     metrics.add_metric(name="TrainRoundsScheduled", unit=MetricUnit.Count, value=1)
     logger.info("round scheduled", extra={"job_id": event.job_id, "round": event.round})
     return out

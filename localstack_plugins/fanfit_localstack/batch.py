@@ -30,6 +30,7 @@ from __future__ import annotations
 import contextlib
 import datetime
 import logging
+import math
 import os
 import shutil
 import subprocess
@@ -185,6 +186,9 @@ def _run_local(job: Any) -> None:
         reqs = _requirements(job)
         memory_mb = int(float(reqs.get("MEMORY", "2048")))
         vcpus = float(reqs.get("VCPU", "1")) * _vcpu_scale()
+        # thread pools sized to the job's cores, not the host's (as the Lambda executor does)
+        for name in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS"):
+            env.setdefault(name, str(max(1, math.ceil(vcpus))))
         groups = cgroups.create(f"batch-{job.job_id}", memory_mb, vcpus=vcpus)
         job.job_started_at = datetime.datetime.now()
         job._start_attempt()

@@ -115,8 +115,8 @@ def test_dry_run_checks_given_folds(tmp_path: Path, capsys) -> None:
             r"InvalidLearnerError: Learner ml_m \(LassoCV\) must be a classifier",
         ),
         ([*IRM, "--ml-l", "LassoCV"], r"InvalidJobError: .*does not use learner\(s\) 'ml_l'"),
-        ([*PLR, "--n-folds", "1"], r"InvalidJobError: n_folds must be an integer of at least 2"),
-        ([*PLR, "--n-rep", "0"], r"InvalidJobError: n_rep must be an integer of at least 1"),
+        ([*PLR, "--n-folds", "1"], r"InvalidJobError: n_folds must be an integer in \[2, 100\]"),
+        ([*PLR, "--n-rep", "0"], r"InvalidJobError: n_rep must be an integer in \[1, 100\]"),
         ([*PLR, "--max-concurrency", "0"], r"max_concurrency must be an integer of at least 1"),
         (
             [*IRM, "--trimming-threshold", "0.7"],

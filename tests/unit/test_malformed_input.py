@@ -83,6 +83,7 @@ def aws(monkeypatch):
         "FANFIT_JOB_TABLE": "fanfit-jobs",
         "FANFIT_IDEMPOTENCY_TABLE": "fanfit-idempotency",
         "FANFIT_THROUGHPUT_TABLE": "fanfit-throughput",
+        "FANFIT_PARTITION_TABLE": "fanfit-partitions",
         "FANFIT_CROSSFIT_MEMORY_MB": "1769",
         "FANFIT_TRAIN_WORKER_FUNCTIONS": json.dumps(
             {"1769": ARN.format("Large"), "885": ARN.format("Small")}
@@ -181,6 +182,7 @@ def _model_accepts(module, event) -> bool:
         "train_reduce": events.TrainRoundEvent,
         "train_shard": events.TrainShardEvent,
         "train_finalize": events.TrainFinalizeEvent,
+        "release": events.ReleaseEvent,
     }[module]
     try:
         parse(event=event, model=model)
@@ -288,27 +290,28 @@ SPEC_CASES = {
         section: {**job[section], ("n_folds" if section == "dml" else "workers"): -3},
     },
     "max-concurrency-text": lambda job, section: {**job, "max_concurrency": "lots"},
-}
-# Cases that still fail outside the handlers and events (fanfit.jobs.estimate._write_plan,
-# fanfit.jobs.train.init_job read the job file's keys unvalidated): reported, to be fixed there.
-KNOWN_GAPS = {
-    ("prepare", "data-key-null"),
-    ("prepare", "max-concurrency-text"),
-    ("prepare", "data-key-traversal"),
-    ("train_init", "data-key-null"),
-    ("train_init", "data-key-traversal"),
+    "max-concurrency-float": lambda job, section: {**job, "max_concurrency": 2.5},
+    "absurd-count": lambda job, section: {
+        **job,
+        section: {**job[section], ("n_folds" if section == "dml" else "workers"): 10**9},
+    },
+    "absurd-repetitions": lambda job, section: {
+        **job,
+        section: {**job[section], ("n_rep" if section == "dml" else "rounds"): 10**12},
+    },
+    "init-key-traversal": lambda job, section: {**job, "init_key": "jobs/../../etc/passwd"},
 }
 
 
 @pytest.mark.parametrize("case", sorted(SPEC_CASES))
 @pytest.mark.parametrize(("name", "section"), [("prepare", "dml"), ("train_init", "spec")])
-def test_prepare_and_train_init_reject_malformed_specs_by_name(aws, name, section, case, request):
+def test_prepare_and_train_init_reject_malformed_specs_by_name(aws, name, section, case):
     from fanfit import storage
 
-    if name == "train_init" and case == "max-concurrency-text":
+    if name == "train_init" and case.startswith("max-concurrency"):
         pytest.skip("a train job file has no max_concurrency (its top-level extras are ignored)")
-    if (name, case) in KNOWN_GAPS:
-        request.applymarker(pytest.mark.xfail(reason="job file read unvalidated in fanfit.jobs"))
+    if name == "prepare" and case == "init-key-traversal":
+        pytest.skip("an estimate job file has no init_key")
     module = _handler(name)
     store = storage.JobStore("fanfit-unit")
     job_id = _event(name)["job_id"]
@@ -318,6 +321,20 @@ def test_prepare_and_train_init_reject_malformed_specs_by_name(aws, name, sectio
     before = _bucket(aws)
     # WHEN the first function of the job reads it THEN a named error, and nothing written
     with pytest.raises(FanfitError):
+        module.lambda_handler(_event(name), FakeContext())
+    assert _bucket(aws) == before
+
+
+@pytest.mark.parametrize("name", ["prepare", "schedule", "crossfit", "aggregate", "train_init",
+                                  "train_schedule", "train_reduce", "train_shard", "train_finalize"])  # fmt: skip
+def test_a_well_formed_event_naming_a_job_that_does_not_exist_raises_job_not_found(aws, name):
+    from fanfit.errors import JobNotFoundError
+
+    # GIVEN the sample event of a function, for a job with no object in the bucket
+    module = _handler(name)
+    before = _bucket(aws)
+    # WHEN the function takes it THEN JobNotFoundError (not botocore's NoSuchKey), nothing written
+    with pytest.raises(JobNotFoundError, match="example-(job|train)"):
         module.lambda_handler(_event(name), FakeContext())
     assert _bucket(aws) == before
 
@@ -339,10 +356,6 @@ BUILD_SPEC = {
 BUILD_TRAIN = {"model": "logreg", "features": ["a", "b"], "target": "label", "workers": 2}
 
 
-@pytest.mark.xfail(
-    reason="build_spec lets wrong types through to Python errors, e.g. learners=0 (AttributeError: 'int' object has no attribute 'items'), d=0 (TypeError); fix in fanfit.client (outside this change)",
-    strict=False,
-)
 @SETTINGS
 @given(
     key=st.sampled_from(sorted(BUILD_SPEC) + ["trimming_threshold", "n_rep_boot", "boot_method"]),
@@ -355,10 +368,6 @@ def test_build_spec_raises_only_named_errors(key, value):
         build_spec(**{**BUILD_SPEC, key: value})
 
 
-@pytest.mark.xfail(
-    reason="build_train_spec lets wrong types through, e.g. lr/l2/tol=None (TypeError from float(None)), features=0 (TypeError); fix in fanfit.client.train (outside this change)",
-    strict=False,
-)
 @SETTINGS
 @given(
     key=st.sampled_from(

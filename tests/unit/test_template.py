@@ -91,9 +91,31 @@ def test_every_lambda_task_retries_throttling_and_catches_or_ends_inside_a_map(m
             # a crashed or timed-out runtime is retried too: every handler is idempotent
             assert {"Lambda.Unknown", "Runtime.ExitError", "Sandbox.Timedout"} <= retried, name
     top = asl["States"]
+    # the failure path itself: record the failure, then hand the job's partition back (Release),
+    # which on its own failure still ends in the job's error
+    failure_path = {
+        "Record that the job failed",
+        "Hand the job's partition back to the running jobs",
+    }
+    # a failed Map of shards first names the shard that failed (estimate), then records the failure
+    naming = "Name the shard that failed and its last error"
     for name, state in top.items():
-        if state["Type"] in ("Task", "Map") and name != "Record that the job failed":
-            assert state["Catch"][0]["Next"] == "Record that the job failed", name
+        if state["Type"] in ("Task", "Map") and name not in failure_path:
+            target = state["Catch"][0]["Next"]
+            if target == naming:
+                assert state["Type"] == "Map" and top[naming]["Catch"][0]["Next"] == (
+                    "Record that the job failed"
+                ), name
+                continue
+            assert target == "Record that the job failed", name
+    release = top["Hand the job's partition back to the running jobs"]
+    assert (
+        top["Record that the job failed"]["Next"]
+        == "Hand the job's partition back to the running jobs"
+    )
+    assert release["Parameters"]["FunctionName"] == "${ReleaseFunctionArn}"
+    assert release["Next"] == release["Catch"][0]["Next"] == "The job failed"
+    assert release["ResultPath"] is None  # the job's own $.error reaches the Fail state
     assert top["The job failed"]["ErrorPath"] == "$.error.Error"
 
 

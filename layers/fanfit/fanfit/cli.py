@@ -1,8 +1,10 @@
 """The ``fanfit`` command line.
 
     fanfit estimate --data FILE --model plr --y COL --d COL[,COL] --x COL,... [--ml-l SPEC] ...
-    fanfit train --data FILE --model {kmeans,logreg,linreg} --features COL,... [--target COL] ...
+    fanfit train --data FILE --model {kmeans,logreg,linreg,mlp} --features COL,... [--target COL] ...
     fanfit report JOB --out DIR
+    fanfit resume JOB
+    fanfit jobs
     fanfit local up | down | status
 
 Without ``--stack`` a command uses the running local stack, or starts one for its duration. Results go
@@ -84,12 +86,15 @@ def _train_parser(sub: Any) -> None:
         "train",
         help="train a model data-parallel in synchronous rounds (BSP, LB-BSP, DS-Sync)",
         description="Data-parallel training on the stack: K-Means (Lloyd) or mini-batch SGD for "
-        "logistic / least-squares regression, one Lambda per worker per round.",
+        "logistic / least-squares regression, one Lambda per worker per round, or for an MLP "
+        "classifier on the GPU worker (AWS Batch).",
     )
     p.add_argument("--data", required=True, help="CSV, Parquet or Stata (.dta) file, or s3:// URI")
-    p.add_argument("--model", required=True, help="kmeans | logreg | linreg")
+    p.add_argument("--model", required=True, help="kmeans | logreg | linreg | mlp")
     p.add_argument("--features", required=True, help="feature columns, comma-separated")
-    p.add_argument("--target", help="target column (logreg: class labels; linreg: values)")
+    p.add_argument("--target", help="target column (logreg, mlp: class labels; linreg: values)")
+    p.add_argument("--hidden", metavar="H[,H...]",
+                   help="mlp: hidden layer widths, e.g. 256,256,256")  # fmt: skip
     p.add_argument("--workers", type=int, default=4, help="workers per round (1..40)")
     p.add_argument(
         "--worker-memory",
@@ -128,7 +133,7 @@ def _train_parser(sub: Any) -> None:
 
 _TRAIN_OPTIONS = ("model", "features", "target", "workers", "worker_memory", "batch_workers",
                   "global_batch", "rounds", "balance", "worker_batches", "sync", "group_size",
-                  "n_clusters", "lr", "l2", "tol", "seed", "standardize")  # fmt: skip
+                  "n_clusters", "lr", "l2", "tol", "seed", "standardize", "hidden")  # fmt: skip
 
 
 def _cmd_train(args: argparse.Namespace) -> int:
@@ -245,8 +250,12 @@ def _cmd_status(args: argparse.Namespace) -> int:
         "result_key",
         "error",
         "cause",
+        "failed_shard",
+        "failed_stage",
+        "failed_wave",
+        "shard_error",
     ):
-        if key in record:
+        if record.get(key) is not None:
             print(f"{key}: {record[key]}")
     print(_cost_line(cost, cost_error, record.get("status")))
     schedule = record.get("schedule") or {}
@@ -263,7 +272,71 @@ def _cmd_status(args: argparse.Namespace) -> int:
         )
         for signature, rate in sorted(wave.get("predicted_samples_per_s", {}).items()):
             print(f"    throughput {signature}: {rate:,.0f} samples/s")
+        if wave.get("partition"):
+            part = wave["partition"]
+            print(
+                f"    partition {part['lambda_concurrency']} of demand {part['demand']} "
+                f"(gpus {part['gpus']}, version {part['version']})"
+            )
     return 0 if record.get("status") != "FAILED" else EXIT_FAILED
+
+
+def _resume_parser(sub: Any) -> None:
+    p = sub.add_parser(
+        "resume",
+        help="run a stopped or failed estimate job again: only the shards without predictions",
+        description="Starts a new execution of JOB. The plan and folds are kept; every shard whose "
+        "predictions are in S3 counts as done (this works after a restart of the stack too).",
+    )
+    p.add_argument("job_id", metavar="JOB")
+    p.add_argument("--stack", help="name of a deployed stack (default: the local stack)")
+    p.add_argument("--region", help="AWS region of --stack")
+    p.add_argument("--timeout", type=float, default=3600.0, help="seconds to wait for the result")
+    p.add_argument("--output", choices=["table", "json"], default="table")
+    _add_quiet_option(p)
+    p.set_defaults(func=_cmd_resume)
+
+
+def _cmd_resume(args: argparse.Namespace) -> int:
+    with _client(args) as client:
+        job = client.resume(args.job_id)
+        log.info("resumed job %s (%s)", job.job_id, job.execution_arn)
+        result = job.result(timeout=args.timeout, progress=_progress(args))
+    if args.output == "json":
+        print(json.dumps(result.to_dict(), allow_nan=False))
+    else:
+        _print_table(result)
+    return 0
+
+
+def _jobs_parser(sub: Any) -> None:
+    p = sub.add_parser(
+        "jobs", help="running jobs with their partitions of the shared concurrency (Dorm)"
+    )
+    p.add_argument("--stack", help="name of a deployed stack (default: the local stack)")
+    p.add_argument("--region", help="AWS region of --stack")
+    p.add_argument("--output", choices=["table", "json"], default="table")
+    p.set_defaults(func=_cmd_jobs)
+
+
+def _cmd_jobs(args: argparse.Namespace) -> int:
+    with _client(args) as client:
+        jobs = client.jobs()
+    if args.output == "json":
+        print(json.dumps(jobs, default=str))
+        return 0
+    header = ("job", "kind", "status", "demand", "partition", "gpus")
+    rows = [
+        (j["job_id"], j["kind"], j["status"], str(j["demand"]), str(j["partition"]),
+         f"{j['gpus']}/{j['gpu_demand']}")
+        for j in jobs
+    ]  # fmt: skip
+    widths = [max(len(h), *(len(r[i]) for r in rows)) for i, h in enumerate(header)]
+    for row in (header, *rows):
+        print("  ".join(c.ljust(w) for c, w in zip(row, widths, strict=True)).rstrip())
+    if not rows:
+        print("(no running jobs)")
+    return 0
 
 
 def _fmt(value: Any) -> str:
@@ -484,6 +557,8 @@ def build_parser() -> argparse.ArgumentParser:
     _estimate_parser(sub)
     _train_parser(sub)
     _status_parser(sub)
+    _resume_parser(sub)
+    _jobs_parser(sub)
     _report_parser(sub)
     _local_parser(sub)
     _plan_parser(sub)

@@ -51,3 +51,44 @@ class InvalidEventError(InvalidJobError):
 class LambdaLimitError(InvalidJobError):
     """A job's data would exceed a Lambda limit (memory, /tmp, Step Functions state size) in some
     function (:mod:`fanfit.limits`); the message says which limit and how to fix it (Batch, more memory)."""
+
+
+class PartitionConflictError(FanfitError):
+    """Recomputing the jobs' partitions (:mod:`fanfit.jobs.sharing`) kept losing to concurrent
+    recomputations, or would change more partitions at once than one DynamoDB transaction holds."""
+
+
+class JobNotFoundError(FanfitError, LookupError):
+    """A job named by an event or a command has no object where it should be (its spec, plan or
+    schedule in S3), or no record: the job id is wrong, or its objects were removed."""
+
+
+class ShardFailedError(JobFailedError):
+    """A shard of a job kept failing after its retries; the job ended without a result.
+
+    The message names the shard (stage, wave and shard id) and its last error; the job record holds
+    them as ``failed_shard`` and ``shard_error``. ``fanfit resume JOB`` reruns only the shards whose
+    predictions are missing once the cause is fixed.
+
+    Attributes
+    ----------
+    shard_id : str or None
+    stage, wave : int or None
+    last_error : str
+        The shard's last error, ``'<name>: <message>'``.
+    """
+
+    def __init__(
+        self,
+        message: str,
+        *,
+        shard_id: str | None = None,
+        stage: int | None = None,
+        wave: int | None = None,
+        last_error: str = "",
+    ) -> None:
+        super().__init__(message)
+        self.shard_id = shard_id
+        self.stage = stage
+        self.wave = wave
+        self.last_error = last_error

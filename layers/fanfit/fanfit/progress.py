@@ -47,7 +47,7 @@ from typing import IO, Any, Protocol
 
 import numpy as np
 
-from fanfit import storage
+from fanfit import errors, storage
 from fanfit.cost import count_state_transitions, job_cost
 from fanfit.prices import DEFAULT_PRICES, PriceTable
 
@@ -475,7 +475,10 @@ def _epoch(value: Any) -> float | None:
 
 
 def _missing(exc: Exception) -> bool:
-    """Whether a botocore error says the object does not exist (yet)."""
+    """Whether an error says the object does not exist (yet): botocore's, or fanfit.storage's
+    :class:`~fanfit.errors.JobNotFoundError`."""
+    if isinstance(exc, errors.JobNotFoundError):
+        return True
     code = getattr(exc, "response", {}).get("Error", {}).get("Code")
     return code in ("404", "NoSuchKey", "NotFound")
 

@@ -84,6 +84,9 @@ class Stack:
     train_worker_memory_mb : tuple of int
         Output ``TrainWorkerMemorySizes``: the memory sizes (MB) with a TrainShard function, the
         default first.
+    partition_table : str or None
+        Output ``PartitionTableName`` (running jobs' partitions); None on a stack deployed before
+        partitions existed.
     """
 
     name: str
@@ -94,6 +97,7 @@ class Stack:
     region_name: str | None = None
     train_state_machine_arn: str | None = None
     train_worker_memory_mb: tuple[int, ...] = ()
+    partition_table: str | None = None
 
     @classmethod
     def from_cloudformation(cls, name: str, session: Any, endpoint_url: str | None = None) -> Stack:
@@ -126,6 +130,7 @@ class Stack:
                 train_worker_memory_mb=tuple(
                     int(m) for m in outputs.get("TrainWorkerMemorySizes", "").split(",") if m
                 ),
+                partition_table=outputs.get("PartitionTableName"),
             )
         except KeyError as exc:
             raise errors.StackError(
@@ -347,12 +352,36 @@ class JobHandle:
             message = json.loads(cause).get("errorMessage", cause)
         except (ValueError, AttributeError):
             message = cause
+        if name == "ShardFailedError":
+            return self._shard_failure(message)
         exc_type = self._ERRORS.get(name, errors.JobFailedError)
         if exc_type is errors.JobFailedError:
             return errors.JobFailedError(
                 f"job {self.job_id} ended {desc['status']}: {name}: {message}"
             )
         return exc_type(message)
+
+    def _shard_failure(self, message: str) -> errors.ShardFailedError:
+        """The :class:`~fanfit.errors.ShardFailedError` of a job whose shard kept failing: the shard
+        and its last error from the job record (``failed_shard``, ``shard_error``), else from the
+        execution's cause."""
+        import re
+
+        try:
+            record = self.client.records.get(self.job_id) or {}
+        except Exception:  # a record that cannot be read: the cause still names the shard
+            record = {}
+        found = re.search(r"shard (\d+) \(stage (\d+), wave (\d+)\)", message)
+        shard_id = record.get("failed_shard") or (found.group(1) if found else None)
+        stage = record.get("failed_stage", int(found.group(2)) if found else None)
+        wave = record.get("failed_wave", int(found.group(3)) if found else None)
+        return errors.ShardFailedError(
+            f"job {self.job_id} failed: {message}",
+            shard_id=None if shard_id is None else str(shard_id),
+            stage=stage,
+            wave=wave,
+            last_error=str(record.get("shard_error") or ""),
+        )
 
     def cost(self, prices: PriceTable | None = None, *, refresh: bool = False) -> JobCost:
         """What the job cost on AWS (so far, while it runs): see :mod:`fanfit.cost`.
@@ -555,6 +584,13 @@ class Client:
         self.records = storage.JobRecords(
             self.stack.job_table, session.client("dynamodb", endpoint_url=endpoint_url)
         )
+        self.partitions = (
+            storage.Partitions(
+                self.stack.partition_table, session.client("dynamodb", endpoint_url=endpoint_url)
+            )
+            if self.stack.partition_table
+            else None
+        )
 
     @classmethod
     def local_stack(cls, stack: str = "fanfit") -> Client:
@@ -636,6 +672,8 @@ class Client:
         )  # fmt: skip
         if max_concurrency is None:
             max_concurrency = (os.cpu_count() or 1) if self.local else None
+        # Data over a function's memory (or /tmp, or the state limit) is rejected before launch.
+        self.check_limits("estimate", n_rows=int(values.shape[0]), n_cols=int(values.shape[1]))
 
         job_id = job_id or f"est-{time.strftime('%Y%m%d-%H%M%S')}-{uuid.uuid4().hex[:8]}"
         job: dict[str, Any] = {
@@ -713,6 +751,200 @@ class Client:
             When the run fails otherwise or does not end within ``timeout`` seconds.
         """
         return self.submit_train(data, **options).result(timeout=timeout, progress=progress)
+
+    def jobs(self) -> list[dict[str, Any]]:
+        """The running jobs and their partitions of the shared capacity (Dorm), in arrival order.
+
+        Returns
+        -------
+        list of dict
+            One per job holding a partition: ``job_id``, ``kind`` (``estimate`` / ``train``),
+            ``status`` (from the job record), ``demand`` and ``partition`` (concurrent Lambda
+            invocations), ``gpu_demand`` and ``gpus`` (Batch GPU jobs), ``weight``, ``version``
+            (the recomputation that set the partition) and ``updated_at`` (epoch seconds).
+
+        Raises
+        ------
+        fanfit.errors.StackError
+            The stack has no partition table (deployed before partitions existed).
+        """
+        if self.partitions is None:
+            raise errors.StackError(
+                f"stack {self.stack.name!r} has no PartitionTableName output; redeploy it"
+            )
+        out = []
+        for item in self.partitions.jobs():
+            record = self.records.get(item["job_id"]) or {}
+            out.append(
+                {
+                    "job_id": item["job_id"],
+                    "kind": item.get("kind", ""),
+                    "status": record.get("status", "UNKNOWN"),
+                    "demand": int(item.get("demand", 0)),
+                    "partition": int(item.get("partition", 0)),
+                    "gpu_demand": int(item.get("gpu_demand", 0)),
+                    "gpus": int(item.get("gpus", 0)),
+                    "weight": float(item.get("weight", 1.0)),
+                    "version": int(item.get("version", 0)),
+                    "updated_at": item.get("updated_at"),
+                }
+            )
+        return out
+
+    def partition_history(self) -> list[dict[str, Any]]:
+        """The recorded recomputations of the partitions, oldest first (the last 100); see
+        :func:`fanfit.jobs.sharing.recompute` for an entry's fields.
+
+        Raises
+        ------
+        fanfit.errors.StackError
+            The stack has no partition table.
+        """
+        if self.partitions is None:
+            raise errors.StackError(
+                f"stack {self.stack.name!r} has no PartitionTableName output; redeploy it"
+            )
+        return self.partitions.history()
+
+    #: The stack's functions that hold a job's data, by job kind: ``(name, CloudFormation output)``.
+    _DATA_FUNCTIONS: dict[str, tuple[tuple[str, str], ...]] = {
+        "estimate": (
+            ("Prepare", "PrepareFunctionName"),
+            ("CrossFit", "CrossFitFunctionName"),
+            ("Aggregate", "AggregateFunctionName"),
+        ),
+        "train": (
+            ("TrainInit", "TrainInitFunctionName"),
+            ("TrainShardSmall", "TrainShardSmallFunctionName"),
+            ("TrainShardLarge", "TrainShardLargeFunctionName"),
+            ("TrainReduce", "TrainReduceFunctionName"),
+        ),
+    }
+
+    def function_memory_mb(self, kind: str = "estimate") -> dict[str, int]:
+        """MemorySize (MB) of each of the stack's functions that hold a job's data.
+
+        Read once per client from the stack's outputs (``<Name>FunctionName``) and Lambda's
+        ``GetFunctionConfiguration``; a function the stack does not name is left out.
+
+        Parameters
+        ----------
+        kind : {'estimate', 'train'}
+
+        Returns
+        -------
+        dict of str to int
+            e.g. ``{"Prepare": 1769, "CrossFit": 1769, "Aggregate": 1769}``.
+
+        Raises
+        ------
+        fanfit.errors.StackError
+            If the stack's outputs or a function's configuration cannot be read.
+        """
+        cache: dict[str, dict[str, int]] = self.__dict__.setdefault("_memory_mb", {})
+        if kind in cache:
+            return cache[kind]
+        endpoint = self.stack.endpoint_url
+        try:
+            cfn = self.session.client("cloudformation", endpoint_url=endpoint)
+            desc = cfn.describe_stacks(StackName=self.stack.name)["Stacks"][0]
+            outputs = {o["OutputKey"]: o["OutputValue"] for o in desc.get("Outputs", [])}
+            lam = self.session.client("lambda", endpoint_url=endpoint)
+            sizes = {
+                name: int(lam.get_function_configuration(FunctionName=outputs[out])["MemorySize"])
+                for name, out in self._DATA_FUNCTIONS[kind]
+                if out in outputs
+            }
+        except Exception as exc:  # botocore ClientError, EndpointConnectionError
+            raise errors.StackError(
+                f"cannot read the memory sizes of stack {self.stack.name!r}'s functions: {exc}"
+            ) from exc
+        cache[kind] = sizes
+        return sizes
+
+    def check_limits(self, kind: str, *, n_rows: int, n_cols: int) -> dict[str, float]:
+        """Check a job's data against the stack's functions before launch (:func:`fanfit.limits.
+        check_job` with :meth:`function_memory_mb`).
+
+        Parameters
+        ----------
+        kind : {'estimate', 'train'}
+        n_rows, n_cols : int
+            Shape of the data the job uploads (observations x columns used).
+
+        Returns
+        -------
+        dict of str to float
+            Each function's estimated peak memory, MB.
+
+        Raises
+        ------
+        fanfit.errors.LambdaLimitError
+            The data would not fit a function's memory: the message names the function, both
+            sizes and the fix (a larger MemorySize, AWS Batch, less data).
+        fanfit.errors.StackError
+            The memory sizes cannot be read.
+        """
+        from fanfit import limits
+
+        return limits.check_job(
+            n_rows=n_rows,
+            n_cols=n_cols,
+            memory_mb=self.function_memory_mb(kind),
+            spec={"job_id": "x" * 80, "spec_key": "jobs/" + "x" * 80 + "/spec.json"},
+        )
+
+    def resume(self, job_id: str) -> EstimateJob:
+        """Start a job again where it stopped: only the shards without predictions run.
+
+        A new execution of the same job (named ``<job_id>-r<epoch s>``): Prepare keeps the plan and
+        folds it wrote from the same spec, and Schedule treats every shard whose predictions object
+        exists in S3 as done (S3 is the source of truth: this works after the job's execution
+        failed, was stopped, or the stack itself was restarted and its tables are empty).
+
+        Parameters
+        ----------
+        job_id : str
+
+        Returns
+        -------
+        EstimateJob
+            The handle of the new execution.
+
+        Raises
+        ------
+        fanfit.errors.JobNotFoundError
+            The stack's bucket has no spec of ``job_id``.
+        fanfit.errors.InvalidJobError
+            The job is not an estimate, or its execution is still running.
+        """
+        key = storage.spec_key(job_id)
+        job = self.store.get_json(key)  # JobNotFoundError when there is no such job
+        if not isinstance(job, dict) or job.get("kind", "estimate") != "estimate":
+            raise errors.InvalidJobError(
+                f"job {job_id!r} is not an estimate job; only those resume"
+            )
+        record = self.records.get(job_id) or {}
+        if record.get("execution_arn"):
+            try:
+                running = (
+                    self.sfn.describe_execution(executionArn=record["execution_arn"])["status"]
+                    == "RUNNING"
+                )
+            except Exception:  # the execution is gone (a restarted local stack)
+                running = False
+            if running:
+                raise errors.InvalidJobError(
+                    f"job {job_id!r} is still running ({record['execution_arn']}); wait for it or "
+                    "stop it before resuming"
+                )
+        started = self.sfn.start_execution(
+            stateMachineArn=self.stack.estimate_state_machine_arn,
+            name=f"{job_id[:66]}-r{int(time.time())}",
+            input=json.dumps({"job_id": job_id, "spec_key": key}),
+        )
+        log.info("resumed job %s (%s)", job_id, started["executionArn"])
+        return EstimateJob(self, job_id, started["executionArn"])
 
     def job(self, job_id: str) -> EstimateJob:
         """The handle of an earlier job, from its record."""
@@ -940,7 +1172,22 @@ def build_spec(
     Raises
     ------
     fanfit.errors.InvalidJobError, InvalidLearnerError
+        Also for an option of the wrong type (``learners=0``, ``d=0``), naming it.
     """
+    from fanfit.client import options as opt
+
+    opt.check_str("y", y)
+    opt.check_columns("d", d)
+    opt.check_columns("x", x)
+    opt.check_columns("z", z, optional=True)
+    opt.check_str("model", model)
+    opt.check_str("score", score, optional=True)
+    opt.check_str("boot_method", boot_method, optional=True)
+    opt.check_learners(learners)
+    for name, value in (("n_folds", n_folds), ("n_rep", n_rep), ("seed", seed),
+                        ("n_rep_boot", n_rep_boot)):  # fmt: skip
+        opt.check_int(name, value)
+    opt.check_number("trimming_threshold", trimming_threshold)
     parsed = {
         k: (v if isinstance(v, LearnerSpec) else LearnerSpec.parse(v))
         for k, v in learners.items()

@@ -93,17 +93,20 @@ def build_train_spec(
     tol: float = 0.0,
     seed: int = 0,
     standardize: bool = False,
+    hidden: str | Sequence[int] | None = None,
     valid_memory_mb: tuple[int, ...] | None = None,
 ) -> TrainSpec:
     """Build and check a :class:`fanfit.jobs.train.TrainSpec` from user options.
 
     Parameters
     ----------
-    model : {'kmeans', 'logreg', 'linreg'}
+    model : {'kmeans', 'logreg', 'linreg', 'mlp'}
+        ``mlp``: a ReLU network classifier trained on the GPU worker (AWS Batch) only, so
+        ``batch_workers`` must equal ``workers`` (:mod:`fanfit.train.mlp`).
     features : str or sequence of str
         Feature columns (comma-separated in a str).
     target : str, optional
-        Target column (logreg: class labels; linreg: values).
+        Target column (logreg, mlp: class labels; linreg: values).
     workers : int
         Workers per round (1..40).
     worker_memory : int, str or sequence of int, optional
@@ -131,6 +134,8 @@ def build_train_spec(
     seed : int
     standardize : bool
         Scale features to zero mean, unit variance.
+    hidden : str or sequence of int, optional
+        ``mlp``: hidden layer widths (``"256,256,256"``).
     valid_memory_mb : tuple of int, optional
         The stack's TrainShard memory sizes (the first is the default).
 
@@ -143,6 +148,20 @@ def build_train_spec(
     fanfit.errors.InvalidJobError
         Naming the option.
     """
+    from fanfit.client import options as opt
+
+    opt.check_str("model", model)
+    opt.check_columns("features", features)
+    opt.check_str("target", target, optional=True)
+    for name, value in (("workers", workers), ("batch_workers", batch_workers),
+                        ("rounds", rounds), ("group_size", group_size), ("seed", seed)):  # fmt: skip
+        opt.check_int(name, value)
+    opt.check_int("global_batch", global_batch, optional=True)
+    opt.check_int("n_clusters", n_clusters, optional=True)
+    opt.check_str("balance", balance)
+    opt.check_str("sync", sync)
+    for option, number in (("lr", lr), ("l2", l2), ("tol", tol)):
+        opt.check_number(option, number)
     spec = TrainSpec(
         model=str(model).lower(),
         features=tuple(_as_list(features)),
@@ -162,6 +181,7 @@ def build_train_spec(
         tol=float(tol),
         seed=seed,
         standardize=bool(standardize),
+        hidden=_int_list(hidden, "--hidden"),
     )
     return spec.validate(valid_memory_mb)
 
@@ -182,8 +202,16 @@ class TrainResult:
     coef : ndarray of shape (d, n_outputs) or None
         logreg / linreg, on the (standardised, if asked) features.
     intercept : ndarray of shape (n_outputs,) or None
+    params : dict of str to ndarray or None
+        mlp: ``W0`` (d, h_1), ``b0`` (h_1,), ..., ``W<L-1>`` (h_{L-1}, n_classes), ``b<L-1>``
+        (:mod:`fanfit.train.mlp`), on the (standardised, if asked) features.
+    hidden : list of int or None
+        mlp: the hidden layers' widths.
     classes : list of float or None
-        logreg: the label of each output column.
+        logreg, mlp: the label of each output column.
+    loss : list of float or None
+        SGD models (logreg, linreg, mlp): per round, the mean loss of its global batch under the
+        round's model (before its step).
     n_iter : int
         Rounds that updated the model.
     rounds : list of dict
@@ -206,6 +234,13 @@ class TrainResult:
         self.inertia: float | None = r.get("inertia")
         self.coef = np.asarray(r["coef"]) if "coef" in r else None
         self.intercept = np.asarray(r["intercept"]) if "intercept" in r else None
+        self.params: dict[str, np.ndarray] | None = (
+            {k: np.asarray(v, dtype=np.float64) for k, v in r["params"].items()}
+            if "params" in r
+            else None
+        )
+        self.hidden: list[int] | None = r.get("hidden")
+        self.loss: list[float] | None = r.get("loss")
         self.classes: list[float] | None = r.get("classes")
         self.n_iter: int = int(r["n_iter"])
         self.rounds: list[dict[str, Any]] = list(r["rounds"])
@@ -219,13 +254,18 @@ class TrainResult:
         return (X - np.asarray(self.raw["mean"])) / np.asarray(self.raw["scale"])
 
     def predict(self, X: np.ndarray) -> np.ndarray:
-        """Predictions for raw features ``X`` (n, d): class labels (logreg), values (linreg) or
-        nearest centroid index (kmeans); shape (n,)."""
+        """Predictions for raw features ``X`` (n, d): class labels (logreg, mlp), values (linreg)
+        or nearest centroid index (kmeans); shape (n,). Numpy only (no torch needed)."""
         Z = self.transform(X)
         if self.model == "kmeans":
             from fanfit.train.kmeans import kmeans_predict
 
             return kmeans_predict(Z, np.asarray(self.raw["centroids"]))
+        if self.model == "mlp":
+            from fanfit.train.mlp import mlp_predict
+
+            assert self.params is not None
+            return np.asarray(self.classes)[mlp_predict(self.params, Z)]
         scores = Z @ self.coef + self.intercept
         if self.model == "logreg":
             return np.asarray(self.classes)[scores.argmax(axis=1)]
@@ -335,6 +375,8 @@ def submit_train(
     columns = [*spec.features, *([spec.target] if spec.target else [])]
     names, values = to_matrix(read_table(data, client.s3), columns)
     spec.check_data(names, values)
+    # Data over a function's memory is rejected before anything is uploaded or started.
+    client.check_limits("train", n_rows=int(values.shape[0]), n_cols=int(values.shape[1]))
     job_id = job_id or f"train-{time.strftime('%Y%m%d-%H%M%S')}-{uuid.uuid4().hex[:8]}"
     job: dict[str, Any] = {
         "kind": "train",

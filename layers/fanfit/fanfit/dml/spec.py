@@ -68,6 +68,12 @@ _LEARNER_PURPOSE = {
 }
 
 _INT_MAX_SEED = 2**32 - 1
+#: Most cross-fitting folds a job may ask for (checked before any fold array is allocated).
+MAX_N_FOLDS = 100
+#: Most repetitions of the sample splitting a job may ask for (the folds are (n_obs, n_rep)).
+MAX_N_REP = 100
+#: Most bootstrap repetitions (the multiplier weights are (n_rep_boot, n_obs) per repetition).
+MAX_N_REP_BOOT = 100_000
 
 
 def required_learners(model: str, score: str) -> tuple[str, ...]:
@@ -153,9 +159,9 @@ class DMLSpec:
         Instrument(s): PLIV needs at least one (``'IV-type'`` exactly one), IIVM exactly one binary
         instrument, PLR and IRM none.
     n_folds : int
-        Number of cross-fitting folds, at least 2. Default 5.
+        Number of cross-fitting folds, 2 to :data:`MAX_N_FOLDS` (100). Default 5.
     n_rep : int
-        Number of repetitions of the sample splitting. Default 1.
+        Number of repetitions of the sample splitting, 1 to :data:`MAX_N_REP` (100). Default 1.
     seed : int
         In ``[0, 2**32 - 1]``; seeds the folds (:func:`~fanfit.dml.draw_folds`), the learners'
         ``random_state`` where the user gave none (:func:`~fanfit.dml.unit_seed`) and the bootstrap.
@@ -215,7 +221,8 @@ class DMLSpec:
         InvalidJobError
             Unknown model or score; missing, empty, duplicated or overlapping columns; instruments
             missing or not allowed for the model; IRM/IIVM with more than one treatment;
-            ``n_folds < 2``, ``n_rep < 1``, ``seed`` outside ``[0, 2**32 - 1]``,
+            ``n_folds`` outside ``[2, MAX_N_FOLDS]`` (100), ``n_rep`` outside ``[1, MAX_N_REP]``
+            (100), ``seed`` outside ``[0, 2**32 - 1]``,
             ``trimming_threshold`` outside ``(0, 0.5)``, bad ``normalize_ipw``, ``n_rep_boot`` or
             ``boot_method``; a learner missing for the model and score (the message names it and
             what it estimates) or one the model does not use.
@@ -292,12 +299,14 @@ class DMLSpec:
             )
 
     def _validate_options(self) -> None:
-        if not _is_int(self.n_folds) or self.n_folds < 2:
+        if not _is_int(self.n_folds) or not 2 <= self.n_folds <= MAX_N_FOLDS:
             raise InvalidJobError(
-                f"n_folds must be an integer of at least 2, got {self.n_folds!r}."
+                f"n_folds must be an integer in [2, {MAX_N_FOLDS}], got {self.n_folds!r}."
             )
-        if not _is_int(self.n_rep) or self.n_rep < 1:
-            raise InvalidJobError(f"n_rep must be an integer of at least 1, got {self.n_rep!r}.")
+        if not _is_int(self.n_rep) or not 1 <= self.n_rep <= MAX_N_REP:
+            raise InvalidJobError(
+                f"n_rep must be an integer in [1, {MAX_N_REP}], got {self.n_rep!r}."
+            )
         if not _is_int(self.seed) or not 0 <= self.seed <= _INT_MAX_SEED:
             raise InvalidJobError(f"seed must be an integer in [0, 2**32 - 1], got {self.seed!r}.")
         t = self.trimming_threshold
@@ -307,9 +316,9 @@ class DMLSpec:
             raise InvalidJobError(
                 f"normalize_ipw must be true or false, got {self.normalize_ipw!r}."
             )
-        if not _is_int(self.n_rep_boot) or self.n_rep_boot < 1:
+        if not _is_int(self.n_rep_boot) or not 1 <= self.n_rep_boot <= MAX_N_REP_BOOT:
             raise InvalidJobError(
-                f"n_rep_boot must be a positive integer, got {self.n_rep_boot!r}."
+                f"n_rep_boot must be an integer in [1, {MAX_N_REP_BOOT:,}], got {self.n_rep_boot!r}."
             )
         if self.boot_method is not None and self.boot_method not in BOOT_METHODS:
             raise InvalidJobError(

@@ -18,6 +18,7 @@ in Step Functions state (its limit is 256 KB).
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import resource
@@ -31,6 +32,7 @@ from fanfit import dml, storage
 from fanfit.cost import billed_seconds
 from fanfit.dml.interop import predictions_to_arrays
 from fanfit.errors import InvalidJobError
+from fanfit.jobs import sharing
 from fanfit.prices import DEFAULT_PRICES, PriceTable
 from fanfit.sched.shards import DEFAULT_ACCOUNT_CONCURRENCY, deal, n_shards_for
 from fanfit.sched.sizing import DEFAULT_STARTUP_S, POLICIES, plan_shards, split_units
@@ -89,6 +91,11 @@ def _cached_folds(bucket: str, key: str) -> np.ndarray:
     return folds
 
 
+def _peak_rss_mb() -> float:
+    """Peak resident memory of this process (the function's environment) so far, MB."""
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024.0
+
+
 def _load(
     store: storage.JobStore, plan: dict[str, Any]
 ) -> tuple[dml.DMLSpec, dml.DMLData, np.ndarray]:
@@ -107,6 +114,7 @@ def prepare_stage(
     stage: int,
     execution_arn: str = "",
     memory_mb: int = 0,
+    partitions: storage.Partitions | None = None,
 ) -> dict[str, Any]:
     """Plan one stage of an estimate job.
 
@@ -128,6 +136,10 @@ def prepare_stage(
         The Step Functions execution, recorded in the job record.
     memory_mb : int
         The function's configured memory (for the cost estimate).
+    partitions : Partitions, optional
+        The stack's partition table: the job registers (stage 0: it arrives) or updates (a later
+        stage) its demand, the stage's unit count capped by its ``max_concurrency``, and every
+        running job's partition is recomputed (:func:`fanfit.jobs.sharing.register_job`).
 
     Returns
     -------
@@ -150,14 +162,18 @@ def prepare_stage(
             model=plan["dml"]["model"],
             score=plan["dml"]["score"],
             n_stages=plan["n_stages"],
+            # a resumed job starts again without the error of its failed execution
+            error=None,
+            cause=None,
+            failed_shard=None,
+            shard_error=None,
         )
+        spec = dml.DMLSpec.from_dict(plan["dml"])
     else:
         plan = store.get_json(storage.plan_key(job_id))
         if not 0 < stage < plan["n_stages"]:
             raise InvalidJobError(f"stage must be in 1..{plan['n_stages'] - 1}, got {stage}")
-    spec, data, folds = _load(store, plan)
-
-    if stage > 0:
+        spec, data, folds = _load(store, plan)
         preds = _gather_predictions(store, job_id, spec, data, folds, stages=range(stage))
         store.put_json(
             storage.stage_inputs_key(job_id, stage),
@@ -165,6 +181,18 @@ def prepare_stage(
         )
     units = dml.fit_units(spec, stage)
     store.put_json(storage.units_key(job_id, stage), [u.to_dict() for u in units])
+    if partitions is not None and units:
+        on_batch = plan.get("placement") == "batch" or any(
+            spec.learners[dml.learner_name(u.learner)].requires_batch for u in units
+        )
+        sharing.register_job(
+            partitions,
+            job_id,
+            "estimate",
+            demand=min(len(units), int(plan["max_concurrency"])),
+            gpu_demand=int(plan.get("gpu_workers") or 1) if on_batch else 0,
+            weight=float(plan.get("weight") or 1.0),
+        )
     store.put_json(
         f"{storage.job_prefix(job_id)}stages/{stage}/prepare.json",
         {
@@ -172,6 +200,7 @@ def prepare_stage(
             "ended_at": time.time(),
             "memory_mb": memory_mb,
             "n_units": len(units),
+            "peak_rss_mb": _peak_rss_mb(),
         },
     )
     return {
@@ -186,41 +215,91 @@ def prepare_stage(
 
 
 def _write_plan(store: storage.JobStore, job_id: str, spec_key: str) -> dict[str, Any]:
-    job = store.get_json(spec_key)
-    if not isinstance(job, dict) or "dml" not in job or "data_key" not in job:
+    raw = store.get_bytes(spec_key)
+    spec_sha256 = hashlib.sha256(raw).hexdigest()
+    try:
+        job = json.loads(raw)
+    except ValueError as exc:
+        raise InvalidJobError(f"{spec_key} is not JSON: {exc}") from exc
+    if not isinstance(job, dict) or not isinstance(job.get("dml"), dict) or "data_key" not in job:
         raise InvalidJobError(f"{spec_key} must hold an object with 'dml' and 'data_key'")
+    # Resuming (fanfit resume): the plan of this very spec is already written; keep it and its
+    # folds, so that the shards written before keep their meaning.
+    existing = _existing_plan(store, job_id, spec_sha256)
+    if existing is not None:
+        return existing
+    # Every field is checked before anything is allocated or written.
+    data_key = storage.check_data_key(job["data_key"])
+    folds_key = job.get("folds_key")
+    if folds_key is not None:
+        storage.check_job_key(folds_key, job_id, field="folds_key")
+    max_concurrency = _job_int(job, "max_concurrency", DEFAULT_ACCOUNT_CONCURRENCY, MAX_CONCURRENCY)
+    units_per_shard = job.get("units_per_shard")
+    if units_per_shard is not None:
+        units_per_shard = _job_int(job, "units_per_shard", 1, MAX_UNITS_PER_SHARD)
+    sharding = job.get("sharding") or "auto"
+    if not isinstance(sharding, str) or sharding not in POLICIES:
+        raise InvalidJobError(f"sharding must be one of {', '.join(POLICIES)}; got {sharding!r}")
     spec = dml.DMLSpec.from_dict(job["dml"])
-    columns, values = _cached_data(store.bucket, job["data_key"])
+    columns, values = _cached_data(store.bucket, data_key)
     data = dml.validate_data(spec, list(columns), values)
     n_obs = data.y.shape[0]
-    if job.get("folds_key"):
-        folds = dml.validate_folds(
-            store.get_array(job["folds_key"]), n_obs, spec.n_folds, spec.n_rep
-        )
+    del data
+    if folds_key:
+        folds = dml.validate_folds(store.get_array(folds_key), n_obs, spec.n_folds, spec.n_rep)
     else:
         folds = dml.draw_folds(n_obs, spec.n_folds, spec.n_rep, spec.seed)
     fkey = store.put_array(storage.folds_key(job_id), folds)
-    max_concurrency = int(job.get("max_concurrency") or DEFAULT_ACCOUNT_CONCURRENCY)
-    units_per_shard = job.get("units_per_shard")
-    sharding = job.get("sharding") or "auto"
-    if sharding not in POLICIES:
-        raise InvalidJobError(f"sharding must be one of {', '.join(POLICIES)}; got {sharding!r}")
-    if max_concurrency < 1:
-        raise InvalidJobError(f"max_concurrency must be >= 1, got {max_concurrency}")
-    if units_per_shard is not None and int(units_per_shard) < 1:
-        raise InvalidJobError(f"units_per_shard must be >= 1, got {units_per_shard}")
     plan = {
         "job_id": job_id,
         "dml": spec.to_dict(),
-        "data_key": job["data_key"],
+        "data_key": data_key,
         "folds_key": fkey,
         "n_obs": n_obs,
         "n_stages": dml.n_stages(spec),
         "max_concurrency": max_concurrency,
-        "units_per_shard": None if units_per_shard is None else int(units_per_shard),
+        "units_per_shard": units_per_shard,
         "sharding": sharding,
+        "spec_sha256": spec_sha256,
     }
     store.put_json(storage.plan_key(job_id), plan)
+    return plan
+
+
+#: Largest ``max_concurrency`` a job file may ask for (Lambda's account concurrency can be raised
+#: to tens of thousands; a Distributed Map runs at most 10,000 child executions at once).
+MAX_CONCURRENCY = 10_000
+#: Largest ``units_per_shard`` (a stage has at most MAX_N_FOLDS x MAX_N_REP x learners units).
+MAX_UNITS_PER_SHARD = 100_000
+
+
+def _job_int(job: dict[str, Any], name: str, default: int, most: int) -> int:
+    """``job[name]`` as an int in ``[1, most]`` (``default`` when null or absent).
+
+    Raises
+    ------
+    InvalidJobError
+        Not an integer (text, a float, a bool) or out of range.
+    """
+    value = job.get(name)
+    if value is None:
+        return default
+    if isinstance(value, bool) or not isinstance(value, int) or not 1 <= value <= most:
+        shown = repr(value) if len(repr(value)) <= 100 else f"a {type(value).__name__} value"
+        raise InvalidJobError(f"{name} must be an integer in [1, {most:,}] or null, got {shown}")
+    return value
+
+
+def _existing_plan(store: storage.JobStore, job_id: str, spec_sha256: str) -> dict[str, Any] | None:
+    """The job's plan if Prepare already wrote it from the same spec (and its folds exist)."""
+    key = storage.plan_key(job_id)
+    if not store.exists(key):
+        return None
+    plan = store.get_json(key)
+    if not isinstance(plan, dict) or plan.get("spec_sha256") != spec_sha256:
+        return None
+    if not store.exists(str(plan.get("folds_key"))):
+        return None
     return plan
 
 
@@ -323,6 +402,7 @@ def schedule_wave(
     crossfit_memory_mb: int,
     account_concurrency: int = DEFAULT_ACCOUNT_CONCURRENCY,
     memory_mb: int = 0,
+    partitions: storage.Partitions | None = None,
 ) -> dict[str, Any]:
     """Record what the last wave of a stage measured, and cut the next wave of shards.
 
@@ -348,6 +428,11 @@ def schedule_wave(
         The account's Lambda concurrency (AWS default 1,000).
     memory_mb : int
         This function's memory, MB (for the cost).
+    partitions : Partitions, optional
+        The stack's partition table. The job's partition (Dorm, :func:`fanfit.jobs.sharing.
+        read_partition`), read at this barrier, caps the wave: its shards are sized for, and its
+        ``max_concurrency`` never exceeds, ``min(job max_concurrency, partition)``; its GPU share
+        caps the GPU workers. The partition used goes into the wave's entry (``partition``).
 
     Returns
     -------
@@ -362,10 +447,22 @@ def schedule_wave(
     """
     started = time.time()
     plan = store.get_json(storage.plan_key(job_id))
-    spec, data, folds = _load(store, plan)
-    n_obs, n_features = data.y.shape[0], data.xd(0).shape[1]
+    # The scheduler needs the data's shape and the folds, not the data: n_obs from the plan, the
+    # learners' features as DMLData.xd (covariates plus the other treatments).
+    spec = dml.DMLSpec.from_dict(plan["dml"])
+    folds = _cached_folds(store.bucket, plan["folds_key"])
+    n_obs, n_features = int(plan["n_obs"]), len(spec.x_cols) + spec.n_treat - 1
     units = [dml.FitUnit.from_dict(u) for u in store.get_json(storage.units_key(job_id, stage))]
-    schedule = store.get_json(storage.schedule_key(job_id, stage)) if wave else {"waves": []}
+    recovered = wave == 0 and store.exists(storage.schedule_key(job_id, stage))
+    if recovered:
+        # A resumed execution (fanfit resume), or a retry after the schedule was written: S3 is
+        # the source of truth; the shards whose predictions exist are done, the rest run again.
+        schedule = _recover_schedule(
+            store, job_id, stage, store.get_json(storage.schedule_key(job_id, stage))
+        )
+        wave = len(schedule["waves"])
+    else:
+        schedule = store.get_json(storage.schedule_key(job_id, stage)) if wave else {"waves": []}
     waves = schedule["waves"]
     if len(waves) != wave:
         raise InvalidJobError(f"stage {stage} has {len(waves)} wave(s) planned; cannot plan {wave}")
@@ -373,7 +470,7 @@ def schedule_wave(
     history = EwmaThroughput(
         entries=[ThroughputEntry.from_dict(e) for e in throughput.load(signatures.values())]
     )
-    if waves:
+    if waves and not recovered:
         observed = _observe_wave(store, job_id, stage, waves[-1], spec, folds, n_obs, n_features)
         for observation in observed:
             history.update(observation)
@@ -388,6 +485,8 @@ def schedule_wave(
         "wave": wave,
     }
     if not remaining:
+        if recovered:
+            store.put_json(storage.schedule_key(job_id, stage), schedule)
         return {**out, "has_wave": False}
     # Units whose learner cannot run on Lambda (PyTorch: over the 250 MB code limit), or every
     # unit when the job asks for it, go to the GPU worker (AWS Batch) in this wave, dealt over
@@ -398,7 +497,14 @@ def schedule_wave(
         if plan.get("placement") == "batch"
         or spec.learners[dml.learner_name(u.learner)].requires_batch
     ]
-    batch_shards = deal(on_batch, int(plan.get("gpu_workers") or 1)) if on_batch else []
+    # The job's partition of the shared capacity, read at this barrier (Dorm): it caps the wave.
+    partition = sharing.read_partition(partitions, job_id)
+    job_concurrency = int(plan["max_concurrency"])
+    gpu_workers = int(plan.get("gpu_workers") or 1)
+    if partition is not None:
+        job_concurrency = min(job_concurrency, partition.concurrency)
+        gpu_workers = min(gpu_workers, max(1, partition.gpus))
+    batch_shards = deal(on_batch, gpu_workers) if on_batch else []
     remaining = [u for u in remaining if u not in on_batch]
 
     resource = lambda_resource(crossfit_memory_mb)
@@ -424,9 +530,9 @@ def schedule_wave(
             startup_s,
             policy="per-fold",
             account_concurrency=account_concurrency,
-            job_concurrency=plan["max_concurrency"],
+            job_concurrency=job_concurrency,
         )
-        shards = deal(remaining, n_shards_for(len(remaining), plan["max_concurrency"], fixed))
+        shards = deal(remaining, n_shards_for(len(remaining), job_concurrency, fixed))
         decision_dict = {
             **decision.to_dict(),
             "policy": "fixed",
@@ -446,11 +552,13 @@ def schedule_wave(
             policy=policy,
             n_folds=spec.n_folds,
             account_concurrency=account_concurrency,
-            job_concurrency=plan["max_concurrency"],
+            job_concurrency=job_concurrency,
         )
         shards = split_units(remaining, decision)
         decision_dict = decision.to_dict()
-    first_id = sum(len(w["shards"]) for w in waves)
+    # Shard ids are never reused within a stage (a resumed job's new shards follow the old ones),
+    # so a predictions object always holds the units its schedule entry names.
+    first_id = int(schedule.get("next_shard_id", sum(len(w["shards"]) for w in waves)))
     placed = [(shard, "lambda") for shard in shards] + [(shard, "batch") for shard in batch_shards]
     items = [
         {
@@ -473,13 +581,16 @@ def schedule_wave(
         "started_at": started,
         "ended_at": time.time(),
         "memory_mb": memory_mb,
+        "peak_rss_mb": _peak_rss_mb(),
         "n_batch_shards": len(batch_shards),
+        "partition": None if partition is None else partition.to_dict(),
         "shards": [
             {"shard_id": f"{first_id + i:05d}", "units": [u.key for u in shard], "placement": where}
             for i, (shard, where) in enumerate(placed)
         ],
     }
     waves.append(entry)
+    schedule["next_shard_id"] = first_id + len(items)
     store.put_json(storage.schedule_key(job_id, stage), schedule)
     summary = [
         {k: v for k, v in e.items() if k not in ("shards", "map_runs_prefix")} for e in waves
@@ -493,6 +604,162 @@ def schedule_wave(
         "max_concurrency": int(decision_dict["max_concurrency"]) + len(batch_shards),
         "map_runs_prefix": prefix,
         "next_wave": wave + 1,
+    }
+
+
+def _recover_schedule(
+    store: storage.JobStore, job_id: str, stage: int, old: dict[str, Any]
+) -> dict[str, Any]:
+    """A stage's schedule reduced to the shards whose predictions exist in S3.
+
+    Every earlier wave is kept, in order (its index and its Map Run's prefix stay taken), with only
+    its written shards; the others are listed under ``dropped_shards`` and their units planned
+    again by the caller. ``next_shard_id`` is the first id no earlier shard used.
+
+    Parameters
+    ----------
+    store : JobStore
+    job_id : str
+    stage : int
+    old : dict
+        The schedule as an earlier execution left it (``stages/<s>/schedule.json``).
+
+    Returns
+    -------
+    dict
+        ``{"waves": [...], "next_shard_id": int, "recovered": {"kept": int, "dropped": int}}``.
+    """
+    written = set(store.list_keys(f"{storage.job_prefix(job_id)}stages/{stage}/preds/"))
+    next_id = int(old.get("next_shard_id") or 0)
+    waves, kept, dropped = [], 0, 0
+    for entry in old.get("waves", []):
+        shards = entry.get("shards", [])
+        next_id = max([next_id, *(int(sh["shard_id"]) + 1 for sh in shards)])
+        done = [sh for sh in shards if storage.preds_key(job_id, stage, sh["shard_id"]) in written]
+        missing = [sh["shard_id"] for sh in shards if sh not in done]
+        kept, dropped = kept + len(done), dropped + len(missing)
+        waves.append(
+            {
+                **entry,
+                "shards": done,
+                "dropped_shards": [*entry.get("dropped_shards", []), *missing],
+            }
+        )
+    return {
+        "waves": waves,
+        "next_shard_id": next_id,
+        "recovered": {"kept": kept, "dropped": dropped},
+    }
+
+
+#: Longest last error kept in the job record and in the execution's cause, characters.
+MAX_ERROR_CHARS = 2_000
+
+
+def _error_text(error: str, cause: str) -> str:
+    """``'<name>: <message>'`` from a Step Functions error and cause (a Lambda's cause is the JSON
+    of its ``errorType``/``errorMessage``), at most :data:`MAX_ERROR_CHARS` characters."""
+    message = cause or ""
+    try:
+        parsed = json.loads(cause)
+    except (TypeError, ValueError):
+        parsed = None
+    if isinstance(parsed, dict):
+        error = str(parsed.get("errorType") or error)
+        message = str(parsed.get("errorMessage") or parsed.get("Cause") or cause)
+    text = f"{error}: {message}" if message else str(error)
+    return text if len(text) <= MAX_ERROR_CHARS else text[: MAX_ERROR_CHARS - 3] + "..."
+
+
+def _failed_children(store: storage.JobStore, prefix: str) -> list[tuple[str, str, str]]:
+    """``(shard_id, error, cause)`` of each failed child execution in a Map Run's ResultWriter
+    output (``FAILED_*.json`` under ``prefix``)."""
+    out = []
+    for key in store.list_keys(prefix):
+        if not key.rsplit("/", 1)[-1].startswith("FAILED_"):
+            continue
+        entries = store.get_json(key)
+        for entry in entries if isinstance(entries, list) else []:
+            try:
+                item = (
+                    json.loads(entry["Input"])
+                    if isinstance(entry["Input"], str)
+                    else entry["Input"]
+                )
+                shard_id = str(item["shard"]["shard_id"])
+            except (KeyError, TypeError, ValueError):
+                continue
+            out.append((shard_id, str(entry.get("Error") or ""), str(entry.get("Cause") or "")))
+    return sorted(out)
+
+
+def describe_failure(
+    store: storage.JobStore,
+    records: storage.JobRecords,
+    job_id: str,
+    stage: int,
+    wave: int,
+    *,
+    error: str,
+    cause: str,
+) -> dict[str, Any]:
+    """Name the shard that made a wave's Distributed Map fail, and record it in the job record.
+
+    The failed shards and their last errors come from the Map Run's ResultWriter output
+    (``FAILED_*.json`` under the wave's ``map_runs_prefix``: each failed child execution's input,
+    error and cause); where it wrote none, from the Map's own error when it names a shard, else the
+    wave's first shard whose predictions object is missing, with the Map's error as its last error.
+
+    Parameters
+    ----------
+    store, records : JobStore, JobRecords
+    job_id : str
+    stage, wave : int
+        The wave whose Map failed.
+    error, cause : str
+        The Map's error name and cause, as its Catch received them.
+
+    Returns
+    -------
+    dict
+        ``{"Error": "ShardFailedError", "Cause": str}`` naming the shard (stage, wave, id) and its
+        last error, for the state machine's Fail state; ``failed_shard``, ``failed_stage``,
+        ``failed_wave``, ``shard_error`` and ``failed_shards`` go into the job record.
+        When no shard can be named (the Map failed for another reason), ``Error`` and ``Cause``
+        are the Map's own.
+    """
+    schedule = store.get_json(storage.schedule_key(job_id, stage))
+    entry = next((w for w in schedule["waves"] if w["wave"] == wave), None)
+    if entry is None:
+        return {"Error": error, "Cause": cause}
+    failed = _failed_children(store, entry["map_runs_prefix"])
+    if not failed:
+        ids = [sh["shard_id"] for sh in entry["shards"]]
+        named = [i for i in ids if f"shard {i}" in cause or f'"shard_id": "{i}"' in cause]
+        written = set(store.list_keys(f"{storage.job_prefix(job_id)}stages/{stage}/preds/"))
+        missing = [i for i in ids if storage.preds_key(job_id, stage, i) not in written]
+        failed = [(i, error, cause) for i in (named or missing)]
+    if not failed:
+        return {"Error": error, "Cause": cause}
+    shard_id, shard_err, shard_cause = failed[0]
+    last_error = _error_text(shard_err or error, shard_cause or cause)
+    ids = sorted({f[0] for f in failed})
+    records.update(
+        job_id,
+        failed_shard=shard_id,
+        failed_stage=stage,
+        failed_wave=wave,
+        shard_error=last_error,
+        failed_shards=ids[:100],
+    )
+    more = f" ({len(ids)} shards failed: {', '.join(ids[:10])}{' ...' if len(ids) > 10 else ''})"
+    return {
+        "Error": "ShardFailedError",
+        "Cause": (
+            f"shard {shard_id} (stage {stage}, wave {wave}) kept failing after its retries: "
+            f"{last_error}{more if len(ids) > 1 else ''}. Fix the cause and run `fanfit resume "
+            f"{job_id}`: only the shards without predictions run again."
+        ),
     }
 
 
@@ -641,6 +908,7 @@ def aggregate_job(
     plan_key: str,
     execution_arn: str = "",
     memory_mb: int = 0,
+    partitions: storage.Partitions | None = None,
 ) -> dict[str, Any]:
     """Turn the out-of-fold predictions of every stage into the estimate.
 
@@ -649,7 +917,8 @@ def aggregate_job(
     predictions_to_arrays`), then ``result.json``: :meth:`fanfit.dml.DMLResult.to_dict` plus
     ``job_id``, ``execution_arn``, ``predictions_key``, ``folds_key`` and ``timings`` (per-shard
     statistics, billed GB-seconds and the estimated Lambda cost in USD), then marks the job record
-    SUCCEEDED.
+    SUCCEEDED and, given the stack's ``partitions``, releases the job's partition to the jobs
+    still running (:func:`fanfit.jobs.sharing.release_job`).
 
     Returns
     -------
@@ -698,6 +967,7 @@ def aggregate_job(
                 "shards": shards,
                 "billed_gb_s": gb_s,
                 "lambda_cost_usd": usd,
+                "aggregate": {"memory_mb": memory_mb, "peak_rss_mb": _peak_rss_mb()},
                 "price_usd_per_gb_s": LAMBDA_USD_PER_GB_SECOND,
                 "price_usd_per_request": LAMBDA_USD_PER_REQUEST,
             },
@@ -705,4 +975,5 @@ def aggregate_job(
     )
     key = store.put_json(storage.result_key(job_id), out)
     records.mark_succeeded(job_id, key)
+    sharing.release_job(partitions, job_id)
     return {"job_id": job_id, "result_key": key}

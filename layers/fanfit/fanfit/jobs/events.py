@@ -48,13 +48,28 @@ class PrepareEvent(BaseModel):
     check_keys = model_validator(mode="after")(_keys_in_job)
 
 
+class MapFailure(BaseModel):
+    """The error a failed Distributed Map hands its Catch (``$.error``): name and cause."""
+
+    model_config = ConfigDict(extra="forbid")
+    Error: str = Field(default="", max_length=1_000)
+    Cause: str = Field(default="", max_length=300_000)
+
+
 class ScheduleEvent(BaseModel):
-    """Input of Schedule: record wave ``wave - 1`` of stage ``stage`` and plan wave ``wave``."""
+    """Input of Schedule: record wave ``wave - 1`` of stage ``stage`` and plan wave ``wave``.
+
+    ``execution_arn`` is the execution asking (a resumed job's new execution plans afresh from
+    what S3 holds). With ``failure``, the Map of wave ``wave`` failed: Schedule names the shard
+    that failed and its last error instead of planning (:func:`fanfit.jobs.estimate.describe_failure`).
+    """
 
     model_config = ConfigDict(extra="forbid")
     job_id: str = Field(pattern=_ID)
     stage: int = Field(ge=0, le=16)
     wave: int = Field(ge=0, le=10_000)
+    execution_arn: str = Field(default="", max_length=2_048)
+    failure: MapFailure | None = None
 
 
 class Shard(BaseModel):
@@ -128,6 +143,13 @@ class TrainFinalizeEvent(BaseModel):
     job_id: str = Field(pattern=_ID)
     round: int = Field(ge=0, le=20_000)
     execution_arn: str = ""
+
+
+class ReleaseEvent(BaseModel):
+    """Input of Release: job ``job_id`` ended (failed); hand its partition back."""
+
+    model_config = ConfigDict(extra="forbid")
+    job_id: str = Field(pattern=_ID)
 
 
 def _describe(model: type[BaseModel], exc: ValidationError) -> str:

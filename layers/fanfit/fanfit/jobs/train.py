@@ -39,6 +39,7 @@ import numpy as np
 
 from fanfit import storage
 from fanfit.errors import InvalidDataError, InvalidJobError
+from fanfit.jobs import sharing
 from fanfit.jobs.estimate import LAMBDA_USD_PER_GB_SECOND, lambda_cost_usd
 from fanfit.sched.dssync import dssync_groups
 from fanfit.sched.lbbsp import idle_fraction, lbbsp_batches, uniform_batches
@@ -53,6 +54,7 @@ from fanfit.sched.throughput import (
 from fanfit.train.batches import batch_rows, row_range
 from fanfit.train.kmeans import KMeansPartial, kmeans_reduce, kmeans_step
 from fanfit.train.linear import init_params
+from fanfit.train.mlp import init_mlp_params, layer_sizes, mlp_device, mlp_loss_gradient
 from fanfit.train.sgd import (
     WorkerGradient,
     average_params,
@@ -74,8 +76,12 @@ __all__ = [
     "train_shard",
 ]
 
-#: Models of a train job; ``logreg`` and ``linreg`` map to :data:`fanfit.train.linear.LINEAR_MODELS`.
-TRAIN_MODELS: tuple[str, ...] = ("kmeans", "logreg", "linreg")
+#: Models of a train job; ``logreg`` and ``linreg`` map to :data:`fanfit.train.linear.LINEAR_MODELS`;
+#: ``mlp`` is the ReLU network classifier of :mod:`fanfit.train.mlp`, whose steps run on the GPU
+#: worker (AWS Batch) only.
+TRAIN_MODELS: tuple[str, ...] = ("kmeans", "logreg", "linreg", "mlp")
+#: Models whose target holds class labels (mapped to 0..K-1 by the plan's ``classes``).
+CLASSIFIERS: tuple[str, ...] = ("logreg", "mlp")
 #: Batch balancing policies: plain BSP's even split, LB-BSP's split by predicted throughput, or a
 #: split the user gives (``worker_batches``; e.g. the oracle split of a benchmark).
 BALANCES: tuple[str, ...] = ("uniform", "lb-bsp", "static")
@@ -95,11 +101,14 @@ class TrainSpec:
 
     Attributes
     ----------
-    model : {'kmeans', 'logreg', 'linreg'}
+    model : {'kmeans', 'logreg', 'linreg', 'mlp'}
+        ``mlp``: a ReLU network classifier (:mod:`fanfit.train.mlp`), every worker on the GPU
+        worker (``batch_workers == workers``).
     features : tuple of str
         Feature columns, ``d = len(features)``.
     target : str or None
-        Target column (class labels for ``logreg``, values for ``linreg``); None for ``kmeans``.
+        Target column (class labels for ``logreg`` and ``mlp``, values for ``linreg``); None for
+        ``kmeans``.
     workers : int
         ``N``, workers per round (1 to :data:`MAX_WORKERS`).
     worker_memory_mb : tuple of int
@@ -130,6 +139,9 @@ class TrainSpec:
         Seeds mini-batches, DS-Sync groups and the K-Means initial centroids.
     standardize : bool
         Scale features to zero mean and unit variance (the training data's) before training.
+    hidden : tuple of int
+        ``mlp`` only: the hidden layers' widths, e.g. ``(256, 256, 256)`` (1 to
+        :data:`fanfit.train.mlp.MAX_HIDDEN_LAYERS` layers).
     """
 
     model: str
@@ -150,6 +162,7 @@ class TrainSpec:
     tol: float = 0.0
     seed: int = 0
     standardize: bool = False
+    hidden: tuple[int, ...] = ()
     extra: dict[str, Any] = field(default_factory=dict)
 
     def to_dict(self) -> dict[str, Any]:
@@ -158,6 +171,7 @@ class TrainSpec:
         d["features"] = list(self.features)
         d["worker_memory_mb"] = list(self.worker_memory_mb)
         d["worker_batches"] = list(self.worker_batches)
+        d["hidden"] = list(self.hidden)
         d.pop("extra")
         return d
 
@@ -180,6 +194,7 @@ class TrainSpec:
         values["features"] = tuple(values["features"])
         values["worker_memory_mb"] = tuple(int(m) for m in values.get("worker_memory_mb") or ())
         values["worker_batches"] = tuple(values.get("worker_batches") or ())
+        values["hidden"] = tuple(values.get("hidden") or ())
         return cls(**values)
 
     def validate(self, valid_memory_mb: tuple[int, ...] | None = None) -> TrainSpec:
@@ -245,7 +260,9 @@ class TrainSpec:
         if self.sync not in SYNCS:
             raise InvalidJobError(f"--sync must be one of {', '.join(SYNCS)}; got {self.sync!r}")
         if self.model == "kmeans" and self.sync != "bsp":
-            raise InvalidJobError("--sync ds-sync applies to logreg and linreg only; kmeans is bsp")
+            raise InvalidJobError(
+                "--sync ds-sync applies to logreg, linreg and mlp only; kmeans is bsp"
+            )
         if not _is_int(self.group_size) or self.group_size < 1:
             raise InvalidJobError(f"--group-size must be an integer >= 1; got {self.group_size!r}")
         if self.model != "kmeans" and (
@@ -270,6 +287,16 @@ class TrainSpec:
                 f"--batch-workers must be an integer in 0..--workers ({self.workers}); got "
                 f"{self.batch_workers!r}"
             )
+        if self.model == "mlp":
+            layer_sizes(1, self.hidden, 1)  # InvalidJobError naming --hidden
+            if self.batch_workers != self.workers:
+                raise InvalidJobError(
+                    f"--batch-workers must equal --workers ({self.workers}) for mlp: every mlp "
+                    "worker runs on the GPU worker (AWS Batch), since the Lambda layer has no "
+                    f"PyTorch; got --batch-workers {self.batch_workers}"
+                )
+        elif self.hidden:
+            raise InvalidJobError(f"--hidden applies to --model mlp only; got {self.model}")
         n_lambda = self.workers - self.batch_workers
         memory = tuple(int(m) for m in self.worker_memory_mb)
         if len(memory) == 1 and n_lambda > 1:
@@ -326,12 +353,13 @@ class TrainSpec:
             raise InvalidJobError(
                 f"--n-clusters ({self.n_clusters}) exceeds the rows of the data ({n_obs})"
             )
-        if self.model == "logreg":
+        if self.model in CLASSIFIERS:
             y = values[:, columns.index(str(self.target))]
             classes = np.unique(y)
             if classes.size < 2 or classes.size > MAX_CLASSES:
                 raise InvalidDataError(
-                    f"column {self.target!r} must hold 2..{MAX_CLASSES} classes for logreg; it has {classes.size}"
+                    f"column {self.target!r} must hold 2..{MAX_CLASSES} classes for "
+                    f"{self.model}; it has {classes.size}"
                 )
 
 
@@ -399,12 +427,14 @@ def _get_state(
 def _signature(plan: dict[str, Any]) -> str:
     """The workload signature of one worker step: model, features, outputs (or clusters)."""
     spec = plan["spec"]
+    extra = {"hidden": list(spec["hidden"])} if spec.get("hidden") else {}
     return workload_signature(
         "train",
         spec["model"],
         len(spec["features"]),
         n_outputs=plan["n_outputs"],
         sync=spec["sync"],
+        **extra,
     )
 
 
@@ -419,6 +449,7 @@ def init_job(
     worker_functions: dict[int, str],
     execution_arn: str = "",
     batch_memory_mb: int | None = None,
+    partitions: storage.Partitions | None = None,
 ) -> dict[str, Any]:
     """Validate a train job, write its plan and the round-0 model.
 
@@ -435,6 +466,10 @@ def init_job(
     batch_memory_mb : int, optional
         Memory (MB) of the stack's GPU worker job definition; None: the stack has no Batch path
         and a job asking for ``batch_workers`` is rejected.
+    partitions : Partitions, optional
+        The stack's partition table: the job arrives with demand its Lambda worker count (and
+        GPU demand its GPU workers), and every running job's partition is recomputed
+        (:func:`fanfit.jobs.sharing.register_job`).
 
     Returns
     -------
@@ -449,6 +484,10 @@ def init_job(
     job = store.get_json(spec_key)
     if not isinstance(job, dict) or "spec" not in job or "data_key" not in job:
         raise InvalidJobError(f"{spec_key} must hold an object with 'spec' and 'data_key'")
+    # The job file's keys are checked before anything is read or written through them.
+    storage.check_data_key(job["data_key"])
+    if job.get("init_key") is not None:
+        storage.check_job_key(job["init_key"], job_id, field="init_key")
     spec = TrainSpec.from_dict(job["spec"]).validate(tuple(worker_functions))
     columns, values = _cached_data(store.bucket, job["data_key"])
     spec.check_data(list(columns), values)
@@ -462,7 +501,7 @@ def init_job(
         scale = np.where(sd > 0, sd, 1.0)
         X = (X - mean) / scale
     classes = None
-    if spec.model == "logreg":
+    if spec.model in CLASSIFIERS:
         classes = np.unique(values[:, columns.index(str(spec.target))])
     n_outputs = (
         int(spec.n_clusters or 0)
@@ -517,7 +556,11 @@ def init_job(
         arrays = {"centroids": centroids}
         meta = {"phase": "train", "n_iter": 0}
     else:
-        params = init_params(d, n_outputs)
+        params = (
+            init_mlp_params(d, spec.hidden, n_outputs, spec.seed)
+            if spec.model == "mlp"
+            else init_params(d, n_outputs)
+        )
         if spec.sync == "ds-sync":
             arrays = {k: np.stack([v] * spec.workers) for k, v in params.items()}
         else:
@@ -526,6 +569,13 @@ def init_job(
     store.put_json(storage.plan_key(job_id), plan)
     _put_state(store, job_id, 0, arrays, meta)
     records.mark_running(job_id, execution_arn=execution_arn, kind="train", model=spec.model)
+    sharing.register_job(
+        partitions,
+        job_id,
+        "train",
+        demand=spec.workers - spec.batch_workers,
+        gpu_demand=spec.batch_workers,
+    )
     return {
         "job_id": job_id,
         "plan_key": storage.plan_key(job_id),
@@ -574,7 +624,9 @@ def max_batches(plan: dict[str, Any]) -> list[int]:
     A worker keeps the job's data in memory (``n_obs x (d + 1)`` float64, read once per warm
     environment) besides the runtime (:data:`RUNTIME_BASE_MB`); a batch of ``b`` rows then needs
     ``8 b (d + 3 K)`` bytes more for SGD (the rows' copy, logits, probabilities and residuals for
-    ``K`` outputs) or ``8 b (k + 2)`` for a K-Means step (distances to ``k`` centres, labels).
+    ``K`` outputs), ``8 b (d + 4 sum(hidden) + 3 K)`` for an MLP step (autograd keeps each hidden
+    layer's pre- and post-activation and their gradients), or ``8 b (k + 2)`` for a K-Means step
+    (distances to ``k`` centres, labels).
 
     Parameters
     ----------
@@ -593,6 +645,8 @@ def max_batches(plan: dict[str, Any]) -> list[int]:
     data_bytes = 8 * n_obs * (d + 1)
     if spec["model"] == "kmeans":
         per_row = 8 * (int(spec["n_clusters"]) + 2)
+    elif spec["model"] == "mlp":
+        per_row = 8 * (d + 4 * sum(spec["hidden"]) + 3 * int(plan.get("n_outputs", 1)))
     else:
         per_row = 8 * (d + 3 * int(plan.get("n_outputs", 1)))
     out = []
@@ -625,6 +679,7 @@ def schedule_round(
     throughput: storage.ThroughputRecords,
     job_id: str,
     round_index: int,
+    partitions: storage.Partitions | None = None,
 ) -> dict[str, Any]:
     """Record the last round's throughput and set each worker's batch for round ``round_index``.
 
@@ -650,12 +705,18 @@ def schedule_round(
     job_id : str
     round_index : int
         The round to plan (>= 0); for ``r > 0`` round ``r - 1``'s record must exist.
+    partitions : Partitions, optional
+        The stack's partition table. The job's partition (Dorm, :func:`fanfit.jobs.sharing.
+        read_partition`), read at this barrier, bounds how many workers run at once: the round's
+        ``max_concurrency`` is ``min(Lambda workers, partition)`` plus ``min(GPU workers, GPU
+        share)`` (at least 1 each); the workers' batches and so the result do not change.
 
     Returns
     -------
     dict
-        ``job_id, round, workers``: one Map item per worker, ``{"job_id", "round", "worker",
-        "function_arn"}``. The batches, groups and predictions go to ``rounds/<r>/plan.json``.
+        ``job_id, round, max_concurrency, workers``: the Map's ``MaxConcurrencyPath`` and one Map
+        item per worker, ``{"job_id", "round", "worker", "function_arn"}``. The batches, groups,
+        predictions, partition and ``max_concurrency`` go to ``rounds/<r>/plan.json``.
 
     Raises
     ------
@@ -709,9 +770,20 @@ def schedule_round(
         if spec["sync"] == "ds-sync"
         else [list(range(n))]
     )
+    # The job's partition of the shared capacity, read at this barrier (Dorm): at most that many
+    # workers run at once (the Map's MaxConcurrencyPath); the rest wait for a free slot.
+    partition = sharing.read_partition(partitions, job_id)
+    n_batch = sum(1 for w in workers if w.get("placement") == "batch")
+    max_concurrency = n
+    if partition is not None:
+        max_concurrency = (min(n - n_batch, partition.concurrency) if n > n_batch else 0) + (
+            min(n_batch, max(1, partition.gpus)) if n_batch else 0
+        )
     round_plan = {
         "round": round_index,
         "phase": meta["phase"],
+        "max_concurrency": max_concurrency,
+        "partition": None if partition is None else partition.to_dict(),
         "batches": [int(b) for b in batches],
         "groups": groups,
         "predicted_samples_per_s": [float(x) for x in speeds],
@@ -723,6 +795,7 @@ def schedule_round(
     return {
         "job_id": job_id,
         "round": round_index,
+        "max_concurrency": max_concurrency,
         "workers": [
             {
                 "job_id": job_id,
@@ -755,6 +828,8 @@ def train_shard(
       (:func:`fanfit.train.batches.row_range`; the round's batches cover every row).
     - logreg / linreg: :func:`fanfit.train.sgd.worker_gradient` on its rows of the round's global
       batch (:func:`fanfit.train.batches.batch_rows`), with its own model under DS-Sync.
+    - mlp (on the GPU worker): :func:`fanfit.train.mlp.mlp_loss_gradient` on those rows (PyTorch,
+      imported here only: float64 on the CPU, float32 on CUDA; ``$FANFIT_MLP_DEVICE``).
 
     Parameters
     ----------
@@ -794,6 +869,8 @@ def train_shard(
     io_s = time.perf_counter() - t_io
     batches = np.asarray(round_plan["batches"], dtype=np.int64)
 
+    # The MLP step imports torch here, before the timing: compute_s counts computation only.
+    device = mlp_device() if spec["model"] == "mlp" else None
     t0 = time.perf_counter()
     if spec["model"] == "kmeans":
         rows = row_range(batches, worker)
@@ -804,11 +881,15 @@ def train_shard(
     else:
         idx = batch_rows(plan["n_obs"], batches, int(spec["seed"]), round_index, worker)
         if spec["sync"] == "ds-sync":
-            params = {"W": arrays["W"][worker], "b": arrays["b"][worker]}
+            params = {k: v[worker] for k, v in arrays.items()}
         else:
-            params = {"W": arrays["W"], "b": arrays["b"]}
+            params = dict(arrays)
         assert y is not None  # a target is required for the SGD models (TrainSpec.validate)
-        out = worker_gradient(_LINEAR[spec["model"]], params, X[idx], y[idx]).to_arrays()
+        if spec["model"] == "mlp":
+            loss, grads = mlp_loss_gradient(params, X[idx], y[idx], device=device)
+            out = WorkerGradient(grads, loss, int(idx.size)).to_arrays()
+        else:
+            out = worker_gradient(_LINEAR[spec["model"]], params, X[idx], y[idx]).to_arrays()
     compute_s = time.perf_counter() - t0
 
     stats = {
@@ -826,6 +907,8 @@ def train_shard(
         "peak_rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024.0,
         "pid": os.getpid(),
     }
+    if spec["model"] == "mlp":
+        stats["device"] = device  # where the MLP step ran: cpu (float64) or cuda (float32)
     t1 = time.perf_counter()
     key = storage.train_partial_key(job_id, round_index, worker)
     stats["ended_at"] = time.time()
@@ -902,6 +985,7 @@ def reduce_round(
                 "started_at": s["started_at"],
                 "ended_at": s["ended_at"],
                 "peak_rss_mb": s["peak_rss_mb"],
+                **({"device": s["device"]} if "device" in s else {}),
             }
             for i, s in enumerate(stats)
         ],
@@ -942,12 +1026,12 @@ def reduce_round(
         grads = [WorkerGradient.from_arrays(p) for p in parts]
         lr, l2 = float(spec["lr"]), float(spec["l2"])
         if spec["sync"] == "ds-sync":
-            worker_params = [{"W": arrays["W"][i], "b": arrays["b"][i]} for i in range(n)]
+            worker_params = [{k: v[i] for k, v in arrays.items()} for i in range(n)]
             stepped = dssync_step(worker_params, grads, round_plan["groups"], lr, l2)
-            new_arrays = {k: np.stack([p[k] for p in stepped]) for k in ("W", "b")}
+            new_arrays = {k: np.stack([p[k] for p in stepped]) for k in stepped[0]}
         else:
             g = reduce_gradients(grads)
-            new_arrays = dict(sgd_step({"W": arrays["W"], "b": arrays["b"]}, g.grads, lr, l2))
+            new_arrays = dict(sgd_step(dict(arrays), g.grads, lr, l2))
         record["loss"] = float(reduce_gradients(grads).loss)
         n_iter = int(meta["n_iter"]) + 1
         done = n_iter >= int(spec["rounds"])
@@ -971,8 +1055,10 @@ def finalize_job(
     round_index: int,
     execution_arn: str = "",
     memory_mb: int = 0,
+    partitions: storage.Partitions | None = None,
 ) -> dict[str, Any]:
-    """Write ``result.json`` from the last model and the round records; mark the job SUCCEEDED.
+    """Write ``result.json`` from the last model and the round records; mark the job SUCCEEDED and,
+    given the stack's ``partitions``, release its partition (:func:`fanfit.jobs.sharing.release_job`).
 
     Parameters
     ----------
@@ -990,7 +1076,9 @@ def finalize_job(
         ``{"job_id": str, "result_key": str}``. The result holds ``model``, ``features``,
         ``target``, ``n_obs``, ``n_workers``, ``worker_memory_mb``, ``balance``, ``sync``;
         ``centroids`` (k, d), ``inertia``, ``n_iter``, ``converged`` (K-Means) or ``coef``
-        (d, n_outputs), ``intercept`` (n_outputs,), ``classes`` (logreg) (SGD); ``mean`` and
+        (d, n_outputs), ``intercept`` (n_outputs,), ``classes`` (logreg) (SGD) or ``params``
+        (``{"W0": (d, h_1) nested lists, "b0": (h_1,), ...}``), ``hidden``, ``classes`` (mlp);
+        ``loss`` (per round, the mean loss of the round's batch, SGD and mlp); ``mean`` and
         ``scale`` when standardised; ``rounds`` (the round records); ``timings`` (seconds, billed
         GB-seconds and the estimated Lambda cost in USD).
 
@@ -1029,13 +1117,17 @@ def finalize_job(
         )
     else:
         if spec["sync"] == "ds-sync":
-            n = arrays["W"].shape[0]
-            params = average_params([{"W": arrays["W"][i], "b": arrays["b"][i]} for i in range(n)])
+            n = len(plan["workers"])
+            params = average_params([{k: v[i] for k, v in arrays.items()} for i in range(n)])
         else:
-            params = {"W": arrays["W"], "b": arrays["b"]}
+            params = dict(arrays)
+        if spec["model"] == "mlp":
+            result.update(
+                params={k: v.tolist() for k, v in params.items()}, hidden=list(spec["hidden"])
+            )
+        else:
+            result.update(coef=params["W"].tolist(), intercept=params["b"].tolist())
         result.update(
-            coef=params["W"].tolist(),
-            intercept=params["b"].tolist(),
             classes=plan["classes"],
             n_iter=int(meta["n_iter"]),
             loss=[r.get("loss") for r in rounds],
@@ -1056,4 +1148,5 @@ def finalize_job(
     }
     key = store.put_json(storage.result_key(job_id), result)
     records.mark_succeeded(job_id, key)
+    sharing.release_job(partitions, job_id)
     return {"job_id": job_id, "result_key": key}

@@ -27,6 +27,9 @@ Key layout (``<job>`` is the job id)::
     jobs/<job>/train/rounds/<r>/workers/<i>.npz  worker i's partial of round r (TrainShard)
     jobs/<job>/train/rounds/<r>/record.json  what round r measured (TrainReduce)
     jobs/<job>/train/throughput.json       the job's per-worker throughput averages (TrainSchedule)
+
+DynamoDB: the job table (:class:`JobRecords`), the throughput table (:class:`ThroughputRecords`)
+and the partition table (:class:`Partitions`: running jobs' shares of the account, Dorm).
 """
 
 from __future__ import annotations
@@ -34,12 +37,13 @@ from __future__ import annotations
 import hashlib
 import io
 import json
+import re
 import time
 from typing import Any
 
 import numpy as np
 
-from fanfit.errors import InvalidDataError
+from fanfit.errors import InvalidDataError, InvalidJobError, JobNotFoundError
 
 JOB_STATUS_RUNNING = "RUNNING"
 JOB_STATUS_SUCCEEDED = "SUCCEEDED"
@@ -49,6 +53,60 @@ JOB_STATUS_FAILED = "FAILED"
 def data_key(digest: str) -> str:
     """Key of a content-addressed data object, from the hex SHA-256 of its bytes."""
     return f"data/{digest}.npz"
+
+
+#: What a data key looks like: ``data/<sha256 hex>.<ext>`` (content-addressed, one level deep).
+DATA_KEY_PATTERN = re.compile(r"data/[0-9a-f]{64}\.[a-z0-9]{2,8}")
+
+
+def check_data_key(key: Any, *, field: str = "data_key") -> str:
+    """Check a data key read from a job file: ``data/<sha256>.npz`` and nothing else.
+
+    Parameters
+    ----------
+    key : any
+        The value of the job file's ``field``.
+    field : str
+        Its name, for the message.
+
+    Returns
+    -------
+    str
+        ``key``.
+
+    Raises
+    ------
+    InvalidJobError
+        ``key`` is not a string of that form (null, a path that climbs out with ``..``, another
+        job's object); the value is not echoed when long.
+    """
+    if not isinstance(key, str) or not DATA_KEY_PATTERN.fullmatch(key):
+        shown = repr(key) if len(repr(key)) <= 100 else f"a {type(key).__name__} value"
+        raise InvalidJobError(
+            f"{field} must be a data key 'data/<sha256>.npz' as the client uploads it, got {shown}"
+        )
+    return key
+
+
+def check_job_key(key: Any, job_id: str, *, field: str) -> str:
+    """Check an S3 key read from a job file lies under ``jobs/<job_id>/`` without ``..`` segments.
+
+    Raises
+    ------
+    InvalidJobError
+        It is not a string, lies outside the job's prefix, or has an empty, ``.`` or ``..`` segment.
+    """
+    if (
+        not isinstance(key, str)
+        or len(key) > 1024
+        or not key.startswith(job_prefix(job_id))
+        or any(part in ("", ".", "..") for part in key.split("/"))
+    ):
+        shown = repr(key) if len(repr(key)) <= 100 else f"a {type(key).__name__} value"
+        raise InvalidJobError(
+            f"{field} must be a key under {job_prefix(job_id)} without '..' segments, got {shown}"
+        )
+    return key
 
 
 def job_prefix(job_id: str) -> str:
@@ -199,7 +257,31 @@ class JobStore:
         return key
 
     def get_bytes(self, key: str) -> bytes:
-        return self.s3.get_object(Bucket=self.bucket, Key=key)["Body"].read()
+        """The object's bytes.
+
+        Raises
+        ------
+        JobNotFoundError
+            The object does not exist (a job's spec, plan or schedule: no such job).
+        InvalidDataError
+            A data object (``data/...``) does not exist.
+        """
+        try:
+            return self.s3.get_object(Bucket=self.bucket, Key=key)["Body"].read()
+        except self.s3.exceptions.ClientError as exc:
+            if exc.response.get("Error", {}).get("Code") not in ("404", "NoSuchKey", "NotFound"):
+                raise
+            if key.startswith("data/"):
+                raise InvalidDataError(
+                    f"data object {key} does not exist in bucket {self.bucket}; upload the data "
+                    "again (the client does it on submit)"
+                ) from exc
+            job = key.split("/")[1] if key.startswith("jobs/") and key.count("/") >= 2 else None
+            where = f"job {job!r} has no object {key}" if job else f"no object {key}"
+            raise JobNotFoundError(
+                f"{where} in bucket {self.bucket}: no such job on this stack, or its objects "
+                "were removed"
+            ) from exc
 
     def exists(self, key: str) -> bool:
         try:
@@ -353,6 +435,164 @@ class ThroughputRecords:
         for entry in entries:
             item = {k: _to_attr(v) for k, v in {**entry, "updated_at": now}.items()}
             self.ddb.put_item(TableName=self.table_name, Item=item)
+
+
+#: Key of the partition table's one bookkeeping item: the version every recomputation bumps, and the
+#: history of recomputations. Not a valid job id (job ids start with a letter or digit).
+PARTITIONS_EPOCH_KEY = "#epoch"
+#: Most recomputations the epoch item keeps in its history (oldest dropped first).
+PARTITIONS_HISTORY_LIMIT = 100
+
+
+class Partitions:
+    """Running jobs' partitions of the shared capacity in the DynamoDB partition table (Dorm).
+
+    One item per running job, key ``job_id``: ``kind`` (``estimate`` / ``train``), ``demand`` and
+    ``partition`` (Lambda concurrency, invocations), ``gpu_demand`` and ``gpus`` (Batch GPUs),
+    ``weight``, ``version`` (the recomputation that set the partition) and ``updated_at`` (epoch s).
+    One more item, ``job_id = "#epoch"``, holds ``version`` (bumped by every recomputation) and
+    ``history`` (the last :data:`PARTITIONS_HISTORY_LIMIT` recomputations).
+
+    Concurrency control is optimistic: a recomputation reads the epoch's version and every job
+    (:meth:`snapshot`), solves, and writes everything in one ``TransactWriteItems``
+    (:meth:`commit`) whose first item is the epoch, conditioned on the version it read. Two
+    recomputations that overlap cannot both commit; the loser sees ``False`` and starts again
+    from a fresh snapshot (:func:`fanfit.jobs.sharing.recompute`). No update is lost, and every
+    job's partition comes from one consistent solve.
+
+    Parameters
+    ----------
+    table_name : str
+    dynamodb : botocore client, optional
+    """
+
+    def __init__(self, table_name: str, dynamodb: Any = None) -> None:
+        if dynamodb is None:
+            import boto3
+
+            dynamodb = boto3.client("dynamodb")
+        self.table_name = table_name
+        self.ddb = dynamodb
+
+    @classmethod
+    def from_env(cls) -> Partitions | None:
+        """The stack's partition table from ``FANFIT_PARTITION_TABLE``; None when it is not set."""
+        import os
+
+        name = os.environ.get("FANFIT_PARTITION_TABLE")
+        return cls(name) if name else None
+
+    def get(self, job_id: str) -> dict[str, Any] | None:
+        """One job's item as a plain dict (strongly consistent), or None when it holds none."""
+        item = self.ddb.get_item(
+            TableName=self.table_name, Key={"job_id": {"S": job_id}}, ConsistentRead=True
+        ).get("Item")
+        return None if item is None else {k: _from_attr(v) for k, v in item.items()}
+
+    def _scan(self) -> list[dict[str, Any]]:
+        pages = self.ddb.get_paginator("scan").paginate(
+            TableName=self.table_name, ConsistentRead=True
+        )
+        return [{k: _from_attr(v) for k, v in i.items()} for p in pages for i in p["Items"]]
+
+    def snapshot(self) -> tuple[int, list[dict[str, Any]], list[dict[str, Any]]]:
+        """``(version, jobs, history)``: the epoch's version (0 before the first recomputation),
+        every running job's item (sorted by ``registered_at``, then id) and the history."""
+        items = self._scan()
+        epoch = next((i for i in items if i["job_id"] == PARTITIONS_EPOCH_KEY), {})
+        jobs = sorted(
+            (i for i in items if i["job_id"] != PARTITIONS_EPOCH_KEY),
+            key=lambda i: (float(i.get("registered_at", 0)), i["job_id"]),
+        )
+        return int(epoch.get("version", 0)), jobs, list(epoch.get("history", []))
+
+    def jobs(self) -> list[dict[str, Any]]:
+        """Every running job's item, in arrival order."""
+        return self.snapshot()[1]
+
+    def history(self) -> list[dict[str, Any]]:
+        """The recorded recomputations, oldest first (see :func:`fanfit.jobs.sharing.recompute`)."""
+        return self.snapshot()[2]
+
+    def commit(
+        self,
+        version: int,
+        put: list[dict[str, Any]],
+        delete: list[str],
+        history: list[dict[str, Any]],
+    ) -> bool:
+        """Write one recomputation atomically, if no other has committed since ``version``.
+
+        Parameters
+        ----------
+        version : int
+            The epoch's version :meth:`snapshot` returned; the epoch becomes ``version + 1``.
+        put : list of dict
+            Job items to write whole (new jobs, and jobs whose demand or partition changed).
+        delete : list of str
+            Job ids to remove (jobs that ended).
+        history : list of dict
+            The epoch's new history (trimmed to :data:`PARTITIONS_HISTORY_LIMIT`).
+
+        Returns
+        -------
+        bool
+            True when committed; False when another recomputation committed first (nothing written).
+
+        Raises
+        ------
+        fanfit.errors.PartitionConflictError
+            More than 99 items would change at once (DynamoDB's 100-item transaction limit).
+        """
+        from fanfit.errors import PartitionConflictError
+
+        if len(put) + len(delete) > 99:
+            raise PartitionConflictError(
+                f"a recomputation would change {len(put) + len(delete)} partitions at once; "
+                "DynamoDB transactions take at most 100 items: lower max_changes"
+            )
+        epoch = {
+            "job_id": PARTITIONS_EPOCH_KEY,
+            "version": version + 1,
+            "updated_at": time.time(),
+            "history": history[-PARTITIONS_HISTORY_LIMIT:],
+        }
+        condition: dict[str, Any] = (
+            {"ConditionExpression": "attribute_not_exists(job_id)"}
+            if version == 0
+            else {
+                "ConditionExpression": "#v = :v",
+                "ExpressionAttributeNames": {"#v": "version"},
+                "ExpressionAttributeValues": {":v": {"N": str(version)}},
+            }
+        )
+        items: list[dict[str, Any]] = [
+            {
+                "Put": {
+                    "TableName": self.table_name,
+                    "Item": {k: _to_attr(v) for k, v in epoch.items()},
+                    **condition,
+                }
+            }
+        ]
+        items += [
+            {"Put": {"TableName": self.table_name, "Item": {k: _to_attr(v) for k, v in i.items()}}}
+            for i in put
+        ]
+        items += [
+            {"Delete": {"TableName": self.table_name, "Key": {"job_id": {"S": job_id}}}}
+            for job_id in delete
+        ]
+        try:
+            self.ddb.transact_write_items(TransactItems=items)
+        except self.ddb.exceptions.TransactionCanceledException:
+            return False
+        except self.ddb.exceptions.ClientError as exc:  # TransactionConflict, older emulators
+            code = exc.response.get("Error", {}).get("Code", "")
+            if code in ("TransactionConflictException", "ConditionalCheckFailedException"):
+                return False
+            raise
+        return True
 
 
 def _to_attr(value: Any) -> dict[str, Any]:

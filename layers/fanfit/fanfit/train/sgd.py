@@ -34,6 +34,7 @@ __all__ = [
     "WorkerGradient",
     "average_params",
     "dssync_step",
+    "is_penalised",
     "reduce_gradients",
     "sgd_step",
     "train_sgd",
@@ -42,6 +43,10 @@ __all__ = [
 
 #: Synchronisation modes of :func:`train_sgd`.
 SYNC_MODES: tuple[str, ...] = ("bsp", "ds-sync")
+#: A model's worker step: ``(params, X, y) -> (mean loss, gradient dict)`` over the rows given
+#: (:func:`fanfit.train.linear.loss_gradient` with its model bound, or
+#: :func:`fanfit.train.mlp.mlp_loss_gradient`).
+LossGradient = Callable[[Params, np.ndarray, np.ndarray], tuple[float, Params]]
 
 
 @dataclass(frozen=True)
@@ -50,9 +55,11 @@ class WorkerGradient:
 
     Attributes
     ----------
-    grads : dict
-        Gradient of the mean loss over the worker's rows: ``W`` (n_features, n_outputs),
-        ``b`` (n_outputs,). No penalty term.
+    grads : dict of str to numpy.ndarray
+        Gradient of the mean loss over the worker's rows, one array per parameter of the model
+        and of its shape: ``W`` (n_features, n_outputs), ``b`` (n_outputs,) for the linear models
+        (:mod:`fanfit.train.linear`); ``W0, b0, W1, b1, ...`` for an MLP
+        (:mod:`fanfit.train.mlp`). No penalty term.
     loss : float
         Mean loss over its rows (0 for no rows).
     n_samples : int
@@ -64,10 +71,10 @@ class WorkerGradient:
     n_samples: int
 
     def to_arrays(self) -> dict[str, np.ndarray]:
-        """Flat arrays for ``numpy.savez``: ``grad_W``, ``grad_b``, ``loss``, ``n_samples``."""
+        """Flat arrays for ``numpy.savez``: ``grad_<key>`` per parameter (``grad_W``, ``grad_b``
+        for a linear model), ``loss``, ``n_samples``."""
         return {
-            "grad_W": self.grads["W"],
-            "grad_b": self.grads["b"],
+            **{f"grad_{key}": value for key, value in self.grads.items()},
             "loss": np.asarray(self.loss),
             "n_samples": np.asarray(self.n_samples),
         }
@@ -76,7 +83,7 @@ class WorkerGradient:
     def from_arrays(cls, arrays: dict[str, np.ndarray]) -> WorkerGradient:
         """Inverse of :meth:`to_arrays` (e.g. from ``numpy.load``)."""
         return cls(
-            {"W": np.asarray(arrays["grad_W"]), "b": np.asarray(arrays["grad_b"])},
+            {k[len("grad_") :]: np.asarray(v) for k, v in arrays.items() if k.startswith("grad_")},
             float(arrays["loss"]),
             int(arrays["n_samples"]),
         )
@@ -125,26 +132,47 @@ def reduce_gradients(parts: Sequence[WorkerGradient]) -> WorkerGradient:
     Raises
     ------
     InvalidJobError
-        No parts.
+        No parts, or parts whose gradients do not hold the same parameters.
     """
     w = _weights(parts)
+    keys = _same_keys([p.grads for p in parts])
     grads = {
         key: sum((wi * p.grads[key] for wi, p in zip(w, parts)), np.zeros_like(parts[0].grads[key]))
-        for key in ("W", "b")
+        for key in keys
     }
     loss = float(sum(wi * p.loss for wi, p in zip(w, parts)))
     return WorkerGradient(grads, loss, sum(p.n_samples for p in parts))
 
 
-def sgd_step(params: Params, grads: Params, lr: float, l2: float = 0.0) -> Params:
-    """One gradient step on the mean loss plus ``l2 / 2 * ||W||^2``.
+def _same_keys(dicts: Sequence[Params]) -> list[str]:
+    """The parameter names of the first dict, in its order; every dict must hold the same."""
+    keys = list(dicts[0])
+    for d in dicts[1:]:
+        if set(d) != set(keys):
+            raise InvalidJobError(
+                f"models hold different parameters: {sorted(keys)} and {sorted(d)}."
+            )
+    return keys
 
-    ``W - lr * (g_W + l2 * W)`` and ``b - lr * g_b`` (the intercept is not penalised).
+
+def is_penalised(value: np.ndarray) -> bool:
+    """Whether :func:`sgd_step` penalises a parameter: weight matrices (2 or more dimensions)
+    are, intercepts and biases (vectors) are not, as in scikit-learn."""
+    return np.ndim(value) >= 2
+
+
+def sgd_step(params: Params, grads: Params, lr: float, l2: float = 0.0) -> Params:
+    """One gradient step on the mean loss plus ``l2 / 2`` times the squared norm of the weights.
+
+    For every weight matrix ``W`` (any parameter of 2 or more dimensions: ``W`` of a linear model,
+    ``W0, W1, ...`` of an MLP) ``W - lr * (g_W + l2 * W)``; for every vector ``b`` (intercepts,
+    biases: not penalised) ``b - lr * g_b`` (:func:`is_penalised`).
 
     Parameters
     ----------
-    params, grads : dict
-        ``W`` (n_features, n_outputs), ``b`` (n_outputs,).
+    params, grads : dict of str to numpy.ndarray
+        The same keys and shapes: ``W`` (n_features, n_outputs), ``b`` (n_outputs,) for a linear
+        model; ``W<l>`` (n_in, n_out), ``b<l>`` (n_out,) per layer ``l`` of an MLP.
     lr : float
         Learning rate (> 0).
     l2 : float, default 0
@@ -158,23 +186,38 @@ def sgd_step(params: Params, grads: Params, lr: float, l2: float = 0.0) -> Param
     Raises
     ------
     InvalidJobError
-        ``lr <= 0`` or ``l2 < 0``.
+        ``lr <= 0`` or ``l2 < 0``, or ``grads`` not holding the parameters of ``params``.
     """
     if not lr > 0 or not l2 >= 0:
         raise InvalidJobError(f"need lr > 0 and l2 >= 0, got lr={lr!r}, l2={l2!r}.")
+    keys = _same_keys([params, grads])
     return {
-        "W": params["W"] - lr * (grads["W"] + l2 * params["W"]),
-        "b": params["b"] - lr * grads["b"],
+        key: params[key] - lr * (grads[key] + l2 * params[key])
+        if is_penalised(params[key])
+        else params[key] - lr * grads[key]
+        for key in keys
     }
 
 
 def average_params(params: Sequence[Params], weights: ArrayLike | None = None) -> Params:
     """Weighted mean of models (equal weights by default); DS-Sync's final model.
 
+    Parameters
+    ----------
+    params : sequence of dict of str to numpy.ndarray
+        Models with the same parameters (any keys: ``W, b`` or ``W0, b0, ...``).
+    weights : array_like of shape (len(params),), optional
+
+    Returns
+    -------
+    dict
+        Per key, the weighted mean of the models' arrays.
+
     Raises
     ------
     InvalidJobError
-        No models, or weights that are not non-negative with a positive sum.
+        No models, models with different parameters, or weights that are not non-negative with a
+        positive sum.
     """
     if len(params) == 0:
         raise InvalidJobError("cannot average zero models.")
@@ -186,7 +229,7 @@ def average_params(params: Sequence[Params], weights: ArrayLike | None = None) -
     w = w / w.sum()
     return {
         key: sum((wi * p[key] for wi, p in zip(w, params)), np.zeros_like(params[0][key]))
-        for key in ("W", "b")
+        for key in _same_keys(params)
     }
 
 
@@ -256,12 +299,15 @@ def train_sgd(
     sync: str = "bsp",
     group_size: int = 2,
     batches: Callable[[int], ArrayLike] | None = None,
+    init: Params | None = None,
+    gradient: LossGradient | None = None,
 ) -> Params:
     """Run the round protocol in this process: the reference for what a pipeline computes.
 
     Parameters
     ----------
     model : {'logistic', 'least-squares'}
+        The linear model; ignored when ``gradient`` is given.
     X : numpy.ndarray, shape (n_obs, n_features)
     y : numpy.ndarray, shape (n_obs,) or (n_obs, n_outputs)
     n_outputs : int
@@ -282,6 +328,12 @@ def train_sgd(
     batches : callable, optional
         ``round_index -> (n_workers,) batch sizes summing to global_batch`` (e.g. LB-BSP from
         measured throughputs); default :func:`fanfit.sched.lbbsp.uniform_batches`.
+    init : dict, optional
+        The round-0 model (e.g. :func:`fanfit.train.mlp.init_mlp_params`); default the linear
+        model's zeros, :func:`fanfit.train.linear.init_params`.
+    gradient : callable, optional
+        The worker step (:data:`LossGradient`), e.g. :func:`fanfit.train.mlp.mlp_loss_gradient`
+        for an MLP; default :func:`fanfit.train.linear.loss_gradient` of ``model``.
 
     Returns
     -------
@@ -297,7 +349,8 @@ def train_sgd(
         raise InvalidJobError(f"sync must be one of {', '.join(SYNC_MODES)}; got {sync!r}.")
     X = np.asarray(X, dtype=np.float64)
     y = np.asarray(y)
-    params = [init_params(X.shape[1], n_outputs)] * (n_workers if sync == "ds-sync" else 1)
+    start = init_params(X.shape[1], n_outputs) if init is None else init
+    params = [start] * (n_workers if sync == "ds-sync" else 1)
     for r in range(rounds):
         b = uniform_batches(global_batch, n_workers) if batches is None else np.asarray(batches(r))
         if b.shape != (n_workers,) or int(b.sum()) != global_batch:
@@ -305,9 +358,12 @@ def train_sgd(
         parts = []
         for i in range(n_workers):
             rows = batch_rows(X.shape[0], b, seed, r, i)
-            parts.append(
-                worker_gradient(model, params[i if sync == "ds-sync" else 0], X[rows], y[rows])
-            )
+            own = params[i if sync == "ds-sync" else 0]
+            if gradient is None:
+                parts.append(worker_gradient(model, own, X[rows], y[rows]))
+            else:
+                loss, grads = gradient(own, X[rows], y[rows])
+                parts.append(WorkerGradient(grads, loss, int(rows.size)))
         if sync == "bsp":
             params = [sgd_step(params[0], reduce_gradients(parts).grads, lr, l2)]
         else:

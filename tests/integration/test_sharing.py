@@ -1,0 +1,182 @@
+"""Three jobs sharing one small account on the local stack: Dorm partitions change as jobs come and go.
+
+GIVEN the template deployed a second time into the session's local stack as ``fanfit-sharing`` with
+``AccountConcurrency=4``, WHEN a K-Means train job (4 workers) and two estimates (max_concurrency 4
+each) run at the same time, THEN the partition history records every arrival and end with the
+partitions summing to at most 4, the train job's rounds run at the partition they read (it shrinks
+when the estimates arrive and grows back when they end, without a restart), no wave or round ever
+has more invocations in flight than its partition, and every job's result equals the one it has
+alone (DoubleML with the same folds; scikit-learn's Lloyd K-Means from the same centroids).
+"""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from fanfit import dml, storage
+
+pytestmark = pytest.mark.integration
+
+ROOT = Path(__file__).resolve().parents[2]
+CAPACITY = 4
+STACK = "fanfit-sharing"
+LIN, LOGIT = "LinearRegression", "LogisticRegression"
+KMEANS_ROUNDS = 12
+
+
+@pytest.fixture(scope="module")
+def sharing_client(local_stack) -> Any:
+    """A client of the template deployed as ``fanfit-sharing`` with AccountConcurrency=4."""
+    from fanfit.client import Client
+    from fanfit.local.deploy import Deployer
+
+    deployer = Deployer(
+        local_stack,
+        ROOT / "template.yaml",
+        stack_name=STACK,
+        parameters={"AccountConcurrency": str(CAPACITY)},
+    )
+    deployer.run()
+    print(f"\n{STACK} deployed: {deployer.timings}")
+    return Client.local_stack(STACK)
+
+
+def _estimate_frame(model: str) -> pd.DataFrame:
+    from doubleml.irm import datasets as irm_datasets
+    from doubleml.plm import datasets as plm_datasets
+
+    np.random.seed(4321)
+    if model == "plr":
+        return plm_datasets.make_plr_CCDDHNR2018(n_obs=400, dim_x=5, return_type="DataFrame")
+    return irm_datasets.make_irm_data(n_obs=400, dim_x=5, return_type="DataFrame")
+
+
+def _doubleml(model: str, learners: dict, df: pd.DataFrame, folds: np.ndarray) -> Any:
+    import doubleml
+
+    from fanfit.learners import LearnerSpec
+
+    x_cols = [c for c in df.columns if c.startswith("X")]
+    data = doubleml.DoubleMLData(df, y_col="y", d_cols=["d"], x_cols=x_cols)
+    est = {k: LearnerSpec.parse(v).build() for k, v in learners.items()}
+    cls = doubleml.DoubleMLPLR if model == "plr" else doubleml.DoubleMLIRM
+    obj = cls(data, **est, n_folds=int(folds.max()) + 1, n_rep=folds.shape[1],
+              draw_sample_splitting=False)  # fmt: skip
+    obj.set_sample_splitting(dml.folds_to_smpls(folds))
+    return obj.fit()
+
+
+def _max_overlap(intervals: list[tuple[float, float]]) -> int:
+    """Most intervals open at one instant (an interval ending when another starts does not overlap)."""
+    events = sorted([(s, 1) for s, _ in intervals] + [(e, -1) for _, e in intervals])
+    most = now = 0
+    for _, step in events:
+        now += step
+        most = max(most, now)
+    return most
+
+
+def test_three_jobs_share_four_and_each_finishes_as_it_would_alone(sharing_client):
+    from sklearn.cluster import KMeans
+
+    client = sharing_client
+    # GIVEN a K-Means job whose rounds outlast the estimates' arrival and end
+    rng = np.random.default_rng(5)
+    X = rng.normal(size=(3000, 8))
+    km = pd.DataFrame(X, columns=[f"f{i}" for i in range(8)])
+    init = X[rng.choice(len(X), 8, replace=False)] + rng.normal(0, 0.01, (8, 8))
+    started = time.perf_counter()
+    train = client.submit_train(km, model="kmeans", features=list(km.columns), n_clusters=8,
+                                init=init, workers=4, rounds=KMEANS_ROUNDS)  # fmt: skip
+    # WHEN it has started its rounds, two estimates of demand 4 arrive
+    deadline = time.monotonic() + 120
+    while time.monotonic() < deadline and not any(
+        j["job_id"] == train.job_id for j in client.jobs()
+    ):
+        time.sleep(0.5)
+    running = client.jobs()
+    assert [j["job_id"] for j in running] == [train.job_id]
+    assert running[0]["partition"] == CAPACITY and running[0]["kind"] == "train"
+    cases = {
+        "plr": {"ml_l": LIN, "ml_m": LIN},
+        "irm": {"ml_g": LIN, "ml_m": LOGIT},
+    }
+    estimates = {}
+    for model, learners in cases.items():
+        df = _estimate_frame(model)
+        folds = dml.draw_folds(len(df), 3, 3, seed=11)
+        job = client.submit_estimate(
+            df, model=model, y="y", d="d", x=[c for c in df.columns if c.startswith("X")],
+            n_folds=3, n_rep=3, seed=11, folds=folds, max_concurrency=4, **learners,
+        )  # fmt: skip
+        estimates[model] = (job, df, folds, learners)
+    # the three are listed with their partitions while they run (sum within the capacity)
+    seen: list[list[dict]] = []
+    for _ in range(40):
+        seen.append(client.jobs())
+        if len(seen[-1]) == 3:
+            break
+        time.sleep(0.25)
+    assert any(len(s) >= 2 for s in seen), seen
+    assert all(sum(j["partition"] for j in s) <= CAPACITY for s in seen)
+
+    # THEN every job finishes with the result it has alone
+    for model, (job, df, folds, learners) in estimates.items():
+        res = job.result(timeout=600)
+        ref = _doubleml(model, learners, df, folds)
+        np.testing.assert_allclose(res.coef, ref.coef, rtol=1e-9, atol=0, err_msg=model)
+        np.testing.assert_allclose(res.se, ref.se, rtol=1e-9, atol=0, err_msg=model)
+        # ... and no wave ever had more shards in flight than the partition it read
+        shards = {s["shard_id"]: s for s in res.timings["shards"]}
+        schedule = client.store.get_json(storage.schedule_key(job.job_id, 0))
+        for wave in schedule["waves"]:
+            cap = wave["partition"]["concurrency"]
+            assert wave["decision"]["max_concurrency"] <= cap, wave
+            spans = [(shards[s["shard_id"]]["started_at"], shards[s["shard_id"]]["ended_at"])
+                     for s in wave["shards"]]  # fmt: skip
+            assert _max_overlap(spans) <= cap, (model, wave["wave"], spans)
+    res = train.result(timeout=600)
+    elapsed = time.perf_counter() - started
+    ref = KMeans(n_clusters=8, init=init, n_init=1, algorithm="lloyd", max_iter=KMEANS_ROUNDS,
+                 tol=0.0).fit(X)  # fmt: skip
+    np.testing.assert_allclose(res.centroids, ref.cluster_centers_, rtol=0, atol=1e-8)
+    assert res.inertia == pytest.approx(ref.inertia_, rel=1e-10)
+
+    # ... the train job read its partition at every barrier and never ran more workers at once
+    plans = [
+        client.store.get_json(storage.train_round_plan_key(train.job_id, r))
+        for r in range(len(res.rounds))
+    ]
+    used = [p["partition"]["concurrency"] for p in plans]
+    for plan, record in zip(plans, res.rounds, strict=True):
+        assert plan["max_concurrency"] == min(4, plan["partition"]["concurrency"])
+        spans = [(w["started_at"], w["ended_at"]) for w in record["workers"]]
+        assert _max_overlap(spans) <= plan["max_concurrency"], (plan, spans)
+
+    # ... and the history shows the partitions change as the jobs arrive and end
+    history = client.partition_history()
+    ours = {train.job_id, *(job.job_id for job, *_ in estimates.values())}
+    mine = [h for h in history if h["job_id"] in ours]
+    events = [(h["event"], h["job_id"]) for h in mine]
+    assert sorted(e for e, _ in events) == ["arrive"] * 3 + ["end"] * 3, events
+    assert all(sum(j["partition"] for j in h["jobs"].values()) <= CAPACITY for h in mine)
+    train_share = [h["jobs"][train.job_id]["partition"] for h in mine if train.job_id in h["jobs"]]
+    assert train_share[0] == CAPACITY and min(train_share) < CAPACITY, train_share
+    assert client.jobs() == []
+    print(
+        "\npartition history (event, job, {job: partition}):\n"
+        + "\n".join(
+            f"  v{h['version']} {h['event']:6s} {h['job_id']}: "
+            + ", ".join(f"{k[:22]}={v['partition']}/{v['demand']}" for k, v in h["jobs"].items())
+            + f"  lambda used {h['lambda_utilization']:.2f}, U={h['utilization']:.2f}"
+            + f" F={h['fairness_loss']:.2f} solve {h['solve_s'] * 1e3:.1f} ms"
+            for h in mine
+        )
+        + f"\ntrain rounds' partitions: {used}; all three done in {elapsed:.1f} s"
+    )

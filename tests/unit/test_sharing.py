@@ -1,0 +1,310 @@
+"""Dorm partitions live in the partition table: registration, release, recompute, and barriers.
+
+GIVEN a moto partition table (and bucket, job and throughput tables), WHEN jobs arrive and end
+through :mod:`fanfit.jobs.sharing` (as Prepare, TrainInit, Aggregate, TrainFinalize and Release call
+it), THEN every running job holds a partition from one consistent Dorm solve, the history records
+each recomputation, a recomputation that loses a race retries without losing the other's update,
+and Schedule / TrainSchedule never plan past the job's partition, picking up a new one at the next
+barrier.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+EVENTS = ROOT / "events"
+TABLE = "fanfit-partitions"
+
+
+@dataclass
+class FakeContext:
+    function_name: str = "fanfit-test"
+    memory_limit_in_mb: int = 1024
+    invoked_function_arn: str = "arn:aws:lambda:us-east-1:123456789012:function:fanfit-test"
+    aws_request_id: str = "00000000-0000-0000-0000-000000000000"
+
+    def get_remaining_time_in_millis(self) -> int:
+        return 300_000
+
+
+@pytest.fixture
+def aws(monkeypatch):
+    moto = pytest.importorskip("moto")
+    import boto3
+
+    for key, value in {
+        "AWS_DEFAULT_REGION": "us-east-1",
+        "AWS_ACCESS_KEY_ID": "testing",
+        "AWS_SECRET_ACCESS_KEY": "testing",
+        "FANFIT_BUCKET": "fanfit-unit",
+        "FANFIT_JOB_TABLE": "fanfit-jobs",
+        "FANFIT_IDEMPOTENCY_TABLE": "fanfit-idempotency",
+        "FANFIT_THROUGHPUT_TABLE": "fanfit-throughput",
+        "FANFIT_PARTITION_TABLE": TABLE,
+        "FANFIT_ACCOUNT_CONCURRENCY": "4",
+        "FANFIT_BATCH_MAX_VCPUS": "0",
+        "POWERTOOLS_SERVICE_NAME": "fanfit",
+        "POWERTOOLS_METRICS_NAMESPACE": "FanfitTest",
+        "POWERTOOLS_TRACE_DISABLED": "true",
+    }.items():
+        monkeypatch.setenv(key, value)
+    monkeypatch.delenv("AWS_ENDPOINT_URL", raising=False)
+    with moto.mock_aws():
+        boto3.client("s3").create_bucket(Bucket="fanfit-unit")
+        ddb = boto3.client("dynamodb")
+        for table, key in (
+            ("fanfit-jobs", "job_id"),
+            ("fanfit-idempotency", "id"),
+            (TABLE, "job_id"),
+        ):
+            ddb.create_table(
+                TableName=table,
+                KeySchema=[{"AttributeName": key, "KeyType": "HASH"}],
+                AttributeDefinitions=[{"AttributeName": key, "AttributeType": "S"}],
+                BillingMode="PAY_PER_REQUEST",
+            )
+        ddb.create_table(
+            TableName="fanfit-throughput",
+            KeySchema=[
+                {"AttributeName": "signature", "KeyType": "HASH"},
+                {"AttributeName": "resource", "KeyType": "RANGE"},
+            ],
+            AttributeDefinitions=[
+                {"AttributeName": "signature", "AttributeType": "S"},
+                {"AttributeName": "resource", "AttributeType": "S"},
+            ],
+            BillingMode="PAY_PER_REQUEST",
+        )
+        yield
+
+
+def _partitions():
+    from fanfit.storage import Partitions
+
+    return Partitions(TABLE)
+
+
+def _held(parts) -> dict[str, int]:
+    return {j["job_id"]: int(j["partition"]) for j in parts.jobs()}
+
+
+def test_jobs_arriving_and_ending_recompute_every_partition(aws):
+    from fanfit.jobs.sharing import register_job, release_job
+
+    parts = _partitions()
+    # GIVEN capacity 4; WHEN a job of demand 4 arrives alone THEN it holds all 4
+    assert register_job(parts, "a", "estimate", 4, capacity=(4, 0)).lambda_concurrency == 4
+    # WHEN a second of demand 4 arrives THEN they split the capacity fairly: 2 and 2
+    register_job(parts, "b", "train", 4, capacity=(4, 0))
+    assert _held(parts) == {"a": 2, "b": 2}
+    # WHEN a third (demand 2) arrives THEN all 4 stay in use and everyone holds at least 1
+    register_job(parts, "c", "estimate", 2, capacity=(4, 0))
+    held = _held(parts)
+    assert sum(held.values()) == 4 and min(held.values()) >= 1 and set(held) == {"a", "b", "c"}
+    # WHEN b ends THEN its share goes back to a and c, and b holds nothing
+    entry = release_job(parts, "b", capacity=(4, 0))
+    assert entry is not None and entry["event"] == "end" and entry["version"] == 4
+    held = _held(parts)
+    assert set(held) == {"a", "c"} and sum(held.values()) == 4
+    # AND releasing it again changes nothing
+    assert release_job(parts, "b", capacity=(4, 0)) is None
+    history = parts.history()
+    assert [h["event"] for h in history] == ["arrive", "arrive", "arrive", "end"]
+    assert [h["version"] for h in history] == [1, 2, 3, 4]
+    assert history[1]["jobs"] == {
+        "a": {"kind": "estimate", "demand": 4, "gpu_demand": 0, "partition": 2, "gpus": 0},
+        "b": {"kind": "train", "demand": 4, "gpu_demand": 0, "partition": 2, "gpus": 0},
+    }
+    assert all(0 <= h["utilization"] <= 1 for h in history)
+
+
+def test_registering_again_with_the_same_demand_changes_nothing_and_a_new_demand_resizes(aws):
+    from fanfit.jobs.sharing import register_job
+
+    parts = _partitions()
+    register_job(parts, "a", "estimate", 3, capacity=(4, 0))
+    register_job(parts, "a", "estimate", 3, capacity=(4, 0))  # a retried Prepare
+    assert len(parts.history()) == 1
+    # WHEN a later stage needs less THEN the partition shrinks to the new demand
+    p = register_job(parts, "a", "estimate", 1, capacity=(4, 0))
+    assert p.lambda_concurrency == 1 and p.demand == 1
+    assert [h["event"] for h in parts.history()] == ["arrive", "resize"]
+
+
+def test_gpu_demand_is_shared_as_a_second_resource(aws):
+    from fanfit.jobs.sharing import register_job
+
+    parts = _partitions()
+    register_job(parts, "g1", "train", 0, gpu_demand=2, capacity=(4, 2))
+    p2 = register_job(parts, "g2", "estimate", 2, gpu_demand=2, capacity=(4, 2))
+    gpus = {j["job_id"]: j["gpus"] for j in parts.jobs()}
+    assert gpus == {"g1": 1, "g2": 1} and p2.lambda_concurrency == 2
+
+
+def test_a_stale_commit_writes_nothing(aws):
+    from fanfit.jobs.sharing import register_job
+
+    parts = _partitions()
+    register_job(parts, "a", "estimate", 2, capacity=(4, 0))
+    version, jobs, history = parts.snapshot()
+    register_job(parts, "b", "estimate", 2, capacity=(4, 0))  # commits version 2 meanwhile
+    # WHEN a recomputation based on version 1 commits THEN it is refused and nothing changes
+    stale = {**jobs[0], "partition": 4}
+    assert parts.commit(version, [stale], [], history) is False
+    assert _held(parts) == {"a": 2, "b": 2} and parts.snapshot()[0] == 2
+
+
+def test_a_recomputation_overtaken_by_another_retries_and_loses_no_update(aws):
+    from fanfit.jobs.sharing import register_job
+    from fanfit.storage import Partitions
+
+    class Racing(Partitions):
+        """Another job arrives between this recomputation's snapshot and its commit, once."""
+
+        raced = False
+
+        def snapshot(self):
+            snap = super().snapshot()
+            if not self.raced:
+                self.raced = True
+                register_job(Partitions(TABLE), "rival", "train", 4, capacity=(4, 0))
+            return snap
+
+    register_job(_partitions(), "a", "estimate", 4, capacity=(4, 0))
+    racing = Racing(TABLE)
+    register_job(racing, "b", "estimate", 4, capacity=(4, 0))
+    # THEN both arrivals are in, from one consistent solve after the rival's
+    held = _held(_partitions())
+    assert set(held) == {"a", "b", "rival"} and sum(held.values()) == 4
+    history = _partitions().history()
+    assert [(h["event"], h["job_id"]) for h in history] == [
+        ("arrive", "a"),
+        ("arrive", "rival"),
+        ("arrive", "b"),
+    ]
+    assert set(history[-1]["jobs"]) == {"a", "b", "rival"}
+
+
+def test_release_handler_on_its_sample_event(aws):
+    from fanfit.jobs.sharing import register_job
+
+    register_job(_partitions(), "example-job", "estimate", 2)
+    register_job(_partitions(), "other", "train", 4)
+    assert _held(_partitions()) == {"example-job": 2, "other": 2}
+    handler = _handler("release")
+    event = json.loads((EVENTS / "release.json").read_text())
+    out = handler(event, FakeContext())
+    assert out["released"] is True
+    assert _held(_partitions()) == {"other": 4}
+
+
+def _handler(name: str):
+    spec = importlib.util.spec_from_file_location(
+        f"fanfit_fn_sharing_{name}", ROOT / "functions" / name / "app.py"
+    )
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = module
+    spec.loader.exec_module(module)
+    return module.lambda_handler
+
+
+def _frame(n: int = 400, seed: int = 0) -> pd.DataFrame:
+    rng = np.random.default_rng(seed)
+    x = rng.normal(size=(n, 3))
+    d = x[:, 0] + rng.normal(size=n)
+    y = 0.5 * d + x[:, 1] + rng.normal(size=n)
+    return pd.DataFrame({"y": y, "d": d, "x1": x[:, 0], "x2": x[:, 1], "x3": x[:, 2]})
+
+
+def test_schedule_wave_never_exceeds_the_partition_and_resizes_at_the_next_wave(aws):
+    from fanfit import storage
+    from fanfit.client import build_spec
+    from fanfit.client.data import to_matrix
+    from fanfit.jobs.estimate import crossfit_shard, prepare_stage, schedule_wave
+    from fanfit.jobs.sharing import register_job, release_job
+
+    store = storage.JobStore("fanfit-unit")
+    records = storage.JobRecords("fanfit-jobs")
+    throughput = storage.ThroughputRecords("fanfit-throughput")
+    parts = _partitions()
+    spec, columns = build_spec(
+        y="y", d="d", x=["x1", "x2", "x3"], z=None, model="plr", score=None,
+        learners={"ml_l": "LinearRegression", "ml_m": "LinearRegression"},
+        n_folds=2, n_rep=2, seed=3,
+    )  # fmt: skip
+    names, values = to_matrix(_frame(), columns)
+    job = {"kind": "estimate", "dml": spec.to_dict(), "data_key": store.put_data(names, values),
+           "folds_key": None, "max_concurrency": 4, "units_per_shard": None}  # fmt: skip
+    spec_key = store.put_json(storage.spec_key("est-a"), job)
+    # GIVEN another job holding 3 of the 4
+    register_job(parts, "other", "train", 3)
+    # WHEN the estimate arrives (8 units, max_concurrency 4: demand 4) THEN both hold 2
+    prepare_stage(store, records, "est-a", spec_key, 0, partitions=parts)
+    assert _held(parts) == {"other": 2, "est-a": 2}
+    # WHEN wave 0 is cut THEN it runs at most 2 shards at once, and records the partition used
+    wave0 = schedule_wave(store, records, throughput, "est-a", 0, 0, 1769, 4, partitions=parts)
+    assert 1 <= wave0["max_concurrency"] <= 2
+    entry0 = store.get_json(storage.schedule_key("est-a", 0))["waves"][0]
+    assert entry0["partition"]["lambda_concurrency"] == 2
+    assert entry0["decision"]["max_concurrency"] <= 2
+    for shard in store.get_json(wave0["shards_key"]):
+        crossfit_shard(store, "est-a", storage.plan_key("est-a"), 0, shard, memory_mb=1769)
+    # WHEN the other job ends THEN the estimate's partition grows to its demand ...
+    release_job(parts, "other")
+    assert _held(parts) == {"est-a": 4}
+    # ... and its next wave (the next barrier) uses it, without restarting
+    wave1 = schedule_wave(store, records, throughput, "est-a", 0, 1, 1769, 4, partitions=parts)
+    entry1 = store.get_json(storage.schedule_key("est-a", 0))["waves"][1]
+    assert entry1["partition"]["lambda_concurrency"] == 4
+    assert wave1["max_concurrency"] <= 4 and entry1["decision"]["max_concurrency"] <= 4
+    # the job record's schedule summary carries the partitions too (fanfit status)
+    waves = records.get("est-a")["schedule"]["waves"]
+    assert [w["partition"]["lambda_concurrency"] for w in waves] == [2, 4]
+
+
+def test_schedule_round_sets_the_maps_concurrency_from_the_partition(aws):
+    from fanfit import storage
+    from fanfit.client.data import to_matrix
+    from fanfit.client.train import build_train_spec
+    from fanfit.jobs.sharing import register_job, release_job
+    from fanfit.jobs.train import init_job, schedule_round
+
+    store = storage.JobStore("fanfit-unit")
+    records = storage.JobRecords("fanfit-jobs")
+    throughput = storage.ThroughputRecords("fanfit-throughput")
+    parts = _partitions()
+    spec = build_train_spec(model="kmeans", features=["x1", "x2"], workers=4, n_clusters=3,
+                            rounds=3, seed=1)  # fmt: skip
+    names, values = to_matrix(_frame(), list(spec.features))
+    job = {"kind": "train", "spec": spec.to_dict(), "data_key": store.put_data(names, values),
+           "init_key": None}  # fmt: skip
+    spec_key = store.put_json(storage.spec_key("train-a"), job)
+    functions = {1769: "arn:aws:lambda:us-east-1:123456789012:function:large"}
+    # GIVEN capacity 4 and an estimate holding 3 of it, WHEN the train job (4 workers) arrives
+    register_job(parts, "other", "estimate", 3)
+    init_job(store, records, "train-a", spec_key, functions, partitions=parts)
+    held = _held(parts)
+    assert held["train-a"] == 2 and sum(held.values()) == 4
+    # THEN round 0 runs at most 2 workers at once (the Map's MaxConcurrencyPath), all 4 of them
+    r0 = schedule_round(store, throughput, "train-a", 0, partitions=parts)
+    assert r0["max_concurrency"] == 2 and len(r0["workers"]) == 4
+    plan0 = store.get_json(storage.train_round_plan_key("train-a", 0))
+    assert plan0["partition"]["lambda_concurrency"] == 2 and plan0["max_concurrency"] == 2
+    # WHEN the estimate ends THEN the next barrier reads the larger partition
+    release_job(parts, "other")
+    r0_again = schedule_round(store, throughput, "train-a", 0, partitions=parts)
+    assert r0_again["max_concurrency"] == 4
+    # AND the batches (hence the model) do not depend on the partition
+    plan0_again = store.get_json(storage.train_round_plan_key("train-a", 0))
+    assert plan0_again["batches"] == plan0["batches"]
+    # without a partition table every worker runs at once, as before
+    assert schedule_round(store, throughput, "train-a", 0)["max_concurrency"] == 4
