@@ -16,7 +16,7 @@ Shown output is compared as doctest compares it, with ``...`` standing for any t
 An HTML comment on the line before the fence (blank lines allowed) says what an example needs:
 
 - none: it runs in the unit tests (``tests/unit/test_docs_examples.py``), with no stack;
-- ``<!-- needs: stack -->``: it runs in ``tests/integration/test_docs_examples.py`` on the local
+- ``<!-- needs: stack -->``: it runs in ``tests/integration/test_docs_examples_on_stack.py`` on the local
   stack. There a document's python blocks run in order in one namespace, the unmarked ones too,
   so a stack example may use names an earlier example of the same document defined. ``$JOB`` in a
   command stands for the id of the last job an earlier stack example printed;

@@ -4,7 +4,7 @@ GIVEN the guide's ``python`` and ``console`` blocks (extracted by ``docs/doc_exa
 docstring states the conventions), WHEN the unmarked ones run in-process with boto3 and the local
 stack made to fail if anything touches them, THEN they succeed and print what the guide shows;
 ``parse-only`` examples parse (and dry-run where they can); the ``needs: stack`` ones are left
-to ``tests/integration/test_docs_examples.py``. Also: the markers are known, console blocks run
+to ``tests/integration/test_docs_examples_on_stack.py``. Also: the markers are known, console blocks run
 only ``fanfit``, bash blocks never do, the relative links and anchors resolve, and every
 ``--flag`` the guide names exists.
 """
