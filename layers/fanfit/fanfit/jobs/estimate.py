@@ -505,7 +505,8 @@ def schedule_wave(
         job_concurrency = min(job_concurrency, partition.concurrency)
         gpu_workers = min(gpu_workers, max(1, partition.gpus))
     batch_shards = deal(on_batch, gpu_workers) if on_batch else []
-    remaining = [u for u in remaining if u not in on_batch]
+    batch_keys = {u.key for u in on_batch}
+    remaining = [u for u in remaining if u.key not in batch_keys]
 
     resource = lambda_resource(crossfit_memory_mb)
     predicted = {sig: history.predict(sig, resource) for sig in set(signatures.values())}
