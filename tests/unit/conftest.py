@@ -1,6 +1,11 @@
-"""Shared fixtures of the unit tests: small synthetic data sets for the DML models."""
+"""Shared fixtures of the unit tests: small synthetic data sets for the DML models, and fanfit's
+bucket and tables on moto for the handler tests."""
 
 from __future__ import annotations
+
+import contextlib
+from collections.abc import Iterator, Mapping
+from typing import Any
 
 import numpy as np
 import pandas as pd
@@ -66,3 +71,62 @@ def _make_frame(
 def make_frame():
     """Factory ``make_frame(model, n_obs=250, n_treat=1, n_instr=1, binary_d=False, binary_y=False, seed=0)``."""
     return _make_frame
+
+
+#: The environment every handler reads (as the template's Globals set it), pointing at moto.
+MOTO_ENV = {
+    "AWS_DEFAULT_REGION": "us-east-1",
+    "AWS_ACCESS_KEY_ID": "testing",
+    "AWS_SECRET_ACCESS_KEY": "testing",
+    "FANFIT_BUCKET": "fanfit-unit",
+    "FANFIT_JOB_TABLE": "fanfit-jobs",
+    "FANFIT_IDEMPOTENCY_TABLE": "fanfit-idempotency",
+    "FANFIT_THROUGHPUT_TABLE": "fanfit-throughput",
+    "POWERTOOLS_SERVICE_NAME": "fanfit",
+    "POWERTOOLS_METRICS_NAMESPACE": "FanfitTest",
+    "POWERTOOLS_TRACE_DISABLED": "true",
+}
+
+
+@pytest.fixture
+def moto_stack(monkeypatch):
+    """A context manager: moto with fanfit's bucket, job, idempotency and throughput tables.
+
+    ``moto_stack(env, hash_tables)`` sets :data:`MOTO_ENV` plus ``env``, creates the bucket and the
+    tables (plus one ``job_id``-keyed table per name in ``hash_tables``) and yields an S3 client.
+    """
+    moto = pytest.importorskip("moto")
+    import boto3
+
+    @contextlib.contextmanager
+    def start(env: Mapping[str, str] = (), hash_tables: tuple[str, ...] = ()) -> Iterator[Any]:
+        for key, value in {**MOTO_ENV, **dict(env)}.items():
+            monkeypatch.setenv(key, value)
+        monkeypatch.delenv("AWS_ENDPOINT_URL", raising=False)
+        with moto.mock_aws():
+            s3 = boto3.client("s3")
+            s3.create_bucket(Bucket="fanfit-unit")
+            ddb = boto3.client("dynamodb")
+            keys = [("fanfit-jobs", "job_id"), ("fanfit-idempotency", "id")]
+            for table, key in keys + [(name, "job_id") for name in hash_tables]:
+                ddb.create_table(
+                    TableName=table,
+                    KeySchema=[{"AttributeName": key, "KeyType": "HASH"}],
+                    AttributeDefinitions=[{"AttributeName": key, "AttributeType": "S"}],
+                    BillingMode="PAY_PER_REQUEST",
+                )
+            ddb.create_table(
+                TableName="fanfit-throughput",
+                KeySchema=[
+                    {"AttributeName": "signature", "KeyType": "HASH"},
+                    {"AttributeName": "resource", "KeyType": "RANGE"},
+                ],
+                AttributeDefinitions=[
+                    {"AttributeName": "signature", "AttributeType": "S"},
+                    {"AttributeName": "resource", "AttributeType": "S"},
+                ],
+                BillingMode="PAY_PER_REQUEST",
+            )
+            yield s3
+
+    return start

@@ -41,47 +41,8 @@ def _event(name: str) -> dict:
 
 
 @pytest.fixture
-def aws(monkeypatch):
-    moto = pytest.importorskip("moto")
-    import boto3
-
-    for key, value in {
-        "AWS_DEFAULT_REGION": "us-east-1",
-        "AWS_ACCESS_KEY_ID": "testing",
-        "AWS_SECRET_ACCESS_KEY": "testing",
-        "FANFIT_BUCKET": "fanfit-unit",
-        "FANFIT_JOB_TABLE": "fanfit-jobs",
-        "FANFIT_IDEMPOTENCY_TABLE": "fanfit-idempotency",
-        "FANFIT_THROUGHPUT_TABLE": "fanfit-throughput",
-        "FANFIT_CROSSFIT_MEMORY_MB": "1769",
-        "POWERTOOLS_SERVICE_NAME": "fanfit",
-        "POWERTOOLS_METRICS_NAMESPACE": "FanfitTest",
-        "POWERTOOLS_TRACE_DISABLED": "true",
-    }.items():
-        monkeypatch.setenv(key, value)
-    monkeypatch.delenv("AWS_ENDPOINT_URL", raising=False)
-    with moto.mock_aws():
-        boto3.client("s3").create_bucket(Bucket="fanfit-unit")
-        ddb = boto3.client("dynamodb")
-        for table, key in (("fanfit-jobs", "job_id"), ("fanfit-idempotency", "id")):
-            ddb.create_table(
-                TableName=table,
-                KeySchema=[{"AttributeName": key, "KeyType": "HASH"}],
-                AttributeDefinitions=[{"AttributeName": key, "AttributeType": "S"}],
-                BillingMode="PAY_PER_REQUEST",
-            )
-        ddb.create_table(
-            TableName="fanfit-throughput",
-            KeySchema=[
-                {"AttributeName": "signature", "KeyType": "HASH"},
-                {"AttributeName": "resource", "KeyType": "RANGE"},
-            ],
-            AttributeDefinitions=[
-                {"AttributeName": "signature", "AttributeType": "S"},
-                {"AttributeName": "resource", "AttributeType": "S"},
-            ],
-            BillingMode="PAY_PER_REQUEST",
-        )
+def aws(moto_stack):
+    with moto_stack({"FANFIT_CROSSFIT_MEMORY_MB": "1769"}):
         yield
 
 
