@@ -69,7 +69,8 @@ from importlib.metadata import entry_points
 groups = {
     "localstack.lambda.runtime_executor": "local",
     "localstack.aws.provider": ["dynamodb:moto", "batch:local"],
-    "localstack.hooks.on_infra_start": "fanfit_stepfunctions_patches",
+    "localstack.hooks.on_infra_start": ["fanfit_stepfunctions_patches", "fanfit_s3_mirror"],
+    "localstack.hooks.on_infra_ready": "fanfit_s3_restore",
     "localstack.cloudformation.resource_providers": [
         "aws::batch::computeenvironment", "aws::batch::jobqueue", "aws::batch::jobdefinition"],
 }
@@ -79,5 +80,6 @@ for group, names in groups.items():
             raise SystemExit(f"fanfit LocalStack plugin {group}:{name} is not registered")
 import fanfit_localstack.batch  # noqa: F401  (imports LocalStack and moto: the pins fit)
 import fanfit_localstack.executor  # noqa: F401
+import fanfit_localstack.s3mirror  # noqa: F401
 PY
 echo "local stack interpreters ready: .venv-localstack ($("$ROOT/.venv-localstack/bin/python" -V)), .venv-lambda ($("$ROOT/.venv-lambda/bin/python" -V))"

@@ -17,6 +17,7 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -26,7 +27,13 @@ from pathlib import Path
 from typing import Any
 
 from fanfit.errors import StackError
-from fanfit.local.stack import LocalStack, StackInfo, lambda_python, project_root
+from fanfit.local.stack import (
+    ARTIFACT_BUCKET_PREFIX,
+    LocalStack,
+    StackInfo,
+    lambda_python,
+    project_root,
+)
 
 DEFAULT_STACK_NAME = "fanfit"
 BUILD_TIMEOUT_S = 1800.0
@@ -301,7 +308,7 @@ class Deployer:
 
     def _artifact_bucket(self) -> str:
 
-        name = f"fanfit-local-artifacts-{int(self.info.started_at * 1000)}"
+        name = f"{ARTIFACT_BUCKET_PREFIX}{int(self.info.started_at * 1000)}"
         s3 = _session(self.info).client("s3", endpoint_url=self.info.endpoint)
         try:
             s3.head_bucket(Bucket=name)
@@ -368,7 +375,11 @@ class Deployer:
             When a step fails (the message quotes the end of the SAM CLI's log).
         """
         started = time.perf_counter()
-        self.parameters = {**local_batch_parameters(self.info, self.template), **self.parameters}
+        self.parameters = {
+            **local_batch_parameters(self.info, self.template),
+            **local_bucket_parameters(self.info, self.template, self.stack_name),
+            **self.parameters,
+        }
         digest = fingerprint(self.template, self.parameters)
         self.timings["fingerprint_s"] = round(time.perf_counter() - started, 2)
         record = self._read_record()
@@ -469,6 +480,34 @@ def deploy(
 #: The GPU worker's image name on the local stack: its jobs run the command on the host
 #: (``fanfit_localstack.batch``), so no image is pulled.
 LOCAL_WORKER_IMAGE = "fanfit-gpu-worker:local"
+
+
+def local_bucket_parameters(
+    info: StackInfo, template: str | os.PathLike[str], stack_name: str
+) -> dict[str, str]:
+    """The data bucket's name on the local stack: fixed, so that the bucket the S3 mirror restores
+    after a restart (:mod:`fanfit.local.stack`) is the bucket the redeployed stack uses.
+
+    Parameters
+    ----------
+    info : StackInfo
+    template : path-like
+        Nothing is returned unless the template declares ``DataBucketName``.
+    stack_name : str
+
+    Returns
+    -------
+    dict of str to str
+        ``DataBucketName``: ``<stack name>-data-<account>-<region>`` in S3's bucket alphabet
+        (lower case, digits, hyphens), at most 63 characters.
+    """
+    if "DataBucketName:" not in Path(template).read_text():
+        return {}
+    sts = _session(info).client("sts", endpoint_url=info.endpoint)
+    account = sts.get_caller_identity()["Account"]
+    stem = re.sub(r"[^a-z0-9-]+", "-", stack_name.lower()).strip("-") or "fanfit"
+    suffix = f"-data-{account}-{info.region}"
+    return {"DataBucketName": stem[: 63 - len(suffix)].rstrip("-") + suffix}
 
 
 def local_batch_parameters(info: StackInfo, template: str | os.PathLike[str]) -> dict[str, str]:

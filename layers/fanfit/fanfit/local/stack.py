@@ -7,6 +7,13 @@ processes on the Lambda interpreter (``.venv-lambda``), DynamoDB is served by mo
 (files, logs, the state file ``stack.json``) lives in the state dir: ``$FANFIT_HOME`` or
 ``<project>/.fanfit/local``.
 
+S3 outlives the process, as on AWS: every write is mirrored to ``<state dir>/s3`` before LocalStack
+answers it, and a starting LocalStack puts the mirror back before :meth:`LocalStack.start` returns
+(``fanfit_localstack.s3mirror``). A killed stack, started again, has every object a client was told
+was written; ``fanfit resume`` then reruns only the shards without results. Delete that directory,
+with the stack stopped, to start from empty buckets. Tables, functions and state machines do not
+survive a restart: the next deploy creates them again.
+
 Examples
 --------
 >>> with ensure_local_stack() as info:  # doctest: +SKIP
@@ -37,6 +44,11 @@ STATE_FILE = "stack.json"
 LOG_FILE = "localstack.log"
 START_TIMEOUT_S = 90.0
 STOP_TIMEOUT_S = 20.0
+#: The S3 mirror under the state dir, and the file a restore writes when it is complete.
+S3_MIRROR_DIR = "s3"
+S3_RESTORED_FILE = "restored.json"
+#: Name prefix of the buckets ``sam deploy`` uploads code and layers to (:mod:`fanfit.local.deploy`).
+ARTIFACT_BUCKET_PREFIX = "fanfit-local-artifacts-"
 INSTALL_HINT = "run `make install-local` (scripts/install_local_stack.sh) to build it"
 
 _OPENER = urllib.request.build_opener(urllib.request.ProxyHandler({}))
@@ -224,6 +236,22 @@ class LocalStack:
         """Path of LocalStack's log."""
         return self.home / LOG_FILE
 
+    @property
+    def s3_mirror(self) -> Path:
+        """The directory S3 is mirrored to (``s3`` in the state dir)."""
+        return self.home / S3_MIRROR_DIR
+
+    def s3_restored(self, pid: int | None = None) -> dict[str, Any] | None:
+        """The record of the last S3 restore (``pid``, ``buckets``, ``objects``, ``skipped``,
+        ``seconds``, or ``error``), or None when there is none, or none by process ``pid``."""
+        try:
+            record = json.loads((self.s3_mirror / S3_RESTORED_FILE).read_text())
+        except (OSError, ValueError):
+            return None
+        if not isinstance(record, dict) or (pid is not None and record.get("pid") != pid):
+            return None
+        return record
+
     def read_state(self) -> StackInfo | None:
         """The recorded stack, or None when there is no (readable) state file."""
         try:
@@ -268,6 +296,9 @@ class LocalStack:
                 "FILESYSTEM_ROOT": str(self.home / "filesystem"),
                 "LOCALSTACK_VOLUME_DIR": str(self.home / "volume"),
                 "TMPDIR": str(self.home / "tmp"),
+                "FANFIT_S3_MIRROR_DIR": str(self.s3_mirror),
+                # what every deploy uploads again: LocalStack's Lambda code, the SAM artifacts
+                "FANFIT_S3_MIRROR_SKIP": f"awslambda-,{ARTIFACT_BUCKET_PREFIX}",
                 "FANFIT_LAMBDA_PYTHON": str(lambda_python(self.root)),
                 # Batch jobs run on the client's interpreter (it has PyTorch), as the worker image does.
                 "FANFIT_BATCH_PYTHON": os.environ.get("FANFIT_BATCH_PYTHON") or sys.executable,
@@ -293,8 +324,8 @@ class LocalStack:
         Raises
         ------
         StackError
-            When an interpreter is missing, or LocalStack exits or does not become healthy in
-            time (the message quotes the end of its log).
+            When an interpreter is missing, LocalStack exits, does not become healthy and restore
+            S3 in time, or cannot restore S3 (the message quotes the end of its log).
         """
         info = self.running()
         if info is not None:
@@ -335,7 +366,14 @@ class LocalStack:
                     f"LocalStack exited with status {self._process.returncode} while starting; "
                     f"end of {self.log_file}:\n{self._log_tail()}"
                 )
-            if health(endpoint, timeout_s=1.0) is not None:
+            restored = self.s3_restored(self._process.pid)
+            if restored is not None and "error" in restored:
+                self._terminate(self._process.pid)
+                raise StackError(
+                    f"LocalStack could not restore S3 from {self.s3_mirror}: {restored['error']}; "
+                    f"end of {self.log_file}:\n{self._log_tail()}"
+                )
+            if restored is not None and health(endpoint, timeout_s=1.0) is not None:
                 self.state_file.write_text(json.dumps(info.to_dict(), indent=2) + "\n")
                 return info
             time.sleep(0.1)
@@ -389,8 +427,9 @@ class LocalStack:
         -------
         dict
             ``running`` (bool), ``healthy`` (bool), ``state_dir``, and when recorded ``pid``,
-            ``port``, ``endpoint``, ``region``, ``log_file``, ``started_at``, ``uptime_s`` and
-            ``services`` (LocalStack's per-service states).
+            ``port``, ``endpoint``, ``region``, ``log_file``, ``started_at``, ``uptime_s``,
+            ``services`` (LocalStack's per-service states) and ``s3_restored`` (what the start put
+            back into S3 from the mirror).
         """
         info = self.read_state()
         result: dict[str, Any] = {"running": False, "healthy": False, "state_dir": str(self.home)}
@@ -406,6 +445,9 @@ class LocalStack:
         )
         if document is not None:
             result["services"] = document.get("services", {})
+        restored = self.s3_restored(info.pid)
+        if restored is not None:
+            result["s3_restored"] = restored
         return result
 
     def _log_tail(self, lines: int = 30) -> str:

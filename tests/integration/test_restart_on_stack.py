@@ -1,0 +1,224 @@
+"""Killing the local stack mid-job and starting it again loses no completed shard.
+
+S3 is a job's source of truth: a shard is done when its predictions object exists. On AWS S3 does
+not forget; on the local stack every S3 write is mirrored to disk before LocalStack answers it and
+put back when LocalStack starts (``fanfit_localstack.s3mirror``). This test runs a stack of its own
+(the session's stack stays up), starts a 20-shard PLR one shard at a time, kills LocalStack with
+SIGKILL (its whole process group: no shutdown hook runs) once some shards wrote their predictions,
+starts it again, redeploys, and resumes the job:
+
+- the predictions of every shard that completed before the kill (its CrossFit invocation is
+  recorded COMPLETED: the write was acknowledged) are back, with the same ETag; an object whose write was still in
+  flight is back whole or not at all;
+- the resumed execution runs only the shards without predictions and rewrites none of the others;
+- the estimate equals an uninterrupted run's, bit for bit.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import io
+import json
+import os
+import shutil
+import signal
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from fanfit.local.deploy import Deployer
+from fanfit.local.stack import LocalStack, StackInfo
+
+pytestmark = pytest.mark.integration
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def _client(info: StackInfo) -> Any:
+    import boto3
+
+    from fanfit.client import Client
+
+    session = boto3.Session(**_credentials(info))
+    return Client("fanfit", endpoint_url=info.endpoint, session=session, local=True)
+
+
+def _deploy(info: StackInfo, session_info: StackInfo) -> dict[str, str]:
+    """Deploy into ``info``, reusing the session stack's ``sam build`` cache (no full rebuild)."""
+    work = Path(info.state_dir) / "deploy" / "fanfit"
+    session_work = Path(session_info.state_dir) / "deploy" / "fanfit"
+    for part in ("build", "cache"):
+        if (session_work / part).is_dir() and not (work / part).exists():
+            shutil.copytree(session_work / part, work / part, symlinks=True)
+    return Deployer(info, ROOT / "template.yaml").run()
+
+
+def _preds(client: Any, job_id: str) -> dict[str, tuple[str, Any]]:
+    """Key -> (ETag, LastModified) of every predictions object of stage 0."""
+    pages = client.s3.get_paginator("list_objects_v2").paginate(
+        Bucket=client.stack.bucket, Prefix=f"jobs/{job_id}/stages/0/preds/"
+    )
+    return {o["Key"]: (o["ETag"], o["LastModified"]) for p in pages for o in p.get("Contents", [])}
+
+
+def _completed_preds(client: Any, job_id: str) -> set[str]:
+    """Predictions keys of the shards whose CrossFit completed: Powertools Idempotency records an
+    invocation COMPLETED, with its response, only after the handler returned, so the write of those
+    predictions was acknowledged (a write still in flight may already be listed by S3)."""
+    cloudformation = client.session.client("cloudformation", endpoint_url=client.stack.endpoint_url)
+    table = cloudformation.describe_stack_resource(
+        StackName="fanfit", LogicalResourceId="IdempotencyTable"
+    )["StackResourceDetail"]["PhysicalResourceId"]
+    dynamodb = client.session.client("dynamodb", endpoint_url=client.stack.endpoint_url)
+    keys: set[str] = set()
+    for page in dynamodb.get_paginator("scan").paginate(TableName=table):
+        for item in page["Items"]:
+            if item.get("status", {}).get("S") != "COMPLETED" or "data" not in item:
+                continue
+            key = json.loads(item["data"]["S"]).get("preds_key", "")
+            if key.startswith(f"jobs/{job_id}/stages/0/preds/"):
+                keys.add(key)
+    return keys
+
+
+def _kill(pid: int) -> None:
+    """SIGKILL LocalStack's process group (it runs in a session of its own) and wait for it."""
+    os.killpg(pid, signal.SIGKILL)
+    deadline = time.monotonic() + 30
+    while time.monotonic() < deadline:
+        with contextlib.suppress(ChildProcessError):
+            os.waitpid(pid, os.WNOHANG)  # LocalStack is this process's child: reap it
+        try:
+            os.killpg(pid, 0)
+        except ProcessLookupError:
+            return
+        time.sleep(0.2)
+    raise AssertionError(f"LocalStack's process group {pid} survived SIGKILL")
+
+
+@pytest.fixture
+def own_stack(tmp_path: Path) -> Iterator[LocalStack]:
+    """A local stack of this test's own (state dir under ``tmp_path``); stopped at the end."""
+    stack = LocalStack(root=ROOT, home=tmp_path / "home")
+    try:
+        yield stack
+    finally:
+        stack.stop()
+
+
+def test_killing_the_stack_mid_job_loses_no_completed_shard(
+    own_stack: LocalStack, local_stack: StackInfo, fanfit_outputs: dict[str, str]
+) -> None:
+    # GIVEN a PLR with 5 folds x 2 repetitions, one unit per shard (20 shards), one at a time
+    info = own_stack.start()
+    _deploy(info, local_stack)
+    client = _client(info)
+    rng = np.random.default_rng(11)
+    n = 400
+    x = rng.normal(size=(n, 3))
+    d = x[:, 0] + rng.normal(size=n)
+    frame = pd.DataFrame({"y": 0.5 * d + x[:, 1] + rng.normal(size=n), "d": d,
+                          "x0": x[:, 0], "x1": x[:, 1], "x2": x[:, 2]})  # fmt: skip
+    options = dict(model="plr", y="y", d="d", x=["x0", "x1", "x2"], ml_l="LinearRegression",
+                   ml_m="LinearRegression", n_folds=5, n_rep=2, seed=3, units_per_shard=1,
+                   max_concurrency=1)  # fmt: skip
+    job = client.submit_estimate(frame, **options)
+    bucket = client.stack.bucket
+    deadline = time.monotonic() + 300
+    completed: set[str] = set()
+    while len(completed) < 4 and time.monotonic() < deadline:
+        time.sleep(0.2)
+        completed = _completed_preds(client, job.job_id)
+    # WHEN LocalStack is killed mid-job (SIGKILL: no shutdown hook, no flush)
+    before = _preds(client, job.job_id)
+    _kill(info.pid)
+    assert 4 <= len(completed) < 20 and completed <= set(before), (completed, before)
+    # ... and started again (a new process, another port) and the project redeployed
+    restarted = own_stack.start()
+    assert restarted.pid != info.pid
+    restored = own_stack.s3_restored(restarted.pid)
+    assert restored is not None and restored["objects"] > 0 and restored["skipped"] == 0
+    _deploy(restarted, local_stack)
+    client = _client(restarted)
+    # THEN the same bucket holds the predictions of every shard completed before the kill, same
+    # bytes; a write in flight at the kill is back whole or not at all
+    assert client.stack.bucket == bucket
+    back = _preds(client, job.job_id)
+    assert {k: back[k][0] for k in completed} == {k: before[k][0] for k in completed}
+    assert {k: back[k][0] for k in back} == {k: before[k][0] for k in back}
+    # ... the job resumes from S3 alone (its record went with the tables) and runs only the
+    # shards without predictions
+    assert client.records.get(job.job_id) is None
+    resumed = client.resume(job.job_id)
+    result = resumed.result(timeout=600)
+    after = _preds(client, job.job_id)
+    assert len(after) == 20
+    assert {k: after[k] for k in back} == back  # nothing restored was written again
+    shards = result.timings["shards"]
+    assert len(shards) == 20  # every unit counted once
+    done_before = {k.rsplit("/", 1)[-1].rsplit(".", 1)[0] for k in back}
+    ran = {s["shard_id"] for s in shards} - done_before
+    assert len(ran) == 20 - len(back)
+    # ... and the estimate equals an uninterrupted run's
+    clean = client.estimate(frame, timeout=600, **options)
+    np.testing.assert_array_equal(result.all_coef, clean.all_coef)
+    np.testing.assert_array_equal(result.se, clean.se)
+    print(json.dumps({"completed": len(completed), "listed": len(before), "restored": len(back),
+                      "run_again": len(ran), "restore": restored}))  # fmt: skip
+
+
+def test_the_s3_mirror_keeps_the_latest_state_of_every_key_across_a_kill(
+    own_stack: LocalStack,
+) -> None:
+    # GIVEN a versioned bucket written every way fanfit and boto3 write: put, overwrite, copy,
+    # multipart upload (boto3's upload_fileobj above 8 MB), delete, delete_objects; a user
+    # metadata entry and a content type
+    import boto3
+    from boto3.s3.transfer import TransferConfig
+
+    info = own_stack.start()
+    s3 = boto3.Session(**_credentials(info)).client("s3", endpoint_url=info.endpoint)
+    s3.create_bucket(Bucket="mirror-test")
+    s3.put_bucket_versioning(Bucket="mirror-test", VersioningConfiguration={"Status": "Enabled"})
+    s3.create_bucket(Bucket="mirror-empty")
+    s3.put_object(Bucket="mirror-test", Key="a/1.json", Body=b"{}", ContentType="application/json",
+                  Metadata={"origin": "test"})  # fmt: skip
+    s3.put_object(Bucket="mirror-test", Key="a/2", Body=b"first")
+    s3.put_object(Bucket="mirror-test", Key="a/2", Body=b"second")
+    s3.copy_object(Bucket="mirror-test", Key="b/copy", CopySource={"Bucket": "mirror-test",
+                   "Key": "a/2"})  # fmt: skip
+    big = np.random.default_rng(0).bytes(9 * 2**20)
+    s3.upload_fileobj(io.BytesIO(big), "mirror-test", "big.bin",
+                      Config=TransferConfig(multipart_threshold=5 * 2**20))  # fmt: skip
+    for key in ("gone/1", "gone/2", "gone/3"):
+        s3.put_object(Bucket="mirror-test", Key=key, Body=key.encode())
+    s3.delete_object(Bucket="mirror-test", Key="gone/1")
+    s3.delete_objects(
+        Bucket="mirror-test", Delete={"Objects": [{"Key": "gone/2"}, {"Key": "gone/3"}]}
+    )
+    # WHEN LocalStack is killed and started again
+    _kill(info.pid)
+    info = own_stack.start()
+    s3 = boto3.Session(**_credentials(info)).client("s3", endpoint_url=info.endpoint)
+    # THEN both buckets and the latest state of every key are back
+    names = {b["Name"] for b in s3.list_buckets()["Buckets"]}
+    assert {"mirror-test", "mirror-empty"} <= names
+    keys = {o["Key"] for o in s3.list_objects_v2(Bucket="mirror-test")["Contents"]}
+    assert keys == {"a/1.json", "a/2", "b/copy", "big.bin"}
+    first = s3.get_object(Bucket="mirror-test", Key="a/1.json")
+    assert first["Body"].read() == b"{}"
+    assert first["ContentType"] == "application/json" and first["Metadata"] == {"origin": "test"}
+    assert s3.get_object(Bucket="mirror-test", Key="a/2")["Body"].read() == b"second"
+    assert s3.get_object(Bucket="mirror-test", Key="b/copy")["Body"].read() == b"second"
+    assert s3.get_object(Bucket="mirror-test", Key="big.bin")["Body"].read() == big
+    assert own_stack.s3_restored(info.pid)["objects"] == 4
+
+
+def _credentials(info: StackInfo) -> dict[str, str]:
+    return {"aws_access_key_id": "test", "aws_secret_access_key": "test",  # noqa: S106
+            "region_name": info.region}  # fmt: skip
