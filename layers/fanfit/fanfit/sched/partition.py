@@ -42,6 +42,31 @@ filling idle capacity is worth more than the fairness it costs, and moving a uni
 fair share to one below it is always worth it. ``gamma`` (tiny) prefers fewer changes among equally
 good solutions (the paper's third objective, the adjustment overhead itself).
 
+Bulk synchronous (BSP) jobs. A train job's round runs its ``W`` Lambda workers and waits for all of
+them at the barrier (the end of the round's Map). Given a partition of ``x < W`` concurrent slots, the
+Map runs the ``W`` equal worker steps in ``ceil(W / x)`` waves, so the round takes ``ceil(W / x)``
+steps and only
+
+.. math::
+
+    \\mathrm{eff}_W(x) = \\frac{W}{\\lceil W / x \\rceil}
+
+of the ``x`` slots do work on average; the rest idle until the barrier. This is the wave arithmetic
+of a BSP round under a concurrency cap: the round's time is set by its slowest (here: last) wave, the
+straggler effect that LB-BSP (Chen et al., IEEE TCC 2021) balances between workers of unequal speed.
+Every ``x`` between ``ceil(W / k)`` and ``ceil(W / (k - 1)) - 1`` gives the same ``k`` waves, so only
+the smallest of each run is worth handing out: a BSP job's Lambda partition is restricted to
+
+.. math::
+
+    x_{i1} \\in S_i = \\{0\\} \\cup \\{\\lceil W_i / k \\rceil : k = 1..W_i,\\;\\lceil W_i / k \\rceil \\le d_{i1}\\}
+
+(about ``2 sqrt(W)`` sizes; for ``W = 32``: 1-8, 11, 16, 32), chosen by binary selection variables
+``z_is`` (``sum_s z_is <= 1``, ``x_i1 = sum_s s z_is``), and the utilization term counts its effective
+slots ``sum_s eff_W(s) z_is`` instead of ``x_i1``. The fairness term stays on the allotted ``x_i1``,
+against the same fair shares. Where the caller says nothing (``bsp_workers=None``, or ``W_i = 0``)
+every allotted unit is independent (an estimate's fits) and counts in full, as in the paper.
+
 Baselines: :func:`static_partitions` (the capacity cut into equal fixed partitions, one job each) and
 :func:`fcfs_partitions` (first come, first served: each job in arrival order takes its whole demand
 from what is left).
@@ -65,7 +90,9 @@ __all__ = [
     "DEFAULT_MAX_CHANGES",
     "RESOURCES",
     "PartitionDecision",
+    "bsp_sizes",
     "dorm_partitions",
+    "effective_slots",
     "fair_shares",
     "fairness_loss",
     "fcfs_partitions",
@@ -137,6 +164,90 @@ def _as_inputs(
     return d, cap, w
 
 
+def _as_bsp(bsp_workers: ArrayLike | None, n_jobs: int) -> np.ndarray:
+    if bsp_workers is None:
+        return np.zeros(n_jobs, dtype=np.int64)
+    w = np.asarray(bsp_workers, dtype=float).reshape(-1)
+    if (
+        w.shape != (n_jobs,)
+        or not np.all(np.isfinite(w))
+        or np.any(w < 0)
+        or np.any(w != np.round(w))
+    ):
+        raise InvalidJobError(
+            "bsp_workers must be one non-negative integer per job (its Lambda workers W for a bulk "
+            f"synchronous train job, 0 for a job of independent units), got {w.tolist()}"
+        )
+    return w.astype(np.int64)
+
+
+def bsp_sizes(workers: int, demand: int | None = None) -> np.ndarray:
+    """The Lambda partitions of a bulk synchronous job that waste no slot: ``ceil(W / k)``.
+
+    A round of ``W`` equal worker steps on ``x`` slots runs in ``ceil(W / x)`` waves; every ``x`` from
+    ``ceil(W / k)`` up to ``ceil(W / (k - 1)) - 1`` gives the same ``k`` waves, so only the smallest
+    one, ``ceil(W / k)``, is worth allotting (see the module docstring; LB-BSP, Chen et al., IEEE TCC
+    2021, for the BSP round's barrier).
+
+    Parameters
+    ----------
+    workers : int
+        ``W >= 0``, the job's Lambda workers per round.
+    demand : int, optional
+        Leave out sizes above it (the job's demand ``d``).
+
+    Returns
+    -------
+    numpy.ndarray of int64, shape (n_sizes,)
+        The distinct ``ceil(W / k)``, ``k = 1..W``, ascending, 0 left out (about ``2 sqrt(W)`` of
+        them; empty for ``W = 0``). For ``W = 32``: 1, 2, 3, 4, 5, 6, 7, 8, 11, 16, 32.
+
+    Raises
+    ------
+    InvalidJobError
+        On a negative ``workers``.
+    """
+    w = int(workers)
+    if w < 0:
+        raise InvalidJobError(f"workers must be >= 0, got {workers}")
+    sizes = np.unique(-(-w // np.arange(1, w + 1, dtype=np.int64)))
+    if demand is not None:
+        sizes = sizes[sizes <= int(demand)]
+    return sizes.astype(np.int64)
+
+
+def effective_slots(partitions: ArrayLike, bsp_workers: ArrayLike | None = None) -> np.ndarray:
+    """Slots of a Lambda partition that do work: ``W / ceil(W / x)`` for a bulk synchronous job.
+
+    A BSP round of ``W`` equal worker steps on ``x`` slots takes ``ceil(W / x)`` waves, so it does
+    ``W`` steps' work in ``ceil(W / x)`` steps' time (the module docstring; LB-BSP, Chen et al., IEEE
+    TCC 2021). A job of independent units (``W = 0``) uses all ``x``.
+
+    Parameters
+    ----------
+    partitions : array_like, shape (n_jobs,)
+        ``x_i``, Lambda slots (concurrent invocations) allotted.
+    bsp_workers : array_like of int, shape (n_jobs,), optional
+        ``W_i`` for a BSP job, 0 for a job of independent units; default all 0.
+
+    Returns
+    -------
+    numpy.ndarray of float, shape (n_jobs,)
+        ``W_i / ceil(W_i / x_i)`` where ``W_i > 0`` and ``x_i > 0`` (at most ``min(x_i, W_i)``),
+        else ``x_i``; in slots.
+
+    Raises
+    ------
+    InvalidJobError
+        On ``bsp_workers`` of the wrong length, negative or not integers.
+    """
+    x = np.asarray(partitions, dtype=float).reshape(-1).copy()
+    w = _as_bsp(bsp_workers, x.size).astype(float)
+    bsp = (w > 0) & (x > 0)
+    x[bsp] = w[bsp] / np.ceil(w[bsp] / x[bsp])
+    return x
+
+
 def fair_shares(
     demand: ArrayLike, capacity: ArrayLike, weight: ArrayLike | None = None
 ) -> np.ndarray:
@@ -187,7 +298,9 @@ def fair_shares(
     return fair
 
 
-def utilization(partitions: ArrayLike, capacity: ArrayLike) -> float:
+def utilization(
+    partitions: ArrayLike, capacity: ArrayLike, bsp_workers: ArrayLike | None = None
+) -> float:
     """Dorm's resource utilization: the share of each resource allotted, averaged over resources.
 
     Parameters
@@ -195,13 +308,24 @@ def utilization(partitions: ArrayLike, capacity: ArrayLike) -> float:
     partitions : array_like, shape (n_jobs, n_resources)
     capacity : array_like, shape (n_resources,)
         Resources of capacity 0 are left out of the average.
+    bsp_workers : array_like of int, shape (n_jobs,), optional
+        ``W_i`` of bulk synchronous jobs (0 for others): their Lambda slots (the first column)
+        count as :func:`effective_slots`, ``W / ceil(W / x)``. Default: every slot counts.
 
     Returns
     -------
     float
         ``U`` in [0, 1] where the partitions fit the capacity.
+
+    Raises
+    ------
+    InvalidJobError
+        On ``bsp_workers`` of the wrong length, negative or not integers.
     """
     x = np.asarray(partitions, dtype=float).reshape(-1, np.size(capacity))
+    if bsp_workers is not None and x.shape[1]:
+        x = x.copy()
+        x[:, 0] = effective_slots(x[:, 0], bsp_workers)
     cap = np.asarray(capacity, dtype=float).reshape(-1)
     live = cap > 0
     if not live.any():
@@ -240,6 +364,7 @@ def objective(
     n_changed: int = 0,
     beta: float = DEFAULT_BETA,
     gamma: float = DEFAULT_GAMMA,
+    bsp_workers: ArrayLike | None = None,
 ) -> float:
     """The utilization-fairness objective ``U - beta F - gamma n_changed`` (larger is better).
 
@@ -251,13 +376,15 @@ def objective(
         Running jobs whose partition changed.
     beta, gamma : float
         See the module docstring.
+    bsp_workers : array_like of int, shape (n_jobs,), optional
+        ``W_i`` of bulk synchronous jobs, 0 for others (:func:`utilization`).
 
     Returns
     -------
     float
     """
     return (
-        utilization(partitions, capacity)
+        utilization(partitions, capacity, bsp_workers)
         - beta * fairness_loss(partitions, fair, capacity)
         - gamma * n_changed
     )
@@ -273,6 +400,7 @@ def dorm_partitions(
     beta: float = DEFAULT_BETA,
     gamma: float = DEFAULT_GAMMA,
     time_limit_s: float = 10.0,
+    bsp_workers: ArrayLike | None = None,
 ) -> PartitionDecision:
     """Dorm's utilization-fairness optimizer: new partitions for the running jobs, solved as a MILP.
 
@@ -298,10 +426,19 @@ def dorm_partitions(
         Cost of a change, a tie-break.
     time_limit_s : float
         HiGHS's time limit, seconds.
+    bsp_workers : array_like of int, shape (n_jobs,), optional
+        ``W_i``: for a bulk synchronous (train) job, its Lambda workers per round; 0 for a job whose
+        units are independent (an estimate). A BSP job's Lambda partition is one of
+        :func:`bsp_sizes` ``(W_i, d_i1)`` or 0, and counts as ``W_i / ceil(W_i / x_i1)`` slots in
+        the utilization (module docstring). A BSP job whose current partition is not one of those
+        sizes must be resized and, like a job whose demand fell below its partition, does not count
+        against ``max_changes``. Default: no BSP job (every slot counts, as in the paper).
 
     Returns
     -------
     PartitionDecision
+        With ``bsp_workers``, its ``utilization`` and ``objective`` count the BSP jobs' effective
+        slots.
 
     Raises
     ------
@@ -312,10 +449,15 @@ def dorm_partitions(
     -----
     Sun, Wen, Duong and Yan, "Towards Distributed Machine Learning in Shared Clusters: A
     Dynamically-Partitioned Approach", SMARTCOMP 2017, Section IV (utilization-fairness optimizer).
+    The BSP restriction and effective slots follow from the waves of a round under a concurrency cap
+    (``ceil(W / x)`` waves of a BSP round, the barrier LB-BSP, Chen et al., IEEE TCC 2021, balances).
+    The MILP is solved to optimality (relative gap 0); HiGHS is deterministic, so the same input
+    gives the same partitions.
     """
     started = time.perf_counter()
     d, cap, _w = _as_inputs(demand, capacity, weight)
     n, n_res = d.shape
+    bsp = _as_bsp(bsp_workers, n)
     if not (np.isfinite(beta) and beta > 0 and np.isfinite(gamma) and gamma >= 0):
         raise InvalidJobError(f"beta must be > 0 and gamma >= 0, got beta={beta}, gamma={gamma}")
     if int(max_changes) < 0:
@@ -331,20 +473,33 @@ def dorm_partitions(
         empty = np.zeros((0, n_res), dtype=np.int64)
         return PartitionDecision(empty, fair, 0.0, 0.0, 0.0, np.zeros(0, bool), True, 0.0)
 
-    is_new = np.any(x0 < 0, axis=1)
-    counted = ~is_new & np.all(x0 <= d, axis=1)  # A: running jobs whose partition still fits
     live = cap > 0
     n_live = max(int(live.sum()), 1)
     scale = np.where(live, 1.0 / (n_live * np.where(live, cap, 1.0)), 0.0)  # 1 / (R C_r)
+    # BSP jobs on a live Lambda column: their allowed sizes S_i (without 0) and effective slots
+    bsp_jobs = np.flatnonzero(bsp > 0) if n_res and live[0] else np.zeros(0, dtype=np.int64)
+    sizes = {int(i): bsp_sizes(int(bsp[i]), int(d[i, 0])) for i in bsp_jobs}
 
-    # variables: x (n*R), u (n*R), y (n); index x[i, r] = i*R + r
+    is_new = np.any(x0 < 0, axis=1)
+    counted = ~is_new & np.all(x0 <= d, axis=1)  # A: running jobs whose partition still fits
+    for i, s in sizes.items():  # ... and, for a BSP job, is one of its sizes
+        if x0[i, 0] != 0 and not np.isin(x0[i, 0], s):
+            counted[i] = False
+
+    # variables: x (n*R), u (n*R), y (n), z (one per BSP job and size); x[i, r] = i*R + r
     nx = n * n_res
-    c = np.concatenate(
-        [-np.tile(scale, n), beta * np.tile(scale, n), gamma * counted.astype(float)]
+    nz = sum(s.size for s in sizes.values())
+    nv = 2 * nx + n + nz
+    # a BSP job's Lambda entry is priced through its z (a multiple-choice formulation: utilization,
+    # deviation and change are known per size), the tightest form, which HiGHS closes fast
+    by_z = np.zeros(nx, dtype=bool)
+    by_z[[i * n_res for i in sizes]] = True
+    c_z = np.zeros(nz)
+    integrality = np.concatenate([np.ones(nx), np.zeros(nx), np.ones(n), np.ones(nz)])
+    lb = np.zeros(nv)
+    ub = np.concatenate(
+        [d.reshape(-1), np.where(by_z, 0.0, np.inf), counted.astype(float), np.ones(nz)]
     )
-    integrality = np.concatenate([np.ones(nx), np.zeros(nx), np.ones(n)])
-    lb = np.zeros(2 * nx + n)
-    ub = np.concatenate([d.reshape(-1), np.full(nx, np.inf), counted.astype(float)])
     ub[:nx] = np.where(np.tile(live, n), ub[:nx], 0.0)
 
     rows: list[coo_array] = []
@@ -352,28 +507,68 @@ def dorm_partitions(
     hi: list[np.ndarray] = []
     ix = np.arange(nx)
     # capacity: sum_i x_ir <= C_r
-    rows.append(coo_array((np.ones(nx), (ix % n_res, ix)), shape=(n_res, 2 * nx + n)))
+    rows.append(coo_array((np.ones(nx), (ix % n_res, ix)), shape=(n_res, nv)))
     lo.append(np.full(n_res, -np.inf))
     hi.append(cap)
     # deviation: x - u <= e and -x - u <= -e
-    eye = coo_array((np.ones(nx), (ix, ix)), shape=(nx, 2 * nx + n))
-    dev = coo_array((np.ones(nx), (ix, nx + ix)), shape=(nx, 2 * nx + n))
+    dx = ix[~by_z]
+    eye = coo_array((np.ones(dx.size), (np.arange(dx.size), dx)), shape=(dx.size, nv))
+    dev = coo_array((np.ones(dx.size), (np.arange(dx.size), nx + dx)), shape=(dx.size, nv))
     rows += [eye - dev, -eye - dev]
-    lo += [np.full(nx, -np.inf)] * 2
-    hi += [fair.reshape(-1), -fair.reshape(-1)]
+    lo += [np.full(dx.size, -np.inf)] * 2
+    hi += [fair.reshape(-1)[dx], -fair.reshape(-1)[dx]]
     # change indicator, counted jobs only: |x - x0| <= d y
-    cix = np.flatnonzero(np.repeat(counted, n_res))
+    cix = np.flatnonzero(np.repeat(counted, n_res) & ~by_z)
     if cix.size:
-        sel = coo_array(
-            (np.ones(cix.size), (np.arange(cix.size), cix)), shape=(cix.size, 2 * nx + n)
-        )
+        sel = coo_array((np.ones(cix.size), (np.arange(cix.size), cix)), shape=(cix.size, nv))
         big = coo_array(
             (d.reshape(-1)[cix], (np.arange(cix.size), 2 * nx + cix // n_res)),
-            shape=(cix.size, 2 * nx + n),
+            shape=(cix.size, nv),
         )
         rows += [sel - big, -sel - big]
         lo += [np.full(cix.size, -np.inf)] * 2
         hi += [x0.reshape(-1)[cix], -x0.reshape(-1)[cix]]
+    # BSP: x_i1 = sum_s s z_is and sum_s z_is <= 1. The objective counts each size's effective slots
+    # eff_W(s) and its deviation |s - e_i1| (less |0 - e_i1|, a constant); a counted job changes
+    # unless it keeps its size: y_i >= 1 - z_i,x0 (x0 > 0) or y_i >= sum_s z_is (x0 = 0).
+    if nz:
+        r_: list[int] = []
+        c_: list[int] = []
+        v_: list[float] = []
+        lo_z: list[float] = []
+        hi_z: list[float] = []
+        at = 0  # the job's first z, counted from the start of the z block
+        for i, s in sizes.items():
+            zi = 2 * nx + n + at + np.arange(s.size)
+            e = fair[i, 0]
+            c_z[at : at + s.size] = scale[0] * (
+                beta * (np.abs(s - e) - e) - bsp[i] / np.ceil(bsp[i] / s)
+            )
+            row = len(lo_z)
+            r_ += [row] * (1 + s.size) + [row + 1] * s.size
+            c_ += [i * n_res, *zi, *zi]
+            v_ += [1.0, *(-s.astype(float)), *np.ones(s.size)]
+            lo_z += [0.0, -np.inf]
+            hi_z += [0.0, 1.0]
+            if counted[i] and x0[i, 0] > 0:
+                r_ += [row + 2] * 2
+                c_ += [int(zi[np.searchsorted(s, x0[i, 0])]), 2 * nx + i]
+                v_ += [-1.0, -1.0]
+                lo_z.append(-np.inf)
+                hi_z.append(-1.0)
+            elif counted[i]:
+                r_ += [row + 2] * (s.size + 1)
+                c_ += [*zi, 2 * nx + i]
+                v_ += [*np.ones(s.size), -1.0]
+                lo_z.append(-np.inf)
+                hi_z.append(0.0)
+            at += s.size
+        rows.append(coo_array((v_, (r_, c_)), shape=(len(lo_z), nv)))
+        lo.append(np.array(lo_z))
+        hi.append(np.array(hi_z))
+    c_x = np.where(by_z, 0.0, -np.tile(scale, n))
+    c_u = np.where(by_z, 0.0, beta * np.tile(scale, n))
+    c = np.concatenate([c_x, c_u, gamma * counted.astype(float), c_z])
     matrix = vstack(rows).tocsr()
     lower, upper = np.concatenate(lo), np.concatenate(hi)
 
@@ -385,7 +580,7 @@ def dorm_partitions(
                     np.ones(int(counted.sum())),
                     (np.zeros(int(counted.sum())), 2 * nx + np.flatnonzero(counted)),
                 ),
-                shape=(1, 2 * nx + n),
+                shape=(1, nv),
             )
             a = vstack([matrix, budget]).tocsr()
             lo_, hi_ = np.append(lower, -np.inf), np.append(upper, float(theta))
@@ -409,9 +604,9 @@ def dorm_partitions(
     return PartitionDecision(
         partitions=x,
         fair=fair,
-        utilization=utilization(x, cap),
+        utilization=utilization(x, cap, bsp),
         fairness_loss=fairness_loss(x, fair, cap),
-        objective=objective(x, fair, cap, n_changed, beta, gamma),
+        objective=objective(x, fair, cap, n_changed, beta, gamma, bsp),
         changed=changed,
         bounded=bounded,
         solve_s=time.perf_counter() - started,
