@@ -180,3 +180,84 @@ def test_three_jobs_share_four_and_each_finishes_as_it_would_alone(sharing_clien
         )
         + f"\ntrain rounds' partitions: {used}; all three done in {elapsed:.1f} s"
     )
+
+
+def _wait_for_jobs(client: Any, job_ids: set[str], timeout: float = 180.0) -> list[dict]:
+    """Poll ``client.jobs()`` (bounded) until every job in ``job_ids`` holds a partition."""
+    deadline = time.monotonic() + timeout
+    running: list[dict] = []
+    for _ in range(int(timeout / 0.5) + 1):
+        running = client.jobs()
+        if job_ids <= {j["job_id"] for j in running} or time.monotonic() > deadline:
+            break
+        time.sleep(0.5)
+    return running
+
+
+def test_a_stopped_job_gives_its_partition_back_at_the_others_next_barrier(sharing_client):
+    from sklearn.cluster import KMeans
+
+    client = sharing_client
+    rng = np.random.default_rng(9)
+    X = rng.normal(size=(3000, 8))
+    km = pd.DataFrame(X, columns=[f"f{i}" for i in range(8)])
+    init = X[rng.choice(len(X), 8, replace=False)] + rng.normal(0, 0.01, (8, 8))
+    options = dict(model="kmeans", features=list(km.columns), n_clusters=8, init=init, workers=4)
+    # GIVEN a long K-Means job holding the whole capacity of 4 ...
+    stopped = client.submit_train(km, rounds=200, **options)
+    assert [j["job_id"] for j in _wait_for_jobs(client, {stopped.job_id})] == [stopped.job_id]
+    # ... and a second one (4 workers) arriving: they split it 2/2
+    other = client.submit_train(km, rounds=KMEANS_ROUNDS, **options)
+    running = _wait_for_jobs(client, {stopped.job_id, other.job_id})
+    held = {j["job_id"]: j["partition"] for j in running}
+    assert held == {stopped.job_id: 2, other.job_id: 2}, running
+    # ... and the second has run its first round at 2 (its second barrier is planned)
+    second_plan = storage.train_round_plan_key(other.job_id, 1)
+    for _ in range(480):  # at most 120 s
+        if client.store.exists(second_plan):
+            break
+        time.sleep(0.25)
+    assert client.store.get_json(second_plan)["partition"]["concurrency"] == 2
+    # WHEN the first is stopped from outside: no TrainFinalize, no Release on its failure path
+    client.sfn.stop_execution(executionArn=stopped.execution_arn, error="Stopped", cause="test")
+    for _ in range(240):  # the local stack aborts asynchronously: at most 60 s
+        if stopped.status() != "RUNNING":
+            break
+        time.sleep(0.25)
+    stopped_at = time.time()
+    assert stopped.status() == "ABORTED"
+
+    # THEN the other finishes with the result it has alone ...
+    res = other.result(timeout=600)
+    ref = KMeans(n_clusters=8, init=init, n_init=1, algorithm="lloyd", max_iter=KMEANS_ROUNDS,
+                 tol=0.0).fit(X)  # fmt: skip
+    np.testing.assert_allclose(res.centroids, ref.cluster_centers_, rtol=0, atol=1e-8)
+    # ... its first barrier after the stop reclaimed the stopped job's share: 4 from then on
+    plans = [
+        client.store.get_json(storage.train_round_plan_key(other.job_id, r))
+        for r in range(len(res.rounds))
+    ]
+    after = [p["partition"]["concurrency"] for p in plans if p["started_at"] > stopped_at]
+    before = [p["partition"]["concurrency"] for p in plans if p["started_at"] <= stopped_at]
+    assert after and set(after) == {CAPACITY}, (before, after)
+    assert len(before) >= 2 and set(before) == {2}, (before, after)
+    for plan in plans:
+        assert plan["max_concurrency"] == min(4, plan["partition"]["concurrency"])
+    # ... the history records the drop (reason "stale") in the other job's reclaim at a barrier
+    history = client.partition_history()
+    drops = [h for h in history if any(d["job_id"] == stopped.job_id for d in h.get("dropped", []))]
+    assert len(drops) == 1, drops
+    assert (drops[0]["event"], drops[0]["job_id"]) == ("reclaim", other.job_id)
+    assert drops[0]["dropped"] == [
+        {"job_id": stopped.job_id, "reason": "stale", "execution_arn": stopped.execution_arn,
+         "execution_status": "ABORTED"}
+    ]  # fmt: skip
+    assert drops[0]["jobs"] == {
+        other.job_id: {"kind": "train", "demand": 4, "gpu_demand": 0, "partition": 4, "gpus": 0}
+    }
+    # ... and no partition is left behind
+    assert client.jobs() == []
+    print(
+        f"\nstopped {stopped.job_id}; {other.job_id}'s barriers read "
+        f"{before} before the stop and {after} after it"
+    )

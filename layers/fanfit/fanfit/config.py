@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import argparse
 import os
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -40,6 +41,11 @@ _COLUMN_FIELDS = frozenset({"d", "x", "z", "features"})
 _INT_LIST_FIELDS = frozenset({"worker_memory", "worker_batches"})
 #: File options: a relative path in a config file is relative to the file's directory.
 _PATH_FIELDS = frozenset({"data", "folds"})
+#: Number options with a range of their own: the option's check, given the value and its name
+#: (``<file>: <key>``) for the message.
+_RANGE_CHECKS: dict[str, Callable[[float, str], float]] = {
+    "weight": lambda value, name: _check_weight(value, name),
+}
 #: Where prepare_parser keeps the fields on the parsed namespace.
 _FIELDS_ATTR = "_config_fields"
 
@@ -125,6 +131,12 @@ def prepare_parser(parser: argparse.ArgumentParser) -> dict[str, ConfigField]:
     return fields
 
 
+def _check_weight(value: float, name: str) -> float:
+    from fanfit.client.options import check_weight
+
+    return check_weight(value, name)
+
+
 def _type_name(value: Any) -> str:
     return "null" if value is None else type(value).__name__
 
@@ -150,6 +162,8 @@ def _check(path: str, key: str, field: ConfigField, value: Any, base: Path) -> A
         if isinstance(value, bool) or not isinstance(value, int | float):
             raise bad("a number")
         out = float(value)
+        if field.dest in _RANGE_CHECKS:
+            return _RANGE_CHECKS[field.dest](out, f"{path}: {key}")
     elif kind == "columns":
         if isinstance(value, str):
             return value

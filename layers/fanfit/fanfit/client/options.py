@@ -14,7 +14,14 @@ from typing import Any
 
 from fanfit.errors import InvalidJobError
 
-__all__ = ["check_columns", "check_int", "check_learners", "check_number", "check_str"]
+__all__ = [
+    "check_columns",
+    "check_int",
+    "check_learners",
+    "check_number",
+    "check_str",
+    "check_weight",
+]
 
 
 def _shown(value: Any) -> str:
@@ -83,6 +90,32 @@ def check_number(name: str, value: Any) -> None:
     """
     if isinstance(value, bool) or not isinstance(value, numbers.Real):
         raise InvalidJobError(f"{name} must be a number, got {_shown(value)}")
+
+
+def check_weight(value: Any, name: str = "weight") -> float:
+    """A job's weight in the fair shares of the account's capacity (Dorm's ``w_i``,
+    :mod:`fanfit.jobs.sharing`): a positive finite number of at most 100; None gives 1.
+
+    Parameters
+    ----------
+    value : int or float or None
+    name : str
+        The option as the message names it (``weight``, ``--weight``).
+
+    Returns
+    -------
+    float
+        The weight, in ``(0, 100]``.
+
+    Raises
+    ------
+    InvalidJobError
+        Naming ``name``: not a number (a bool, a string), NaN or infinite, zero or negative, or
+        over 100.
+    """
+    from fanfit.jobs.sharing import check_weight as check
+
+    return check(value, name)
 
 
 def check_learners(value: Any) -> None:

@@ -129,17 +129,20 @@ def prepare_stage(
     job_id : str
     spec_key : str
         Key of the client's spec: ``{"dml": DMLSpec dict, "data_key": str, "folds_key": str | None,
-        "max_concurrency": int | None, "units_per_shard": int | None}``.
+        "max_concurrency": int | None, "units_per_shard": int | None, "weight": float | None}``
+        (``weight``: the job's weight in the fair shares, in (0, 100], default 1).
     stage : int
         0 for the first stage.
     execution_arn : str
-        The Step Functions execution, recorded in the job record.
+        The Step Functions execution, recorded in the job record and with the job's partition
+        (so that other jobs drop the partition once this execution no longer runs).
     memory_mb : int
         The function's configured memory (for the cost estimate).
     partitions : Partitions, optional
         The stack's partition table: the job registers (stage 0: it arrives) or updates (a later
-        stage) its demand, the stage's unit count capped by its ``max_concurrency``, and every
-        running job's partition is recomputed (:func:`fanfit.jobs.sharing.register_job`).
+        stage) its demand, the stage's unit count capped by its ``max_concurrency``, with its
+        ``weight``, and every running job's partition is recomputed
+        (:func:`fanfit.jobs.sharing.register_job`).
 
     Returns
     -------
@@ -191,7 +194,8 @@ def prepare_stage(
             "estimate",
             demand=min(len(units), int(plan["max_concurrency"])),
             gpu_demand=int(plan.get("gpu_workers") or 1) if on_batch else 0,
-            weight=float(plan.get("weight") or 1.0),
+            weight=float(plan.get("weight") or sharing.DEFAULT_WEIGHT),
+            execution_arn=execution_arn,
         )
     store.put_json(
         f"{storage.job_prefix(job_id)}stages/{stage}/prepare.json",
@@ -240,6 +244,7 @@ def _write_plan(store: storage.JobStore, job_id: str, spec_key: str) -> dict[str
     sharding = job.get("sharding") or "auto"
     if not isinstance(sharding, str) or sharding not in POLICIES:
         raise InvalidJobError(f"sharding must be one of {', '.join(POLICIES)}; got {sharding!r}")
+    weight = sharing.check_weight(job.get("weight"))
     spec = dml.DMLSpec.from_dict(job["dml"])
     columns, values = _cached_data(store.bucket, data_key)
     data = dml.validate_data(spec, list(columns), values)
@@ -260,6 +265,7 @@ def _write_plan(store: storage.JobStore, job_id: str, spec_key: str) -> dict[str
         "max_concurrency": max_concurrency,
         "units_per_shard": units_per_shard,
         "sharding": sharding,
+        "weight": weight,
         "spec_sha256": spec_sha256,
     }
     store.put_json(storage.plan_key(job_id), plan)
@@ -430,9 +436,10 @@ def schedule_wave(
         This function's memory, MB (for the cost).
     partitions : Partitions, optional
         The stack's partition table. The job's partition (Dorm, :func:`fanfit.jobs.sharing.
-        read_partition`), read at this barrier, caps the wave: its shards are sized for, and its
-        ``max_concurrency`` never exceeds, ``min(job max_concurrency, partition)``; its GPU share
-        caps the GPU workers. The partition used goes into the wave's entry (``partition``).
+        partition_at_barrier`: below its demand, stale jobs' shares are reclaimed first), read
+        at this barrier, caps the wave: its shards are sized for, and its ``max_concurrency``
+        never exceeds, ``min(job max_concurrency, partition)``; its GPU share caps the GPU
+        workers. The partition used goes into the wave's entry (``partition``).
 
     Returns
     -------
@@ -498,7 +505,7 @@ def schedule_wave(
         or spec.learners[dml.learner_name(u.learner)].requires_batch
     ]
     # The job's partition of the shared capacity, read at this barrier (Dorm): it caps the wave.
-    partition = sharing.read_partition(partitions, job_id)
+    partition = sharing.partition_at_barrier(partitions, job_id)
     job_concurrency = int(plan["max_concurrency"])
     gpu_workers = int(plan.get("gpu_workers") or 1)
     if partition is not None:

@@ -9,9 +9,18 @@ utilization-fairness optimizer (:func:`fanfit.sched.partition.dorm_partitions`, 
 - when a job ends (:func:`release_job`: Aggregate, TrainFinalize, and the Release function on the
   state machines' failure path).
 
-A job reads its partition (:func:`read_partition`) at every barrier: Schedule before each wave of
-cross-fitting shards, TrainSchedule before each round. It sizes the wave or sets the round's Map
-``MaxConcurrencyPath`` to it, and so resizes at its next barrier without restarting.
+A job reads its partition (:func:`partition_at_barrier`) at every barrier: Schedule before each
+wave of cross-fitting shards, TrainSchedule before each round. It sizes the wave or sets the round's
+Map ``MaxConcurrencyPath`` to it, and so resizes at its next barrier without restarting.
+
+Stale jobs: a job whose execution is stopped from outside (``StopExecution``), times out or
+vanishes never reaches Aggregate, TrainFinalize or Release. Each registration records the job's
+Step Functions execution (``execution_arn``, from ``$$.Execution.Id``); every recomputation, and
+every barrier where a job holds less than its demand while other jobs are registered, asks Step
+Functions about the other registered jobs (``states:DescribeExecution``, at most one call per job
+and check). A job whose execution no longer runs (or does not exist) is dropped as if released,
+and the history entry lists it under ``dropped`` with reason ``"stale"``. Jobs registered without
+an execution (before it was recorded) are never dropped this way.
 
 Demand (what a job can use at once): an estimate stage's unit count capped by the job's
 ``max_concurrency``; a train job's Lambda worker count. GPU demand: the GPU workers a job asks for.
@@ -27,6 +36,7 @@ departure is lost.
 
 from __future__ import annotations
 
+import logging
 import os
 import random
 import time
@@ -40,19 +50,36 @@ from fanfit.sched.partition import DEFAULT_MAX_CHANGES, dorm_partitions
 from fanfit.storage import Partitions
 
 __all__ = [
+    "ALIVE_STATUSES",
+    "DEFAULT_WEIGHT",
     "GPU_WORKER_VCPUS",
+    "MAX_WEIGHT",
+    "MISSING",
     "Partition",
     "capacity_from_env",
+    "check_weight",
+    "execution_status",
+    "partition_at_barrier",
     "read_partition",
     "recompute",
     "register_job",
     "release_job",
 ]
 
+log = logging.getLogger("fanfit.sharing")
+
 #: vCPUs of one GPU worker job (template.yaml's job definition: one GPU, 4 vCPUs on a g4dn.xlarge).
 GPU_WORKER_VCPUS = 4
 #: Most attempts of one recomputation against concurrent ones before giving up.
 MAX_ATTEMPTS = 12
+#: A job's weight in the fair shares when it sets none, and the largest it may set.
+DEFAULT_WEIGHT = 1.0
+MAX_WEIGHT = 100.0
+#: Execution statuses of a job that still runs (or will again: a redrive is pending). Any other
+#: status (SUCCEEDED, FAILED, TIMED_OUT, ABORTED), or no such execution, makes a job stale.
+ALIVE_STATUSES = frozenset({"RUNNING", "PENDING_REDRIVE"})
+#: ``execution_status`` of an execution Step Functions does not know (``ExecutionDoesNotExist``).
+MISSING = "MISSING"
 
 
 @dataclass(frozen=True)
@@ -70,17 +97,25 @@ class Partition:
         The Lambda demand it registered.
     version : int
         The recomputation that set it (the epoch's version).
+    gpu_demand : int
+        The GPU demand it registered.
     """
 
     lambda_concurrency: int
     gpus: int
     demand: int
     version: int
+    gpu_demand: int = 0
 
     @property
     def concurrency(self) -> int:
         """The concurrency the job runs at: its partition, but at least 1 so it always progresses."""
         return max(1, self.lambda_concurrency)
+
+    @property
+    def whole(self) -> bool:
+        """Whether the job holds its whole demand, Lambda and GPUs."""
+        return self.lambda_concurrency >= self.demand and self.gpus >= self.gpu_demand
 
     def to_dict(self) -> dict[str, int]:
         return {**asdict(self), "concurrency": self.concurrency}
@@ -100,7 +135,94 @@ def _partition(item: dict[str, Any]) -> Partition:
         gpus=int(item.get("gpus", 0)),
         demand=int(item.get("demand", 0)),
         version=int(item.get("version", 0)),
+        gpu_demand=int(item.get("gpu_demand", 0)),
     )
+
+
+def check_weight(value: Any, name: str = "weight") -> float:
+    """A job's weight in the fair shares (Dorm's ``w_i``), checked.
+
+    Parameters
+    ----------
+    value : int or float or None
+        None gives :data:`DEFAULT_WEIGHT`.
+    name : str
+        The option's name in the message (``weight``, ``--weight``).
+
+    Returns
+    -------
+    float
+        In ``(0, MAX_WEIGHT]``.
+
+    Raises
+    ------
+    InvalidJobError
+        Not a real number (a bool, a string), not finite, not positive, or over :data:`MAX_WEIGHT`.
+    """
+    import numbers
+
+    if value is None:
+        return DEFAULT_WEIGHT
+    if isinstance(value, bool) or not isinstance(value, numbers.Real):
+        shown = repr(value) if len(repr(value)) <= 80 else f"a {type(value).__name__} value"
+        raise InvalidJobError(
+            f"{name} must be a number in (0, {MAX_WEIGHT:g}] (the job's weight in the fair "
+            f"shares; default {DEFAULT_WEIGHT:g}), got {shown}"
+        )
+    weight = float(value)
+    if not (np.isfinite(weight) and 0.0 < weight <= MAX_WEIGHT):
+        raise InvalidJobError(
+            f"{name} must be a positive finite number of at most {MAX_WEIGHT:g} (the job's "
+            f"weight in the fair shares; default {DEFAULT_WEIGHT:g}), got {value!r}"
+        )
+    return weight
+
+
+#: Step Functions clients by (region, endpoint), created on first use (one per warm Lambda).
+_SFN_CLIENTS: dict[tuple[str | None, str | None], Any] = {}
+
+
+def _stepfunctions(execution_arn: str) -> Any:
+    """A Step Functions client for the region of ``execution_arn`` (from the ARN, else the
+    environment's), honouring ``AWS_ENDPOINT_URL`` (the local stack)."""
+    parts = execution_arn.split(":")
+    region = parts[3] if len(parts) > 3 and parts[3] else None
+    key = (region, os.environ.get("AWS_ENDPOINT_URL"))
+    client = _SFN_CLIENTS.get(key)
+    if client is None:
+        import boto3
+
+        client = boto3.client("stepfunctions", region_name=region)
+        _SFN_CLIENTS[key] = client
+    return client
+
+
+def execution_status(execution_arn: str, sfn: Any = None) -> str | None:
+    """The status of a job's Step Functions execution (one ``DescribeExecution``).
+
+    Parameters
+    ----------
+    execution_arn : str
+    sfn : botocore client, optional
+        A ``stepfunctions`` client; default one for the ARN's region.
+
+    Returns
+    -------
+    str or None
+        ``RUNNING``, ``SUCCEEDED``, ``FAILED``, ``TIMED_OUT``, ``ABORTED``, ``PENDING_REDRIVE``;
+        :data:`MISSING` when Step Functions has no such execution; None when it cannot tell
+        (no permission, throttled, unreachable, a malformed ARN): the caller keeps the job.
+    """
+    client = sfn if sfn is not None else _stepfunctions(execution_arn)
+    try:
+        return str(client.describe_execution(executionArn=execution_arn)["status"])
+    except Exception as exc:  # botocore ClientError and connection errors alike
+        code = getattr(exc, "response", {}).get("Error", {}).get("Code", "")
+        if code == "ExecutionDoesNotExist":
+            return MISSING
+        log.warning("cannot describe execution %s (%s: %s); keeping its job", execution_arn,
+                    type(exc).__name__, exc)  # fmt: skip
+        return None
 
 
 def read_partition(partitions: Partitions | None, job_id: str) -> Partition | None:
@@ -112,16 +234,48 @@ def read_partition(partitions: Partitions | None, job_id: str) -> Partition | No
     return None if item is None else _partition(item)
 
 
+def _stale_jobs(
+    jobs: list[dict[str, Any]],
+    job_id: str,
+    statuses: dict[str, str | None],
+    sfn: Any,
+) -> list[dict[str, Any]]:
+    """The registered jobs other than ``job_id`` whose execution no longer runs.
+
+    ``statuses`` caches ``execution_status`` by execution ARN over one check (its attempts), so a
+    check makes at most one ``DescribeExecution`` per other registered job. Jobs registered
+    without an execution, and those whose status cannot be read, are kept.
+    """
+    dropped = []
+    for job in jobs:
+        arn = str(job.get("execution_arn") or "")
+        if job["job_id"] == job_id or not arn:
+            continue
+        if arn not in statuses:
+            statuses[arn] = execution_status(arn, sfn)
+        status = statuses[arn]
+        if status is not None and status not in ALIVE_STATUSES:
+            dropped.append(
+                {"job_id": job["job_id"], "reason": "stale", "execution_arn": arn,
+                 "execution_status": status}
+            )  # fmt: skip
+    return dropped
+
+
 def recompute(
     partitions: Partitions,
     capacity: tuple[int, int],
     *,
     arrive: dict[str, Any] | None = None,
     leave: str | None = None,
+    reclaim: str | None = None,
     max_changes: int = DEFAULT_MAX_CHANGES,
     max_attempts: int = MAX_ATTEMPTS,
+    check_stale: bool = True,
+    sfn: Any = None,
 ) -> dict[str, Any] | None:
-    """Add or remove one job and recompute every running job's partition with Dorm's optimizer.
+    """Add or remove one job, drop stale ones, and recompute every running job's partition with
+    Dorm's optimizer.
 
     Parameters
     ----------
@@ -129,63 +283,94 @@ def recompute(
     capacity : (int, int)
         Lambda concurrency and GPUs to share.
     arrive : dict, optional
-        The arriving (or re-registering) job: ``job_id, kind, demand, gpu_demand, weight``. A job
-        already registered with the same demand and weight changes nothing.
+        The arriving (or re-registering) job: ``job_id, kind, demand, gpu_demand, weight`` and
+        ``execution_arn`` (its Step Functions execution; may be empty). A job already registered
+        with the same demand, weight and execution changes nothing; one registered by another
+        execution (a resumed job) takes the new one (event ``"resume"``).
     leave : str, optional
         The id of a job that ended. A job not registered changes nothing.
+    reclaim : str, optional
+        The id of a registered job that holds less than its demand at a barrier: only the stale
+        jobs are dropped (event ``"reclaim"``); without any, nothing changes.
     max_changes : int
         Dorm's ``theta``: most running jobs whose partition changes at once.
     max_attempts : int
         Snapshots to try before giving up against concurrent recomputations.
+    check_stale : bool
+        Ask Step Functions about the other registered jobs' executions
+        (``states:DescribeExecution``, at most once per job and ARN over all attempts) and drop
+        those no longer running (status not in :data:`ALIVE_STATUSES`, or no such execution).
+    sfn : botocore client, optional
+        The ``stepfunctions`` client for that; default one per region.
 
     Returns
     -------
     dict or None
-        The history entry committed (``version, at, event, job_id, capacity, jobs`` with each
-        job's ``demand, gpu_demand, partition, gpus``, ``changed``, ``lambda_utilization`` (share
-        of the concurrency handed out), Dorm's ``utilization`` (averaged over both resources) and
-        ``fairness_loss``, ``bounded``, ``solve_s``); None when nothing changed.
+        The history entry committed (``version, at, event`` (``arrive``, ``resize``, ``resume``,
+        ``end``, ``reclaim``), ``job_id, capacity, jobs`` with each job's ``demand, gpu_demand,
+        partition, gpus``, ``changed``, ``lambda_utilization`` (share of the concurrency handed
+        out), Dorm's ``utilization`` (averaged over both resources) and ``fairness_loss``,
+        ``bounded``, ``solve_s``, and ``dropped`` when stale jobs were dropped: each
+        ``{job_id, reason: "stale", execution_arn, execution_status}`` (``MISSING``: no such
+        execution)); None when nothing changed.
 
     Raises
     ------
     PartitionConflictError
         ``max_attempts`` snapshots in a row were overtaken by other recomputations.
     InvalidJobError
-        Negative demand or capacity, a non-positive weight.
+        Not exactly one of ``arrive``, ``leave``, ``reclaim``; negative demand or capacity, a
+        non-positive weight.
     """
-    if (arrive is None) == (leave is None):
-        raise InvalidJobError("recompute takes exactly one of arrive= and leave=")
+    if sum(x is not None for x in (arrive, leave, reclaim)) != 1:
+        raise InvalidJobError("recompute takes exactly one of arrive=, leave= and reclaim=")
+    statuses: dict[str, str | None] = {}
     for attempt in range(max_attempts):
         version, jobs, history = partitions.snapshot()
         by_id = {j["job_id"]: j for j in jobs}
         now = time.time()
+        new: dict[str, Any] | None = None
         if leave is not None:
             if leave not in by_id:
                 return None
             event, job_id = "end", leave
-            jobs = [j for j in jobs if j["job_id"] != leave]
+        elif reclaim is not None:
+            if reclaim not in by_id:
+                return None
+            event, job_id = "reclaim", reclaim
         else:
             assert arrive is not None
             job_id = str(arrive["job_id"])
             old = by_id.get(job_id)
+            arn = str(arrive.get("execution_arn") or "")
             fields = ("demand", "gpu_demand", "weight")
-            if old is not None and all(
+            same_demand = old is not None and all(
                 float(old.get(k, 0)) == float(arrive.get(k, 0)) for k in fields
-            ):
+            )
+            if old is not None and same_demand and (not arn or arn == old.get("execution_arn")):
                 return None
-            event = "arrive" if old is None else "resize"
+            event = "arrive" if old is None else "resize" if not same_demand else "resume"
             new = {
                 "job_id": job_id,
                 "kind": str(arrive.get("kind", "")),
                 "demand": int(arrive["demand"]),
                 "gpu_demand": int(arrive.get("gpu_demand", 0)),
-                "weight": float(arrive.get("weight", 1.0)),
+                "weight": float(arrive.get("weight", DEFAULT_WEIGHT)),
                 "partition": -1 if old is None else int(old.get("partition", 0)),
                 "gpus": -1 if old is None else int(old.get("gpus", 0)),
                 "registered_at": now if old is None else old.get("registered_at", now),
             }
+            old_arn = "" if old is None else str(old.get("execution_arn") or "")
+            if arn or old_arn:
+                new["execution_arn"] = arn or old_arn
+        dropped = _stale_jobs(jobs, job_id, statuses, sfn) if check_stale else []
+        if reclaim is not None and not dropped:
+            return None
+        gone = {d["job_id"] for d in dropped} | ({leave} if leave is not None else set())
+        jobs = [j for j in jobs if j["job_id"] not in gone]
+        if new is not None:
             jobs = [new if j["job_id"] == job_id else j for j in jobs]
-            if old is None:
+            if job_id not in by_id:
                 jobs.append(new)
         entry: dict[str, Any] = {
             "version": version + 1,
@@ -194,17 +379,27 @@ def recompute(
             "job_id": job_id,
             "capacity": list(capacity),
         }
+        if dropped:
+            entry["dropped"] = dropped
         put: list[dict[str, Any]] = []
         if jobs:
             demand = np.array([[int(j["demand"]), int(j.get("gpu_demand", 0))] for j in jobs])
             current = np.array([[int(j["partition"]), int(j.get("gpus", 0))] for j in jobs])
             current[np.any(current < 0, axis=1)] = -1
-            weight = np.array([float(j.get("weight", 1.0)) for j in jobs])
+            weight = np.array([float(j.get("weight", DEFAULT_WEIGHT)) for j in jobs])
+            # a train job's rounds are bulk synchronous over its Lambda workers (its demand): only
+            # partitions that waste no slot of a round's waves are offered to it
+            bsp_workers = [int(j["demand"]) if j.get("kind") == "train" else 0 for j in jobs]
             decision = dorm_partitions(
-                demand, list(capacity), weight, current, max_changes=max_changes
+                demand,
+                list(capacity),
+                weight,
+                current,
+                max_changes=max_changes,
+                bsp_workers=bsp_workers,
             )
             for j, x, changed in zip(jobs, decision.partitions, decision.changed, strict=True):
-                if changed or j["job_id"] == job_id:
+                if changed or (new is not None and j["job_id"] == job_id):
                     put.append(
                         {
                             **j,
@@ -235,14 +430,16 @@ def recompute(
         else:
             entry.update(lambda_utilization=0.0, utilization=0.0, fairness_loss=0.0, bounded=True, solve_s=0.0,
                          changed=[], jobs={})  # fmt: skip
-        delete = [leave] if leave is not None else []
-        if partitions.commit(version, put, delete, [*history, entry]):
+        if partitions.commit(version, put, sorted(gone), [*history, entry]):
+            for d in dropped:
+                log.warning("dropped job %s: its execution %s is %s", d["job_id"],
+                            d["execution_arn"], d["execution_status"])  # fmt: skip
             return entry
         # another recomputation committed first: back off (full jitter) and start again
         time.sleep(random.uniform(0, min(1.0, 0.02 * 2**attempt)))  # noqa: S311 - jitter only
     raise PartitionConflictError(
-        f"recomputing partitions for job {arrive['job_id'] if arrive else leave!r} was overtaken "
-        f"{max_attempts} times by concurrent recomputations; retry the step"
+        f"recomputing partitions for job {arrive['job_id'] if arrive else leave or reclaim!r} was "
+        f"overtaken {max_attempts} times by concurrent recomputations; retry the step"
     )
 
 
@@ -252,8 +449,10 @@ def register_job(
     kind: str,
     demand: int,
     gpu_demand: int = 0,
-    weight: float = 1.0,
+    weight: float = DEFAULT_WEIGHT,
     capacity: tuple[int, int] | None = None,
+    execution_arn: str = "",
+    sfn: Any = None,
 ) -> Partition | None:
     """Register a job that arrives (or whose demand changed) and recompute every partition.
 
@@ -270,6 +469,11 @@ def register_job(
         Its weight in the fair shares (> 0).
     capacity : (int, int), optional
         Default :func:`capacity_from_env`.
+    execution_arn : str
+        The job's Step Functions execution, recorded so that another job's recomputation can
+        drop it once that execution no longer runs; empty: never dropped that way.
+    sfn : botocore client, optional
+        ``stepfunctions`` client for the stale check of the other jobs (see :func:`recompute`).
 
     Returns
     -------
@@ -300,15 +504,23 @@ def register_job(
             "demand": int(demand),
             "gpu_demand": int(gpu_demand),
             "weight": float(weight),
+            "execution_arn": str(execution_arn or ""),
         },
+        sfn=sfn,
     )
     return read_partition(partitions, job_id)
 
 
 def release_job(
-    partitions: Partitions | None, job_id: str, capacity: tuple[int, int] | None = None
+    partitions: Partitions | None,
+    job_id: str,
+    capacity: tuple[int, int] | None = None,
+    sfn: Any = None,
 ) -> dict[str, Any] | None:
     """Remove a job that ended (succeeded or failed) and hand its partition to the others.
+
+    Other registered jobs whose execution no longer runs are dropped in the same recomputation
+    (see :func:`recompute`).
 
     Returns
     -------
@@ -323,4 +535,43 @@ def release_job(
     """
     if partitions is None:
         return None
-    return recompute(partitions, capacity or capacity_from_env(), leave=job_id)
+    return recompute(partitions, capacity or capacity_from_env(), leave=job_id, sfn=sfn)
+
+
+def partition_at_barrier(
+    partitions: Partitions | None,
+    job_id: str,
+    capacity: tuple[int, int] | None = None,
+    sfn: Any = None,
+) -> Partition | None:
+    """The job's partition as it reads it at a barrier, after reclaiming stale jobs' shares.
+
+    When the job holds less than its demand (Lambda or GPUs) and other jobs are registered, their
+    executions are checked (one ``DescribeExecution`` each): those no longer running are dropped
+    as if released (a ``"reclaim"`` recomputation, see :func:`recompute`) and the job reads its
+    partition again. A job holding its whole demand makes no call beyond the read.
+
+    Parameters
+    ----------
+    partitions : Partitions or None
+    job_id : str
+    capacity : (int, int), optional
+        Default :func:`capacity_from_env`.
+    sfn : botocore client, optional
+        ``stepfunctions`` client; default one per region.
+
+    Returns
+    -------
+    Partition or None
+        As :func:`read_partition`.
+
+    Raises
+    ------
+    PartitionConflictError
+        See :func:`recompute`.
+    """
+    partition = read_partition(partitions, job_id)
+    if partitions is None or partition is None or partition.whole:
+        return partition
+    entry = recompute(partitions, capacity or capacity_from_env(), reclaim=job_id, sfn=sfn)
+    return partition if entry is None else read_partition(partitions, job_id)
