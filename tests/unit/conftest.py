@@ -1,15 +1,22 @@
-"""Shared fixtures of the unit tests: small synthetic data sets for the DML models, and fanfit's
-bucket and tables on moto for the handler tests."""
+"""Shared fixtures of the unit tests: small synthetic data sets for the DML models, fanfit's
+bucket and tables on moto for the handler tests, the functions' handlers with a stand-in
+LambdaContext, and a guard that fails a test touching boto3 or the local stack."""
 
 from __future__ import annotations
 
 import contextlib
+import importlib.util
+import sys
 from collections.abc import Iterator, Mapping
+from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 import numpy as np
 import pandas as pd
 import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
 
 
 def _make_frame(
@@ -73,6 +80,21 @@ def make_frame():
     return _make_frame
 
 
+def _make_plr_frame(n: int = 400, seed: int = 0) -> pd.DataFrame:
+    """A partially linear data set: columns y, d (confounded by x1) and x1, x2, x3."""
+    rng = np.random.default_rng(seed)
+    x = rng.normal(size=(n, 3))
+    d = x[:, 0] + rng.normal(size=n)
+    y = 0.5 * d + x[:, 1] + rng.normal(size=n)
+    return pd.DataFrame({"y": y, "d": d, "x1": x[:, 0], "x2": x[:, 1], "x3": x[:, 2]})
+
+
+@pytest.fixture(scope="session")
+def make_plr_frame():
+    """Factory ``make_plr_frame(n=400, seed=0)`` of a data set with columns y, d, x1, x2, x3."""
+    return _make_plr_frame
+
+
 #: The environment every handler reads (as the template's Globals set it), pointing at moto.
 MOTO_ENV = {
     "AWS_DEFAULT_REGION": "us-east-1",
@@ -130,3 +152,146 @@ def moto_stack(monkeypatch):
             yield s3
 
     return start
+
+
+#: The partition table of the job-sharing tests (``partition_stack``).
+PARTITION_TABLE = "fanfit-partitions"
+
+
+@pytest.fixture
+def partition_stack(moto_stack):
+    """:func:`moto_stack` with the partition table, an account concurrency of 4, no Batch vCPUs."""
+    env = {
+        "FANFIT_PARTITION_TABLE": PARTITION_TABLE,
+        "FANFIT_ACCOUNT_CONCURRENCY": "4",
+        "FANFIT_BATCH_MAX_VCPUS": "0",
+    }
+    with moto_stack(env, hash_tables=(PARTITION_TABLE,)):
+        yield
+
+
+@pytest.fixture
+def make_partitions(partition_stack):
+    """Factory ``make_partitions()``: a new :class:`fanfit.storage.Partitions` of the moto table."""
+    from fanfit.storage import Partitions
+
+    return lambda: Partitions(PARTITION_TABLE)
+
+
+@pytest.fixture
+def job_storage(partition_stack):
+    """fanfit's bucket, job table and throughput table on moto (with ``partition_stack``): a
+    ``(JobStore, JobRecords, ThroughputRecords)`` tuple."""
+    from fanfit import storage
+
+    return (
+        storage.JobStore("fanfit-unit"),
+        storage.JobRecords("fanfit-jobs"),
+        storage.ThroughputRecords("fanfit-throughput"),
+    )
+
+
+@pytest.fixture(scope="session")
+def put_estimate_spec(make_plr_frame):
+    """``put_estimate_spec(store, key, n_rep=2, max_concurrency=4, **extra)``: put an estimate job
+    (PLR of y on d and x1..x3 of ``make_plr_frame()``, linear learners, 2 folds, seed 3) at ``key``,
+    with ``extra`` added to the job file; returns what ``store.put_json`` returns."""
+
+    def put(store, key: str, n_rep: int = 2, max_concurrency: int = 4, **extra: Any) -> str:
+        from fanfit.client import build_spec
+        from fanfit.client.data import to_matrix
+
+        spec, columns = build_spec(
+            y="y", d="d", x=["x1", "x2", "x3"], z=None, model="plr", score=None,
+            learners={"ml_l": "LinearRegression", "ml_m": "LinearRegression"},
+            n_folds=2, n_rep=n_rep, seed=3,
+        )  # fmt: skip
+        names, values = to_matrix(make_plr_frame(), columns)
+        job = {"kind": "estimate", "dml": spec.to_dict(), "data_key": store.put_data(names, values),
+               "folds_key": None, "max_concurrency": max_concurrency, "units_per_shard": None,
+               **extra}  # fmt: skip
+        return store.put_json(key, job)
+
+    return put
+
+
+@pytest.fixture(scope="session")
+def put_train_spec(make_plr_frame):
+    """``put_train_spec(store, key)``: put a train job (K-Means of x1, x2 of ``make_plr_frame()``,
+    4 workers, 3 clusters, 3 rounds, seed 1) at ``key``; returns what ``store.put_json`` returns."""
+
+    def put(store, key: str) -> str:
+        from fanfit.client.data import to_matrix
+        from fanfit.client.train import build_train_spec
+
+        spec = build_train_spec(model="kmeans", features=["x1", "x2"], workers=4, n_clusters=3,
+                                rounds=3, seed=1)  # fmt: skip
+        names, values = to_matrix(make_plr_frame(), list(spec.features))
+        job = {"kind": "train", "spec": spec.to_dict(), "data_key": store.put_data(names, values),
+               "init_key": None}  # fmt: skip
+        return store.put_json(key, job)
+
+    return put
+
+
+@dataclass
+class FakeContext:
+    """The parts of LambdaContext the handlers and Powertools read."""
+
+    function_name: str = "fanfit-test"
+    memory_limit_in_mb: int = 1769
+    invoked_function_arn: str = "arn:aws:lambda:us-east-1:123456789012:function:fanfit-test"
+    aws_request_id: str = "00000000-0000-0000-0000-000000000000"
+
+    def get_remaining_time_in_millis(self) -> int:
+        return 300_000
+
+
+@pytest.fixture(scope="session")
+def lambda_context():
+    """Factory ``lambda_context(memory_limit_in_mb=1769, ...)`` of a stand-in LambdaContext."""
+    return FakeContext
+
+
+def _load_handler(name: str, prefix: str = "fanfit_fn"):
+    # The functions all name their module app.py, as SAM's Handler app.lambda_handler expects.
+    spec = importlib.util.spec_from_file_location(
+        f"{prefix}_{name}", ROOT / "functions" / name / "app.py"
+    )
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = module
+    spec.loader.exec_module(module)
+    return module.lambda_handler
+
+
+@pytest.fixture(scope="session")
+def load_handler():
+    """``load_handler(name, prefix="fanfit_fn")``: the ``lambda_handler`` of
+    functions/<name>/app.py, imported afresh as module ``<prefix>_<name>`` (so that, under moto,
+    its module-level clients are moto's)."""
+    return _load_handler
+
+
+class AwsContacted(AssertionError):
+    """Raised by the ``no_aws`` guard."""
+
+
+@pytest.fixture
+def no_aws(monkeypatch):
+    """Any boto3 session, client or resource, and any local stack call, fails the test (raising
+    :class:`AwsContacted`, which the fixture returns)."""
+    import boto3
+    import boto3.session
+
+    from fanfit.local import stack as local_stack
+
+    def boom(*args, **kwargs):
+        raise AwsContacted("a boto3 session/client was created or the local stack touched")
+
+    monkeypatch.setattr(boto3.session.Session, "__init__", boom)
+    monkeypatch.setattr(boto3.session.Session, "client", boom)
+    monkeypatch.setattr(boto3.session.Session, "resource", boom)
+    monkeypatch.setattr(boto3, "DEFAULT_SESSION", None)
+    for name in ("ensure_local_stack", "status", "up", "down"):
+        monkeypatch.setattr(local_stack, name, boom)
+    return AwsContacted

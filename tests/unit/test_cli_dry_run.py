@@ -25,33 +25,14 @@ PLR = [*BASE, "--ml-l", "LassoCV", "--ml-m", "LogisticRegression"]
 IRM = [*BASE, "--model", "irm", "--ml-g", "LassoCV", "--ml-m", "LogisticRegression"]
 
 
-class _Contacted(AssertionError):
-    pass
+#: Every test runs with the ``no_aws`` guard of conftest.py: boto3 and the local stack fail it.
+pytestmark = pytest.mark.usefixtures("no_aws")
 
 
-@pytest.fixture(autouse=True)
-def no_aws(monkeypatch):
-    """Any boto3 session or client, and any local stack call, fails the test."""
-    import boto3
-    import boto3.session
-
-    from fanfit.local import stack as local_stack
-
-    def boom(*args, **kwargs):
-        raise _Contacted("a dry run created a boto3 session/client or touched the local stack")
-
-    monkeypatch.setattr(boto3.session.Session, "__init__", boom)
-    monkeypatch.setattr(boto3.session.Session, "client", boom)
-    monkeypatch.setattr(boto3.session.Session, "resource", boom)
-    monkeypatch.setattr(boto3, "DEFAULT_SESSION", None)
-    for name in ("ensure_local_stack", "status", "up"):
-        monkeypatch.setattr(local_stack, name, boom)
-
-
-def test_the_guard_catches_a_client() -> None:
+def test_the_guard_catches_a_client(no_aws) -> None:
     import boto3
 
-    with pytest.raises(_Contacted):
+    with pytest.raises(no_aws):
         boto3.client("s3")
 
 

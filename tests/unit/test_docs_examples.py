@@ -42,29 +42,6 @@ EXTERNAL_FLAGS = frozenset(
 )  # fmt: skip
 
 
-class _Contacted(AssertionError):
-    pass
-
-
-@pytest.fixture
-def no_aws(monkeypatch):
-    """Any boto3 session or client, and any local stack call, fails the test."""
-    import boto3
-    import boto3.session
-
-    from fanfit.local import stack as local_stack
-
-    def boom(*args, **kwargs):
-        raise _Contacted("an example without `needs: stack` touched boto3 or the local stack")
-
-    monkeypatch.setattr(boto3.session.Session, "__init__", boom)
-    monkeypatch.setattr(boto3.session.Session, "client", boom)
-    monkeypatch.setattr(boto3.session.Session, "resource", boom)
-    monkeypatch.setattr(boto3, "DEFAULT_SESSION", None)
-    for name in ("ensure_local_stack", "status", "up", "down"):
-        monkeypatch.setattr(local_stack, name, boom)
-
-
 def test_the_guide_has_its_documents() -> None:
     # GIVEN docs/ WHEN listed THEN every page the issue asks for is there
     names = set(DOC_IDS)

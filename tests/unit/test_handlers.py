@@ -7,10 +7,7 @@ result equals the in-process reference and the job record is SUCCEEDED.
 
 from __future__ import annotations
 
-import importlib.util
 import json
-import sys
-from dataclasses import dataclass
 from pathlib import Path
 
 import boto3
@@ -23,19 +20,6 @@ EVENTS = ROOT / "events"
 X_COLS = ["age", "inc", "educ", "fsize", "marr", "twoearn", "db", "pira", "hown"]
 
 
-@dataclass
-class FakeContext:
-    """The parts of LambdaContext the handlers and Powertools read."""
-
-    function_name: str = "fanfit-test"
-    memory_limit_in_mb: int = 1769
-    invoked_function_arn: str = "arn:aws:lambda:us-east-1:123456789012:function:fanfit-test"
-    aws_request_id: str = "00000000-0000-0000-0000-000000000000"
-
-    def get_remaining_time_in_millis(self) -> int:
-        return 300_000
-
-
 def _event(name: str) -> dict:
     return json.loads((EVENTS / f"{name}.json").read_text())
 
@@ -44,17 +28,6 @@ def _event(name: str) -> dict:
 def aws(moto_stack):
     with moto_stack({"FANFIT_CROSSFIT_MEMORY_MB": "1769"}):
         yield
-
-
-def _handler(name: str):
-    # The three functions all name their module app.py, as SAM's Handler app.lambda_handler expects.
-    spec = importlib.util.spec_from_file_location(
-        f"fanfit_fn_{name}", ROOT / "functions" / name / "app.py"
-    )
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = module
-    spec.loader.exec_module(module)
-    return module.lambda_handler
 
 
 def _upload_example_job(store) -> None:
@@ -81,20 +54,20 @@ def _upload_example_job(store) -> None:
     store.put_json(storage.spec_key("example-job"), job)
 
 
-def test_prepare_schedule_crossfit_aggregate_on_sample_events(aws):
+def test_prepare_schedule_crossfit_aggregate_on_sample_events(aws, load_handler, lambda_context):
     from fanfit import dml, storage
 
     store = storage.JobStore("fanfit-unit")
     _upload_example_job(store)
-    ctx = FakeContext()
+    ctx = lambda_context()
 
     # WHEN Prepare runs on its sample event
-    planned = _handler("prepare")(_event("prepare"), ctx)
+    planned = load_handler("prepare")(_event("prepare"), ctx)
     # THEN it wrote the plan and the stage's 4 units (2 folds x 2 learners)
     assert planned["n_units"] == 4 and planned["has_next_stage"] is False
 
     # WHEN Schedule plans wave 0 with an empty throughput table
-    schedule = _handler("schedule")
+    schedule = load_handler("schedule")
     wave0 = schedule(_event("schedule"), ctx)
     # THEN it is a probe: single-unit shards, one per learner (max_concurrency 2)
     shards0 = store.get_json(wave0["shards_key"])
@@ -106,7 +79,7 @@ def test_prepare_schedule_crossfit_aggregate_on_sample_events(aws):
     assert crossfit_event["shard"] == shards0[0]
 
     # WHEN CrossFit runs on every shard of the wave (the sample event first)
-    crossfit = _handler("crossfit")
+    crossfit = load_handler("crossfit")
     outs = [crossfit(crossfit_event, ctx)]
     outs += [crossfit({**crossfit_event, "shard": s}, ctx) for s in shards0[1:]]
     # ... and a retried shard is answered from the idempotency record, not fitted again
@@ -136,7 +109,7 @@ def test_prepare_schedule_crossfit_aggregate_on_sample_events(aws):
     }
 
     # WHEN Aggregate runs
-    done = _handler("aggregate")(_event("aggregate"), ctx)
+    done = load_handler("aggregate")(_event("aggregate"), ctx)
     result = store.get_json(done["result_key"])
 
     # THEN the estimate equals the in-process reference with the same folds
@@ -154,7 +127,7 @@ def test_prepare_schedule_crossfit_aggregate_on_sample_events(aws):
     assert record["status"] == "SUCCEEDED" and record["result_key"] == done["result_key"]
 
 
-def test_prepare_rejects_an_unknown_column_with_a_named_error(aws):
+def test_prepare_rejects_an_unknown_column_with_a_named_error(aws, load_handler, lambda_context):
     from fanfit import storage
     from fanfit.errors import InvalidDataError
 
@@ -166,14 +139,14 @@ def test_prepare_rejects_an_unknown_column_with_a_named_error(aws):
     store.put_json(storage.spec_key("example-job"), job)
     # WHEN Prepare runs THEN it raises InvalidDataError naming the column, and writes no plan
     with pytest.raises(InvalidDataError, match="no_such_column"):
-        _handler("prepare")(_event("prepare"), FakeContext())
+        load_handler("prepare")(_event("prepare"), lambda_context())
     assert not store.exists(storage.plan_key("example-job"))
 
 
-def test_crossfit_rejects_a_malformed_event(aws):
+def test_crossfit_rejects_a_malformed_event(aws, load_handler, lambda_context):
     from fanfit.errors import InvalidEventError
 
     # GIVEN a CrossFit event whose shard has no units WHEN it runs THEN it is rejected before any work
     bad = {**_event("crossfit"), "shard": {"shard_id": "00000", "units": []}}
     with pytest.raises(InvalidEventError, match="units"):
-        _handler("crossfit")(bad, FakeContext())
+        load_handler("crossfit")(bad, lambda_context())

@@ -9,11 +9,8 @@ WHEN a handler of functions/*/app.py or a spec builder takes it, THEN it raises 
 from __future__ import annotations
 
 import contextlib
-import importlib.util
 import json
 import math
-import sys
-from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
@@ -57,19 +54,6 @@ ANY_JSON = st.recursive(
 )
 
 
-@dataclass
-class FakeContext:
-    """The parts of LambdaContext the handlers and Powertools read."""
-
-    function_name: str = "fanfit-test"
-    memory_limit_in_mb: int = 1769
-    invoked_function_arn: str = "arn:aws:lambda:us-east-1:123456789012:function:fanfit-test"
-    aws_request_id: str = "00000000-0000-0000-0000-000000000000"
-
-    def get_remaining_time_in_millis(self) -> int:
-        return 300_000
-
-
 @pytest.fixture
 def aws(moto_stack):
     env = {
@@ -81,16 +65,6 @@ def aws(moto_stack):
     }
     with moto_stack(env) as s3:
         yield s3
-
-
-def _handler(name: str):
-    spec = importlib.util.spec_from_file_location(
-        f"fanfit_fn_malformed_{name}", ROOT / "functions" / name / "app.py"
-    )
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = module
-    spec.loader.exec_module(module)
-    return module
 
 
 def _event(name: str) -> dict:
@@ -156,8 +130,10 @@ def _model_accepts(module, event) -> bool:
 
 
 @pytest.mark.parametrize("name", HANDLERS)
-def test_every_handler_rejects_malformed_events_by_name_and_writes_nothing(aws, name):
-    module = _handler(name)
+def test_every_handler_rejects_malformed_events_by_name_and_writes_nothing(
+    aws, load_handler, lambda_context, name
+):
+    handler = load_handler(name, "fanfit_fn_malformed")
     base = _event(name)
     before = _bucket(aws)
 
@@ -167,28 +143,30 @@ def test_every_handler_rejects_malformed_events_by_name_and_writes_nothing(aws, 
         assume(not _model_accepts(name, event))
         # WHEN the handler takes the malformed event THEN it raises InvalidEventError naming a field
         with pytest.raises(InvalidEventError, match="malformed"):
-            module.lambda_handler(event, FakeContext())
+            handler(event, lambda_context())
         # ... and nothing was written
         assert _bucket(aws) == before
 
     check()
 
 
-def test_malformed_event_messages_name_the_field_without_echoing_the_value(aws):
-    module = _handler("schedule")
+def test_malformed_event_messages_name_the_field_without_echoing_the_value(
+    aws, load_handler, lambda_context
+):
+    handler = load_handler("schedule", "fanfit_fn_malformed")
     huge = "x" * 100_000
     with pytest.raises(InvalidEventError) as info:
-        module.lambda_handler({"job_id": huge, "stage": 0, "wave": 0}, FakeContext())
+        handler({"job_id": huge, "stage": 0, "wave": 0}, lambda_context())
     assert "job_id" in str(info.value) and huge not in str(info.value)
 
 
-def test_keys_outside_the_job_are_rejected(aws):
+def test_keys_outside_the_job_are_rejected(aws, load_handler, lambda_context):
     # GIVEN an event whose spec_key points into another job's prefix, or climbs out with ..
-    module = _handler("prepare")
+    handler = load_handler("prepare", "fanfit_fn_malformed")
     for key in ("jobs/other-job/spec.json", "jobs/example-job/../other/spec.json"):
         # THEN it is malformed
         with pytest.raises(InvalidEventError):
-            module.lambda_handler({**_event("prepare"), "spec_key": key}, FakeContext())
+            handler({**_event("prepare"), "spec_key": key}, lambda_context())
 
 
 # --- malformed job specs in S3 (what Prepare and TrainInit read) ---------------------------------
@@ -269,14 +247,16 @@ SPEC_CASES = {
 
 @pytest.mark.parametrize("case", sorted(SPEC_CASES))
 @pytest.mark.parametrize(("name", "section"), [("prepare", "dml"), ("train_init", "spec")])
-def test_prepare_and_train_init_reject_malformed_specs_by_name(aws, name, section, case):
+def test_prepare_and_train_init_reject_malformed_specs_by_name(
+    aws, load_handler, lambda_context, name, section, case
+):
     from fanfit import storage
 
     if name == "train_init" and case.startswith("max-concurrency"):
         pytest.skip("a train job file has no max_concurrency (its top-level extras are ignored)")
     if name == "prepare" and case == "init-key-traversal":
         pytest.skip("an estimate job file has no init_key")
-    module = _handler(name)
+    handler = load_handler(name, "fanfit_fn_malformed")
     store = storage.JobStore("fanfit-unit")
     job_id = _event(name)["job_id"]
     base = _estimate_job(store) if name == "prepare" else _train_job(store)
@@ -285,21 +265,23 @@ def test_prepare_and_train_init_reject_malformed_specs_by_name(aws, name, sectio
     before = _bucket(aws)
     # WHEN the first function of the job reads it THEN a named error, and nothing written
     with pytest.raises(FanfitError):
-        module.lambda_handler(_event(name), FakeContext())
+        handler(_event(name), lambda_context())
     assert _bucket(aws) == before
 
 
 @pytest.mark.parametrize("name", ["prepare", "schedule", "crossfit", "aggregate", "train_init",
                                   "train_schedule", "train_reduce", "train_shard", "train_finalize"])  # fmt: skip
-def test_a_well_formed_event_naming_a_job_that_does_not_exist_raises_job_not_found(aws, name):
+def test_a_well_formed_event_naming_a_job_that_does_not_exist_raises_job_not_found(
+    aws, load_handler, lambda_context, name
+):
     from fanfit.errors import JobNotFoundError
 
     # GIVEN the sample event of a function, for a job with no object in the bucket
-    module = _handler(name)
+    handler = load_handler(name, "fanfit_fn_malformed")
     before = _bucket(aws)
     # WHEN the function takes it THEN JobNotFoundError (not botocore's NoSuchKey), nothing written
     with pytest.raises(JobNotFoundError, match="example-(job|train)"):
-        module.lambda_handler(_event(name), FakeContext())
+        handler(_event(name), lambda_context())
     assert _bucket(aws) == before
 
 

@@ -10,57 +10,22 @@ barrier.
 
 from __future__ import annotations
 
-import importlib.util
 import json
-import sys
-from dataclasses import dataclass
 from pathlib import Path
-
-import numpy as np
-import pandas as pd
-import pytest
 
 ROOT = Path(__file__).resolve().parents[2]
 EVENTS = ROOT / "events"
 TABLE = "fanfit-partitions"
 
 
-@dataclass
-class FakeContext:
-    function_name: str = "fanfit-test"
-    memory_limit_in_mb: int = 1024
-    invoked_function_arn: str = "arn:aws:lambda:us-east-1:123456789012:function:fanfit-test"
-    aws_request_id: str = "00000000-0000-0000-0000-000000000000"
-
-    def get_remaining_time_in_millis(self) -> int:
-        return 300_000
-
-
-@pytest.fixture
-def aws(moto_stack):
-    env = {
-        "FANFIT_PARTITION_TABLE": TABLE,
-        "FANFIT_ACCOUNT_CONCURRENCY": "4",
-        "FANFIT_BATCH_MAX_VCPUS": "0",
-    }
-    with moto_stack(env, hash_tables=(TABLE,)):
-        yield
-
-
-def _partitions():
-    from fanfit.storage import Partitions
-
-    return Partitions(TABLE)
-
-
 def _held(parts) -> dict[str, int]:
     return {j["job_id"]: int(j["partition"]) for j in parts.jobs()}
 
 
-def test_jobs_arriving_and_ending_recompute_every_partition(aws):
+def test_jobs_arriving_and_ending_recompute_every_partition(make_partitions):
     from fanfit.jobs.sharing import register_job, release_job
 
-    parts = _partitions()
+    parts = make_partitions()
     # GIVEN capacity 4; WHEN a job of demand 4 arrives alone THEN it holds all 4
     assert register_job(parts, "a", "estimate", 4, capacity=(4, 0)).lambda_concurrency == 4
     # WHEN a second of demand 4 arrives THEN they split the capacity fairly: 2 and 2
@@ -87,10 +52,12 @@ def test_jobs_arriving_and_ending_recompute_every_partition(aws):
     assert all(0 <= h["utilization"] <= 1 for h in history)
 
 
-def test_registering_again_with_the_same_demand_changes_nothing_and_a_new_demand_resizes(aws):
+def test_registering_again_with_the_same_demand_changes_nothing_and_a_new_demand_resizes(
+    make_partitions,
+):
     from fanfit.jobs.sharing import register_job
 
-    parts = _partitions()
+    parts = make_partitions()
     register_job(parts, "a", "estimate", 3, capacity=(4, 0))
     register_job(parts, "a", "estimate", 3, capacity=(4, 0))  # a retried Prepare
     assert len(parts.history()) == 1
@@ -100,20 +67,20 @@ def test_registering_again_with_the_same_demand_changes_nothing_and_a_new_demand
     assert [h["event"] for h in parts.history()] == ["arrive", "resize"]
 
 
-def test_gpu_demand_is_shared_as_a_second_resource(aws):
+def test_gpu_demand_is_shared_as_a_second_resource(make_partitions):
     from fanfit.jobs.sharing import register_job
 
-    parts = _partitions()
+    parts = make_partitions()
     register_job(parts, "g1", "train", 0, gpu_demand=2, capacity=(4, 2))
     p2 = register_job(parts, "g2", "estimate", 2, gpu_demand=2, capacity=(4, 2))
     gpus = {j["job_id"]: j["gpus"] for j in parts.jobs()}
     assert gpus == {"g1": 1, "g2": 1} and p2.lambda_concurrency == 2
 
 
-def test_a_stale_commit_writes_nothing(aws):
+def test_a_stale_commit_writes_nothing(make_partitions):
     from fanfit.jobs.sharing import register_job
 
-    parts = _partitions()
+    parts = make_partitions()
     register_job(parts, "a", "estimate", 2, capacity=(4, 0))
     version, jobs, history = parts.snapshot()
     register_job(parts, "b", "estimate", 2, capacity=(4, 0))  # commits version 2 meanwhile
@@ -123,7 +90,7 @@ def test_a_stale_commit_writes_nothing(aws):
     assert _held(parts) == {"a": 2, "b": 2} and parts.snapshot()[0] == 2
 
 
-def test_a_recomputation_overtaken_by_another_retries_and_loses_no_update(aws):
+def test_a_recomputation_overtaken_by_another_retries_and_loses_no_update(make_partitions):
     from fanfit.jobs.sharing import register_job
     from fanfit.storage import Partitions
 
@@ -139,13 +106,13 @@ def test_a_recomputation_overtaken_by_another_retries_and_loses_no_update(aws):
                 register_job(Partitions(TABLE), "rival", "train", 4, capacity=(4, 0))
             return snap
 
-    register_job(_partitions(), "a", "estimate", 4, capacity=(4, 0))
+    register_job(make_partitions(), "a", "estimate", 4, capacity=(4, 0))
     racing = Racing(TABLE)
     register_job(racing, "b", "estimate", 4, capacity=(4, 0))
     # THEN both arrivals are in, from one consistent solve after the rival's
-    held = _held(_partitions())
+    held = _held(make_partitions())
     assert set(held) == {"a", "b", "rival"} and sum(held.values()) == 4
-    history = _partitions().history()
+    history = make_partitions().history()
     assert [(h["event"], h["job_id"]) for h in history] == [
         ("arrive", "a"),
         ("arrive", "rival"),
@@ -154,57 +121,29 @@ def test_a_recomputation_overtaken_by_another_retries_and_loses_no_update(aws):
     assert set(history[-1]["jobs"]) == {"a", "b", "rival"}
 
 
-def test_release_handler_on_its_sample_event(aws):
+def test_release_handler_on_its_sample_event(make_partitions, load_handler, lambda_context):
     from fanfit.jobs.sharing import register_job
 
-    register_job(_partitions(), "example-job", "estimate", 2)
-    register_job(_partitions(), "other", "train", 4)
-    assert _held(_partitions()) == {"example-job": 2, "other": 2}
-    handler = _handler("release")
+    register_job(make_partitions(), "example-job", "estimate", 2)
+    register_job(make_partitions(), "other", "train", 4)
+    assert _held(make_partitions()) == {"example-job": 2, "other": 2}
+    handler = load_handler("release", "fanfit_fn_sharing")
     event = json.loads((EVENTS / "release.json").read_text())
-    out = handler(event, FakeContext())
+    out = handler(event, lambda_context(memory_limit_in_mb=1024))
     assert out["released"] is True
-    assert _held(_partitions()) == {"other": 4}
+    assert _held(make_partitions()) == {"other": 4}
 
 
-def _handler(name: str):
-    spec = importlib.util.spec_from_file_location(
-        f"fanfit_fn_sharing_{name}", ROOT / "functions" / name / "app.py"
-    )
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = module
-    spec.loader.exec_module(module)
-    return module.lambda_handler
-
-
-def _frame(n: int = 400, seed: int = 0) -> pd.DataFrame:
-    rng = np.random.default_rng(seed)
-    x = rng.normal(size=(n, 3))
-    d = x[:, 0] + rng.normal(size=n)
-    y = 0.5 * d + x[:, 1] + rng.normal(size=n)
-    return pd.DataFrame({"y": y, "d": d, "x1": x[:, 0], "x2": x[:, 1], "x3": x[:, 2]})
-
-
-def test_schedule_wave_never_exceeds_the_partition_and_resizes_at_the_next_wave(aws):
+def test_schedule_wave_never_exceeds_the_partition_and_resizes_at_the_next_wave(
+    job_storage, make_partitions, put_estimate_spec
+):
     from fanfit import storage
-    from fanfit.client import build_spec
-    from fanfit.client.data import to_matrix
     from fanfit.jobs.estimate import crossfit_shard, prepare_stage, schedule_wave
     from fanfit.jobs.sharing import register_job, release_job
 
-    store = storage.JobStore("fanfit-unit")
-    records = storage.JobRecords("fanfit-jobs")
-    throughput = storage.ThroughputRecords("fanfit-throughput")
-    parts = _partitions()
-    spec, columns = build_spec(
-        y="y", d="d", x=["x1", "x2", "x3"], z=None, model="plr", score=None,
-        learners={"ml_l": "LinearRegression", "ml_m": "LinearRegression"},
-        n_folds=2, n_rep=2, seed=3,
-    )  # fmt: skip
-    names, values = to_matrix(_frame(), columns)
-    job = {"kind": "estimate", "dml": spec.to_dict(), "data_key": store.put_data(names, values),
-           "folds_key": None, "max_concurrency": 4, "units_per_shard": None}  # fmt: skip
-    spec_key = store.put_json(storage.spec_key("est-a"), job)
+    store, records, throughput = job_storage
+    parts = make_partitions()
+    spec_key = put_estimate_spec(store, storage.spec_key("est-a"))
     # GIVEN another job holding 3 of the 4
     register_job(parts, "other", "train", 3)
     # WHEN the estimate arrives (8 units, max_concurrency 4: demand 4) THEN both hold 2
@@ -231,23 +170,16 @@ def test_schedule_wave_never_exceeds_the_partition_and_resizes_at_the_next_wave(
     assert [w["partition"]["lambda_concurrency"] for w in waves] == [2, 4]
 
 
-def test_schedule_round_sets_the_maps_concurrency_from_the_partition(aws):
+def test_schedule_round_sets_the_maps_concurrency_from_the_partition(
+    job_storage, make_partitions, put_train_spec
+):
     from fanfit import storage
-    from fanfit.client.data import to_matrix
-    from fanfit.client.train import build_train_spec
     from fanfit.jobs.sharing import register_job, release_job
     from fanfit.jobs.train import init_job, schedule_round
 
-    store = storage.JobStore("fanfit-unit")
-    records = storage.JobRecords("fanfit-jobs")
-    throughput = storage.ThroughputRecords("fanfit-throughput")
-    parts = _partitions()
-    spec = build_train_spec(model="kmeans", features=["x1", "x2"], workers=4, n_clusters=3,
-                            rounds=3, seed=1)  # fmt: skip
-    names, values = to_matrix(_frame(), list(spec.features))
-    job = {"kind": "train", "spec": spec.to_dict(), "data_key": store.put_data(names, values),
-           "init_key": None}  # fmt: skip
-    spec_key = store.put_json(storage.spec_key("train-a"), job)
+    store, records, throughput = job_storage
+    parts = make_partitions()
+    spec_key = put_train_spec(store, storage.spec_key("train-a"))
     functions = {1769: "arn:aws:lambda:us-east-1:123456789012:function:large"}
     # GIVEN capacity 4 and an estimate holding 3 of it, WHEN the train job (4 workers) arrives
     register_job(parts, "other", "estimate", 3)

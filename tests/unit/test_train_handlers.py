@@ -9,10 +9,7 @@ table hold what the workers measured.
 
 from __future__ import annotations
 
-import importlib.util
 import json
-import sys
-from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
@@ -23,19 +20,6 @@ ROOT = Path(__file__).resolve().parents[2]
 EVENTS = ROOT / "events"
 ARN = "arn:aws:lambda:us-east-1:123456789012:function:fanfit-TrainShard{}Function"
 WORKER_FUNCTIONS = {"1769": ARN.format("Large"), "885": ARN.format("Small")}
-
-
-@dataclass
-class FakeContext:
-    """The parts of LambdaContext the handlers and Powertools read."""
-
-    function_name: str = "fanfit-test"
-    memory_limit_in_mb: int = 1769
-    invoked_function_arn: str = "arn:aws:lambda:us-east-1:123456789012:function:fanfit-test"
-    aws_request_id: str = "00000000-0000-0000-0000-000000000000"
-
-    def get_remaining_time_in_millis(self) -> int:
-        return 300_000
 
 
 def _event(name: str) -> dict:
@@ -51,16 +35,6 @@ def aws(moto_stack):
     }
     with moto_stack(env):
         yield
-
-
-def _handler(name: str):
-    spec = importlib.util.spec_from_file_location(
-        f"fanfit_fn_{name}", ROOT / "functions" / name / "app.py"
-    )
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = module
-    spec.loader.exec_module(module)
-    return module.lambda_handler
 
 
 def _upload(store, frame: pd.DataFrame, init=None, **options) -> None:
@@ -79,18 +53,20 @@ def _upload(store, frame: pd.DataFrame, init=None, **options) -> None:
     store.put_json(storage.spec_key("example-train"), job)
 
 
-def _run(max_rounds: int = 50) -> tuple[dict, list[dict]]:
+def _run(load_handler, lambda_context, max_rounds: int = 50) -> tuple[dict, list[dict]]:
     """Run the state machine's loop by hand; returns the Finalize output and the Schedule outputs."""
     init, schedule, shard = (
-        _handler("train_init"),
-        _handler("train_schedule"),
-        _handler("train_shard"),
+        load_handler("train_init"),
+        load_handler("train_schedule"),
+        load_handler("train_shard"),
     )
-    reduce, finalize = _handler("train_reduce"), _handler("train_finalize")
-    progress = init(_event("train_init"), FakeContext())
+    reduce, finalize = load_handler("train_reduce"), load_handler("train_finalize")
+    progress = init(_event("train_init"), lambda_context())
     schedules = []
     for _ in range(max_rounds):
-        planned = schedule({**_event("train_schedule"), "round": progress["round"]}, FakeContext())
+        planned = schedule(
+            {**_event("train_schedule"), "round": progress["round"]}, lambda_context()
+        )
         schedules.append(planned)
         for item in planned["workers"]:
             if item["placement"] == "batch":  # what the GPU worker's Batch job runs
@@ -99,11 +75,11 @@ def _run(max_rounds: int = 50) -> tuple[dict, list[dict]]:
                 assert main(["train_shard", json.dumps(item)]) == 0
                 continue
             memory = 885 if item["function_arn"] == WORKER_FUNCTIONS["885"] else 1769
-            shard(item, FakeContext(memory_limit_in_mb=memory))
-        progress = reduce({**_event("train_reduce"), "round": progress["round"]}, FakeContext())
+            shard(item, lambda_context(memory_limit_in_mb=memory))
+        progress = reduce({**_event("train_reduce"), "round": progress["round"]}, lambda_context())
         if not progress["has_next_round"]:
             break
-    done = finalize({**_event("train_finalize"), "round": progress["round"]}, FakeContext())
+    done = finalize({**_event("train_finalize"), "round": progress["round"]}, lambda_context())
     return done, schedules
 
 
@@ -114,7 +90,9 @@ def _blobs(n: int = 240, seed: int = 0) -> pd.DataFrame:
     return pd.DataFrame(X, columns=["a", "b", "c"])
 
 
-def test_kmeans_job_on_sample_events_equals_the_in_process_reference(aws):
+def test_kmeans_job_on_sample_events_equals_the_in_process_reference(
+    aws, load_handler, lambda_context
+):
     from fanfit import storage
     from fanfit.train import kmeans_fit
 
@@ -126,7 +104,7 @@ def test_kmeans_job_on_sample_events_equals_the_in_process_reference(aws):
             worker_memory="1769,1769,885,885", rounds=20, balance="lb-bsp")  # fmt: skip
 
     # WHEN the handlers run the job round after round
-    done, schedules = _run()
+    done, schedules = _run(load_handler, lambda_context)
     result = store.get_json(done["result_key"])
 
     # THEN the centroids and inertia equal kmeans_fit's with the batches the scheduler chose
@@ -155,7 +133,7 @@ def test_kmeans_job_on_sample_events_equals_the_in_process_reference(aws):
     )
 
 
-def test_logreg_job_with_ds_sync_equals_train_sgd(aws):
+def test_logreg_job_with_ds_sync_equals_train_sgd(aws, load_handler, lambda_context):
     import boto3
 
     from fanfit import storage
@@ -171,7 +149,7 @@ def test_logreg_job_with_ds_sync_equals_train_sgd(aws):
             global_batch=64, rounds=5, sync="ds-sync", group_size=2, lr=0.5, seed=3)  # fmt: skip
 
     # WHEN the handlers run the job
-    done, schedules = _run()
+    done, schedules = _run(load_handler, lambda_context)
     result = store.get_json(done["result_key"])
 
     # THEN the averaged model equals train_sgd's (same seed: same batches and groups)
@@ -187,7 +165,9 @@ def test_logreg_job_with_ds_sync_equals_train_sgd(aws):
     assert {item["resource"]["S"] for item in table} == {"lambda-1769"}
 
 
-def test_a_retried_worker_step_is_answered_from_the_idempotency_record(aws):
+def test_a_retried_worker_step_is_answered_from_the_idempotency_record(
+    aws, load_handler, lambda_context
+):
     from fanfit import storage
 
     # GIVEN a linreg job through Init and Schedule of round 0
@@ -195,18 +175,20 @@ def test_a_retried_worker_step_is_answered_from_the_idempotency_record(aws):
     frame = pd.DataFrame(rng.normal(size=(50, 3)), columns=["a", "b", "y"])
     store = storage.JobStore("fanfit-unit")
     _upload(store, frame, model="linreg", features="a,b", target="y", workers=2, global_batch=20)
-    _handler("train_init")(_event("train_init"), FakeContext())
-    _handler("train_schedule")(_event("train_schedule"), FakeContext())
-    shard = _handler("train_shard")
+    load_handler("train_init")(_event("train_init"), lambda_context())
+    load_handler("train_schedule")(_event("train_schedule"), lambda_context())
+    shard = load_handler("train_shard")
     # WHEN the sample TrainShard event runs twice
-    first = shard(_event("train_shard"), FakeContext())
-    again = shard(_event("train_shard"), FakeContext())
+    first = shard(_event("train_shard"), lambda_context())
+    again = shard(_event("train_shard"), lambda_context())
     # THEN the second answer is the first (no second computation) and the partial exists
     assert again == first and store.exists(first["partial_key"])
     assert first["batch"] == 10 and first["resource"] == "lambda-1769"
 
 
-def test_init_rejects_a_memory_size_without_a_function_naming_the_valid_ones(aws):
+def test_init_rejects_a_memory_size_without_a_function_naming_the_valid_ones(
+    aws, load_handler, lambda_context
+):
     from fanfit import storage
     from fanfit.errors import InvalidJobError
 
@@ -218,7 +200,7 @@ def test_init_rejects_a_memory_size_without_a_function_naming_the_valid_ones(aws
     store.put_json(storage.spec_key("example-train"), job)
     # WHEN Init runs THEN it raises InvalidJobError naming the option and the valid sizes
     with pytest.raises(InvalidJobError, match=r"--worker-memory \[512\].*885, 1769"):
-        _handler("train_init")(_event("train_init"), FakeContext())
+        load_handler("train_init")(_event("train_init"), lambda_context())
     assert not store.exists(storage.plan_key("example-train"))
 
 
@@ -315,7 +297,9 @@ def test_cli_train_exits_2_naming_a_bad_option(capsys):
     assert code == 2 and "--balance" in capsys.readouterr().err
 
 
-def test_static_balance_runs_the_given_split_and_equals_the_uniform_model(aws):
+def test_static_balance_runs_the_given_split_and_equals_the_uniform_model(
+    aws, load_handler, lambda_context
+):
     from fanfit import storage
     from fanfit.train import kmeans_fit
 
@@ -326,7 +310,7 @@ def test_static_balance_runs_the_given_split_and_equals_the_uniform_model(aws):
     _upload(store, frame, init=init, model="kmeans", features="a,b,c", n_clusters=3, workers=4,
             rounds=5, balance="static", worker_batches="100,60,50,30")  # fmt: skip
     # WHEN the job runs
-    done, schedules = _run()
+    done, schedules = _run(load_handler, lambda_context)
     # THEN every round used that split
     for planned in schedules:
         plan = store.get_json(storage.train_round_plan_key("example-train", planned["round"]))
@@ -356,7 +340,9 @@ def test_max_batches_leaves_the_data_and_runtime_out_of_each_workers_memory():
     assert bounds[2] == 1
 
 
-def test_a_hybrid_round_with_a_gpu_worker_equals_lloyd_and_measures_the_gpu_worker(aws):
+def test_a_hybrid_round_with_a_gpu_worker_equals_lloyd_and_measures_the_gpu_worker(
+    aws, load_handler, lambda_context
+):
     from fanfit import storage
     from fanfit.train import kmeans_fit
 
@@ -367,7 +353,7 @@ def test_a_hybrid_round_with_a_gpu_worker_equals_lloyd_and_measures_the_gpu_work
     _upload(store, frame, init=init, model="kmeans", features="a,b,c", n_clusters=3, workers=3,
             batch_workers=1, worker_memory="1769,885", rounds=6, balance="lb-bsp")  # fmt: skip
     # WHEN the rounds run, the GPU worker's step through fanfit.jobs.batch as its Batch job does
-    done, schedules = _run()
+    done, schedules = _run(load_handler, lambda_context)
     # THEN the Map items place the last worker on Batch, the others on their Lambda functions
     assert [w["placement"] for w in schedules[0]["workers"]] == ["lambda", "lambda", "batch"]
     assert schedules[0]["workers"][2]["function_arn"] == ""

@@ -194,7 +194,11 @@ def test_importing_the_train_handlers_library_does_not_import_torch():
     assert out.stdout.strip() == "False"
 
 
-def test_mlp_job_on_the_handlers_with_every_worker_on_batch_equals_train_mlp(aws):  # noqa: F811
+def test_mlp_job_on_the_handlers_with_every_worker_on_batch_equals_train_mlp(
+    aws,  # noqa: F811
+    load_handler,
+    lambda_context,
+):
     from fanfit import storage
     from fanfit.client.train import TrainResult
     from fanfit.train.mlp import train_mlp
@@ -208,7 +212,7 @@ def test_mlp_job_on_the_handlers_with_every_worker_on_batch_equals_train_mlp(aws
             lr=0.3, l2=1e-3, seed=4)  # fmt: skip
 
     # WHEN the handlers run the job, each worker's step through fanfit.jobs.batch
-    done, schedules = _run()
+    done, schedules = _run(load_handler, lambda_context)
     raw = store.get_json(done["result_key"])
     result = TrainResult(raw=raw)
 
@@ -230,7 +234,7 @@ def test_mlp_job_on_the_handlers_with_every_worker_on_batch_equals_train_mlp(aws
     assert json.loads(json.dumps(raw))["classes"] == [0.0, 1.0, 2.0]
 
 
-def test_mlp_job_with_ds_sync_equals_train_mlp(aws):  # noqa: F811
+def test_mlp_job_with_ds_sync_equals_train_mlp(aws, load_handler, lambda_context):  # noqa: F811
     from fanfit import storage
     from fanfit.train.mlp import train_mlp
 
@@ -242,7 +246,7 @@ def test_mlp_job_with_ds_sync_equals_train_mlp(aws):  # noqa: F811
             batch_workers=4, hidden="8", global_batch=64, rounds=3, sync="ds-sync", lr=0.3,
             seed=1)  # fmt: skip
     # WHEN it runs THEN the averaged model equals the reference's
-    done, _ = _run()
+    done, _ = _run(load_handler, lambda_context)
     result = store.get_json(done["result_key"])
     ref = train_mlp(X, y.astype(int), 3, (8,), global_batch=64, n_workers=4, rounds=3, lr=0.3,
                     seed=1, sync="ds-sync", group_size=2)  # fmt: skip
