@@ -22,7 +22,8 @@ store = JobStore(os.environ["FANFIT_BUCKET"])
 records = JobRecords(os.environ["FANFIT_JOB_TABLE"])
 partitions = Partitions.from_env()
 persistence = DynamoDBPersistenceLayer(table_name=os.environ["FANFIT_IDEMPOTENCY_TABLE"])
-idempotency = IdempotencyConfig(event_key_jmespath="job_id")
+# A resumed job's execution writes the result and marks the job SUCCEEDED again (fanfit resume).
+idempotency = IdempotencyConfig(event_key_jmespath="[job_id, execution_arn]")
 
 
 @logger.inject_lambda_context

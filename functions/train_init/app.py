@@ -29,7 +29,9 @@ worker_functions = {
 # Memory (MB) of the GPU worker's Batch job definition; unset: the stack has no Batch path.
 batch_memory_mb = int(os.environ.get("FANFIT_BATCH_WORKER_MEMORY_MB") or 0) or None
 persistence = DynamoDBPersistenceLayer(table_name=os.environ["FANFIT_IDEMPOTENCY_TABLE"])
-idempotency = IdempotencyConfig(event_key_jmespath="job_id")
+# A resumed job (fanfit resume) is a new execution: Init runs again and starts at the first round
+# whose reduced model is not in S3; a retry within one execution gets the stored response.
+idempotency = IdempotencyConfig(event_key_jmespath="[job_id, execution_arn]")
 
 
 @logger.inject_lambda_context

@@ -429,3 +429,41 @@ def test_shard_records_placed_on_batch_are_batch_instance_seconds():
     }
     assert cost.batch_instance_s == pytest.approx(60.0)
     assert next(i for i in cost.items if i.service == "batch").name == P.batch_instance_type
+
+
+def _table_result(cost):
+    import types
+
+    import pandas as pd
+
+    return types.SimpleNamespace(
+        model="plr", score="partialling out", n_obs=100, n_folds=5, n_rep=1,
+        summary=pd.DataFrame({"coef": [1.0]}, index=["d"]), execution_arn="arn:exec",
+        timings={"prepare_s": 1.0, "crossfit_s": 2.0, "aggregate_s": 0.5, "shards": [{}] * 3,
+                 "billed_gb_s": 7.25, "lambda_cost_usd": 0.000121},
+        cost=cost,
+    )  # fmt: skip
+
+
+def test_the_estimate_table_prints_the_whole_jobs_cost_or_says_what_it_covers(capsys):
+    from fanfit.cli import _print_table
+
+    # GIVEN a result whose job was priced, and one whose cost could not be counted
+    priced = job_cost(
+        [{"function": "crossfit", "memory_mb": 1769, "duration_s": 2.0}] * 2, transitions=40
+    ).to_dict()
+    # WHEN the table is printed THEN the cost line is the job's total with its parts ...
+    _print_table(_table_result(priced))
+    out = capsys.readouterr().out
+    line = next(x for x in out.splitlines() if x.startswith("cost"))
+    assert line.startswith(f"cost: ${priced['total_usd']:.6f} at AWS list prices: Lambda ")
+    assert f"in {priced['lambda_requests']} request(s), 40 state transition(s)" in line
+    # ... and without it, the shards' Lambda time, said to be only that
+    _print_table(_table_result(None))
+    out = capsys.readouterr().out
+    line = next(x for x in out.splitlines() if x.startswith("cost"))
+    assert line == (
+        "cost: about $0.00012 for 7.2 GB-s of cross-fitting Lambda time (the rest of the job "
+        "could not be counted)"
+    )
+    assert "3 shards" in out

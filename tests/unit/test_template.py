@@ -90,6 +90,9 @@ def test_every_lambda_task_retries_throttling_and_catches_or_ends_inside_a_map(m
             assert "Lambda.ServiceException" in retried, name
             # a crashed or timed-out runtime is retried too: every handler is idempotent
             assert {"Lambda.Unknown", "Runtime.ExitError", "Sandbox.Timedout"} <= retried, name
+            # a step still running for a stopped execution holds its idempotency record: the
+            # resumed execution's same step waits for it and then gets its stored response
+            assert "IdempotencyAlreadyInProgressError" in retried, name
     top = asl["States"]
     # the failure path itself: record the failure, then hand the job's partition back (Release),
     # which on its own failure still ends in the job's error

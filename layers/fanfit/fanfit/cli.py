@@ -22,6 +22,7 @@ import json
 import logging
 import sys
 from collections.abc import Iterator, Sequence
+from types import SimpleNamespace
 from typing import Any
 
 from fanfit import config, errors
@@ -72,6 +73,9 @@ def _estimate_parser(sub: Any) -> None:
         "DoubleML-Serverless's fixed layouts",
     )
     p.add_argument("--units-per-shard", type=int, help="fixed fits per invocation")
+    p.add_argument("--weight", type=float, default=1.0, metavar="W",
+                   help="the job's weight in the fair shares of the account's concurrency when "
+                   "jobs run at once: a number in (0, 100], default 1")  # fmt: skip
     p.add_argument("--stack", help="name of a deployed stack (default: the local stack)")
     p.add_argument("--region", help="AWS region of --stack")
     p.add_argument("--output", choices=["table", "json"], default="table")
@@ -122,6 +126,9 @@ def _train_parser(sub: Any) -> None:
                    help="K-Means: absolute tolerance on the squared centre shift")  # fmt: skip
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--standardize", action="store_true", help="scale features to unit variance")
+    p.add_argument("--weight", type=float, default=1.0, metavar="W",
+                   help="the job's weight in the fair shares of the account's concurrency when "
+                   "jobs run at once: a number in (0, 100], default 1")  # fmt: skip
     p.add_argument("--stack", help="name of a deployed stack (default: the local stack)")
     p.add_argument("--region", help="AWS region of --stack")
     p.add_argument("--output", choices=["table", "json"], default="table")
@@ -140,19 +147,27 @@ def _cmd_train(args: argparse.Namespace) -> int:
     config.resolve_args(args)  # --config FILE; flags on the command line win
     options = {k: getattr(args, k) for k in _TRAIN_OPTIONS}
     # Reject bad options before any stack is touched (memory sizes are checked against the stack's).
+    from fanfit.client import options as opt
     from fanfit.client.train import build_train_spec
 
+    weight = opt.check_weight(args.weight, "--weight")
     spec = build_train_spec(**options)
     if args.dry_run:
-        return _dry_run_train(args, spec)
+        return _dry_run_train(args, spec, weight)
     with _client(args) as client:
-        job = client.submit_train(args.data, **options)
+        job = client.submit_train(args.data, weight=weight, **options)
         log.info("started job %s (%s)", job.job_id, job.execution_arn)
         result = job.result(timeout=args.timeout, progress=_progress(args))
     if args.output == "json":
         print(json.dumps(result.to_dict(), allow_nan=False))
         return 0
-    print(f"fanfit train {result.model}: {result.n_iter} round(s), job {job.job_id}")
+    _print_train(result, job.job_id)
+    return 0
+
+
+def _print_train(result: Any, job_id: str) -> None:
+    """The table of a finished train job: its model and one line per round."""
+    print(f"fanfit train {result.model}: {result.n_iter} round(s), job {job_id}")
     if result.inertia is not None:
         print(f"inertia: {result.inertia:.6g}")
     for r in result.rounds:
@@ -163,13 +178,13 @@ def _cmd_train(args: argparse.Namespace) -> int:
             + (f", loss {r['loss']:.5g}" if r.get("loss") is not None else "")
         )
     print(f"execution: {result.execution_arn}")
-    return 0
 
 
 def _add_quiet_option(p: argparse.ArgumentParser) -> None:
     p.add_argument("--quiet", "-q", action="store_true",
-                   help="no live progress on stderr (default: a progress bar on a terminal, "
-                   "plain progress lines otherwise)")  # fmt: skip
+                   help="no live progress and no info lines on stderr, only the result and "
+                   "warnings (default: a progress bar on a terminal, plain progress lines "
+                   "otherwise)")  # fmt: skip
 
 
 def _progress(args: argparse.Namespace) -> bool:
@@ -206,13 +221,13 @@ def _print_dry_run(command: str, args: argparse.Namespace, info: dict[str, Any])
     return 0
 
 
-def _dry_run_train(args: argparse.Namespace, spec: Any) -> int:
+def _dry_run_train(args: argparse.Namespace, spec: Any, weight: float) -> int:
     from fanfit.client.data import read_table, to_matrix
 
     columns = [*spec.features, *([spec.target] if spec.target else [])]
     names, values = to_matrix(read_table(args.data), columns)
     spec.check_data(names, values)
-    info = {"model": spec.model, "n_obs": int(values.shape[0]), **spec.to_dict()}
+    info = {"model": spec.model, "n_obs": int(values.shape[0]), **spec.to_dict(), "weight": weight}
     info["worker_steps"] = spec.workers * spec.rounds
     info["fits"] = (
         f"{spec.workers} workers x {spec.rounds} rounds = {info['worker_steps']} worker steps at most"
@@ -284,9 +299,12 @@ def _cmd_status(args: argparse.Namespace) -> int:
 def _resume_parser(sub: Any) -> None:
     p = sub.add_parser(
         "resume",
-        help="run a stopped or failed estimate job again: only the shards without predictions",
-        description="Starts a new execution of JOB. The plan and folds are kept; every shard whose "
-        "predictions are in S3 counts as done (this works after a restart of the stack too).",
+        help="run a stopped or failed job again from what S3 holds: an estimate's shards "
+        "without predictions, a train job's rounds from the first one not reduced",
+        description="Starts a new execution of JOB. An estimate keeps its plan and folds, and "
+        "every shard whose predictions are in S3 counts as done; a train job keeps its plan and "
+        "every reduced round, and starts at the first round whose reduced model is not in S3, "
+        "from the last reduced model (this works after a restart of the stack too).",
     )
     p.add_argument("job_id", metavar="JOB")
     p.add_argument("--stack", help="name of a deployed stack (default: the local stack)")
@@ -304,6 +322,8 @@ def _cmd_resume(args: argparse.Namespace) -> int:
         result = job.result(timeout=args.timeout, progress=_progress(args))
     if args.output == "json":
         print(json.dumps(result.to_dict(), allow_nan=False))
+    elif job.kind == "train":
+        _print_train(result, job.job_id)
     else:
         _print_table(result)
     return 0
@@ -325,10 +345,10 @@ def _cmd_jobs(args: argparse.Namespace) -> int:
     if args.output == "json":
         print(json.dumps(jobs, default=str))
         return 0
-    header = ("job", "kind", "status", "demand", "partition", "gpus")
+    header = ("job", "kind", "status", "weight", "demand", "partition", "gpus")
     rows = [
-        (j["job_id"], j["kind"], j["status"], str(j["demand"]), str(j["partition"]),
-         f"{j['gpus']}/{j['gpu_demand']}")
+        (j["job_id"], j["kind"], j["status"], f"{j['weight']:g}", str(j["demand"]),
+         str(j["partition"]), f"{j['gpus']}/{j['gpu_demand']}")
         for j in jobs
     ]  # fmt: skip
     widths = [max(len(h), *(len(r[i]) for r in rows)) for i, h in enumerate(header)]
@@ -487,8 +507,12 @@ def _cmd_estimate(args: argparse.Namespace) -> int:
             "max_concurrency",
             "units_per_shard",
             "sharding",
+            "weight",
         )  # fmt: skip
     }
+    from fanfit.client import options as opt
+
+    options["weight"] = opt.check_weight(options["weight"], "--weight")
     if args.dry_run:
         from fanfit.client import check_estimate
 
@@ -524,9 +548,16 @@ def _print_table(result: Any) -> None:
     print("------------------ Run ------------------")
     print(
         f"prepare {t.get('prepare_s', 0):.2f} s, cross-fitting {t.get('crossfit_s', 0):.2f} s, "
-        f"aggregate {t.get('aggregate_s', 0):.2f} s; {len(t.get('shards', []))} shards; "
-        f"{t.get('billed_gb_s', 0):.1f} GB-s billed, about ${t.get('lambda_cost_usd', 0):.5f} on AWS Lambda"
+        f"aggregate {t.get('aggregate_s', 0):.2f} s; {len(t.get('shards', []))} shards"
     )
+    cost = getattr(result, "cost", None)
+    if cost:  # the whole job priced (fanfit.cost): Lambda, Step Functions, Batch
+        print(_cost_line(SimpleNamespace(**cost), None, "SUCCEEDED"))
+    else:  # the job's cost could not be counted: the shards' billed Lambda time alone
+        print(
+            f"cost: about ${t.get('lambda_cost_usd', 0):.5f} for {t.get('billed_gb_s', 0):.1f} "
+            "GB-s of cross-fitting Lambda time (the rest of the job could not be counted)"
+        )
     print(f"execution: {result.execution_arn}")
 
 
@@ -569,7 +600,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     """Entry point of the ``fanfit`` command; returns the exit code."""
     args = build_parser().parse_args(argv)
     logging.basicConfig(
-        level=logging.DEBUG if args.verbose else logging.INFO,
+        # --quiet leaves the result and the warnings: no progress and no "started job" line
+        level=logging.DEBUG
+        if args.verbose
+        else logging.WARNING
+        if getattr(args, "quiet", False)
+        else logging.INFO,
         stream=sys.stderr,
         format="%(asctime)s %(levelname)s %(name)s: %(message)s",
     )

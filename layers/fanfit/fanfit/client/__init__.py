@@ -639,6 +639,7 @@ class Client:
         max_concurrency: int | None = None,
         units_per_shard: int | None = None,
         sharding: str = "auto",
+        weight: float = 1.0,
         job_id: str | None = None,
     ) -> EstimateJob:
         """Validate and start an estimate job; returns at once with its handle.
@@ -655,6 +656,11 @@ class Client:
         ``max_concurrency`` caps the job's concurrent invocations (default: the account's 1,000 on
         AWS, the number of cores on the local stack).
 
+        Sharing: ``weight`` (a positive number, at most 100; default 1) is the job's weight in the
+        fair shares when several jobs run at once: each running job's partition of the account's
+        concurrency is drawn toward a share proportional to its weight (Dorm,
+        :mod:`fanfit.jobs.sharing`); ``client.jobs()`` lists it.
+
         Raises
         ------
         fanfit.errors.InvalidJobError, InvalidDataError, InvalidLearnerError, InvalidFoldsError
@@ -665,7 +671,7 @@ class Client:
             ml_l=ml_l, ml_m=ml_m, ml_g=ml_g, ml_r=ml_r, n_folds=n_folds, n_rep=n_rep, seed=seed,
             folds=folds, trimming_threshold=trimming_threshold, boot_method=boot_method,
             n_rep_boot=n_rep_boot, max_concurrency=max_concurrency,
-            units_per_shard=units_per_shard, sharding=sharding,
+            units_per_shard=units_per_shard, sharding=sharding, weight=weight,
         )  # fmt: skip
         spec, names, values, fold_array = (
             checked.spec, checked.columns, checked.values, checked.folds
@@ -684,6 +690,7 @@ class Client:
             "max_concurrency": max_concurrency,
             "units_per_shard": units_per_shard,
             "sharding": sharding,
+            "weight": checked.weight,
         }
         if fold_array is not None:
             job["folds_key"] = self.store.put_array(
@@ -894,13 +901,20 @@ class Client:
             spec={"job_id": "x" * 80, "spec_key": "jobs/" + "x" * 80 + "/spec.json"},
         )
 
-    def resume(self, job_id: str) -> EstimateJob:
-        """Start a job again where it stopped: only the shards without predictions run.
+    def resume(self, job_id: str) -> EstimateJob | TrainJob:
+        """Start a job again where it stopped: only the work whose output is not in S3 runs.
 
-        A new execution of the same job (named ``<job_id>-r<epoch s>``): Prepare keeps the plan and
-        folds it wrote from the same spec, and Schedule treats every shard whose predictions object
-        exists in S3 as done (S3 is the source of truth: this works after the job's execution
-        failed, was stopped, or the stack itself was restarted and its tables are empty).
+        A new execution of the same job (named ``<job_id>-r<epoch s>``) on the state machine of
+        its kind. S3 is the source of truth: this works after the job's execution failed, was
+        stopped, or the stack itself was restarted and its tables are empty.
+
+        - estimate: Prepare keeps the plan and folds it wrote from the same spec, and Schedule
+          treats every shard whose predictions object exists in S3 as done.
+        - train: TrainInit keeps the plan and every reduced round (its record and its model in
+          S3, neither run nor written again) and starts at the first round whose reduced model
+          is not in S3, from the last reduced model (:func:`fanfit.jobs.train.resume_point`); a
+          job whose final model is already in S3 only writes its result. With a fixed seed and
+          ``balance`` ``'uniform'`` or ``'static'`` the result equals an uninterrupted run's.
 
         Parameters
         ----------
@@ -908,22 +922,33 @@ class Client:
 
         Returns
         -------
-        EstimateJob
-            The handle of the new execution.
+        EstimateJob or fanfit.client.train.TrainJob
+            The handle of the new execution, of the job's kind.
 
         Raises
         ------
         fanfit.errors.JobNotFoundError
             The stack's bucket has no spec of ``job_id``.
         fanfit.errors.InvalidJobError
-            The job is not an estimate, or its execution is still running.
+            The job's execution is still running, or its spec names no known kind.
+        fanfit.errors.StackError
+            A train job on a stack without a train state machine.
         """
         key = storage.spec_key(job_id)
         job = self.store.get_json(key)  # JobNotFoundError when there is no such job
-        if not isinstance(job, dict) or job.get("kind", "estimate") != "estimate":
+        kind = job.get("kind", "estimate") if isinstance(job, dict) else None
+        if kind not in ("estimate", "train"):
             raise errors.InvalidJobError(
-                f"job {job_id!r} is not an estimate job; only those resume"
+                f"job {job_id!r}: {key} names no job kind fanfit resumes (estimate or train); "
+                f"got {kind!r}"
             )
+        machine = self.stack.estimate_state_machine_arn
+        if kind == "train":
+            if not self.stack.train_state_machine_arn:
+                raise errors.StackError(
+                    f"stack {self.stack.name!r} has no TrainStateMachineArn output; redeploy it"
+                )
+            machine = self.stack.train_state_machine_arn
         record = self.records.get(job_id) or {}
         if record.get("execution_arn"):
             try:
@@ -939,11 +964,19 @@ class Client:
                     "stop it before resuming"
                 )
         started = self.sfn.start_execution(
-            stateMachineArn=self.stack.estimate_state_machine_arn,
+            stateMachineArn=machine,
             name=f"{job_id[:66]}-r{int(time.time())}",
             input=json.dumps({"job_id": job_id, "spec_key": key}),
         )
-        log.info("resumed job %s (%s)", job_id, started["executionArn"])
+        log.info("resumed %s job %s (%s)", kind, job_id, started["executionArn"])
+        try:  # a second resume before the new execution's first step must see it running
+            self.records.update(job_id, execution_arn=started["executionArn"])
+        except Exception as exc:  # a role that cannot write the table: the first step records it
+            log.warning("cannot record the execution of job %s: %s", job_id, exc)
+        if kind == "train":
+            from fanfit.client.train import TrainJob
+
+            return TrainJob(self, job_id, started["executionArn"])
         return EstimateJob(self, job_id, started["executionArn"])
 
     def job(self, job_id: str) -> EstimateJob:
@@ -1011,6 +1044,8 @@ class CheckedEstimate:
         The user's folds, validated; None when Prepare draws them from the seed.
     sharding : str
     max_concurrency, units_per_shard : int or None
+    weight : float
+        The job's weight in the fair shares of the account's concurrency, in (0, 100].
     """
 
     spec: dml.DMLSpec
@@ -1021,6 +1056,7 @@ class CheckedEstimate:
     sharding: str = "auto"
     max_concurrency: int | None = None
     units_per_shard: int | None = None
+    weight: float = 1.0
 
     @property
     def n_fits(self) -> int:
@@ -1032,7 +1068,7 @@ class CheckedEstimate:
         n_rep, n_treat, prediction_keys, n_fits, fits`` (the product spelled out), ``learners``
         (name -> canonical spec string),
         ``folds`` (``'drawn from seed <seed>'`` or ``'given'``), ``seed``, ``sharding``,
-        ``max_concurrency``, ``units_per_shard``, ``boot_method``, ``n_rep_boot``."""
+        ``max_concurrency``, ``units_per_shard``, ``weight``, ``boot_method``, ``n_rep_boot``."""
         spec = self.spec
         keys = dml.prediction_keys(spec)
         fits = f"{spec.n_folds} folds x {spec.n_rep} repetitions x {len(keys)} learners ({', '.join(keys)})"
@@ -1058,6 +1094,7 @@ class CheckedEstimate:
             "sharding": self.sharding,
             "max_concurrency": self.max_concurrency,
             "units_per_shard": self.units_per_shard,
+            "weight": self.weight,
             "boot_method": spec.boot_method,
             "n_rep_boot": spec.n_rep_boot if spec.boot_method else None,
         }
@@ -1087,14 +1124,16 @@ def check_estimate(
     max_concurrency: int | None = None,
     units_per_shard: int | None = None,
     sharding: str = "auto",
+    weight: float = 1.0,
 ) -> CheckedEstimate:
     """Check an estimate job's spec and data without any stack: what :meth:`Client.submit_estimate`
     checks before it uploads, and what ``fanfit estimate --dry-run`` runs.
 
     Reads the data (a local file or DataFrame; an ``s3://`` URI through ``s3``), keeps the columns
     the job uses, and validates them (:func:`fanfit.dml.validate_data`) with the spec
-    (:func:`build_spec`), the folds (:func:`fanfit.dml.validate_folds`) and the sharding options.
-    Options are those of :meth:`Client.submit_estimate`.
+    (:func:`build_spec`), the folds (:func:`fanfit.dml.validate_folds`), the sharding options and
+    the weight (:func:`fanfit.client.options.check_weight`). Options are those of
+    :meth:`Client.submit_estimate`.
 
     Returns
     -------
@@ -1120,6 +1159,9 @@ def check_estimate(
             isinstance(value, bool) or not isinstance(value, int) or value < 1
         ):
             raise errors.InvalidJobError(f"{name} must be an integer of at least 1, got {value!r}")
+    from fanfit.client import options as opt
+
+    weight = opt.check_weight(weight)
     names, values = to_matrix(read_table(data, s3), columns)
     dml_data = dml.validate_data(spec, names, values)
     fold_array = None
@@ -1135,6 +1177,7 @@ def check_estimate(
         sharding=sharding,
         max_concurrency=max_concurrency,
         units_per_shard=units_per_shard,
+        weight=weight,
     )
 
 

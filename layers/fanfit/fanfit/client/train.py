@@ -299,7 +299,16 @@ class TrainJob(JobHandle):
         return self.client.records.get(self.job_id) or {"job_id": self.job_id}
 
     def round_wall_seconds(self) -> list[float]:
-        """Wall seconds of each round's Map state (all workers, barrier included), in order."""
+        """Wall seconds of each round's Map state (all workers, barrier included), in order.
+
+        Only the rounds this handle's execution ran: a resumed job's execution (:meth:`fanfit.
+        client.Client.resume`) runs its last rounds, from the first one not reduced before.
+
+        Returns
+        -------
+        list of float
+            Seconds.
+        """
         walls: list[float] = []
         entered = None
         pages = self.client.sfn.get_paginator("get_execution_history").paginate(
@@ -319,14 +328,18 @@ class TrainJob(JobHandle):
         """Wait for the job and read its result (cached); each round gets ``wall_s``.
 
         ``progress`` shows live progress (rounds done) while it waits, as
-        :meth:`fanfit.client.JobHandle.wait`.
+        :meth:`fanfit.client.JobHandle.wait`. A resumed job's execution ran only its last rounds:
+        those get ``wall_s`` (the rounds' walls align from the end), the earlier ones None;
+        ``timings["round_wall_s"]`` lists this execution's rounds.
         """
         if self._result is None:
             self.wait(timeout, progress=progress)
             raw = self.client.store.get_json(storage.result_key(self.job_id))
             walls = self.round_wall_seconds()
-            for record, wall in zip(raw["rounds"], walls):
-                record["wall_s"] = wall
+            rounds = raw["rounds"]
+            skipped = max(len(rounds) - len(walls), 0)
+            for i, record in enumerate(rounds):
+                record["wall_s"] = walls[i - skipped] if i >= skipped else None
             self._result = TrainResult(raw=raw, timings={"round_wall_s": walls})
             from fanfit.client import _cost_or_none
 
@@ -340,6 +353,7 @@ def submit_train(
     *,
     init: Any = None,
     job_id: str | None = None,
+    weight: float = 1.0,
     **options: Any,
 ) -> TrainJob:
     """Upload a train job and start its execution (:meth:`fanfit.client.Client.submit_train`).
@@ -353,6 +367,9 @@ def submit_train(
         K-Means initial centroids (in the standardised space when ``standardize``); default:
         ``n_clusters`` distinct rows drawn with the seed.
     job_id : str, optional
+    weight : float
+        The job's weight in the fair shares of the account's concurrency when several jobs run
+        at once (Dorm, :mod:`fanfit.jobs.sharing`): a positive number, at most 100; default 1.
     **options
         Those of :func:`build_train_spec`.
 
@@ -371,6 +388,9 @@ def submit_train(
         raise errors.StackError(
             f"stack {client.stack.name!r} has no TrainStateMachineArn output; redeploy it"
         )
+    from fanfit.client import options as opt
+
+    weight = opt.check_weight(weight)
     spec = build_train_spec(**options, valid_memory_mb=client.stack.train_worker_memory_mb or None)
     columns = [*spec.features, *([spec.target] if spec.target else [])]
     names, values = to_matrix(read_table(data, client.s3), columns)
@@ -383,6 +403,7 @@ def submit_train(
         "spec": spec.to_dict(),
         "data_key": client.store.put_data(names, values),
         "init_key": None,
+        "weight": weight,
     }
     if init is not None:
         centroids = np.asarray(init, dtype=np.float64)

@@ -9,7 +9,9 @@ and every step reads and writes S3 through :class:`~fanfit.storage.JobStore`: th
 rounds lives in ``state/<r>.npz``, the execution state carries keys and small numbers only.
 
 - :func:`init_job` (TrainInit): validates the spec (:class:`TrainSpec`) and the data, resolves each
-  worker's TrainShard function from its memory size, writes the plan and the round-0 model.
+  worker's TrainShard function from its memory size, writes the plan and the round-0 model; or,
+  for a resumed job (``fanfit resume``), keeps them and starts at the first round whose reduced
+  model is not in S3 (:func:`resume_point`).
 - :func:`schedule_round` (TrainSchedule): folds what the last round's workers measured
   (:class:`fanfit.sched.throughput.ShardObservation`) into the job's per-worker throughput averages
   (in S3) and the stack's throughput table (cross-job history, per ``(signature, lambda-<MB>)``),
@@ -38,7 +40,7 @@ from typing import Any
 import numpy as np
 
 from fanfit import storage
-from fanfit.errors import InvalidDataError, InvalidJobError
+from fanfit.errors import InvalidDataError, InvalidJobError, JobNotFoundError
 from fanfit.jobs import sharing
 from fanfit.jobs.estimate import LAMBDA_USD_PER_GB_SECOND, lambda_cost_usd
 from fanfit.sched.dssync import dssync_groups
@@ -68,10 +70,12 @@ __all__ = [
     "BALANCES",
     "MAX_WORKERS",
     "TRAIN_MODELS",
+    "ResumePoint",
     "TrainSpec",
     "finalize_job",
     "init_job",
     "reduce_round",
+    "resume_point",
     "schedule_round",
     "train_shard",
 ]
@@ -441,6 +445,182 @@ def _signature(plan: dict[str, Any]) -> str:
 # ------------------------------------------------------------------------------------------ Init
 
 
+@dataclass(frozen=True)
+class ResumePoint:
+    """Where a train job that already ran stands, read from S3 alone (:func:`resume_point`).
+
+    Attributes
+    ----------
+    round : int
+        The first round whose reduced model (``state/<round + 1>.npz``) is not in S3: a resumed
+        execution runs rounds ``round, round + 1, ...`` from the model ``state/<round>.npz``;
+        rounds ``0 .. round - 1`` are reduced and neither run nor written again. 0 when no round
+        was reduced.
+    phase : {'train', 'final', 'done'}
+        The phase of that model: ``'done'`` when it is the final model (every round ran; only
+        TrainFinalize is left).
+    has_next_round : bool
+        ``phase != 'done'``: another round runs before TrainFinalize.
+    """
+
+    round: int
+    phase: str
+    has_next_round: bool
+
+
+def resume_point(store: storage.JobStore, job_id: str) -> ResumePoint | None:
+    """Where an earlier execution of train job ``job_id`` left it, from what S3 holds.
+
+    A round ``r`` counts as reduced when its next model ``train/state/<r + 1>.npz`` exists:
+    TrainReduce writes the round's record (``rounds/<r>/record.json``) before that model, so a
+    reduced round always has its record, and a round whose reduce did not finish runs again
+    whole (its schedule is kept, :func:`schedule_round`). S3 is the source of truth: the job's
+    execution may have failed or been stopped, or the stack restarted with empty tables.
+
+    Parameters
+    ----------
+    store : JobStore
+    job_id : str
+
+    Returns
+    -------
+    ResumePoint or None
+        None when the job has no plan or no round-0 model yet (TrainInit never finished): it
+        starts from scratch.
+
+    Raises
+    ------
+    InvalidJobError
+        A reduced round has no record (an object was removed by hand): the job cannot resume.
+    """
+    if not store.exists(storage.plan_key(job_id)):
+        return None
+    prefix = f"{storage.job_prefix(job_id)}train/state/"
+    indices = set()
+    for key in store.list_keys(prefix):
+        name = key[len(prefix) :]
+        if name.endswith(".npz") and name[:-4].isdigit():
+            indices.add(int(name[:-4]))
+    if 0 not in indices:
+        return None
+    r = 0
+    while r + 1 in indices:
+        r += 1
+    if r and not store.exists(storage.train_round_key(job_id, r - 1)):
+        raise InvalidJobError(
+            f"job {job_id!r}: round {r - 1} is reduced but its record "
+            f"{storage.train_round_key(job_id, r - 1)} is missing; the job cannot resume: "
+            "start it again as a new job"
+        )
+    _, meta = _get_state(store, job_id, r)
+    phase = str(meta["phase"])
+    return ResumePoint(round=r, phase=phase, has_next_round=phase != "done")
+
+
+def _check_same_job(plan: dict[str, Any], job: dict[str, Any], spec: TrainSpec) -> None:
+    """A resumed job's spec must be the one its plan was written from.
+
+    Raises
+    ------
+    InvalidJobError
+        The spec or the data differ from the plan's.
+    """
+    ours, theirs = spec.to_dict(), dict(plan.get("spec") or {})
+    if not job["spec"].get("worker_memory_mb"):
+        # sizes left to the stack's default: the plan's workers keep the sizes they ran with
+        ours.pop("worker_memory_mb")
+        theirs.pop("worker_memory_mb", None)
+    changed = sorted(k for k in set(ours) | set(theirs) if ours.get(k) != theirs.get(k))
+    if plan.get("data_key") != job["data_key"]:
+        changed.append("data_key")
+    if changed:
+        raise InvalidJobError(
+            f"job {plan.get('job_id')!r}: its spec differs from the plan its first execution "
+            f"wrote (in {', '.join(changed)}); a train job resumes with the spec it started "
+            "with: submit a new job to train with other options"
+        )
+
+
+def _register(
+    partitions: Any, job_id: str, spec: Any, weight: float, execution_arn: str
+) -> None:
+    """Register the train job's partition: its Lambda workers and its Batch GPU workers
+    (:func:`fanfit.jobs.sharing.register_job`)."""
+    sharing.register_job(
+        partitions,
+        job_id,
+        "train",
+        demand=spec.workers - spec.batch_workers,
+        gpu_demand=spec.batch_workers,
+        weight=weight,
+        execution_arn=execution_arn,
+    )
+
+
+def _resume_job(
+    store: storage.JobStore,
+    records: storage.JobRecords,
+    job_id: str,
+    job: dict[str, Any],
+    spec: TrainSpec,
+    point: ResumePoint,
+    worker_functions: dict[int, str],
+    execution_arn: str,
+    batch_memory_mb: int | None,
+    partitions: storage.Partitions | None,
+    weight: float,
+) -> dict[str, Any]:
+    """:func:`init_job` of a job that already ran: keep its plan and models, start at ``point``."""
+    plan = store.get_json(storage.plan_key(job_id))
+    _check_same_job(plan, job, spec)
+    if not store.exists(job["data_key"]):
+        raise InvalidDataError(
+            f"data object {job['data_key']} of job {job_id!r} does not exist in bucket "
+            f"{store.bucket}; the job cannot resume without it"
+        )
+    if spec.batch_workers and not batch_memory_mb:
+        raise InvalidJobError(
+            "--batch-workers needs the stack's GPU worker (AWS Batch); this stack has none"
+        )
+    # The workers keep their memory sizes; their functions are this stack's (a redeployed stack
+    # may name them differently).
+    workers = []
+    for w in plan["workers"]:
+        if w.get("placement") == "batch":
+            workers.append(w)
+            continue
+        arn = worker_functions.get(int(w["memory_mb"]))
+        if arn is None:
+            raise InvalidJobError(
+                f"--worker-memory {w['memory_mb']} (worker {w['worker']}) has no TrainShard "
+                f"function on this stack any more; valid sizes (MB): "
+                f"{', '.join(str(m) for m in sorted(worker_functions))}; the job cannot resume here"
+            )
+        workers.append({**w, "function_arn": arn})
+    if workers != plan["workers"]:
+        plan = {**plan, "workers": workers}
+        store.put_json(storage.plan_key(job_id), plan)
+    # A resumed job runs again without the error of its failed execution.
+    records.mark_running(
+        job_id,
+        execution_arn=execution_arn,
+        kind="train",
+        model=spec.model,
+        error=None,
+        cause=None,
+        resumed_at_round=point.round,
+    )
+    _register(partitions, job_id, spec, weight, execution_arn)
+    return {
+        "job_id": job_id,
+        "plan_key": storage.plan_key(job_id),
+        "round": point.round,
+        "n_workers": len(workers),
+        "has_next_round": point.has_next_round,
+        "resumed": True,
+    }
+
+
 def init_job(
     store: storage.JobStore,
     records: storage.JobRecords,
@@ -458,28 +638,39 @@ def init_job(
     store, records : JobStore, JobRecords
     job_id, spec_key : str
         ``spec_key`` holds ``{"kind": "train", "spec": TrainSpec dict, "data_key": str,
-        "init_key": str | None}`` (``init_key``: K-Means initial centroids, (k, d) ``.npy``).
+        "init_key": str | None, "weight": float | None}`` (``init_key``: K-Means initial
+        centroids, (k, d) ``.npy``; ``weight``: the job's weight in the fair shares, in (0, 100],
+        default 1).
     worker_functions : dict of int to str
         Memory size (MB) -> ARN of the TrainShard function with that memory; the first is the
         default size.
     execution_arn : str
+        The Step Functions execution, recorded in the job record and with the job's partition
+        (so that other jobs drop the partition once this execution no longer runs).
     batch_memory_mb : int, optional
         Memory (MB) of the stack's GPU worker job definition; None: the stack has no Batch path
         and a job asking for ``batch_workers`` is rejected.
     partitions : Partitions, optional
         The stack's partition table: the job arrives with demand its Lambda worker count (and
-        GPU demand its GPU workers), and every running job's partition is recomputed
-        (:func:`fanfit.jobs.sharing.register_job`).
+        GPU demand its GPU workers) and its ``weight``, and every running job's partition is
+        recomputed (:func:`fanfit.jobs.sharing.register_job`).
 
     Returns
     -------
     dict
-        ``job_id, plan_key, round`` (0) and ``n_workers``.
+        ``job_id, plan_key, round, n_workers, has_next_round, resumed``: ``round`` 0,
+        ``has_next_round`` True and ``resumed`` False for a new job. A job whose plan and round-0
+        model are already in S3 (a resumed execution, ``fanfit resume``) keeps them, its
+        reduced rounds and their models: ``round`` is the first round whose reduced model is not
+        in S3 and ``has_next_round`` False when its model is already final
+        (:func:`resume_point`); the workers' functions are this stack's, and the job record is
+        RUNNING again with ``resumed_at_round``.
 
     Raises
     ------
     InvalidJobError, InvalidDataError
-        Naming the option or column.
+        Naming the option or column; for a resumed job also a spec that differs from its
+        plan's, or a worker memory size the stack no longer has.
     """
     job = store.get_json(spec_key)
     if not isinstance(job, dict) or "spec" not in job or "data_key" not in job:
@@ -488,7 +679,12 @@ def init_job(
     storage.check_data_key(job["data_key"])
     if job.get("init_key") is not None:
         storage.check_job_key(job["init_key"], job_id, field="init_key")
+    weight = sharing.check_weight(job.get("weight"))
     spec = TrainSpec.from_dict(job["spec"]).validate(tuple(worker_functions))
+    point = resume_point(store, job_id)
+    if point is not None:
+        return _resume_job(store, records, job_id, job, spec, point, worker_functions,
+                           execution_arn, batch_memory_mb, partitions, weight)  # fmt: skip
     columns, values = _cached_data(store.bucket, job["data_key"])
     spec.check_data(list(columns), values)
     n_obs = int(values.shape[0])
@@ -517,6 +713,7 @@ def init_job(
         "mean": None if mean is None else mean.tolist(),
         "scale": None if scale is None else scale.tolist(),
         "classes": None if classes is None else classes.tolist(),
+        "weight": weight,
         "workers": [
             {
                 "worker": i,
@@ -569,18 +766,14 @@ def init_job(
     store.put_json(storage.plan_key(job_id), plan)
     _put_state(store, job_id, 0, arrays, meta)
     records.mark_running(job_id, execution_arn=execution_arn, kind="train", model=spec.model)
-    sharing.register_job(
-        partitions,
-        job_id,
-        "train",
-        demand=spec.workers - spec.batch_workers,
-        gpu_demand=spec.batch_workers,
-    )
+    _register(partitions, job_id, spec, weight, execution_arn)
     return {
         "job_id": job_id,
         "plan_key": storage.plan_key(job_id),
         "round": 0,
         "n_workers": spec.workers,
+        "has_next_round": True,
+        "resumed": False,
     }
 
 
@@ -707,9 +900,10 @@ def schedule_round(
         The round to plan (>= 0); for ``r > 0`` round ``r - 1``'s record must exist.
     partitions : Partitions, optional
         The stack's partition table. The job's partition (Dorm, :func:`fanfit.jobs.sharing.
-        read_partition`), read at this barrier, bounds how many workers run at once: the round's
-        ``max_concurrency`` is ``min(Lambda workers, partition)`` plus ``min(GPU workers, GPU
-        share)`` (at least 1 each); the workers' batches and so the result do not change.
+        partition_at_barrier`: below its demand, stale jobs' shares are reclaimed first), read
+        at this barrier, bounds how many workers run at once: the round's ``max_concurrency`` is
+        ``min(Lambda workers, partition)`` plus ``min(GPU workers, GPU share)`` (at least 1
+        each); the workers' batches and so the result do not change.
 
     Returns
     -------
@@ -717,6 +911,11 @@ def schedule_round(
         ``job_id, round, max_concurrency, workers``: the Map's ``MaxConcurrencyPath`` and one Map
         item per worker, ``{"job_id", "round", "worker", "function_arn"}``. The batches, groups,
         predictions, partition and ``max_concurrency`` go to ``rounds/<r>/plan.json``.
+
+    A round whose plan is already in S3 keeps it (a resumed execution re-entering a round its
+    first execution scheduled, or a retry): some workers may already have written their partials
+    with its batches, so the batches and groups stay, the throughput is not folded in twice, and
+    only ``max_concurrency`` is read again from the partition.
 
     Raises
     ------
@@ -726,8 +925,15 @@ def schedule_round(
     started = time.time()
     plan = store.get_json(storage.plan_key(job_id))
     spec = plan["spec"]
-    _, meta = _get_state(store, job_id, round_index)
     workers = plan["workers"]
+    try:
+        kept = store.get_json(storage.train_round_plan_key(job_id, round_index))
+    except JobNotFoundError:
+        kept = None
+    if kept is not None:
+        partition = sharing.partition_at_barrier(partitions, job_id)
+        return _round_items(job_id, round_index, workers, _max_concurrency(workers, partition))
+    _, meta = _get_state(store, job_id, round_index)
     n = len(workers)
     signature = _signature(plan)
     tkey = storage.train_throughput_key(job_id)
@@ -772,13 +978,8 @@ def schedule_round(
     )
     # The job's partition of the shared capacity, read at this barrier (Dorm): at most that many
     # workers run at once (the Map's MaxConcurrencyPath); the rest wait for a free slot.
-    partition = sharing.read_partition(partitions, job_id)
-    n_batch = sum(1 for w in workers if w.get("placement") == "batch")
-    max_concurrency = n
-    if partition is not None:
-        max_concurrency = (min(n - n_batch, partition.concurrency) if n > n_batch else 0) + (
-            min(n_batch, max(1, partition.gpus)) if n_batch else 0
-        )
+    partition = sharing.partition_at_barrier(partitions, job_id)
+    max_concurrency = _max_concurrency(workers, partition)
     round_plan = {
         "round": round_index,
         "phase": meta["phase"],
@@ -792,6 +993,25 @@ def schedule_round(
         "ended_at": time.time(),
     }
     store.put_json(storage.train_round_plan_key(job_id, round_index), round_plan)
+    return _round_items(job_id, round_index, workers, max_concurrency)
+
+
+def _max_concurrency(workers: list[dict[str, Any]], partition: Any) -> int:
+    """Workers of a round that run at once: ``min(Lambda workers, partition)`` plus ``min(GPU
+    workers, GPU share)`` (at least 1 each); every worker without a partition."""
+    n = len(workers)
+    n_batch = sum(1 for w in workers if w.get("placement") == "batch")
+    if partition is None:
+        return n
+    return (min(n - n_batch, partition.concurrency) if n > n_batch else 0) + (
+        min(n_batch, max(1, partition.gpus)) if n_batch else 0
+    )
+
+
+def _round_items(
+    job_id: str, round_index: int, workers: list[dict[str, Any]], max_concurrency: int
+) -> dict[str, Any]:
+    """:func:`schedule_round`'s output: the Map's concurrency and one item per worker."""
     return {
         "job_id": job_id,
         "round": round_index,
