@@ -492,22 +492,22 @@ def local_bucket_parameters(
     ----------
     info : StackInfo
     template : path-like
-        Nothing is returned unless the template declares ``DataBucketName``.
+        Nothing is returned unless the template declares ``FixedDataBucketName``.
     stack_name : str
 
     Returns
     -------
     dict of str to str
-        ``DataBucketName``: ``<stack name>-data-<account>-<region>`` in S3's bucket alphabet
+        ``FixedDataBucketName``: ``<stack name>-data-<account>-<region>`` in S3's bucket alphabet
         (lower case, digits, hyphens), at most 63 characters.
     """
-    if "DataBucketName:" not in Path(template).read_text():
+    if "FixedDataBucketName:" not in Path(template).read_text():
         return {}
     sts = _session(info).client("sts", endpoint_url=info.endpoint)
     account = sts.get_caller_identity()["Account"]
     stem = re.sub(r"[^a-z0-9-]+", "-", stack_name.lower()).strip("-") or "fanfit"
     suffix = f"-data-{account}-{info.region}"
-    return {"DataBucketName": stem[: 63 - len(suffix)].rstrip("-") + suffix}
+    return {"FixedDataBucketName": stem[: 63 - len(suffix)].rstrip("-") + suffix}
 
 
 def local_batch_parameters(info: StackInfo, template: str | os.PathLike[str]) -> dict[str, str]:
