@@ -541,9 +541,7 @@ def _check_same_job(plan: dict[str, Any], job: dict[str, Any], spec: TrainSpec) 
         )
 
 
-def _register(
-    partitions: Any, job_id: str, spec: Any, weight: float, execution_arn: str
-) -> None:
+def _register(partitions: Any, job_id: str, spec: Any, weight: float, execution_arn: str) -> None:
     """Register the train job's partition: its Lambda workers and its Batch GPU workers
     (:func:`fanfit.jobs.sharing.register_job`)."""
     sharing.register_job(
