@@ -334,14 +334,8 @@ class JobStore:
         return decode_data(self.get_bytes(key))
 
 
-class JobRecords:
-    """Job records in the DynamoDB job table (one item per job, key ``job_id``).
-
-    Parameters
-    ----------
-    table_name : str
-    dynamodb : botocore client, optional
-    """
+class _Table:
+    """One DynamoDB table, by name, through a botocore client (default: a new ``dynamodb`` one)."""
 
     def __init__(self, table_name: str, dynamodb: Any = None) -> None:
         if dynamodb is None:
@@ -350,6 +344,16 @@ class JobRecords:
             dynamodb = boto3.client("dynamodb")
         self.table_name = table_name
         self.ddb = dynamodb
+
+
+class JobRecords(_Table):
+    """Job records in the DynamoDB job table (one item per job, key ``job_id``).
+
+    Parameters
+    ----------
+    table_name : str
+    dynamodb : botocore client, optional
+    """
 
     def _update(self, job_id: str, fields: dict[str, Any]) -> None:
         names = {f"#{k}": k for k in fields}
@@ -393,7 +397,7 @@ class JobRecords:
         return {k: _from_attr(v) for k, v in item.items()}
 
 
-class ThroughputRecords:
+class ThroughputRecords(_Table):
     """Measured throughput in the DynamoDB throughput table, one item per (signature, resource).
 
     The table's key is ``signature`` (hash) and ``resource`` (range); each item holds one
@@ -405,14 +409,6 @@ class ThroughputRecords:
     table_name : str
     dynamodb : botocore client, optional
     """
-
-    def __init__(self, table_name: str, dynamodb: Any = None) -> None:
-        if dynamodb is None:
-            import boto3
-
-            dynamodb = boto3.client("dynamodb")
-        self.table_name = table_name
-        self.ddb = dynamodb
 
     def load(self, signatures: Any) -> list[dict[str, Any]]:
         """Every stored entry of the given signatures (all their resources), as plain dicts."""
@@ -444,7 +440,7 @@ PARTITIONS_EPOCH_KEY = "#epoch"
 PARTITIONS_HISTORY_LIMIT = 100
 
 
-class Partitions:
+class Partitions(_Table):
     """Running jobs' partitions of the shared capacity in the DynamoDB partition table (Dorm).
 
     One item per running job, key ``job_id``: ``kind`` (``estimate`` / ``train``), ``demand`` and
@@ -465,14 +461,6 @@ class Partitions:
     table_name : str
     dynamodb : botocore client, optional
     """
-
-    def __init__(self, table_name: str, dynamodb: Any = None) -> None:
-        if dynamodb is None:
-            import boto3
-
-            dynamodb = boto3.client("dynamodb")
-        self.table_name = table_name
-        self.ddb = dynamodb
 
     @classmethod
     def from_env(cls) -> Partitions | None:
