@@ -48,6 +48,11 @@ class InvalidEventError(InvalidJobError):
     key, a value of the wrong type or out of range, or not a JSON object at all. Raised before any work."""
 
 
+class InvalidDocumentError(InvalidJobError):
+    """A job document in S3 or in a step's state (:mod:`fanfit.jobs.documents`: spec, plan, wave or
+    round plan, step output) does not fit its model; the message names the document and the field."""
+
+
 class LambdaLimitError(InvalidJobError):
     """A job's data would exceed a Lambda limit (memory, /tmp, Step Functions state size) in some
     function (:mod:`fanfit.limits`); the message says which limit and how to fix it (Batch, more memory)."""
