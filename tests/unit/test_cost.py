@@ -18,7 +18,7 @@ from fanfit.cost import (
     processor_state_counts,
 )
 from fanfit.errors import InvalidJobError
-from fanfit.jobs.estimate import lambda_cost_usd
+from fanfit.cost import lambda_cost_usd
 from fanfit.prices import DEFAULT_PRICES, PriceTable
 
 ARN = "arn:aws:lambda:us-east-1:000000000000:function:"
@@ -126,8 +126,8 @@ def test_empty_usage_costs_nothing():
     assert cost.items == () and cost.total_usd == 0.0
 
 
-def test_lambda_cost_usd_of_jobs_estimate_uses_the_price_table():
-    # GIVEN one invocation of 1.5 s at 1024 MB WHEN priced by jobs.estimate THEN PriceTable's numbers
+def test_lambda_cost_usd_uses_the_price_table():
+    # GIVEN one invocation of 1.5 s at 1024 MB WHEN priced by cost.lambda_cost_usd THEN PriceTable's numbers
     gb_s, usd = lambda_cost_usd(1.5, 1024)
     assert gb_s == pytest.approx(1.5)
     assert usd == pytest.approx(P.lambda_cost_usd(1024, 1.5))

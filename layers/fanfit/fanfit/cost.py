@@ -54,6 +54,7 @@ __all__ = [
     "CostItem",
     "JobCost",
     "billed_seconds",
+    "lambda_cost_usd",
     "batch_jobs_from_history",
     "collect_job_cost",
     "count_state_transitions",
@@ -82,6 +83,37 @@ def billed_seconds(duration_s: float) -> float:
     """
     # round() first so that 0.1 s (0.1 * 1000 = 100.00000000000001) bills 100 ms, not 101.
     return math.ceil(round(max(float(duration_s), 0.0) * 1000.0, 6)) / 1000.0
+
+
+#: AWS Lambda price per GB-second (:data:`fanfit.prices.DEFAULT_PRICES`).
+LAMBDA_USD_PER_GB_SECOND = DEFAULT_PRICES.lambda_gb_second_usd
+#: AWS Lambda price per request (:data:`fanfit.prices.DEFAULT_PRICES`).
+LAMBDA_USD_PER_REQUEST = DEFAULT_PRICES.lambda_request_usd
+
+
+def lambda_cost_usd(
+    duration_s: float, memory_mb: int, prices: PriceTable = DEFAULT_PRICES
+) -> tuple[float, float]:
+    """Billed GB-seconds and USD of one invocation.
+
+    Lambda bills duration rounded up to the millisecond (:func:`billed_seconds`), times
+    the configured memory in GB, plus a per-request charge, at the prices of ``prices``
+    (https://aws.amazon.com/lambda/pricing/).
+
+    Parameters
+    ----------
+    duration_s : float
+        Handler duration in seconds.
+    memory_mb : int
+        Configured memory in MB.
+    prices : PriceTable
+
+    Returns
+    -------
+    (gb_seconds, usd) : tuple of float
+    """
+    billed_s = billed_seconds(duration_s)
+    return billed_s * memory_mb / 1024.0, prices.lambda_cost_usd(memory_mb, billed_s)
 
 
 @dataclass(frozen=True)

@@ -29,7 +29,7 @@ from typing import Any
 import numpy as np
 
 from fanfit import dml, storage
-from fanfit.cost import billed_seconds
+from fanfit.cost import LAMBDA_USD_PER_GB_SECOND, LAMBDA_USD_PER_REQUEST, lambda_cost_usd
 from fanfit.dml.interop import predictions_to_arrays
 from fanfit.errors import InvalidJobError
 from fanfit.jobs import sharing
@@ -43,37 +43,6 @@ from fanfit.sched.throughput import (
     lambda_resource,
     workload_signature,
 )
-
-#: AWS Lambda price per GB-second (:data:`fanfit.prices.DEFAULT_PRICES`; kept for importers).
-LAMBDA_USD_PER_GB_SECOND = DEFAULT_PRICES.lambda_gb_second_usd
-#: AWS Lambda price per request (:data:`fanfit.prices.DEFAULT_PRICES`; kept for importers).
-LAMBDA_USD_PER_REQUEST = DEFAULT_PRICES.lambda_request_usd
-
-
-def lambda_cost_usd(
-    duration_s: float, memory_mb: int, prices: PriceTable = DEFAULT_PRICES
-) -> tuple[float, float]:
-    """Billed GB-seconds and USD of one invocation.
-
-    Lambda bills duration rounded up to the millisecond (:func:`fanfit.cost.billed_seconds`), times
-    the configured memory in GB, plus a per-request charge, at the prices of ``prices``
-    (https://aws.amazon.com/lambda/pricing/).
-
-    Parameters
-    ----------
-    duration_s : float
-        Handler duration in seconds.
-    memory_mb : int
-        Configured memory in MB.
-    prices : PriceTable
-
-    Returns
-    -------
-    (gb_seconds, usd) : tuple of float
-    """
-    billed_s = billed_seconds(duration_s)
-    return billed_s * memory_mb / 1024.0, prices.lambda_cost_usd(memory_mb, billed_s)
-
 
 @lru_cache(maxsize=8)
 def _cached_data(bucket: str, key: str) -> tuple[tuple[str, ...], np.ndarray]:

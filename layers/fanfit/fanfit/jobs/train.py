@@ -42,7 +42,7 @@ import numpy as np
 from fanfit import storage
 from fanfit.errors import InvalidDataError, InvalidJobError, JobNotFoundError
 from fanfit.jobs import sharing
-from fanfit.jobs.estimate import LAMBDA_USD_PER_GB_SECOND, lambda_cost_usd
+from fanfit.cost import LAMBDA_USD_PER_GB_SECOND, lambda_cost_usd
 from fanfit.sched.dssync import dssync_groups
 from fanfit.sched.lbbsp import idle_fraction, lbbsp_batches, uniform_batches
 from fanfit.sched.throughput import (
