@@ -14,11 +14,11 @@ from fanfit.cost import (
     collect_job_cost,
     count_state_transitions,
     job_cost,
+    lambda_cost_usd,
     lambda_invocations_from_history,
     processor_state_counts,
 )
 from fanfit.errors import InvalidJobError
-from fanfit.cost import lambda_cost_usd
 from fanfit.prices import DEFAULT_PRICES, PriceTable
 
 ARN = "arn:aws:lambda:us-east-1:000000000000:function:"

@@ -33,7 +33,6 @@ from fanfit.cost import LAMBDA_USD_PER_GB_SECOND, LAMBDA_USD_PER_REQUEST, lambda
 from fanfit.dml.interop import predictions_to_arrays
 from fanfit.errors import InvalidJobError
 from fanfit.jobs import sharing
-from fanfit.prices import DEFAULT_PRICES, PriceTable
 from fanfit.sched.shards import DEFAULT_ACCOUNT_CONCURRENCY, deal, n_shards_for
 from fanfit.sched.sizing import DEFAULT_STARTUP_S, POLICIES, plan_shards, split_units
 from fanfit.sched.throughput import (
@@ -43,6 +42,7 @@ from fanfit.sched.throughput import (
     lambda_resource,
     workload_signature,
 )
+
 
 @lru_cache(maxsize=8)
 def _cached_data(bucket: str, key: str) -> tuple[tuple[str, ...], np.ndarray]:

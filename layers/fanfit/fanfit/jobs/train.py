@@ -40,9 +40,9 @@ from typing import Any
 import numpy as np
 
 from fanfit import storage
+from fanfit.cost import LAMBDA_USD_PER_GB_SECOND, lambda_cost_usd
 from fanfit.errors import InvalidDataError, InvalidJobError, JobNotFoundError
 from fanfit.jobs import sharing
-from fanfit.cost import LAMBDA_USD_PER_GB_SECOND, lambda_cost_usd
 from fanfit.sched.dssync import dssync_groups
 from fanfit.sched.lbbsp import idle_fraction, lbbsp_batches, uniform_batches
 from fanfit.sched.throughput import (

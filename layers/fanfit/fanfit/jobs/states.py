@@ -1,0 +1,56 @@
+"""The ASL state names of fanfit's state machines, one constant each.
+
+``orchestrator/estimate.asl.json`` and ``orchestrator/train.asl.json`` name their states as sentences
+(DESIGN.md, Conventions). Code that reads an execution's history (the client's phase timings,
+:mod:`fanfit.progress`, :mod:`fanfit.cost`) refers to them through these enums, never by typing the
+sentence again; ``tests/unit/test_states.py`` checks that each enum holds exactly the states of its
+ASL file, nested Map states included. A :class:`~enum.StrEnum` member equals its string, so it can be
+looked up in a history event's ``name`` directly.
+"""
+
+from __future__ import annotations
+
+from enum import StrEnum
+
+__all__ = ["EstimateState", "TrainState"]
+
+
+class EstimateState(StrEnum):
+    """States of ``orchestrator/estimate.asl.json`` (the estimate job)."""
+
+    PREPARE = "Validate the job and write its plan"
+    SCHEDULE_FIRST_WAVE = "Size the first wave of shards from measured throughput"
+    IS_WAVE_LEFT = "Is a wave of shards left to run?"
+    CROSSFIT_WAVE = "Cross-fit every shard of the wave"
+    #: Inside the Map: the Choice on the shard's placement, its two branches and the GPU result.
+    IS_SHARD_ON_GPU = "Does the shard run on the GPU worker?"
+    CROSSFIT_ON_GPU = "Fit the shard's learners on the GPU worker (AWS Batch)"
+    REPORT_GPU_SHARD = "Report the GPU worker's shard"
+    CROSSFIT = "Fit the shard's learners and predict the held-out folds"
+    SCHEDULE_NEXT_WAVE = "Record the wave's throughput and size the next wave"
+    IS_STAGE_LEFT = "Is there another stage?"
+    PREPARE_NEXT_STAGE = "Plan the next stage from the predictions so far"
+    AGGREGATE = "Aggregate the predictions into the estimate"
+    NAME_FAILED_SHARD = "Name the shard that failed and its last error"
+    RECORD_FAILURE = "Record that the job failed"
+    RELEASE = "Hand the job's partition back to the running jobs"
+    FAILED = "The job failed"
+
+
+class TrainState(StrEnum):
+    """States of ``orchestrator/train.asl.json`` (the train job)."""
+
+    INIT = "Validate the job and write its plan and first model"
+    SCHEDULE_ROUND = "Size each worker's batch from its measured throughput"
+    RUN_ROUND = "Run every worker's step of the round"
+    #: Inside the Map: the Choice on the worker's placement, its two branches and the GPU result.
+    IS_WORKER_ON_GPU = "Does the worker run on the GPU worker?"
+    WORKER_STEP_ON_GPU = "Compute the worker's partial on the GPU worker (AWS Batch)"
+    REPORT_GPU_PARTIAL = "Report the GPU worker's partial"
+    WORKER_STEP = "Compute the worker's partial on its batch"
+    REDUCE = "Merge the workers' partials into the next model"
+    IS_ROUND_LEFT = "Is another round to run?"
+    FINALIZE = "Write the trained model and the round records"
+    RECORD_FAILURE = "Record that the job failed"
+    RELEASE = "Hand the job's partition back to the running jobs"
+    FAILED = "The job failed"
