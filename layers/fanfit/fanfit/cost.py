@@ -644,8 +644,53 @@ def _history(sfn: Any, execution_arn: str) -> list[dict[str, Any]]:
     return events
 
 
+#: Error codes of ``ListExecutions(mapRunArn=...)`` that say the API cannot list a Map Run's
+#: children at all (an emulator), not that it is busy: retrying them cannot help.
+_CANNOT_LIST_CODES = frozenset(
+    {
+        "ValidationException",
+        "UnsupportedOperation",
+        "InvalidArn",
+        "InternalFailure",
+        "NotImplemented",
+    }
+)
+
+
+def _cannot_list(response: Any = None, **_: Any) -> bool | None:
+    """A ``needs-retry`` handler: False (no retry) for an error that says the children cannot be
+    listed, None (botocore's own retry rules) for anything else.
+
+    LocalStack answers ``ListExecutions`` by ``mapRunArn`` with HTTP 500 ``InternalError``
+    (``exception while calling stepfunctions.ListExecutions: ...``: its provider fails on the
+    missing state machine ARN), which botocore retries with backoff (legacy mode: 4 retries, about
+    7.5 s of sleep on average) before :func:`collect_job_cost` falls back to the shard records.
+    That message is LocalStack's wrapping of a crash in its own code, never AWS's, so it is
+    recognised and not retried; a throttle or an AWS 5xx is retried as before.
+    """
+    if not isinstance(response, tuple) or len(response) != 2:
+        return None
+    error = (response[1] or {}).get("Error", {}) if isinstance(response[1], dict) else {}
+    code, message = str(error.get("Code", "")), str(error.get("Message", ""))
+    if code in _CANNOT_LIST_CODES or (
+        code == "InternalError" and message.startswith("exception while calling")
+    ):
+        return False
+    return None
+
+
 def _child_executions(sfn: Any, map_run_arn: str) -> list[str] | None:
-    """ARNs of a map run's child executions, or None when the API cannot list them (LocalStack)."""
+    """ARNs of a map run's child executions, or None when the API cannot list them (LocalStack).
+
+    A failure that says the API cannot list them (:func:`_cannot_list`) is not retried: for this
+    call only, a ``needs-retry`` handler runs before botocore's retry handler.
+    """
+    events = getattr(getattr(sfn, "meta", None), "events", None)
+    event = None
+    if events is not None:
+        service = sfn.meta.service_model.service_id.hyphenize()
+        event = f"needs-retry.{service}.ListExecutions"
+        events.register_first(event, _cannot_list, unique_id="fanfit-cost-cannot-list")
     try:
         arns: list[str] = []
         for page in sfn.get_paginator("list_executions").paginate(mapRunArn=map_run_arn):
@@ -654,6 +699,9 @@ def _child_executions(sfn: Any, map_run_arn: str) -> list[str] | None:
     except Exception as exc:  # botocore ClientError / ParamValidationError from an emulator
         log.debug("cannot list child executions of %s: %s", map_run_arn, exc)
         return None
+    finally:
+        if event is not None:
+            events.unregister(event, _cannot_list, unique_id="fanfit-cost-cannot-list")
 
 
 def collect_job_cost(
