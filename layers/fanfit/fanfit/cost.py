@@ -685,7 +685,7 @@ def _child_executions(sfn: Any, map_run_arn: str) -> list[str] | None:
     A failure that says the API cannot list them (:func:`_cannot_list`) is not retried: for this
     call only, a ``needs-retry`` handler runs before botocore's retry handler.
     """
-    events = getattr(getattr(sfn, "meta", None), "events", None)
+    events: Any = getattr(getattr(sfn, "meta", None), "events", None)  # None: not botocore's
     event = None
     if events is not None:
         service = sfn.meta.service_model.service_id.hyphenize()
@@ -700,7 +700,7 @@ def _child_executions(sfn: Any, map_run_arn: str) -> list[str] | None:
         log.debug("cannot list child executions of %s: %s", map_run_arn, exc)
         return None
     finally:
-        if event is not None:
+        if events is not None:
             events.unregister(event, _cannot_list, unique_id="fanfit-cost-cannot-list")
 
 
