@@ -503,7 +503,7 @@ def _sfn_answering(reply: dict):
 def test_child_listing_that_localstack_cannot_do_is_not_retried(monkeypatch):
     import botocore.endpoint
 
-    from fanfit.cost import _child_executions
+    from fanfit.cost.collect import _child_executions
 
     sleeps: list = []
     monkeypatch.setattr(botocore.endpoint.time, "sleep", sleeps.append)

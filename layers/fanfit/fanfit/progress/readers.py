@@ -23,7 +23,7 @@ from typing import Any
 import numpy as np
 
 from fanfit import errors, storage
-from fanfit.cost import count_state_transitions
+from fanfit.cost.history import count_state_transitions
 from fanfit.prices import DEFAULT_PRICES, PriceTable
 from fanfit.progress.snapshot import (
     JobProgress,

@@ -13,7 +13,7 @@ from collections.abc import Collection, Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from fanfit.cost import job_cost
+from fanfit.cost.pricing import job_cost
 from fanfit.prices import DEFAULT_PRICES, PriceTable
 
 __all__ = [
