@@ -48,33 +48,42 @@ _CANNOT_LIST_CODES = frozenset(
 )
 
 
-def _cannot_list(response: Any = None, **_: Any) -> bool | None:
-    """A ``needs-retry`` handler: False (no retry) for an error that says the children cannot be
-    listed, None (botocore's own retry rules) for anything else.
+class _CannotListChildren(Exception):
+    """The API cannot list a Map Run's child executions (raised to end the call, not retry it)."""
+
+
+def _cannot_list(response: Any = None, **_: Any) -> None:
+    """A ``needs-retry`` handler: raises :class:`_CannotListChildren` for an error that says the
+    children cannot be listed; returns None (botocore's own retry rules) for anything else.
 
     LocalStack answers ``ListExecutions`` by ``mapRunArn`` with HTTP 500 ``InternalError``
     (``exception while calling stepfunctions.ListExecutions: ...``: its provider fails on the
     missing state machine ARN), which botocore retries with backoff (legacy mode: 4 retries, about
     7.5 s of sleep on average) before :func:`collect_job_cost` falls back to the shard records.
     That message is LocalStack's wrapping of a crash in its own code, never AWS's, so it is
-    recognised and not retried; a throttle or an AWS 5xx is retried as before.
+    recognised and not retried; a throttle or an AWS 5xx is retried as before. It raises rather
+    than returning False: botocore before 1.43 reads any answer but None as "retry now".
+
+    Raises
+    ------
+    _CannotListChildren
+        For such an error; it leaves the API call at once.
     """
     if not isinstance(response, tuple) or len(response) != 2:
-        return None
+        return
     error = (response[1] or {}).get("Error", {}) if isinstance(response[1], dict) else {}
     code, message = str(error.get("Code", "")), str(error.get("Message", ""))
     if code in _CANNOT_LIST_CODES or (
         code == "InternalError" and message.startswith("exception while calling")
     ):
-        return False
-    return None
+        raise _CannotListChildren(f"{code}: {message}")
 
 
 def _child_executions(sfn: Any, map_run_arn: str) -> list[str] | None:
     """ARNs of a map run's child executions, or None when the API cannot list them (LocalStack).
 
     A failure that says the API cannot list them (:func:`_cannot_list`) is not retried: for this
-    call only, a ``needs-retry`` handler runs before botocore's retry handler.
+    call only, a ``needs-retry`` handler runs before botocore's retry handler and ends the call.
     """
     events: Any = getattr(getattr(sfn, "meta", None), "events", None)  # None: not botocore's
     event = None
