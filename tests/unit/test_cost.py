@@ -467,3 +467,60 @@ def test_the_estimate_table_prints_the_whole_jobs_cost_or_says_what_it_covers(ca
         "could not be counted)"
     )
     assert "3 shards" in out
+
+
+class _Raw:
+    """The raw body of a canned HTTP response."""
+
+    def __init__(self, body: bytes) -> None:
+        self.body = body
+
+    def stream(self, **_):
+        yield self.body
+
+
+def _sfn_answering(reply: dict):
+    """A real botocore Step Functions client whose ListExecutions calls get the error in ``reply``
+    (``status``, ``code``, ``message``; no network: a ``before-send`` handler answers), and the
+    list of requests it sent."""
+    import boto3
+    from botocore.awsrequest import AWSResponse
+
+    sfn = boto3.client("stepfunctions", region_name="us-east-1", endpoint_url="http://127.0.0.1:9",
+                       aws_access_key_id="test", aws_secret_access_key="test")  # fmt: skip
+    sent: list = []
+
+    def answer(request, **_):
+        sent.append(request)
+        body = json.dumps({"__type": reply["code"], "message": reply["message"]}).encode()
+        headers = {"Content-Type": "application/x-amz-json-1.0"}
+        return AWSResponse(request.url, reply["status"], headers, _Raw(body))
+
+    sfn.meta.events.register("before-send.sfn.ListExecutions", answer)
+    return sfn, sent
+
+
+def test_child_listing_that_localstack_cannot_do_is_not_retried(monkeypatch):
+    import botocore.endpoint
+
+    from fanfit.cost.collect import _child_executions
+
+    sleeps: list = []
+    monkeypatch.setattr(botocore.endpoint.time, "sleep", sleeps.append)
+    # GIVEN LocalStack's answer to ListExecutions(mapRunArn): HTTP 500, its wrapped provider crash
+    reply = {"status": 500, "code": "InternalError", "message": "exception while calling "
+             "stepfunctions.ListExecutions: expected string or bytes-like object"}  # fmt: skip
+    sfn, sent = _sfn_answering(reply)
+    # WHEN the map run's children are listed THEN the API cannot list them: one request, no sleep
+    assert _child_executions(sfn, "arn:map-run") is None
+    assert len(sent) == 1 and sleeps == []
+    # AND on the same client, afterwards, an error that may pass (a throttle) is retried as before
+    reply.update(status=400, code="ThrottlingException", message="Rate exceeded")
+    assert _child_executions(sfn, "arn:map-run") is None
+    assert len(sent) == 1 + 5 and len(sleeps) == 4  # botocore's legacy mode: 4 retries
+    # AND so is a plain server error of AWS's
+    reply.update(status=500, code="InternalError", message="Internal error")
+    sent.clear()
+    sleeps.clear()
+    assert _child_executions(sfn, "arn:map-run") is None
+    assert len(sent) == 5

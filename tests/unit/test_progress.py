@@ -138,8 +138,7 @@ def _write_estimate(store: storage.JobStore, job_id: str, n_obs_per_unit: int = 
     ]  # fmt: skip
     schedule = {"waves": waves}
     store.put_json(storage.schedule_key(job_id, 0), schedule)
-    prefix = f"{storage.job_prefix(job_id)}stages/0/"
-    store.put_json(f"{prefix}prepare.json",
+    store.put_json(storage.prepare_record_key(job_id, 0),
                    {"started_at": START, "ended_at": START + 1.0, "memory_mb": 512, "n_units": 12})  # fmt: skip
     rng = np.random.default_rng(0)
     stats = [_stats("00000", 2.0), _stats("00001", 3.0), _stats("00002", 4.0, 3008)]
@@ -417,7 +416,7 @@ def test_wait_with_progress_polls_a_bounded_number_of_times(s3, monkeypatch, cap
     _write_estimate(store, JOB)
     clock = FakeTime()
     monkeypatch.setattr(fanfit.client, "time", clock)
-    monkeypatch.setattr(progress, "time", clock)
+    monkeypatch.setattr(progress.readers, "time", clock)
     # GIVEN an execution that runs for 12 polls, then succeeds
     sfn = FakeSfn(statuses=["RUNNING"] * 12 + ["SUCCEEDED"])
     job = EstimateJob(_client(s3, sfn), JOB, "arn:x")  # type: ignore[arg-type]

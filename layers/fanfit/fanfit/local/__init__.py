@@ -3,8 +3,8 @@
 - :func:`up` starts it (or reuses the running one) and deploys ``template.yaml``; :func:`down` stops
   it; :func:`status` says where it stands (``fanfit local up|down|status``).
 - :func:`ensure_local_stack` uses the running stack or starts one for the duration of a block.
-- :class:`LocalStack` (:mod:`fanfit.local.stack`) and :func:`fanfit.local.deploy.deploy` are the
-  parts underneath.
+- :class:`LocalStack` (:mod:`fanfit.local.process`) and :func:`fanfit.local.deploy.deploy` are the
+  parts underneath; :mod:`fanfit.local.stack` puts them together (process <- deploy <- stack).
 
 See DESIGN.md, "The local stack", and ``localstack_plugins/`` for the LocalStack side.
 """

@@ -27,7 +27,7 @@ from pathlib import Path
 from typing import Any
 
 from fanfit.errors import StackError
-from fanfit.local.stack import (
+from fanfit.local.process import (
     ARTIFACT_BUCKET_PREFIX,
     LocalStack,
     StackInfo,
@@ -486,7 +486,7 @@ def local_bucket_parameters(
     info: StackInfo, template: str | os.PathLike[str], stack_name: str
 ) -> dict[str, str]:
     """The data bucket's name on the local stack: fixed, so that the bucket the S3 mirror restores
-    after a restart (:mod:`fanfit.local.stack`) is the bucket the redeployed stack uses.
+    after a restart (:mod:`fanfit.local.process`) is the bucket the redeployed stack uses.
 
     Parameters
     ----------

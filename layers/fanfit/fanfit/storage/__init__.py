@@ -12,6 +12,7 @@ Key layout (``<job>`` is the job id)::
     jobs/<job>/plan.json                   the validated plan (Prepare)
     jobs/<job>/folds.npy                   test-fold index per row and repetition, (n_obs, n_rep) int64
     jobs/<job>/stages/<s>/units.json       the (repetition, fold, learner) units of stage s (Prepare)
+    jobs/<job>/stages/<s>/prepare.json     Prepare's record of stage s: started_at, ended_at, memory_mb
     jobs/<job>/stages/<s>/schedule.json    the waves of stage s so far: decision and shard ids (Schedule)
     jobs/<job>/stages/<s>/waves/<w>.json   the shard list of wave w of stage s (the Map's ItemReader)
     jobs/<job>/stages/<s>/inputs.json      inputs of stage s computed from earlier stages
@@ -187,6 +188,36 @@ def train_round_key(job_id: str, round_index: int) -> str:
 def train_throughput_key(job_id: str) -> str:
     """Key of a train job's per-worker throughput averages (an ``EwmaThroughput`` dict)."""
     return f"{job_prefix(job_id)}train/throughput.json"
+
+
+def stage_prefix(job_id: str, stage: int) -> str:
+    """Prefix of every object of one stage of an estimate."""
+    return f"{job_prefix(job_id)}stages/{stage}/"
+
+
+def prepare_record_key(job_id: str, stage: int) -> str:
+    """Key of Prepare's record of a stage (``started_at``, ``ended_at`` in epoch s, ``memory_mb``)."""
+    return f"{stage_prefix(job_id, stage)}prepare.json"
+
+
+def preds_prefix(job_id: str, stage: int) -> str:
+    """Prefix of a stage's predictions objects (:func:`preds_key`): list it for the shards done."""
+    return f"{stage_prefix(job_id, stage)}preds/"
+
+
+def shard_id_of_preds_key(key: str) -> str:
+    """The shard id of a predictions key (:func:`preds_key`): ``.../preds/00012.npz`` -> ``00012``."""
+    return key.rsplit("/", 1)[-1].removesuffix(".npz")
+
+
+def train_rounds_prefix(job_id: str) -> str:
+    """Prefix of a train job's per-round objects (plans, partials, records)."""
+    return f"{job_prefix(job_id)}train/rounds/"
+
+
+def is_train_round_key(key: str) -> bool:
+    """Whether ``key`` is a round record (:func:`train_round_key`), of any job and round."""
+    return "/train/rounds/" in key and key.endswith("/record.json")
 
 
 def encode_data(columns: list[str], values: np.ndarray) -> tuple[str, bytes]:

@@ -1,0 +1,77 @@
+"""What a job costs on AWS: Lambda GB-seconds and requests, Batch instance seconds, state transitions.
+
+Every quantity is counted from what the job left behind and priced from one
+:class:`fanfit.prices.PriceTable` (:data:`fanfit.prices.DEFAULT_PRICES` unless the user passes theirs).
+The arithmetic (:func:`job_cost`) takes plain lists and numbers; :func:`collect_job_cost` reads them
+from a finished execution with boto3 clients.
+
+How each quantity is counted
+----------------------------
+Lambda (https://aws.amazon.com/lambda/pricing/)
+    One *invocation record* per Lambda attempt: ``{"function", "memory_mb", "duration_s"}``. The
+    execution history has one ``TaskScheduled`` event (resource type ``lambda``) per attempt, retries
+    included, and each is one request. Its duration is the handler's own measurement when the
+    function returns ``started_at``/``ended_at`` (epoch s) in its payload (CrossFit, TrainShard), else
+    the ``TaskStarted`` -> ``TaskSucceeded``/``TaskFailed``/``TaskTimedOut`` interval of the history;
+    its memory is the payload's ``memory_mb`` or the function's configured ``MemorySize``. Lambda
+    bills each invocation's duration rounded up to 1 ms (:func:`billed_seconds`), times the memory in
+    GB (MB / 1024). Locally these are measured durations on the host, not Lambda's REPORT lines.
+    Where the children of a Distributed Map have no readable history (LocalStack runs them inside
+    the parent and lists no child executions), the shard records the job wrote (``timings.shards``
+    of ``result.json``: ``started_at``, ``ended_at``, ``memory_mb``) stand in: one invocation each.
+Step Functions (https://aws.amazon.com/step-functions/pricing/)
+    Standard workflows bill state transitions, retries included. Per execution history (the parent,
+    and each child execution of a Distributed Map): one transition per ``*StateEntered`` event
+    (inline Map iterations are in the parent's history, so their states count there) plus one per
+    retry, counted as ``TaskScheduled`` events beyond one per ``TaskStateEntered``. A Distributed
+    Map also bills one transition per child execution it starts
+    (https://docs.aws.amazon.com/step-functions/latest/dg/concepts-transitions.html). Without
+    child histories (LocalStack), each child counts its start plus the states on the shortest path
+    through the Map's ``ItemProcessor`` (:func:`processor_state_counts`: a lower bound, exact for
+    a child that takes that path and retries nothing), times ``executionCounts.total`` of
+    ``DescribeMapRun``; the count is kept as ``children_estimated`` and a note says so.
+Batch (https://aws.amazon.com/batch/pricing/)
+    AWS Batch has no charge of its own; a job pays for its instance. One record per
+    ``batch:submitJob.sync`` task: ``StoppedAt - StartedAt`` of the job description in its output
+    (else the task's interval in the history), priced per second at the instance type's hourly rate
+    (``Container.InstanceType`` when the output names one, else the table's
+    ``batch_instance_type``). An instance shared by several jobs is charged to each for its run time.
+
+The package: :mod:`~fanfit.cost.pricing` (the arithmetic), :mod:`~fanfit.cost.history` (what one
+execution history holds) and :mod:`~fanfit.cost.collect` (reading them from AWS). Every public name
+is re-exported here; a Lambda function imports the submodule it needs (``fanfit.cost.pricing``).
+"""
+
+from __future__ import annotations
+
+from fanfit.cost.collect import collect_job_cost
+from fanfit.cost.history import (
+    batch_jobs_from_history,
+    count_state_transitions,
+    lambda_invocations_from_history,
+    processor_state_counts,
+)
+from fanfit.cost.pricing import (
+    LAMBDA_USD_PER_GB_SECOND,
+    LAMBDA_USD_PER_REQUEST,
+    CostItem,
+    JobCost,
+    billed_seconds,
+    job_cost,
+    lambda_cost_usd,
+)
+
+__all__ = [
+    "LAMBDA_USD_PER_GB_SECOND",
+    "LAMBDA_USD_PER_REQUEST",
+    "CostItem",
+    "JobCost",
+    "batch_jobs_from_history",
+    "billed_seconds",
+    "collect_job_cost",
+    "count_state_transitions",
+    "job_cost",
+    "lambda_cost_usd",
+    "lambda_invocations_from_history",
+    "processor_state_counts",
+]

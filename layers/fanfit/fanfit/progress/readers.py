@@ -1,0 +1,397 @@
+"""Reading a running job's progress: its S3 objects and its execution history, a bounded amount
+per snapshot.
+
+- :class:`ProgressTracker` keeps what it has read and builds each :class:`JobProgress` from it;
+- :func:`read_shard_stats` reads the ``__stats__`` of a shard's predictions object through
+  :class:`_RangedObject` (ranged GETs of its tail, not the whole object).
+
+Every key comes from :mod:`fanfit.storage`.
+"""
+
+from __future__ import annotations
+
+import io
+import json
+import logging
+import time
+import zipfile
+from collections.abc import Callable, Mapping
+from dataclasses import replace
+from datetime import datetime
+from typing import Any
+
+import numpy as np
+
+from fanfit import errors, storage
+from fanfit.cost.history import count_state_transitions
+from fanfit.prices import DEFAULT_PRICES, PriceTable
+from fanfit.progress.snapshot import (
+    JobProgress,
+    estimate_progress,
+    running_cost_usd,
+    train_progress,
+)
+
+__all__ = ["PROGRESS_INTERVAL_S", "ProgressTracker", "read_shard_stats"]
+
+log = logging.getLogger(__name__)
+
+#: Fewest seconds between two snapshots of one job (each snapshot reads S3 and the history).
+PROGRESS_INTERVAL_S = 1.0
+
+#: State names of the orchestrator's definitions, shown as the phase of the job.
+_PHASES = {
+    "Validate the job and write its plan": "preparing",
+    "Plan the next stage from the predictions so far": "preparing",
+    "Size the first wave of shards from measured throughput": "scheduling",
+    "Cross-fit every shard of the wave": "cross-fitting",
+    "Record the wave's throughput and size the next wave": "scheduling",
+    "Aggregate the predictions into the estimate": "aggregating",
+    "Run every worker's step of the round": "training",
+}
+
+
+class _RangedObject(io.RawIOBase):
+    """A seekable, read-only view of one S3 object that fetches byte ranges as they are read.
+
+    The object's tail (``block`` bytes) is fetched first, so a zip's central directory and its
+    last member (``__stats__`` of a shard's ``.npz``) usually cost one ranged GET, whatever the
+    size of the predictions before them.
+    """
+
+    def __init__(self, s3: Any, bucket: str, key: str, size: int, block: int = 1 << 16) -> None:
+        super().__init__()
+        self._s3, self._bucket, self._key = s3, bucket, key
+        self._size, self._block, self._pos = int(size), int(block), 0
+        self._chunks: list[tuple[int, bytes]] = []
+        self.requests = 0
+        if self._size > 0:
+            self._fetch(max(0, self._size - self._block), self._size)
+
+    def _fetch(self, start: int, end: int) -> None:
+        body = self._s3.get_object(
+            Bucket=self._bucket, Key=self._key, Range=f"bytes={start}-{end - 1}"
+        )
+        self._chunks.append((start, body["Body"].read()))
+        self.requests += 1
+
+    def _slice(self, start: int, end: int) -> bytes:
+        for _ in range(2):
+            for offset, body in self._chunks:
+                if offset <= start and end <= offset + len(body):
+                    return body[start - offset : end - offset]
+            self._fetch(start, min(self._size, max(end, start + self._block)))
+        raise OSError(f"cannot read bytes {start}-{end} of s3://{self._bucket}/{self._key}")
+
+    def readable(self) -> bool:
+        return True
+
+    def seekable(self) -> bool:
+        return True
+
+    def tell(self) -> int:
+        return self._pos
+
+    def seek(self, offset: int, whence: int = io.SEEK_SET) -> int:
+        base = {io.SEEK_SET: 0, io.SEEK_CUR: self._pos, io.SEEK_END: self._size}[whence]
+        self._pos = max(0, base + offset)
+        return self._pos
+
+    def readinto(self, buffer: Any) -> int:
+        n = min(len(buffer), self._size - self._pos)
+        if n <= 0:
+            return 0
+        buffer[:n] = self._slice(self._pos, self._pos + n)
+        self._pos += n
+        return n
+
+
+def read_shard_stats(s3: Any, bucket: str, key: str, size: int) -> dict[str, Any]:
+    """The ``__stats__`` of a shard's predictions object, without downloading the predictions.
+
+    Parameters
+    ----------
+    s3 : botocore S3 client
+    bucket, key : str
+    size : int
+        The object's size in bytes (from the listing).
+
+    Returns
+    -------
+    dict
+        What :func:`fanfit.jobs.estimate.crossfit_shard` stored: ``started_at``, ``ended_at``,
+        ``memory_mb``, ``placement``, ``resource``, ...
+
+    Raises
+    ------
+    KeyError
+        The object has no ``__stats__``.
+    OSError, zipfile.BadZipFile
+        It is not an ``.npz``.
+    """
+    with zipfile.ZipFile(_RangedObject(s3, bucket, key, size)) as zf, zf.open("__stats__.npy") as f:
+        stats = json.loads(str(np.lib.format.read_array(f, allow_pickle=False)))
+    return dict(stats)
+
+
+def _epoch(value: Any) -> float | None:
+    if isinstance(value, datetime):
+        return value.timestamp()
+    if isinstance(value, int | float):
+        return float(value)
+    return None
+
+
+def _missing(exc: Exception) -> bool:
+    """Whether an error says the object does not exist (yet): botocore's, or fanfit.storage's
+    :class:`~fanfit.errors.JobNotFoundError`."""
+    if isinstance(exc, errors.JobNotFoundError):
+        return True
+    code = getattr(exc, "response", {}).get("Error", {}).get("Code")
+    return code in ("404", "NoSuchKey", "NotFound")
+
+
+class ProgressTracker:
+    """Reads a running job's progress from its records, a bounded amount per snapshot.
+
+    What has been read once is kept: the spec, each finished shard's statistics, each round
+    record, the history events seen; a snapshot lists the job's new objects, downloads a
+    schedule again only when its ETag changed (``If-None-Match``), and fetches only the history
+    events newer than the last seen.
+
+    Parameters
+    ----------
+    job : fanfit.client.JobHandle
+        An estimate or train job handle (``client.store``, ``client.sfn``, ``job_id``,
+        ``execution_arn``).
+    kind : {'estimate', 'train'}
+    prices : PriceTable
+    now : callable, optional
+        Epoch seconds (default :func:`time.time`).
+    max_reads : int
+        Most shard statistics or round records read per snapshot (the rest wait for the next).
+    max_history_pages : int
+        Most history pages fetched per snapshot.
+    """
+
+    def __init__(
+        self,
+        job: Any,
+        kind: str,
+        *,
+        prices: PriceTable = DEFAULT_PRICES,
+        now: Callable[[], float] | None = None,
+        max_reads: int = 32,
+        max_history_pages: int = 5,
+    ) -> None:
+        if kind not in ("estimate", "train"):
+            raise ValueError(f"kind must be 'estimate' or 'train', got {kind!r}")
+        self.kind = kind
+        self.job_id: str = job.job_id
+        self.execution_arn: str = job.execution_arn
+        self.store: storage.JobStore = job.client.store
+        self.sfn = job.client.sfn
+        self.prices = prices
+        self.now = now or time.time
+        self.max_reads = max_reads
+        self.max_history_pages = max_history_pages
+        self.events: list[dict[str, Any]] = []
+        self._last_event_id = 0
+        self._phase: str | None = None
+        self._spec: dict[str, Any] | None = None
+        self._records: dict[str, dict[str, Any]] = {}  # key -> shard stats / step / worker record
+        self._schedules: dict[int, dict[str, Any]] = {}
+        self._etags: dict[str, tuple[str, dict[str, Any]]] = {}  # key -> (ETag, parsed JSON)
+        self._done: dict[int, set[str]] = {}
+        self._rounds_done = 0
+        self._last: JobProgress | None = None
+
+    # ---- reading
+
+    def _new_events(self) -> None:
+        """Fetch the history events newer than the last seen (newest first, a few pages at most)."""
+        fresh: list[dict[str, Any]] = []
+        token = None
+        for _ in range(self.max_history_pages):
+            kwargs: dict[str, Any] = {
+                "executionArn": self.execution_arn,
+                "reverseOrder": True,
+                "maxResults": 200,
+            }
+            if token:
+                kwargs["nextToken"] = token
+            page = self.sfn.get_execution_history(**kwargs)
+            events = page.get("events", [])
+            new = [e for e in events if int(e.get("id", 0)) > self._last_event_id]
+            fresh += new
+            token = page.get("nextToken")
+            if not token or len(new) < len(events):
+                break
+        fresh.sort(key=lambda e: int(e.get("id", 0)))
+        self.events += fresh
+        if fresh:
+            self._last_event_id = int(fresh[-1].get("id", self._last_event_id))
+        for ev in reversed(fresh):
+            if str(ev.get("type", "")).endswith("StateEntered"):
+                name = ev.get("stateEnteredEventDetails", {}).get("name", "")
+                self._phase = _PHASES.get(name, self._phase)
+                break
+
+    def _spec_json(self) -> dict[str, Any] | None:
+        if self._spec is None:
+            try:
+                self._spec = self.store.get_json(storage.spec_key(self.job_id))
+            except Exception as exc:
+                if not _missing(exc):
+                    raise
+        return self._spec
+
+    def _list(self, prefix: str) -> dict[str, int]:
+        """Key -> size of every object under ``prefix``."""
+        pages = self.store.s3.get_paginator("list_objects_v2").paginate(
+            Bucket=self.store.bucket, Prefix=prefix
+        )
+        return {o["Key"]: int(o.get("Size", 0)) for p in pages for o in p.get("Contents", [])}
+
+    def _get_json_once(self, key: str) -> dict[str, Any] | None:
+        if key not in self._records:
+            try:
+                self._records[key] = self.store.get_json(key)
+            except Exception as exc:
+                if not _missing(exc):
+                    raise
+                return None
+        return self._records[key]
+
+    def _get_json_if_changed(self, key: str) -> dict[str, Any] | None:
+        """A JSON object that changes (a schedule), downloaded again only when its ETag changed;
+        None while it does not exist."""
+        kwargs: dict[str, Any] = {"Bucket": self.store.bucket, "Key": key}
+        cached = self._etags.get(key)
+        if cached is not None:
+            kwargs["IfNoneMatch"] = cached[0]
+        try:
+            obj = self.store.s3.get_object(**kwargs)
+        except Exception as exc:
+            code = getattr(exc, "response", {}).get("Error", {}).get("Code")
+            if cached is not None and code in ("304", "NotModified"):
+                return cached[1]
+            if _missing(exc):
+                return None
+            raise
+        value = json.loads(obj["Body"].read())
+        self._etags[key] = (str(obj.get("ETag", "")), value)
+        return dict(value)
+
+    def _read_estimate(self) -> int:
+        """Refresh the schedules and the done shards; returns the job's fits (0 if unknown)."""
+        from fanfit import dml
+
+        spec_json = self._spec_json()
+        if not spec_json or "dml" not in spec_json:
+            return 0
+        spec = dml.DMLSpec.from_dict(spec_json["dml"])
+        n_stages = dml.n_stages(spec)
+        fits_total = sum(len(dml.fit_units(spec, s)) for s in range(n_stages))
+        budget = self.max_reads
+        for stage in range(n_stages):
+            if stage > 0 and stage - 1 not in self._schedules:
+                break
+            schedule = self._get_json_if_changed(storage.schedule_key(self.job_id, stage))
+            if schedule is None:
+                break
+            self._schedules[stage] = schedule
+            prep = self._get_json_once(storage.prepare_record_key(self.job_id, stage))
+            if prep is not None:
+                prep.setdefault("function", "Prepare")
+            for wave in self._schedules[stage].get("waves", []):
+                # a wave's Schedule step, priced from the schedule (a record, not an S3 key)
+                self._records.setdefault(
+                    f"schedule of stage {stage} wave {wave.get('wave')}",
+                    {**wave, "function": "Schedule"},
+                )
+            listed = self._list(storage.preds_prefix(self.job_id, stage))
+            self._done[stage] = {storage.shard_id_of_preds_key(k) for k in listed}
+            for key, size in sorted(listed.items()):
+                if key in self._records or budget <= 0:
+                    continue
+                budget -= 1
+                try:
+                    self._records[key] = read_shard_stats(
+                        self.store.s3, self.store.bucket, key, size
+                    )
+                except Exception as exc:  # not yet whole, or not an npz: counted, not priced
+                    log.debug("cannot read the statistics of %s: %s", key, exc)
+                    self._records[key] = {}
+        return fits_total
+
+    def _read_train(self) -> int:
+        """Refresh the rounds done; returns the most rounds (0 if unknown)."""
+        spec_json = self._spec_json()
+        spec = (spec_json or {}).get("spec") or {}
+        rounds_total = int(spec.get("rounds") or 0)
+        if rounds_total and spec.get("model") == "kmeans":
+            rounds_total += 1  # the final E-step round (inertia of the final centroids)
+        listed = self._list(storage.train_rounds_prefix(self.job_id))
+        keys = [k for k in listed if storage.is_train_round_key(k)]
+        self._rounds_done = len(keys)
+        budget = self.max_reads
+        for key in sorted(keys):
+            if key in self._records or budget <= 0:
+                continue
+            budget -= 1
+            record = self._get_json_once(key) or {}
+            for w in record.get("workers", []):
+                self._records[f"{key}#{w.get('worker')}"] = {**w, "function": "TrainShard"}
+        return rounds_total
+
+    def _cost(self) -> float | None:
+        priced = [
+            r
+            for r in self._records.values()
+            if "started_at" in r and "ended_at" in r and "memory_mb" in r
+        ]
+        return running_cost_usd(priced, count_state_transitions(self.events), self.prices)
+
+    # ---- the snapshot
+
+    def snapshot(self, desc: Mapping[str, Any] | None = None) -> JobProgress:
+        """The job's progress now.
+
+        Parameters
+        ----------
+        desc : dict, optional
+            ``DescribeExecution`` of the job's execution, when the caller has just read it.
+
+        Returns
+        -------
+        JobProgress
+            On a read error (permissions, throttling) the counts of the last good snapshot, with
+            the status and the elapsed time brought up to date; the error is logged at debug level.
+        """
+        if desc is None:
+            desc = self.sfn.describe_execution(executionArn=self.execution_arn)
+        status = str(desc.get("status", "RUNNING"))
+        start = _epoch(desc.get("startDate"))
+        stop = _epoch(desc.get("stopDate")) if status != "RUNNING" else None
+        elapsed = max((stop if stop is not None else self.now()) - start, 0.0) if start else 0.0
+        try:
+            self._new_events()
+            if self.kind == "estimate":
+                fits_total = self._read_estimate()
+                snap = estimate_progress(
+                    self.job_id, self._schedules, self._done, fits_total=fits_total,
+                    elapsed_s=elapsed, status=status, phase=self._phase, cost_usd=self._cost(),
+                )  # fmt: skip
+            else:
+                rounds_total = self._read_train()
+                snap = train_progress(
+                    self.job_id, self._rounds_done, rounds_total, elapsed_s=elapsed,
+                    status=status, phase=self._phase, cost_usd=self._cost(),
+                )  # fmt: skip
+        except Exception as exc:  # progress never fails the job's wait
+            log.debug("cannot read the progress of job %s: %s", self.job_id, exc)
+            base = self._last or JobProgress(kind=self.kind, job_id=self.job_id)
+            snap = replace(base, status=status, elapsed_s=elapsed)
+        self._last = snap
+        return snap
