@@ -9,7 +9,7 @@ import os
 import time
 import uuid
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import numpy as np
 import pandas as pd
@@ -17,11 +17,8 @@ import pandas as pd
 from fanfit import dml, errors, storage
 from fanfit.client.check import check_estimate
 from fanfit.client.data import read_table, to_matrix
-from fanfit.client.jobs import JobHandle, cost_or_none
+from fanfit.client.jobs import JobHandle, StackClient, cost_or_none
 from fanfit.client.options import EstimateOptions
-
-if TYPE_CHECKING:
-    from fanfit.client.client import Client
 
 __all__ = ["EstimateJob", "EstimateResult", "submit_estimate"]
 
@@ -160,7 +157,7 @@ class EstimateJob(JobHandle):
 
     kind = "estimate"
 
-    def __init__(self, client: Client, job_id: str, execution_arn: str) -> None:
+    def __init__(self, client: StackClient, job_id: str, execution_arn: str) -> None:
         super().__init__(client, job_id, execution_arn)
         self._result: EstimateResult | None = None
 
@@ -295,7 +292,7 @@ class EstimateJob(JobHandle):
 
 
 def submit_estimate(
-    client: Client,
+    client: StackClient,
     data: Any = None,
     *,
     job_id: str | None = None,
@@ -306,7 +303,8 @@ def submit_estimate(
 
     Parameters
     ----------
-    client : Client
+    client : StackClient
+        A :class:`fanfit.client.Client`.
     data : str, path, DataFrame or s3:// URI
     job_id : str, optional
         Default ``est-<date>-<time>-<8 hex>``.

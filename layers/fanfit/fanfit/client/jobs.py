@@ -11,18 +11,36 @@ import logging
 import math
 import re
 import time
-from typing import TYPE_CHECKING, Any, Self
+from typing import TYPE_CHECKING, Any, Protocol, Self
 
 from fanfit import errors, storage
+from fanfit.client.stack import Stack
 
 if TYPE_CHECKING:
-    from fanfit.client.client import Client
     from fanfit.cost import JobCost
     from fanfit.prices import PriceTable
 
-__all__ = ["JobHandle", "collect_cost", "cost_or_none"]
+__all__ = ["JobHandle", "StackClient", "collect_cost", "cost_or_none"]
 
 log = logging.getLogger("fanfit")
+
+
+class StackClient(Protocol):
+    """What job handles and job submission use of a :class:`fanfit.client.Client`: its stack, its
+    AWS clients, its job store and records (so that they need not import the client itself)."""
+
+    stack: Stack
+    session: Any
+    local: bool
+    s3: Any
+    sfn: Any
+    store: storage.JobStore
+    records: storage.JobRecords
+
+    def check_limits(self, kind: str, *, n_rows: int, n_cols: int) -> dict[str, float]:
+        """:meth:`fanfit.client.Client.check_limits`."""
+        ...
+
 
 #: Error names a failed execution may carry, mapped to the exception the client raises.
 _ERRORS: dict[str, type[errors.FanfitError]] = {
@@ -38,7 +56,8 @@ class JobHandle:
 
     Parameters
     ----------
-    client : Client
+    client : StackClient
+        A :class:`fanfit.client.Client`.
     job_id : str
     execution_arn : str
         The job's Step Functions execution.
@@ -51,7 +70,7 @@ class JobHandle:
     #: Longest pause between two polls of the execution, seconds.
     _MAX_POLL_S = 2.0
 
-    def __init__(self, client: Client, job_id: str, execution_arn: str) -> None:
+    def __init__(self, client: StackClient, job_id: str, execution_arn: str) -> None:
         self.client = client
         self.job_id = job_id
         self.execution_arn = execution_arn
@@ -182,7 +201,7 @@ class JobHandle:
 
 
 def collect_cost(
-    client: Client, job_id: str, execution_arn: str, prices: PriceTable | None, refresh: bool
+    client: StackClient, job_id: str, execution_arn: str, prices: PriceTable | None, refresh: bool
 ) -> JobCost:
     """The cost of a job of any kind (:meth:`JobHandle.cost`): the one kept in its record, unless
     ``prices`` or ``refresh``; else counted from the execution history and kept in the record

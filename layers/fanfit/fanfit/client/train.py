@@ -18,18 +18,15 @@ import time
 import uuid
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import numpy as np
 
 from fanfit import errors, storage
 from fanfit.client.data import read_table, to_matrix
-from fanfit.client.jobs import JobHandle, cost_or_none
+from fanfit.client.jobs import JobHandle, StackClient, cost_or_none
 from fanfit.client.options import check_columns, check_int, check_number, check_str, check_weight
 from fanfit.jobs.train import TrainSpec
-
-if TYPE_CHECKING:
-    from fanfit.client.client import Client
 
 __all__ = ["TrainJob", "TrainResult", "build_train_spec", "submit_train"]
 
@@ -289,7 +286,7 @@ class TrainJob(JobHandle):
     _ERRORS = _ERRORS
     _MAX_POLL_S = 1.0
 
-    def __init__(self, client: Client, job_id: str, execution_arn: str) -> None:
+    def __init__(self, client: StackClient, job_id: str, execution_arn: str) -> None:
         super().__init__(client, job_id, execution_arn)
         self._result: TrainResult | None = None
 
@@ -345,7 +342,7 @@ class TrainJob(JobHandle):
 
 
 def submit_train(
-    client: Client,
+    client: StackClient,
     data: Any,
     *,
     init: Any = None,
@@ -357,7 +354,8 @@ def submit_train(
 
     Parameters
     ----------
-    client : Client
+    client : StackClient
+        A :class:`fanfit.client.Client`.
     data : str, path, DataFrame or s3:// URI
         CSV, Parquet or Stata file, or a DataFrame.
     init : array_like of shape (n_clusters, d), optional
