@@ -116,19 +116,29 @@ def test_an_unknown_or_missing_option_is_a_type_error(client, make_plr_frame) ->
         check_estimate(make_plr_frame(50), y="y", d="d")
 
 
-def test_the_estimate_parser_is_generated_from_the_options_model() -> None:
+@pytest.mark.parametrize(
+    ("command", "model", "required"),
+    [
+        ("estimate", "EstimateOptions", ["--data", "f", "--y", "y", "--d", "d", "--x", "x"]),
+        ("train", "TrainOptions", ["--data", "f", "--model", "kmeans", "--features", "a,b"]),
+    ],
+)
+def test_a_commands_parser_is_generated_from_its_options_model(
+    command: str, model: str, required: list[str]
+) -> None:
     from fanfit.cli import build_parser
-    from fanfit.client import EstimateOptions
+    from fanfit.client import options as options_module
 
+    infos = getattr(options_module, model).infos()
     sub = next(
         a for a in build_parser()._actions if isinstance(a, argparse._SubParsersAction)
-    ).choices["estimate"]
+    ).choices[command]
     actions = {a.dest: a for a in sub._actions}
-    parsed = sub.parse_args(["--data", "f", "--y", "y", "--d", "d", "--x", "x"])
+    parsed = sub.parse_args(required)
     fields = parsed._config_fields
-    # GIVEN every option of the model WHEN the estimate parser is built THEN each is one flag
+    # GIVEN every option of the model WHEN the command's parser is built THEN each is one flag
     # with the model's spelling, help, choices, and (as a config field) its default and kind
-    for info in EstimateOptions.infos():
+    for info in infos:
         action = actions[info.name]
         assert action.option_strings == [info.flag]
         assert action.help == info.help
@@ -139,4 +149,6 @@ def test_the_estimate_parser_is_generated_from_the_options_model() -> None:
             assert field.default == info.default
         assert field.kind == ("str" if info.kind == "path" else info.kind)
         assert field.path == (info.kind == "path")
-    assert [i.name for i in EstimateOptions.infos()][:4] == ["data", "model", "score", "y"]
+    # AND the job options come first, in the model's order
+    flags = [a.dest for a in sub._actions if a.dest != "help"]
+    assert flags[: len(infos)] == [i.name for i in infos]

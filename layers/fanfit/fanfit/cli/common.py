@@ -19,6 +19,7 @@ __all__ = [
     "EXIT_INVALID",
     "EXIT_STACK",
     "add_config_options",
+    "add_options",
     "add_quiet_option",
     "add_stack_options",
     "cost_line",
@@ -59,6 +60,31 @@ def stack_client(args: argparse.Namespace) -> contextlib.AbstractContextManager[
     (``args.open_client``, which tests replace), else :func:`open_client`."""
     opener = getattr(args, "open_client", None) or open_client
     return opener(args)  # type: ignore[no-any-return]
+
+
+#: argparse's ``type`` of each option kind (the others are strings).
+_TYPES: dict[str, type] = {"int": int, "float": float}
+
+
+def add_options(p: argparse.ArgumentParser, infos: Sequence[OptionInfo]) -> None:
+    """One flag per option of an options model (:class:`fanfit.client.options.EstimateOptions`,
+    :class:`~fanfit.client.options.TrainOptions`): its spelling, type, default, choices, metavar
+    and help; a ``'bool'`` option is a flag without a value."""
+    for info in infos:
+        kwargs: dict[str, Any] = {"dest": info.name, "help": info.help}
+        if info.kind == "bool":
+            kwargs["action"] = "store_true"
+        elif info.required:
+            kwargs["required"] = True
+        else:
+            kwargs["default"] = info.default
+        if info.kind in _TYPES:
+            kwargs["type"] = _TYPES[info.kind]
+        if info.choices is not None:
+            kwargs["choices"] = list(info.choices)
+        if info.metavar is not None:
+            kwargs["metavar"] = info.metavar
+        p.add_argument(info.flag, **kwargs)
 
 
 def add_stack_options(p: argparse.ArgumentParser) -> None:

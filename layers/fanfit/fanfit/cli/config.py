@@ -14,8 +14,9 @@ as its long flags with underscores or dashes (``n_folds`` or ``n-folds`` for ``-
 
 Precedence: a flag given on the command line overrides the file, which overrides the flag's
 default. The fields are the parser's own options (derived from it by :func:`prepare_parser`), so
-an option added to the command is a config key at once; an estimate option's kind (columns,
-learner, file) and check come from :class:`fanfit.client.options.EstimateOptions`. Unknown keys, wrong types and values
+an option added to the command is a config key at once; a job option's kind (columns, integer
+list, learner, file) and check come from its options model
+(:class:`fanfit.client.options.EstimateOptions`, :class:`~fanfit.client.options.TrainOptions`). Unknown keys, wrong types and values
 outside a flag's choices raise :class:`fanfit.errors.InvalidJobError` naming the key and the file.
 
 This module is client-side only (PyYAML is not in the Lambda layer).
@@ -31,7 +32,6 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from fanfit.errors import InvalidJobError
-from fanfit.limits import check_weight
 
 if TYPE_CHECKING:
     from fanfit.client.options import OptionInfo
@@ -40,18 +40,6 @@ __all__ = ["ConfigField", "load_config", "prepare_parser", "resolve_args"]
 
 #: Options of a command that are not job fields (never read from a config file).
 _NOT_FIELDS = frozenset({"help", "config", "dry_run"})
-#: Options the command does not describe with an OptionInfo (train's) are told apart by name:
-#: column-list options: a YAML list of names, or the flag's comma-separated string.
-_COLUMN_FIELDS = frozenset({"d", "x", "z", "features"})
-#: Integer-list options: a YAML list of integers, one integer, or the flag's comma-separated string.
-_INT_LIST_FIELDS = frozenset({"worker_memory", "worker_batches"})
-#: File options: a relative path in a config file is relative to the file's directory.
-_PATH_FIELDS = frozenset({"data", "folds"})
-#: Number options with a range of their own: the option's check, given the value and its name
-#: (``<file>: <key>``) for the message.
-_RANGE_CHECKS: dict[str, Callable[[float, str], float]] = {
-    "weight": check_weight,
-}
 #: Where prepare_parser keeps the fields on the parsed namespace.
 _FIELDS_ATTR = "_config_fields"
 
@@ -91,12 +79,7 @@ class ConfigField:
 
 
 def _kind(action: argparse.Action) -> str:
-    if action.dest in _COLUMN_FIELDS:
-        return "columns"
-    if action.dest in _INT_LIST_FIELDS:
-        return "ints"
-    if action.dest.startswith("ml_"):
-        return "learner"
+    """The kind of an option no options model describes (``--output``, ``--timeout``)."""
     if action.nargs == 0 and isinstance(action.const, bool):
         return "bool"
     if action.type is int:
@@ -122,8 +105,9 @@ def prepare_parser(
     parser : argparse.ArgumentParser
         The command's (sub)parser.
     options : sequence of fanfit.client.options.OptionInfo
-        The command's options that carry their own kind (``'path'`` is a str that is a file)
-        and check; the others' are told from the parser and their names.
+        The command's job options (:class:`fanfit.client.options.EstimateOptions` or
+        :class:`~fanfit.client.options.TrainOptions`), which carry their kind (``'path'`` is a
+        str that is a file) and check; the other options' kinds are told from the parser.
 
     Returns
     -------
@@ -144,8 +128,7 @@ def prepare_parser(
                 info.check,
             )
         else:
-            kind, path = _kind(action), action.dest in _PATH_FIELDS
-            check = _RANGE_CHECKS.get(action.dest)
+            kind, path, check = _kind(action), False, None
         fields[action.dest] = ConfigField(
             dest=action.dest,
             flag=longs[0],

@@ -20,9 +20,6 @@ __all__ = ["add_parser", "print_table", "run"]
 
 log = logging.getLogger("fanfit")
 
-#: argparse's ``type`` of each option kind (the others are strings).
-_TYPES: dict[str, type] = {"int": int, "float": float}
-
 
 def add_parser(sub: Any) -> None:
     """Add ``fanfit estimate`` to the subcommands ``sub``: one flag per option of
@@ -33,19 +30,7 @@ def add_parser(sub: Any) -> None:
         description="Double/debiased machine learning on the stack; options named as DoubleML names them.",
     )
     infos = EstimateOptions.infos()
-    for info in infos:
-        kwargs: dict[str, Any] = {"dest": info.name, "help": info.help}
-        if info.required:
-            kwargs["required"] = True
-        else:
-            kwargs["default"] = info.default
-        if info.kind in _TYPES:
-            kwargs["type"] = _TYPES[info.kind]
-        if info.choices is not None:
-            kwargs["choices"] = list(info.choices)
-        if info.metavar is not None:
-            kwargs["metavar"] = info.metavar
-        p.add_argument(info.flag, **kwargs)
+    common.add_options(p, infos)
     common.add_stack_options(p)
     p.add_argument("--output", choices=["table", "json"], default="table")
     p.add_argument("--timeout", type=float, default=3600.0, help="seconds to wait for the job")

@@ -8,6 +8,7 @@ import logging
 from typing import Any
 
 from fanfit.cli import common, config
+from fanfit.client.options import TrainOptions
 
 __all__ = ["add_parser", "print_train", "run"]
 
@@ -23,59 +24,20 @@ def add_parser(sub: Any) -> None:
         "logistic / least-squares regression, one Lambda per worker per round, or for an MLP "
         "classifier on the GPU worker (AWS Batch).",
     )
-    p.add_argument("--data", required=True, help="CSV, Parquet or Stata (.dta) file, or s3:// URI")
-    p.add_argument("--model", required=True, help="kmeans | logreg | linreg | mlp")
-    p.add_argument("--features", required=True, help="feature columns, comma-separated")
-    p.add_argument("--target", help="target column (logreg, mlp: class labels; linreg: values)")
-    p.add_argument("--hidden", metavar="H[,H...]",
-                   help="mlp: hidden layer widths, e.g. 256,256,256")  # fmt: skip
-    p.add_argument("--workers", type=int, default=4, help="workers per round (1..40)")
-    p.add_argument(
-        "--worker-memory",
-        dest="worker_memory",
-        metavar="MB[,MB...]",
-        help="memory of every worker, or one per worker (e.g. 1769,1769,885,885)",
-    )
-    p.add_argument("--batch-workers", dest="batch_workers", type=int, default=0,
-                   help="how many of the workers run on the GPU worker (AWS Batch)")  # fmt: skip
-    p.add_argument("--global-batch", dest="global_batch", type=int,
-                   help="samples per SGD round, split over the workers")  # fmt: skip
-    p.add_argument("--rounds", type=int, default=10, help="most rounds")
-    p.add_argument("--balance", default="uniform",
-                   help="uniform | lb-bsp (Chen et al. 2021) | static (--worker-batches)")  # fmt: skip
-    p.add_argument("--worker-batches", dest="worker_batches", metavar="B[,B...]",
-                   help="static: each worker's batch, summing to --global-batch")  # fmt: skip
-    p.add_argument("--sync", default="bsp", help="bsp | ds-sync (Wang et al. 2020)")
-    p.add_argument(
-        "--group-size", dest="group_size", type=int, default=2, help="DS-Sync group size"
-    )
-    p.add_argument("--n-clusters", dest="n_clusters", type=int, help="K-Means' k")
-    p.add_argument("--lr", type=float, default=0.1, help="SGD learning rate")
-    p.add_argument("--l2", type=float, default=0.0, help="SGD L2 penalty")
-    p.add_argument("--tol", type=float, default=0.0,
-                   help="K-Means: absolute tolerance on the squared centre shift")  # fmt: skip
-    p.add_argument("--seed", type=int, default=0)
-    p.add_argument("--standardize", action="store_true", help="scale features to unit variance")
-    p.add_argument("--weight", type=float, default=1.0, metavar="W",
-                   help="the job's weight in the fair shares of the account's concurrency when "
-                   "jobs run at once: a number in (0, 100], default 1")  # fmt: skip
+    infos = TrainOptions.infos()
+    common.add_options(p, infos)
     common.add_stack_options(p)
     p.add_argument("--output", choices=["table", "json"], default="table")
     p.add_argument("--timeout", type=float, default=3600.0, help="seconds to wait for the job")
     common.add_quiet_option(p)
-    common.add_config_options(p, "train")
+    common.add_config_options(p, "train", infos)
     p.set_defaults(func=run)
-
-
-_TRAIN_OPTIONS = ("model", "features", "target", "workers", "worker_memory", "batch_workers",
-                  "global_batch", "rounds", "balance", "worker_batches", "sync", "group_size",
-                  "n_clusters", "lr", "l2", "tol", "seed", "standardize", "hidden")  # fmt: skip
 
 
 def run(args: argparse.Namespace) -> int:
     """Run ``fanfit train``; returns the exit code (0)."""
     config.resolve_args(args)  # --config FILE; flags on the command line win
-    options = {k: getattr(args, k) for k in _TRAIN_OPTIONS}
+    options = TrainOptions(**{k: getattr(args, k) for k in TrainOptions.names()}).spec_options()
     # Reject bad options before any stack is touched (memory sizes are checked against the stack's).
     from fanfit.client.options import check_weight
     from fanfit.client.train import build_train_spec

@@ -18,7 +18,7 @@ import dataclasses
 import numbers
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Self
 
 from fanfit import dml, limits
 from fanfit.errors import InvalidJobError
@@ -29,6 +29,7 @@ __all__ = [
     "LEARNER_KEYS",
     "EstimateOptions",
     "OptionInfo",
+    "TrainOptions",
     "build_spec",
     "check_columns",
     "check_int",
@@ -154,7 +155,8 @@ class OptionInfo:
     help : str or None
         The flag's help text.
     kind : str
-        ``'str'``, ``'int'``, ``'float'``, ``'columns'`` (one name or a list), ``'learner'`` or
+        ``'str'``, ``'int'``, ``'float'``, ``'bool'`` (a flag without a value), ``'columns'``
+        (one name or a list), ``'ints'`` (one integer, a list, or ``"1,2,3"``), ``'learner'`` or
         ``'path'`` (a file; relative to a config file's directory).
     choices : tuple or None
         The values the command line and config files accept.
@@ -199,6 +201,21 @@ def _option(
     return field(default=default, metadata={"option": info})
 
 
+def _weight() -> Any:
+    return _option(
+        limits.DEFAULT_WEIGHT,
+        kind="float",
+        metavar="W",
+        help="the job's weight in the fair shares of the account's concurrency when jobs run at "
+        "once: a number in (0, 100], default 1",
+        check=limits.check_weight,
+    )
+
+
+#: ``--data`` of every job kind.
+_DATA_HELP = "CSV, Parquet or Stata (.dta) file, or s3:// URI"
+
+
 def _learner(name: str) -> Any:
     return _option(
         None,
@@ -208,8 +225,29 @@ def _learner(name: str) -> Any:
     )
 
 
+class _Options:
+    """What an options model gives its users: its options' :class:`OptionInfo` and names."""
+
+    @classmethod
+    def infos(cls) -> tuple[OptionInfo, ...]:
+        """Every option's :class:`OptionInfo`, in the order of the fields (and of ``--help``)."""
+        return tuple(
+            OptionInfo(name=f.name, default=f.default, **f.metadata["option"])
+            for f in dataclasses.fields(cls)  # type: ignore[arg-type]
+        )
+
+    @classmethod
+    def names(cls) -> tuple[str, ...]:
+        """The options' names, in order."""
+        return tuple(f.name for f in dataclasses.fields(cls))  # type: ignore[arg-type]
+
+    def replace(self, **changes: Any) -> Self:
+        """A copy with ``changes``."""
+        return dataclasses.replace(self, **changes)  # type: ignore[type-var]
+
+
 @dataclass(frozen=True, kw_only=True)
-class EstimateOptions:
+class EstimateOptions(_Options):
     """Every option of an estimate job, named as DoubleML names them (the order of ``--help``).
 
     Parameters
@@ -253,7 +291,7 @@ class EstimateOptions:
         The job's weight in the fair shares of the account's concurrency, in (0, 100].
     """
 
-    data: Any = _option(help="CSV, Parquet or Stata (.dta) file, or s3:// URI", kind="path")
+    data: Any = _option(help=_DATA_HELP, kind="path")
     model: str = _option("plr", choices=("plr", "irm", "pliv", "iivm"))
     score: str | None = _option(
         None, help="plr: 'partialling out' | 'IV-type'; irm: ATE | ATTE; iivm: LATE"
@@ -290,36 +328,12 @@ class EstimateOptions:
         "per-repetition: DoubleML-Serverless's fixed layouts",
     )
     units_per_shard: int | None = _option(None, kind="int", help="fixed fits per invocation")
-    weight: float = _option(
-        1.0,
-        kind="float",
-        metavar="W",
-        help="the job's weight in the fair shares of the account's concurrency when jobs run at "
-        "once: a number in (0, 100], default 1",
-        check=limits.check_weight,
-    )
-
-    @classmethod
-    def infos(cls) -> tuple[OptionInfo, ...]:
-        """Every option's :class:`OptionInfo`, in the order of the fields (and of ``--help``)."""
-        return tuple(
-            OptionInfo(name=f.name, default=f.default, **f.metadata["option"])
-            for f in dataclasses.fields(cls)
-        )
-
-    @classmethod
-    def names(cls) -> tuple[str, ...]:
-        """The options' names, in order."""
-        return tuple(f.name for f in dataclasses.fields(cls))
+    weight: float = _weight()
 
     @property
     def learners(self) -> dict[str, str | LearnerSpec | None]:
         """``{"ml_l": ..., "ml_m": ..., "ml_g": ..., "ml_r": ...}``."""
         return {k: getattr(self, k) for k in LEARNER_KEYS}
-
-    def replace(self, **changes: Any) -> EstimateOptions:
-        """A copy with ``changes``."""
-        return dataclasses.replace(self, **changes)
 
     def build_spec(self) -> tuple[dml.DMLSpec, list[str]]:
         """The validated spec and the columns it uses: :func:`build_spec` of these options."""
@@ -357,6 +371,62 @@ class EstimateOptions:
             ):
                 raise InvalidJobError(f"{name} must be an integer of at least 1, got {value!r}")
         return spec, columns, check_weight(self.weight)
+
+
+@dataclass(frozen=True, kw_only=True)
+class TrainOptions(_Options):
+    """Every option of a train job (the order of ``--help``); the spec is built from them by
+    :func:`fanfit.client.train.build_train_spec`, whose parameters they are, plus ``data`` and
+    ``weight`` (see :func:`fanfit.client.train.submit_train`)."""
+
+    data: Any = _option(help=_DATA_HELP, kind="path")
+    model: str = _option(help="kmeans | logreg | linreg | mlp")
+    features: str | Sequence[str] = _option(help="feature columns, comma-separated", kind="columns")
+    target: str | None = _option(
+        None, help="target column (logreg, mlp: class labels; linreg: values)"
+    )
+    hidden: str | Sequence[int] | None = _option(
+        None, metavar="H[,H...]", help="mlp: hidden layer widths, e.g. 256,256,256"
+    )
+    workers: int = _option(4, kind="int", help="workers per round (1..40)")
+    worker_memory: int | str | Sequence[int] | None = _option(
+        None,
+        kind="ints",
+        metavar="MB[,MB...]",
+        help="memory of every worker, or one per worker (e.g. 1769,1769,885,885)",
+    )
+    batch_workers: int = _option(
+        0, kind="int", help="how many of the workers run on the GPU worker (AWS Batch)"
+    )
+    global_batch: int | None = _option(
+        None, kind="int", help="samples per SGD round, split over the workers"
+    )
+    rounds: int = _option(10, kind="int", help="most rounds")
+    balance: str = _option(
+        "uniform", help="uniform | lb-bsp (Chen et al. 2021) | static (--worker-batches)"
+    )
+    worker_batches: str | Sequence[int] | None = _option(
+        None,
+        kind="ints",
+        metavar="B[,B...]",
+        help="static: each worker's batch, summing to --global-batch",
+    )
+    sync: str = _option("bsp", help="bsp | ds-sync (Wang et al. 2020)")
+    group_size: int = _option(2, kind="int", help="DS-Sync group size")
+    n_clusters: int | None = _option(None, kind="int", help="K-Means' k")
+    lr: float = _option(0.1, kind="float", help="SGD learning rate")
+    l2: float = _option(0.0, kind="float", help="SGD L2 penalty")
+    tol: float = _option(
+        0.0, kind="float", help="K-Means: absolute tolerance on the squared centre shift"
+    )
+    seed: int = _option(0, kind="int")
+    standardize: bool = _option(False, kind="bool", help="scale features to unit variance")
+    weight: float = _weight()
+
+    def spec_options(self) -> dict[str, Any]:
+        """The options of :func:`fanfit.client.train.build_train_spec`: all but ``data`` and
+        ``weight``."""
+        return {k: getattr(self, k) for k in self.names() if k not in ("data", "weight")}
 
 
 def _as_list(value: str | Sequence[str] | None) -> list[str]:

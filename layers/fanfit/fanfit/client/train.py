@@ -25,7 +25,14 @@ import numpy as np
 from fanfit import errors, storage
 from fanfit.client.data import read_table, to_matrix
 from fanfit.client.jobs import JobHandle, StackClient, cost_or_none
-from fanfit.client.options import check_columns, check_int, check_number, check_str, check_weight
+from fanfit.client.options import (
+    TrainOptions,
+    check_columns,
+    check_int,
+    check_number,
+    check_str,
+    check_weight,
+)
 from fanfit.jobs.train import TrainSpec
 
 __all__ = ["TrainJob", "TrainResult", "build_train_spec", "submit_train"]
@@ -366,7 +373,7 @@ def submit_train(
         The job's weight in the fair shares of the account's concurrency when several jobs run
         at once (Dorm, :mod:`fanfit.jobs.sharing`): a positive number, at most 100; default 1.
     **options
-        Those of :func:`build_train_spec`.
+        Those of :func:`build_train_spec` (:class:`fanfit.client.options.TrainOptions`).
 
     Returns
     -------
@@ -383,8 +390,11 @@ def submit_train(
         raise errors.StackError(
             f"stack {client.stack.name!r} has no TrainStateMachineArn output; redeploy it"
         )
-    weight = check_weight(weight)
-    spec = build_train_spec(**options, valid_memory_mb=client.stack.train_worker_memory_mb or None)
+    checked = TrainOptions(data=data, weight=weight, **options)  # TypeError: an unknown option
+    weight = check_weight(checked.weight)
+    spec = build_train_spec(
+        **checked.spec_options(), valid_memory_mb=client.stack.train_worker_memory_mb or None
+    )
     columns = [*spec.features, *([spec.target] if spec.target else [])]
     names, values = to_matrix(read_table(data, client.s3), columns)
     spec.check_data(names, values)
