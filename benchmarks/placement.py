@@ -233,7 +233,7 @@ def main() -> int:
     import torch
 
     from fanfit import dml
-    from fanfit.planning import plan_report, stage_from_throughput
+    from fanfit.cli.plan import plan_report, stage_from_throughput
     from fanfit.sched.placement import compare_placements, solve_placement, stage_options
 
     torch.set_num_threads(1)

@@ -1,4 +1,4 @@
-"""Config files of ``fanfit estimate`` and ``fanfit train`` (:mod:`fanfit.config`).
+"""Config files of ``fanfit estimate`` and ``fanfit train`` (:mod:`fanfit.cli.config`).
 
 GIVEN YAML files of a command's options, WHEN the command's arguments are parsed and resolved,
 THEN the file fills what the command line did not give, a flag on the command line wins even when it
@@ -13,8 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from fanfit import config
-from fanfit.cli import build_parser
+from fanfit.cli import build_parser, config
 from fanfit.client import build_spec
 from fanfit.errors import InvalidJobError, InvalidLearnerError
 

@@ -384,7 +384,7 @@ class _FakeClient:
 
 
 def test_client_cost_of_an_ended_job_is_counted_once_and_kept_in_its_record():
-    from fanfit.client import _collect_cost
+    from fanfit.client.jobs import collect_cost as _collect_cost
 
     # GIVEN a succeeded job whose record has no cost yet
     client = _FakeClient("SUCCEEDED")
@@ -404,7 +404,7 @@ def test_client_cost_of_an_ended_job_is_counted_once_and_kept_in_its_record():
 
 
 def test_client_cost_of_a_running_job_is_not_kept():
-    from fanfit.client import _collect_cost
+    from fanfit.client.jobs import collect_cost as _collect_cost
 
     client = _FakeClient("RUNNING")
     cost = _collect_cost(client, "j", "arn:parent", None, False)
@@ -446,7 +446,7 @@ def _table_result(cost):
 
 
 def test_the_estimate_table_prints_the_whole_jobs_cost_or_says_what_it_covers(capsys):
-    from fanfit.cli import _print_table
+    from fanfit.cli.estimate import print_table as _print_table
 
     # GIVEN a result whose job was priced, and one whose cost could not be counted
     priced = job_cost(

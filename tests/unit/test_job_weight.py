@@ -17,8 +17,7 @@ from typing import Any
 import numpy as np
 import pytest
 
-from fanfit import config
-from fanfit.cli import build_parser, main
+from fanfit.cli import build_parser, config, main
 from fanfit.errors import InvalidJobError
 
 ROOT = Path(__file__).resolve().parents[2]

@@ -410,12 +410,12 @@ def test_rich_renderer_draws_the_counts() -> None:
 
 
 def test_wait_with_progress_polls_a_bounded_number_of_times(s3, monkeypatch, capsys) -> None:
-    import fanfit.client
+    import fanfit.client.jobs
 
     store = storage.JobStore(BUCKET, s3)
     _write_estimate(store, JOB)
     clock = FakeTime()
-    monkeypatch.setattr(fanfit.client, "time", clock)
+    monkeypatch.setattr(fanfit.client.jobs, "time", clock)
     monkeypatch.setattr(progress.readers, "time", clock)
     # GIVEN an execution that runs for 12 polls, then succeeds
     sfn = FakeSfn(statuses=["RUNNING"] * 12 + ["SUCCEEDED"])
@@ -434,10 +434,10 @@ def test_wait_with_progress_polls_a_bounded_number_of_times(s3, monkeypatch, cap
 def test_wait_ends_after_a_bounded_number_of_polls_even_with_a_stopped_clock(
     s3, monkeypatch, capsys
 ) -> None:
-    import fanfit.client
+    import fanfit.client.jobs
 
     clock = FakeTime(frozen=True)
-    monkeypatch.setattr(fanfit.client, "time", clock)
+    monkeypatch.setattr(fanfit.client.jobs, "time", clock)
     sfn = FakeSfn(statuses=["RUNNING"])
     job = TrainJob(_client(s3, sfn), "train-x", "arn:x")  # type: ignore[arg-type]
     # WHEN the clock never moves, THEN the loop still ends: at most timeout / poll + 1 polls
@@ -448,9 +448,9 @@ def test_wait_ends_after_a_bounded_number_of_polls_even_with_a_stopped_clock(
 
 
 def test_wait_with_progress_still_raises_the_failure(s3, monkeypatch, capsys) -> None:
-    import fanfit.client
+    import fanfit.client.jobs
 
-    monkeypatch.setattr(fanfit.client, "time", FakeTime())
+    monkeypatch.setattr(fanfit.client.jobs, "time", FakeTime())
     sfn = FakeSfn(statuses=["RUNNING", "FAILED"])
     job = TrainJob(_client(s3, sfn), "train-x", "arn:x")  # type: ignore[arg-type]
     with pytest.raises(errors.JobFailedError, match="ended FAILED: States.TaskFailed: boom"):
@@ -459,9 +459,9 @@ def test_wait_with_progress_still_raises_the_failure(s3, monkeypatch, capsys) ->
 
 
 def test_wait_without_progress_prints_nothing(s3, monkeypatch, capsys) -> None:
-    import fanfit.client
+    import fanfit.client.jobs
 
-    monkeypatch.setattr(fanfit.client, "time", FakeTime())
+    monkeypatch.setattr(fanfit.client.jobs, "time", FakeTime())
     sfn = FakeSfn(statuses=["RUNNING", "RUNNING", "SUCCEEDED"])
     EstimateJob(_client(s3, sfn), JOB, "arn:x").wait(timeout=30.0)  # type: ignore[arg-type]
     assert capsys.readouterr() == ("", "") and sfn.history_calls == []

@@ -28,6 +28,8 @@ from fanfit.errors import LambdaLimitError
 
 __all__ = [
     "DEFAULT_BASELINE_MB",
+    "DEFAULT_WEIGHT",
+    "MAX_WEIGHT",
     "DEFAULT_OVERHEAD_FACTOR",
     "LAMBDA_MAX_MEMORY_MB",
     "LAMBDA_MIN_MEMORY_MB",
@@ -38,6 +40,7 @@ __all__ = [
     "check_memory",
     "check_state",
     "check_tmp",
+    "check_weight",
     "data_bytes",
     "memory_needed_mb",
 ]
@@ -293,3 +296,52 @@ def check_job(
         )
         check_tmp(tmp_bytes, int(tmp), function=function)
     return needs
+
+
+#: A job's weight when none is given (Dorm's ``w_i``; :mod:`fanfit.jobs.sharing`).
+DEFAULT_WEIGHT = 1.0
+#: The largest weight a job may have.
+MAX_WEIGHT = 100.0
+
+
+def check_weight(value: Any, name: str = "weight") -> float:
+    """A job's weight in the fair shares of the account's capacity (Dorm's ``w_i``, Sun et al.
+    2017; :mod:`fanfit.jobs.sharing`), checked before it is used anywhere.
+
+    Parameters
+    ----------
+    value : int or float or None
+        None gives :data:`DEFAULT_WEIGHT`.
+    name : str
+        The option as the message names it (``weight``, ``--weight``, ``job.yaml: weight``).
+
+    Returns
+    -------
+    float
+        In ``(0, MAX_WEIGHT]``.
+
+    Raises
+    ------
+    fanfit.errors.InvalidJobError
+        Naming ``name``: not a real number (a bool, a string), not finite, not positive, or over
+        :data:`MAX_WEIGHT`.
+    """
+    import numbers
+
+    from fanfit.errors import InvalidJobError
+
+    if value is None:
+        return DEFAULT_WEIGHT
+    if isinstance(value, bool) or not isinstance(value, numbers.Real):
+        shown = repr(value) if len(repr(value)) <= 80 else f"a {type(value).__name__} value"
+        raise InvalidJobError(
+            f"{name} must be a number in (0, {MAX_WEIGHT:g}] (the job's weight in the fair "
+            f"shares; default {DEFAULT_WEIGHT:g}), got {shown}"
+        )
+    weight = float(value)
+    if not (math.isfinite(weight) and 0.0 < weight <= MAX_WEIGHT):
+        raise InvalidJobError(
+            f"{name} must be a positive finite number of at most {MAX_WEIGHT:g} (the job's "
+            f"weight in the fair shares; default {DEFAULT_WEIGHT:g}), got {value!r}"
+        )
+    return weight

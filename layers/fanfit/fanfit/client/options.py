@@ -1,20 +1,36 @@
-"""Type checks of user options, before a spec is built from them.
+"""User options: the estimate options defined once (:class:`EstimateOptions`), and type checks.
 
-The spec builders (:func:`fanfit.client.build_spec`, :func:`fanfit.client.train.build_train_spec`)
-take options from Python callers, the CLI and YAML configs; a value of the wrong type (``learners=0``,
-``d=0``, ``lr=None``, ``features=0``) must be a named :class:`fanfit.errors.InvalidJobError` naming the
+:class:`EstimateOptions` holds every option of an estimate job with its type, default, help text,
+command-line flag and check: :meth:`fanfit.client.Client.submit_estimate`,
+:func:`fanfit.client.check_estimate`, the ``fanfit estimate`` parser (built from it by
+:func:`fanfit.cli.estimate.add_parser`), its ``--config`` job files (:mod:`fanfit.cli.config`) and
+``--dry-run`` all read it, so an option is added or changed here only.
+
+The spec builders (:func:`build_spec`, :func:`fanfit.client.train.build_train_spec`) take options
+from Python callers, the CLI and YAML configs; a value of the wrong type (``learners=0``, ``d=0``,
+``lr=None``, ``features=0``) must be a named :class:`fanfit.errors.InvalidJobError` naming the
 option, never a ``TypeError`` or ``AttributeError`` from deep inside.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import numbers
-from collections.abc import Mapping
-from typing import Any
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any, Self
 
+from fanfit import dml, limits
 from fanfit.errors import InvalidJobError
+from fanfit.learners import LearnerSpec
+from fanfit.sched.sizing import POLICIES
 
 __all__ = [
+    "LEARNER_KEYS",
+    "EstimateOptions",
+    "OptionInfo",
+    "TrainOptions",
+    "build_spec",
     "check_columns",
     "check_int",
     "check_learners",
@@ -93,29 +109,14 @@ def check_number(name: str, value: Any) -> None:
 
 
 def check_weight(value: Any, name: str = "weight") -> float:
-    """A job's weight in the fair shares of the account's capacity (Dorm's ``w_i``,
-    :mod:`fanfit.jobs.sharing`): a positive finite number of at most 100; None gives 1.
-
-    Parameters
-    ----------
-    value : int or float or None
-    name : str
-        The option as the message names it (``weight``, ``--weight``).
-
-    Returns
-    -------
-    float
-        The weight, in ``(0, 100]``.
+    """A job's weight in the fair shares: :func:`fanfit.limits.check_weight`.
 
     Raises
     ------
     InvalidJobError
-        Naming ``name``: not a number (a bool, a string), NaN or infinite, zero or negative, or
-        over 100.
+        Naming ``name``.
     """
-    from fanfit.jobs.sharing import check_weight as check
-
-    return check(value, name)
+    return limits.check_weight(value, name)
 
 
 def check_learners(value: Any) -> None:
@@ -126,8 +127,6 @@ def check_learners(value: Any) -> None:
     InvalidJobError
         Naming the learner, or ``learners`` itself.
     """
-    from fanfit.learners import LearnerSpec
-
     if not isinstance(value, Mapping):
         raise InvalidJobError(
             f"learners must map ml_l/ml_m/ml_g/ml_r to learner specs, got {_shown(value)}"
@@ -137,3 +136,368 @@ def check_learners(value: Any) -> None:
             raise InvalidJobError(
                 f"learner {key} must be 'NAME' or 'NAME:{{json params}}', got {_shown(spec)}"
             )
+
+
+#: The nuisance learners an estimate job names, as DoubleML names them.
+LEARNER_KEYS = ("ml_l", "ml_m", "ml_g", "ml_r")
+
+
+@dataclass(frozen=True)
+class OptionInfo:
+    """How one option is shown and checked outside Python: its flag, help, parsing and check.
+
+    Attributes
+    ----------
+    name : str
+        The keyword (``n_folds``); also the config-file key and the argparse destination.
+    default : Any
+        The default (:data:`dataclasses.MISSING` for a required option).
+    help : str or None
+        The flag's help text.
+    kind : str
+        ``'str'``, ``'int'``, ``'float'``, ``'bool'`` (a flag without a value), ``'columns'``
+        (one name or a list), ``'ints'`` (one integer, a list, or ``"1,2,3"``), ``'learner'`` or
+        ``'path'`` (a file; relative to a config file's directory).
+    choices : tuple or None
+        The values the command line and config files accept.
+    metavar : str or None
+        The flag's metavar.
+    check : callable or None
+        A range check ``check(value, name) -> value`` run on the command line and config files
+        with the flag or the key as ``name`` (``weight``: :func:`fanfit.limits.check_weight`).
+    """
+
+    name: str
+    default: Any
+    help: str | None = None
+    kind: str = "str"
+    choices: tuple[Any, ...] | None = None
+    metavar: str | None = None
+    check: Callable[[Any, str], Any] | None = None
+
+    @property
+    def flag(self) -> str:
+        """The long flag: ``--n-folds`` for ``n_folds``."""
+        return "--" + self.name.replace("_", "-")
+
+    @property
+    def required(self) -> bool:
+        """Whether the option has no default."""
+        return self.default is dataclasses.MISSING
+
+
+def _option(
+    default: Any = dataclasses.MISSING,
+    *,
+    help: str | None = None,  # noqa: A002 - argparse's name
+    kind: str = "str",
+    choices: Sequence[Any] | None = None,
+    metavar: str | None = None,
+    check: Callable[[Any, str], Any] | None = None,
+) -> Any:
+    """A field of :class:`EstimateOptions` with its :class:`OptionInfo` (name filled in later)."""
+    info = {"help": help, "kind": kind, "choices": None if choices is None else tuple(choices),
+            "metavar": metavar, "check": check}  # fmt: skip
+    return field(default=default, metadata={"option": info})
+
+
+def _weight() -> Any:
+    return _option(
+        limits.DEFAULT_WEIGHT,
+        kind="float",
+        metavar="W",
+        help="the job's weight in the fair shares of the account's concurrency when jobs run at "
+        "once: a number in (0, 100], default 1",
+        check=limits.check_weight,
+    )
+
+
+#: ``--data`` of every job kind.
+_DATA_HELP = "CSV, Parquet or Stata (.dta) file, or s3:// URI"
+
+
+def _learner(name: str) -> Any:
+    return _option(
+        None,
+        kind="learner",
+        metavar="SPEC",
+        help=f"learner {name}: a scikit-learn class name, optionally NAME:{{json params}}",
+    )
+
+
+class _Options:
+    """What an options model gives its users: its options' :class:`OptionInfo` and names."""
+
+    @classmethod
+    def infos(cls) -> tuple[OptionInfo, ...]:
+        """Every option's :class:`OptionInfo`, in the order of the fields (and of ``--help``)."""
+        return tuple(
+            OptionInfo(name=f.name, default=f.default, **f.metadata["option"])
+            for f in dataclasses.fields(cls)  # type: ignore[arg-type]
+        )
+
+    @classmethod
+    def names(cls) -> tuple[str, ...]:
+        """The options' names, in order."""
+        return tuple(f.name for f in dataclasses.fields(cls))  # type: ignore[arg-type]
+
+    def replace(self, **changes: Any) -> Self:
+        """A copy with ``changes``."""
+        return dataclasses.replace(self, **changes)  # type: ignore[type-var]
+
+
+@dataclass(frozen=True, kw_only=True)
+class EstimateOptions(_Options):
+    """Every option of an estimate job, named as DoubleML names them (the order of ``--help``).
+
+    Parameters
+    ----------
+    data : str, path, DataFrame or s3:// URI
+        CSV, Parquet or Stata (.dta) file.
+    model : {'plr', 'irm', 'pliv', 'iivm'}
+    score : str, optional
+        plr: ``'partialling out'`` | ``'IV-type'``; irm: ``ATE`` | ``ATTE``; iivm: ``LATE``;
+        default DoubleML's.
+    y : str
+        Outcome column.
+    d, x : str or sequence of str
+        Treatment and covariate columns (comma-separated in a str).
+    z : str or sequence of str, optional
+        Instrument columns (pliv, iivm).
+    ml_l, ml_m, ml_g, ml_r : str or LearnerSpec, optional
+        Nuisance learners: ``"NAME"`` or ``"NAME:{json params}"`` from the allow-list
+        (:mod:`fanfit.learners`).
+    n_folds, n_rep : int
+        Folds and repetitions of the cross-fitting.
+    seed : int
+        Seed of the sample splitting and the learners.
+    folds : array or str, optional
+        Each row's 0-based test fold, shape (n_obs, n_rep), or a CSV file of it.
+    trimming_threshold : float
+        Propensity trimming (irm, iivm).
+    boot_method : {'normal', 'Bayes', 'wild'}, optional
+        Multiplier bootstrap of the joint confidence intervals.
+    n_rep_boot : int
+        Bootstrap repetitions.
+    max_concurrency : int, optional
+        Cap on concurrent cross-fitting invocations (default: the account's concurrency on AWS,
+        the machine's cores on the local stack).
+    sharding : {'auto', 'per-fold', 'per-repetition'}
+        ``auto``: shards sized from measured throughput; the others are DoubleML-Serverless's
+        fixed layouts.
+    units_per_shard : int, optional
+        Fixed fits per invocation.
+    weight : float
+        The job's weight in the fair shares of the account's concurrency, in (0, 100].
+    """
+
+    data: Any = _option(help=_DATA_HELP, kind="path")
+    model: str = _option("plr", choices=("plr", "irm", "pliv", "iivm"))
+    score: str | None = _option(
+        None, help="plr: 'partialling out' | 'IV-type'; irm: ATE | ATTE; iivm: LATE"
+    )
+    y: str = _option(help="outcome column")
+    d: str | Sequence[str] = _option(help="treatment column(s), comma-separated", kind="columns")
+    x: str | Sequence[str] = _option(help="covariate columns, comma-separated", kind="columns")
+    z: str | Sequence[str] | None = _option(
+        None, help="instrument column(s) (pliv, iivm)", kind="columns"
+    )
+    ml_l: str | LearnerSpec | None = _learner("ml_l")
+    ml_m: str | LearnerSpec | None = _learner("ml_m")
+    ml_g: str | LearnerSpec | None = _learner("ml_g")
+    ml_r: str | LearnerSpec | None = _learner("ml_r")
+    n_folds: int = _option(5, kind="int")
+    n_rep: int = _option(1, kind="int")
+    seed: int = _option(0, kind="int", help="seed of the sample splitting and learners")
+    folds: Any = _option(
+        None,
+        kind="path",
+        help="CSV: one column per repetition, one row per observation, holding the 0-based test "
+        "fold of that row",
+    )
+    trimming_threshold: float = _option(0.01, kind="float")
+    boot_method: str | None = _option(None, choices=("normal", "Bayes", "wild"))
+    n_rep_boot: int = _option(500, kind="int")
+    max_concurrency: int | None = _option(
+        None, kind="int", help="cap on concurrent cross-fitting invocations"
+    )
+    sharding: str = _option(
+        "auto",
+        choices=POLICIES,
+        help="auto: sized from measured throughput (a probe wave first); per-fold / "
+        "per-repetition: DoubleML-Serverless's fixed layouts",
+    )
+    units_per_shard: int | None = _option(None, kind="int", help="fixed fits per invocation")
+    weight: float = _weight()
+
+    @property
+    def learners(self) -> dict[str, str | LearnerSpec | None]:
+        """``{"ml_l": ..., "ml_m": ..., "ml_g": ..., "ml_r": ...}``."""
+        return {k: getattr(self, k) for k in LEARNER_KEYS}
+
+    def build_spec(self) -> tuple[dml.DMLSpec, list[str]]:
+        """The validated spec and the columns it uses: :func:`build_spec` of these options."""
+        return build_spec(
+            y=self.y, d=self.d, x=self.x, z=self.z, model=self.model, score=self.score,
+            learners=self.learners, n_folds=self.n_folds, n_rep=self.n_rep, seed=self.seed,
+            trimming_threshold=self.trimming_threshold, boot_method=self.boot_method,
+            n_rep_boot=self.n_rep_boot,
+        )  # fmt: skip
+
+    def check(self) -> tuple[dml.DMLSpec, list[str], float]:
+        """Check every option without reading the data.
+
+        In order: the spec (:func:`build_spec`), ``sharding``, ``max_concurrency`` and
+        ``units_per_shard``, then ``weight`` (:func:`fanfit.limits.check_weight`).
+
+        Returns
+        -------
+        (spec, columns, weight) : DMLSpec, list of str, float
+
+        Raises
+        ------
+        InvalidJobError, fanfit.errors.InvalidLearnerError
+            Naming the option.
+        """
+        spec, columns = self.build_spec()
+        if self.sharding not in POLICIES:
+            raise InvalidJobError(
+                f"sharding must be one of {', '.join(POLICIES)}; got {self.sharding!r}"
+            )
+        for name in ("max_concurrency", "units_per_shard"):
+            value = getattr(self, name)
+            if value is not None and (
+                isinstance(value, bool) or not isinstance(value, int) or value < 1
+            ):
+                raise InvalidJobError(f"{name} must be an integer of at least 1, got {value!r}")
+        return spec, columns, check_weight(self.weight)
+
+
+@dataclass(frozen=True, kw_only=True)
+class TrainOptions(_Options):
+    """Every option of a train job (the order of ``--help``); the spec is built from them by
+    :func:`fanfit.client.train.build_train_spec`, whose parameters they are, plus ``data`` and
+    ``weight`` (see :func:`fanfit.client.train.submit_train`)."""
+
+    data: Any = _option(help=_DATA_HELP, kind="path")
+    model: str = _option(help="kmeans | logreg | linreg | mlp")
+    features: str | Sequence[str] = _option(help="feature columns, comma-separated", kind="columns")
+    target: str | None = _option(
+        None, help="target column (logreg, mlp: class labels; linreg: values)"
+    )
+    hidden: str | Sequence[int] | None = _option(
+        None, metavar="H[,H...]", help="mlp: hidden layer widths, e.g. 256,256,256"
+    )
+    workers: int = _option(4, kind="int", help="workers per round (1..40)")
+    worker_memory: int | str | Sequence[int] | None = _option(
+        None,
+        kind="ints",
+        metavar="MB[,MB...]",
+        help="memory of every worker, or one per worker (e.g. 1769,1769,885,885)",
+    )
+    batch_workers: int = _option(
+        0, kind="int", help="how many of the workers run on the GPU worker (AWS Batch)"
+    )
+    global_batch: int | None = _option(
+        None, kind="int", help="samples per SGD round, split over the workers"
+    )
+    rounds: int = _option(10, kind="int", help="most rounds")
+    balance: str = _option(
+        "uniform", help="uniform | lb-bsp (Chen et al. 2021) | static (--worker-batches)"
+    )
+    worker_batches: str | Sequence[int] | None = _option(
+        None,
+        kind="ints",
+        metavar="B[,B...]",
+        help="static: each worker's batch, summing to --global-batch",
+    )
+    sync: str = _option("bsp", help="bsp | ds-sync (Wang et al. 2020)")
+    group_size: int = _option(2, kind="int", help="DS-Sync group size")
+    n_clusters: int | None = _option(None, kind="int", help="K-Means' k")
+    lr: float = _option(0.1, kind="float", help="SGD learning rate")
+    l2: float = _option(0.0, kind="float", help="SGD L2 penalty")
+    tol: float = _option(
+        0.0, kind="float", help="K-Means: absolute tolerance on the squared centre shift"
+    )
+    seed: int = _option(0, kind="int")
+    standardize: bool = _option(False, kind="bool", help="scale features to unit variance")
+    weight: float = _weight()
+
+    def spec_options(self) -> dict[str, Any]:
+        """The options of :func:`fanfit.client.train.build_train_spec`: all but ``data`` and
+        ``weight``."""
+        return {k: getattr(self, k) for k in self.names() if k not in ("data", "weight")}
+
+
+def _as_list(value: str | Sequence[str] | None) -> list[str]:
+    if value is None:
+        return []
+    if isinstance(value, str):
+        return [c.strip() for c in value.split(",") if c.strip()]
+    return [str(c) for c in value]
+
+
+def build_spec(
+    *,
+    y: str,
+    d: str | Sequence[str],
+    x: Sequence[str] | str,
+    z: str | Sequence[str] | None,
+    model: str,
+    score: str | None,
+    learners: dict[str, str | LearnerSpec | None],
+    n_folds: int,
+    n_rep: int,
+    seed: int,
+    trimming_threshold: float = 0.01,
+    boot_method: str | None = None,
+    n_rep_boot: int = 500,
+) -> tuple[dml.DMLSpec, list[str]]:
+    """Build and validate a :class:`fanfit.dml.DMLSpec` from user options.
+
+    Returns
+    -------
+    (spec, columns) : DMLSpec, list of str
+        The spec and the data columns it uses (y, d, x, z in that order).
+
+    Raises
+    ------
+    fanfit.errors.InvalidJobError, InvalidLearnerError
+        Also for an option of the wrong type (``learners=0``, ``d=0``), naming it.
+    """
+    check_str("y", y)
+    check_columns("d", d)
+    check_columns("x", x)
+    check_columns("z", z, optional=True)
+    check_str("model", model)
+    check_str("score", score, optional=True)
+    check_str("boot_method", boot_method, optional=True)
+    check_learners(learners)
+    for name, value in (("n_folds", n_folds), ("n_rep", n_rep), ("seed", seed),
+                        ("n_rep_boot", n_rep_boot)):  # fmt: skip
+        check_int(name, value)
+    check_number("trimming_threshold", trimming_threshold)
+    parsed = {
+        k: (v if isinstance(v, LearnerSpec) else LearnerSpec.parse(v))
+        for k, v in learners.items()
+        if v is not None
+    }
+    model = str(model).lower()
+    spec = dml.DMLSpec(
+        model=model,
+        score=score or dml.DEFAULT_SCORE.get(model, ""),
+        y_col=y,
+        d_cols=tuple(_as_list(d)),
+        x_cols=tuple(_as_list(x)),
+        z_cols=tuple(_as_list(z)),
+        n_folds=int(n_folds),
+        n_rep=int(n_rep),
+        seed=int(seed),
+        learners=parsed,
+        trimming_threshold=float(trimming_threshold),
+        n_rep_boot=int(n_rep_boot),
+        boot_method=boot_method,
+    )
+    spec.validate()
+    columns = [spec.y_col, *spec.d_cols, *spec.x_cols, *spec.z_cols]
+    return spec, columns

@@ -18,17 +18,22 @@ import time
 import uuid
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import numpy as np
 
 from fanfit import errors, storage
-from fanfit.client import JobHandle
 from fanfit.client.data import read_table, to_matrix
+from fanfit.client.jobs import JobHandle, StackClient, cost_or_none
+from fanfit.client.options import (
+    TrainOptions,
+    check_columns,
+    check_int,
+    check_number,
+    check_str,
+    check_weight,
+)
 from fanfit.jobs.train import TrainSpec
-
-if TYPE_CHECKING:
-    from fanfit.client import Client
 
 __all__ = ["TrainJob", "TrainResult", "build_train_spec", "submit_train"]
 
@@ -148,20 +153,18 @@ def build_train_spec(
     fanfit.errors.InvalidJobError
         Naming the option.
     """
-    from fanfit.client import options as opt
-
-    opt.check_str("model", model)
-    opt.check_columns("features", features)
-    opt.check_str("target", target, optional=True)
+    check_str("model", model)
+    check_columns("features", features)
+    check_str("target", target, optional=True)
     for name, value in (("workers", workers), ("batch_workers", batch_workers),
                         ("rounds", rounds), ("group_size", group_size), ("seed", seed)):  # fmt: skip
-        opt.check_int(name, value)
-    opt.check_int("global_batch", global_batch, optional=True)
-    opt.check_int("n_clusters", n_clusters, optional=True)
-    opt.check_str("balance", balance)
-    opt.check_str("sync", sync)
+        check_int(name, value)
+    check_int("global_batch", global_batch, optional=True)
+    check_int("n_clusters", n_clusters, optional=True)
+    check_str("balance", balance)
+    check_str("sync", sync)
     for option, number in (("lr", lr), ("l2", l2), ("tol", tol)):
-        opt.check_number(option, number)
+        check_number(option, number)
     spec = TrainSpec(
         model=str(model).lower(),
         features=tuple(_as_list(features)),
@@ -290,7 +293,7 @@ class TrainJob(JobHandle):
     _ERRORS = _ERRORS
     _MAX_POLL_S = 1.0
 
-    def __init__(self, client: Client, job_id: str, execution_arn: str) -> None:
+    def __init__(self, client: StackClient, job_id: str, execution_arn: str) -> None:
         super().__init__(client, job_id, execution_arn)
         self._result: TrainResult | None = None
 
@@ -341,14 +344,12 @@ class TrainJob(JobHandle):
             for i, record in enumerate(rounds):
                 record["wall_s"] = walls[i - skipped] if i >= skipped else None
             self._result = TrainResult(raw=raw, timings={"round_wall_s": walls})
-            from fanfit.client import _cost_or_none
-
-            self._result.cost = _cost_or_none(self)
+            self._result.cost = cost_or_none(self)
         return self._result
 
 
 def submit_train(
-    client: Client,
+    client: StackClient,
     data: Any,
     *,
     init: Any = None,
@@ -360,7 +361,8 @@ def submit_train(
 
     Parameters
     ----------
-    client : Client
+    client : StackClient
+        A :class:`fanfit.client.Client`.
     data : str, path, DataFrame or s3:// URI
         CSV, Parquet or Stata file, or a DataFrame.
     init : array_like of shape (n_clusters, d), optional
@@ -371,7 +373,7 @@ def submit_train(
         The job's weight in the fair shares of the account's concurrency when several jobs run
         at once (Dorm, :mod:`fanfit.jobs.sharing`): a positive number, at most 100; default 1.
     **options
-        Those of :func:`build_train_spec`.
+        Those of :func:`build_train_spec` (:class:`fanfit.client.options.TrainOptions`).
 
     Returns
     -------
@@ -388,10 +390,11 @@ def submit_train(
         raise errors.StackError(
             f"stack {client.stack.name!r} has no TrainStateMachineArn output; redeploy it"
         )
-    from fanfit.client import options as opt
-
-    weight = opt.check_weight(weight)
-    spec = build_train_spec(**options, valid_memory_mb=client.stack.train_worker_memory_mb or None)
+    checked = TrainOptions(data=data, weight=weight, **options)  # TypeError: an unknown option
+    weight = check_weight(checked.weight)
+    spec = build_train_spec(
+        **checked.spec_options(), valid_memory_mb=client.stack.train_worker_memory_mb or None
+    )
     columns = [*spec.features, *([spec.target] if spec.target else [])]
     names, values = to_matrix(read_table(data, client.s3), columns)
     spec.check_data(names, values)
@@ -412,9 +415,7 @@ def submit_train(
                 f"init must have shape (n_clusters, n_features) = ({spec.n_clusters}, "
                 f"{len(spec.features)}); got {centroids.shape}"
             )
-        job["init_key"] = client.store.put_array(
-            f"{storage.job_prefix(job_id)}input-init.npy", centroids
-        )
+        job["init_key"] = client.store.put_array(storage.input_init_key(job_id), centroids)
     key = client.store.put_json(storage.spec_key(job_id), job)
     started = client.sfn.start_execution(
         stateMachineArn=client.stack.train_state_machine_arn,

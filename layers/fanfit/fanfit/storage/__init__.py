@@ -120,6 +120,18 @@ def spec_key(job_id: str) -> str:
     return f"jobs/{job_id}/spec.json"
 
 
+def input_folds_key(job_id: str) -> str:
+    """Key of the folds the user gave an estimate job (int64, shape (n_obs, n_rep)), written by
+    the client."""
+    return f"{job_prefix(job_id)}input-folds.npy"
+
+
+def input_init_key(job_id: str) -> str:
+    """Key of the initial K-Means centroids the user gave a train job (float64, shape
+    (n_clusters, n_features)), written by the client."""
+    return f"{job_prefix(job_id)}input-init.npy"
+
+
 def plan_key(job_id: str) -> str:
     """Key of the plan written by Prepare."""
     return f"jobs/{job_id}/plan.json"

@@ -39,6 +39,7 @@ __all__ = [
     "DEFAULT_GPU_STARTUP_S",
     "DEFAULT_LAMBDA_STARTUP_S",
     "add_arguments",
+    "add_parser",
     "parse_stage_option",
     "plan_job",
     "plan_report",
@@ -385,7 +386,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         metavar="NAME:N_SAMPLES:CPU_SAMPLES_PER_S[:GPU_SPEEDUP]",
         help="a stage, in run order; throughput of one worker at 1 vCPU (Lambda 1769 MB)",
     )
-    p.add_argument("--stages-file", help="JSON file of stage profiles (see fanfit.planning)")
+    p.add_argument("--stages-file", help="JSON file of stage profiles (see fanfit.cli.plan)")
     p.add_argument("--memory", default=str(LAMBDA_MB_PER_VCPU), metavar="MB[,MB...]",
                    help="Lambda memory sizes to consider")  # fmt: skip
     p.add_argument("--threads", type=float, default=1.0,
@@ -450,3 +451,15 @@ def run_command(args: argparse.Namespace) -> int:
     else:
         render_table(results)
     return 0
+
+
+def add_parser(sub: Any) -> None:
+    """Add ``fanfit plan`` to the subcommands ``sub`` (options: :func:`add_arguments`)."""
+    p = sub.add_parser(
+        "plan",
+        help="cost-optimal placement of a job's stages on Lambda or Batch GPU (HeterPS), before it runs",
+        description="Chooses a resource and a worker count per stage at least cost within a deadline, "
+        "and prints it next to the all-CPU, all-GPU and greedy baselines. Nothing runs on AWS.",
+    )
+    add_arguments(p)
+    p.set_defaults(func=run_command)

@@ -14,7 +14,9 @@ as its long flags with underscores or dashes (``n_folds`` or ``n-folds`` for ``-
 
 Precedence: a flag given on the command line overrides the file, which overrides the flag's
 default. The fields are the parser's own options (derived from it by :func:`prepare_parser`), so
-an option added to the command is a config key at once. Unknown keys, wrong types and values
+an option added to the command is a config key at once; a job option's kind (columns, integer
+list, learner, file) and check come from its options model
+(:class:`fanfit.client.options.EstimateOptions`, :class:`~fanfit.client.options.TrainOptions`). Unknown keys, wrong types and values
 outside a flag's choices raise :class:`fanfit.errors.InvalidJobError` naming the key and the file.
 
 This module is client-side only (PyYAML is not in the Lambda layer).
@@ -24,28 +26,20 @@ from __future__ import annotations
 
 import argparse
 import os
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from fanfit.errors import InvalidJobError
+
+if TYPE_CHECKING:
+    from fanfit.client.options import OptionInfo
 
 __all__ = ["ConfigField", "load_config", "prepare_parser", "resolve_args"]
 
 #: Options of a command that are not job fields (never read from a config file).
 _NOT_FIELDS = frozenset({"help", "config", "dry_run"})
-#: Column-list options: a YAML list of names, or the flag's comma-separated string.
-_COLUMN_FIELDS = frozenset({"d", "x", "z", "features"})
-#: Integer-list options: a YAML list of integers, one integer, or the flag's comma-separated string.
-_INT_LIST_FIELDS = frozenset({"worker_memory", "worker_batches"})
-#: File options: a relative path in a config file is relative to the file's directory.
-_PATH_FIELDS = frozenset({"data", "folds"})
-#: Number options with a range of their own: the option's check, given the value and its name
-#: (``<file>: <key>``) for the message.
-_RANGE_CHECKS: dict[str, Callable[[float, str], float]] = {
-    "weight": lambda value, name: _check_weight(value, name),
-}
 #: Where prepare_parser keeps the fields on the parsed namespace.
 _FIELDS_ATTR = "_config_fields"
 
@@ -68,6 +62,10 @@ class ConfigField:
         ``'str'``, ``'int'``, ``'float'``, ``'bool'``, ``'columns'``, ``'ints'`` or ``'learner'``.
     choices : tuple or None
         The flag's choices.
+    path : bool
+        A file: a relative path in a config file is relative to the file's directory.
+    check : callable or None
+        A range check ``check(value, name) -> value`` (``weight``).
     """
 
     dest: str
@@ -76,15 +74,12 @@ class ConfigField:
     required: bool
     kind: str
     choices: tuple[Any, ...] | None = None
+    path: bool = False
+    check: Callable[[Any, str], Any] | None = None
 
 
 def _kind(action: argparse.Action) -> str:
-    if action.dest in _COLUMN_FIELDS:
-        return "columns"
-    if action.dest in _INT_LIST_FIELDS:
-        return "ints"
-    if action.dest.startswith("ml_"):
-        return "learner"
+    """The kind of an option no options model describes (``--output``, ``--timeout``)."""
     if action.nargs == 0 and isinstance(action.const, bool):
         return "bool"
     if action.type is int:
@@ -94,7 +89,9 @@ def _kind(action: argparse.Action) -> str:
     return "str"
 
 
-def prepare_parser(parser: argparse.ArgumentParser) -> dict[str, ConfigField]:
+def prepare_parser(
+    parser: argparse.ArgumentParser, options: Sequence[OptionInfo] = ()
+) -> dict[str, ConfigField]:
     """Let a command's options come from a config file as well as the command line.
 
     Records every long option of ``parser`` (except ``--help``, ``--config``, ``--dry-run``) as a
@@ -107,34 +104,44 @@ def prepare_parser(parser: argparse.ArgumentParser) -> dict[str, ConfigField]:
     ----------
     parser : argparse.ArgumentParser
         The command's (sub)parser.
+    options : sequence of fanfit.client.options.OptionInfo
+        The command's job options (:class:`fanfit.client.options.EstimateOptions` or
+        :class:`~fanfit.client.options.TrainOptions`), which carry their kind (``'path'`` is a
+        str that is a file) and check; the other options' kinds are told from the parser.
 
     Returns
     -------
     dict of str to ConfigField
         By destination; also stored on the parsed namespace for :func:`resolve_args`.
     """
+    infos = {info.name: info for info in options}
     fields: dict[str, ConfigField] = {}
     for action in parser._actions:
         longs = [o for o in action.option_strings if o.startswith("--")]
         if not longs or action.dest in _NOT_FIELDS or action.dest == argparse.SUPPRESS:
             continue
+        info = infos.get(action.dest)
+        if info is not None:
+            kind, path, check = (
+                ("str" if info.kind == "path" else info.kind),
+                info.kind == "path",
+                info.check,
+            )
+        else:
+            kind, path, check = _kind(action), False, None
         fields[action.dest] = ConfigField(
             dest=action.dest,
             flag=longs[0],
             default=action.default,
             required=bool(action.required),
-            kind=_kind(action),
+            kind=kind,
             choices=tuple(action.choices) if action.choices is not None else None,
+            path=path,
+            check=check,
         )
         action.required = False
     parser.set_defaults(**{dest: None for dest in fields}, **{_FIELDS_ATTR: fields})
     return fields
-
-
-def _check_weight(value: float, name: str) -> float:
-    from fanfit.client.options import check_weight
-
-    return check_weight(value, name)
 
 
 def _type_name(value: Any) -> str:
@@ -162,8 +169,8 @@ def _check(path: str, key: str, field: ConfigField, value: Any, base: Path) -> A
         if isinstance(value, bool) or not isinstance(value, int | float):
             raise bad("a number")
         out = float(value)
-        if field.dest in _RANGE_CHECKS:
-            return _RANGE_CHECKS[field.dest](out, f"{path}: {key}")
+        if field.check is not None:
+            return field.check(out, f"{path}: {key}")
     elif kind == "columns":
         if isinstance(value, str):
             return value
@@ -193,7 +200,7 @@ def _check(path: str, key: str, field: ConfigField, value: Any, base: Path) -> A
         if not isinstance(value, str):
             raise bad("a string (quote values YAML reads as numbers or booleans)")
         out = value
-        if field.dest in _PATH_FIELDS and not out.startswith("s3://"):
+        if field.path and not out.startswith("s3://"):
             expanded = Path(os.path.expanduser(out))
             out = str(expanded if expanded.is_absolute() else base / expanded)
     if field.choices is not None and out not in field.choices:

@@ -1,0 +1,99 @@
+"""``fanfit estimate``: DML with repeated cross-fitting on the stack.
+
+Its options are generated from :class:`fanfit.client.options.EstimateOptions` (flag, type,
+default, choices, help), so the command line, ``--config`` files, ``--dry-run`` and
+:meth:`fanfit.client.Client.submit_estimate` take the same options.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+from types import SimpleNamespace
+from typing import Any
+
+from fanfit.cli import common, config
+from fanfit.client.options import EstimateOptions, check_weight
+
+__all__ = ["add_parser", "print_table", "run"]
+
+log = logging.getLogger("fanfit")
+
+
+def add_parser(sub: Any) -> None:
+    """Add ``fanfit estimate`` to the subcommands ``sub``: one flag per option of
+    :class:`EstimateOptions`, then the stack, output and config options."""
+    p = sub.add_parser(
+        "estimate",
+        help="estimate a causal parameter by DML with repeated cross-fitting",
+        description="Double/debiased machine learning on the stack; options named as DoubleML names them.",
+    )
+    infos = EstimateOptions.infos()
+    common.add_options(p, infos)
+    common.add_stack_options(p)
+    p.add_argument("--output", choices=["table", "json"], default="table")
+    p.add_argument("--timeout", type=float, default=3600.0, help="seconds to wait for the job")
+    common.add_quiet_option(p)
+    common.add_config_options(p, "estimate", infos)
+    p.set_defaults(func=run)
+
+
+def options_from_args(args: argparse.Namespace) -> EstimateOptions:
+    """The :class:`EstimateOptions` of parsed (and config-resolved) arguments, the weight checked
+    under its flag's name (``--weight``).
+
+    Raises
+    ------
+    fanfit.errors.InvalidJobError
+        The weight is out of range.
+    """
+    options = EstimateOptions(**{name: getattr(args, name) for name in EstimateOptions.names()})
+    return options.replace(weight=check_weight(options.weight, "--weight"))
+
+
+def run(args: argparse.Namespace) -> int:
+    """Run ``fanfit estimate``; returns the exit code (0)."""
+    config.resolve_args(args)  # --config FILE; flags on the command line win
+    options = options_from_args(args)
+    if args.dry_run:
+        from fanfit.client.check import check_estimate
+
+        return common.print_dry_run("estimate", args, check_estimate(options=options).describe())
+    # Reject bad options before any stack is touched.
+    options.build_spec()
+    with common.stack_client(args) as client:
+        job = client.submit_estimate(args.data, options=options)
+        log.info("started job %s (%s)", job.job_id, job.execution_arn)
+        result = job.result(timeout=args.timeout, progress=common.progress(args))
+    if args.output == "json":
+        print(json.dumps(result.to_dict(), allow_nan=False))
+    else:
+        print_table(result)
+    return 0
+
+
+def print_table(result: Any) -> None:
+    """The table of a finished estimate: DoubleML's summary, the phases' seconds, the cost."""
+    import pandas as pd
+
+    t = result.timings
+    print(f"================== fanfit {result.model.upper()} ({result.score}) ==================")
+    print(f"n_obs: {result.n_obs}   n_folds: {result.n_folds}   n_rep: {result.n_rep}")
+    print("------------------ Fit summary ------------------")
+    with pd.option_context("display.float_format", "{:.6g}".format, "display.width", 120):
+        print(result.summary.to_string())
+    print("------------------ Run ------------------")
+    print(
+        f"prepare {t.get('prepare_s', 0):.2f} s, cross-fitting {t.get('crossfit_s', 0):.2f} s, "
+        f"aggregate {t.get('aggregate_s', 0):.2f} s; {len(t.get('shards', []))} shards"
+    )
+    cost = getattr(result, "cost", None)
+    if cost:  # the whole job priced (fanfit.cost): Lambda, Step Functions, Batch
+        print(common.cost_line(SimpleNamespace(**cost), None, "SUCCEEDED"))
+    else:  # the job's cost could not be counted: the shards' billed Lambda time alone
+        print(
+            f"cost: about ${t.get('lambda_cost_usd', 0):.5f} for {t.get('billed_gb_s', 0):.1f} "
+            "GB-s of cross-fitting Lambda time (the rest of the job could not be counted)"
+        )
+    print(f"execution: {result.execution_arn}")

@@ -1,0 +1,147 @@
+"""An estimate job checked on the client, without any stack: what ``--dry-run`` prints and what
+:meth:`fanfit.client.Client.submit_estimate` checks before it uploads."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from fanfit import dml
+from fanfit.client.data import read_table, to_matrix
+from fanfit.client.options import EstimateOptions
+
+__all__ = ["CheckedEstimate", "check_estimate"]
+
+
+@dataclass(frozen=True)
+class CheckedEstimate:
+    """An estimate job checked on the client, before anything is uploaded (:func:`check_estimate`).
+
+    Attributes
+    ----------
+    spec : fanfit.dml.DMLSpec
+        The validated spec.
+    columns : list of str
+        The data columns the job uses (y, d, x, z).
+    values : ndarray of shape (n_obs, n_cols), float64
+        Those columns, as they would be uploaded.
+    data : fanfit.dml.DMLData
+        The validated arrays.
+    folds : ndarray of int64, shape (n_obs, n_rep), or None
+        The user's folds, validated; None when Prepare draws them from the seed.
+    sharding : str
+    max_concurrency, units_per_shard : int or None
+    weight : float
+        The job's weight in the fair shares of the account's concurrency, in (0, 100].
+    """
+
+    spec: dml.DMLSpec
+    columns: list[str]
+    values: np.ndarray
+    data: dml.DMLData
+    folds: np.ndarray | None
+    sharding: str = "auto"
+    max_concurrency: int | None = None
+    units_per_shard: int | None = None
+    weight: float = 1.0
+
+    @property
+    def n_fits(self) -> int:
+        """Nuisance fits the job runs: n_treat x n_rep x prediction keys x n_folds, over all stages."""
+        return sum(len(dml.fit_units(self.spec, s)) for s in range(dml.n_stages(self.spec)))
+
+    def describe(self) -> dict[str, Any]:
+        """What would run, JSON-safe: ``model, score, n_obs, y_col, d_cols, x_cols, z_cols, n_folds,
+        n_rep, n_treat, prediction_keys, n_fits, fits`` (the product spelled out), ``learners``
+        (name -> canonical spec string),
+        ``folds`` (``'drawn from seed <seed>'`` or ``'given'``), ``seed``, ``sharding``,
+        ``max_concurrency``, ``units_per_shard``, ``weight``, ``boot_method``, ``n_rep_boot``."""
+        spec = self.spec
+        keys = dml.prediction_keys(spec)
+        fits = f"{spec.n_folds} folds x {spec.n_rep} repetitions x {len(keys)} learners ({', '.join(keys)})"
+        if spec.n_treat > 1:
+            fits += f" x {spec.n_treat} treatments"
+        return {
+            "model": spec.model,
+            "score": spec.score,
+            "n_obs": self.data.n_obs,
+            "y_col": spec.y_col,
+            "d_cols": list(spec.d_cols),
+            "x_cols": list(spec.x_cols),
+            "z_cols": list(spec.z_cols),
+            "n_folds": spec.n_folds,
+            "n_rep": spec.n_rep,
+            "n_treat": spec.n_treat,
+            "prediction_keys": list(dml.prediction_keys(spec)),
+            "n_fits": self.n_fits,
+            "fits": f"{fits} = {self.n_fits} fits",
+            "learners": {k: str(spec.learners[k]) for k in sorted(spec.learners)},
+            "folds": "given" if self.folds is not None else f"drawn from seed {spec.seed}",
+            "seed": spec.seed,
+            "sharding": self.sharding,
+            "max_concurrency": self.max_concurrency,
+            "units_per_shard": self.units_per_shard,
+            "weight": self.weight,
+            "boot_method": spec.boot_method,
+            "n_rep_boot": spec.n_rep_boot if spec.boot_method else None,
+        }
+
+
+def check_estimate(
+    data: Any = None, *, s3: Any = None, options: EstimateOptions | None = None, **kwargs: Any
+) -> CheckedEstimate:
+    """Check an estimate job's spec and data without any stack: what :meth:`Client.submit_estimate`
+    checks before it uploads, and what ``fanfit estimate --dry-run`` runs.
+
+    Reads the data (a local file or DataFrame; an ``s3://`` URI through ``s3``), keeps the columns
+    the job uses, and validates them (:func:`fanfit.dml.validate_data`) with the options
+    (:meth:`EstimateOptions.check`: the spec, the sharding options and the weight) and the folds
+    (:func:`fanfit.dml.validate_folds`).
+
+    Parameters
+    ----------
+    data : str, path, DataFrame or s3:// URI
+    s3 : boto3 S3 client, optional
+        For an ``s3://`` URI.
+    options : EstimateOptions, optional
+        The options (its ``data`` is used when ``data`` is None); or give them as keywords
+        (those of :class:`EstimateOptions`), as :meth:`Client.submit_estimate` takes them.
+
+    Returns
+    -------
+    CheckedEstimate
+
+    Raises
+    ------
+    fanfit.errors.InvalidJobError, InvalidDataError, InvalidLearnerError, InvalidFoldsError
+        Naming the option, column, learner or fold that is wrong.
+    TypeError
+        An unknown keyword, or a required one (y, d, x) missing.
+    """
+    if options is None:
+        options = EstimateOptions(data=data, **kwargs)
+    elif kwargs:
+        raise TypeError(f"check_estimate: give options or keywords, not both ({', '.join(kwargs)})")
+    elif data is not None:
+        options = options.replace(data=data)
+    spec, columns, weight = options.check()
+    names, values = to_matrix(read_table(options.data, s3), columns)
+    dml_data = dml.validate_data(spec, names, values)
+    fold_array = None
+    if options.folds is not None:
+        folds = options.folds
+        raw = folds if isinstance(folds, np.ndarray) else dml.read_folds_csv(folds)
+        fold_array = dml.validate_folds(raw, dml_data.y.shape[0], spec.n_folds, spec.n_rep)
+    return CheckedEstimate(
+        spec=spec,
+        columns=names,
+        values=values,
+        data=dml_data,
+        folds=fold_array,
+        sharding=options.sharding,
+        max_concurrency=options.max_concurrency,
+        units_per_shard=options.units_per_shard,
+        weight=weight,
+    )

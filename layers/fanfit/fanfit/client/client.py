@@ -1,0 +1,445 @@
+"""The :class:`Client` of a fanfit stack: start estimate and train jobs, find and resume them.
+
+>>> client = fanfit.Client.local_stack()               # the running local stack
+>>> client = fanfit.Client(stack="fanfit")             # a stack deployed with `sam deploy`
+>>> res = client.estimate("sipp1991.dta", model="plr", y="net_tfa", d="e401", x=[...],
+...                       ml_l="RandomForestRegressor", ml_m="RandomForestClassifier", n_rep=3)
+>>> res.coef, res.se, res.summary
+
+A job is uploaded once (the data keyed by its content hash), started as one Step Functions execution,
+and followed by polling the execution; nothing but S3 keys and small numbers travels in its state.
+The work of each job kind is in its module (:mod:`fanfit.client.estimate`,
+:mod:`fanfit.client.train`); the client holds the stack's AWS clients and delegates to them.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import time
+from typing import Any
+
+from fanfit import errors, storage
+from fanfit.client.estimate import EstimateJob, EstimateResult, submit_estimate
+from fanfit.client.jobs import JobHandle
+from fanfit.client.options import EstimateOptions
+from fanfit.client.stack import Stack
+from fanfit.client.train import TrainJob, TrainResult, submit_train
+
+__all__ = ["Client"]
+
+log = logging.getLogger("fanfit")
+
+#: The handle of each job kind, by the ``kind`` of its spec and record.
+_HANDLES: dict[str, type[JobHandle]] = {"estimate": EstimateJob, "train": TrainJob}
+
+
+class Client:
+    """Starts estimate jobs on a fanfit stack.
+
+    Parameters
+    ----------
+    stack : str
+        CloudFormation stack name (default ``"fanfit"``).
+    endpoint_url : str, optional
+        Endpoint of a local stack; omit for AWS.
+    region_name : str, optional
+    session : boto3.Session, optional
+    local : bool
+        True when the stack is the embedded local stack (the default ``max_concurrency`` is then the
+        machine's core count rather than Lambda's account concurrency).
+    """
+
+    def __init__(
+        self,
+        stack: str = "fanfit",
+        *,
+        endpoint_url: str | None = None,
+        region_name: str | None = None,
+        session: Any = None,
+        local: bool = False,
+    ) -> None:
+        import boto3
+
+        if session is None:
+            session = boto3.Session(region_name=region_name or os.environ.get("AWS_DEFAULT_REGION"))
+        self.session = session
+        self.local = local
+        self.stack = Stack.from_cloudformation(stack, session, endpoint_url)
+        self.s3 = session.client("s3", endpoint_url=endpoint_url)
+        self.sfn = session.client("stepfunctions", endpoint_url=endpoint_url)
+        self.store = storage.JobStore(self.stack.bucket, self.s3)
+        self.records = storage.JobRecords(
+            self.stack.job_table, session.client("dynamodb", endpoint_url=endpoint_url)
+        )
+        self.partitions = (
+            storage.Partitions(
+                self.stack.partition_table, session.client("dynamodb", endpoint_url=endpoint_url)
+            )
+            if self.stack.partition_table
+            else None
+        )
+
+    @classmethod
+    def local_stack(cls, stack: str = "fanfit") -> Client:
+        """A client of the running local stack (``fanfit local up``).
+
+        Raises
+        ------
+        fanfit.errors.StackError
+            If no local stack is running.
+        """
+        from fanfit.local import stack as local_stack
+
+        info = local_stack.status()
+        if not info.get("running"):
+            raise errors.StackError("no local stack is running; start one with `fanfit local up`")
+        import boto3
+
+        session = boto3.Session(
+            aws_access_key_id="test",
+            aws_secret_access_key="test",  # noqa: S106 - LocalStack's fixed test credentials
+            region_name=info.get("region", "us-east-1"),
+        )
+        return cls(stack, endpoint_url=info["endpoint"], session=session, local=True)
+
+    def submit_estimate(
+        self,
+        data: Any = None,
+        *,
+        job_id: str | None = None,
+        options: EstimateOptions | None = None,
+        **kwargs: Any,
+    ) -> EstimateJob:
+        """Validate and start an estimate job; returns at once with its handle.
+
+        The options are those of :class:`fanfit.client.options.EstimateOptions`, as keywords (or
+        one ``options=EstimateOptions(...)``), named as DoubleML names them. ``data`` is a path (.csv, .parquet, .dta), an
+        ``s3://`` URI or a DataFrame; ``d`` and ``z`` take one column or several; learners are
+        ``"NAME"`` or ``"NAME:{json params}"`` from the allow-list (:mod:`fanfit.learners`); ``folds``
+        is an array or CSV path of shape (n_obs, n_rep) holding each row's 0-based test fold.
+
+        Sharding: ``sharding='auto'`` (default) lets the scheduler size shards from measured
+        throughput (a probe wave first when there is no history); ``'per-fold'`` and
+        ``'per-repetition'`` are DoubleML-Serverless's fixed layouts (one invocation per fold and
+        repetition, or per repetition); ``units_per_shard`` fixes the fits per invocation.
+        ``max_concurrency`` caps the job's concurrent invocations (default: the account's 1,000 on
+        AWS, the number of cores on the local stack).
+
+        Sharing: ``weight`` (a positive number, at most 100; default 1) is the job's weight in the
+        fair shares when several jobs run at once: each running job's partition of the account's
+        concurrency is drawn toward a share proportional to its weight (Dorm,
+        :mod:`fanfit.jobs.sharing`); ``client.jobs()`` lists it.
+
+        Raises
+        ------
+        fanfit.errors.InvalidJobError, InvalidDataError, InvalidLearnerError, InvalidFoldsError
+            Before anything is uploaded, when an option, a column, a learner or the folds are wrong.
+        TypeError
+            An unknown option, or a required one (y, d, x) missing.
+        """
+        return submit_estimate(self, data, job_id=job_id, options=options, **kwargs)
+
+    def estimate(
+        self,
+        data: Any,
+        *,
+        timeout: float = 3600.0,
+        progress: bool | str | Any = False,
+        **options: Any,
+    ) -> EstimateResult:
+        """Run an estimate job to the end and return its result.
+
+        Takes the options of :meth:`submit_estimate`; ``progress=True`` shows live progress on
+        stderr while it runs (a rich bar on a terminal or in Jupyter; see
+        :meth:`EstimateJob.wait`).
+
+        Raises
+        ------
+        fanfit.errors.InvalidJobError (or a subclass)
+            When the job is rejected, before or during the run.
+        fanfit.errors.JobFailedError
+            When the run fails otherwise or does not end within ``timeout`` seconds.
+        """
+        return self.submit_estimate(data, **options).result(timeout=timeout, progress=progress)
+
+    def submit_train(self, data: Any, **options: Any) -> TrainJob:
+        """Start a train job; see :func:`fanfit.client.train.submit_train` for the options.
+
+        Raises
+        ------
+        fanfit.errors.InvalidJobError, InvalidDataError
+            Before anything is uploaded, naming the option or column.
+        """
+        return submit_train(self, data, **options)
+
+    def train(
+        self,
+        data: Any,
+        *,
+        timeout: float = 3600.0,
+        progress: bool | str | Any = False,
+        **options: Any,
+    ) -> TrainResult:
+        """Run a train job to the end and return its result (options of :meth:`submit_train`);
+        ``progress=True`` shows live progress (rounds) on stderr, as :meth:`EstimateJob.wait`.
+
+        Raises
+        ------
+        fanfit.errors.InvalidJobError (or a subclass)
+            When the job is rejected, before or during the run.
+        fanfit.errors.JobFailedError
+            When the run fails otherwise or does not end within ``timeout`` seconds.
+        """
+        return self.submit_train(data, **options).result(timeout=timeout, progress=progress)
+
+    def jobs(self) -> list[dict[str, Any]]:
+        """The running jobs and their partitions of the shared capacity (Dorm), in arrival order.
+
+        Returns
+        -------
+        list of dict
+            One per job holding a partition: ``job_id``, ``kind`` (``estimate`` / ``train``),
+            ``status`` (from the job record), ``demand`` and ``partition`` (concurrent Lambda
+            invocations), ``gpu_demand`` and ``gpus`` (Batch GPU jobs), ``weight``, ``version``
+            (the recomputation that set the partition) and ``updated_at`` (epoch seconds).
+
+        Raises
+        ------
+        fanfit.errors.StackError
+            The stack has no partition table (deployed before partitions existed).
+        """
+        if self.partitions is None:
+            raise errors.StackError(
+                f"stack {self.stack.name!r} has no PartitionTableName output; redeploy it"
+            )
+        out = []
+        for item in self.partitions.jobs():
+            record = self.records.get(item["job_id"]) or {}
+            out.append(
+                {
+                    "job_id": item["job_id"],
+                    "kind": item.get("kind", ""),
+                    "status": record.get("status", "UNKNOWN"),
+                    "demand": int(item.get("demand", 0)),
+                    "partition": int(item.get("partition", 0)),
+                    "gpu_demand": int(item.get("gpu_demand", 0)),
+                    "gpus": int(item.get("gpus", 0)),
+                    "weight": float(item.get("weight", 1.0)),
+                    "version": int(item.get("version", 0)),
+                    "updated_at": item.get("updated_at"),
+                }
+            )
+        return out
+
+    def partition_history(self) -> list[dict[str, Any]]:
+        """The recorded recomputations of the partitions, oldest first (the last 100); see
+        :func:`fanfit.jobs.sharing.recompute` for an entry's fields.
+
+        Raises
+        ------
+        fanfit.errors.StackError
+            The stack has no partition table.
+        """
+        if self.partitions is None:
+            raise errors.StackError(
+                f"stack {self.stack.name!r} has no PartitionTableName output; redeploy it"
+            )
+        return self.partitions.history()
+
+    #: The stack's functions that hold a job's data, by job kind: ``(name, CloudFormation output)``.
+    _DATA_FUNCTIONS: dict[str, tuple[tuple[str, str], ...]] = {
+        "estimate": (
+            ("Prepare", "PrepareFunctionName"),
+            ("CrossFit", "CrossFitFunctionName"),
+            ("Aggregate", "AggregateFunctionName"),
+        ),
+        "train": (
+            ("TrainInit", "TrainInitFunctionName"),
+            ("TrainShardSmall", "TrainShardSmallFunctionName"),
+            ("TrainShardLarge", "TrainShardLargeFunctionName"),
+            ("TrainReduce", "TrainReduceFunctionName"),
+        ),
+    }
+
+    def function_memory_mb(self, kind: str = "estimate") -> dict[str, int]:
+        """MemorySize (MB) of each of the stack's functions that hold a job's data.
+
+        Read once per client from the stack's outputs (``<Name>FunctionName``) and Lambda's
+        ``GetFunctionConfiguration``; a function the stack does not name is left out.
+
+        Parameters
+        ----------
+        kind : {'estimate', 'train'}
+
+        Returns
+        -------
+        dict of str to int
+            e.g. ``{"Prepare": 1769, "CrossFit": 1769, "Aggregate": 1769}``.
+
+        Raises
+        ------
+        fanfit.errors.StackError
+            If the stack's outputs or a function's configuration cannot be read.
+        """
+        cache: dict[str, dict[str, int]] = self.__dict__.setdefault("_memory_mb", {})
+        if kind in cache:
+            return cache[kind]
+        endpoint = self.stack.endpoint_url
+        try:
+            cfn = self.session.client("cloudformation", endpoint_url=endpoint)
+            desc = cfn.describe_stacks(StackName=self.stack.name)["Stacks"][0]
+            outputs = {o["OutputKey"]: o["OutputValue"] for o in desc.get("Outputs", [])}
+            lam = self.session.client("lambda", endpoint_url=endpoint)
+            sizes = {
+                name: int(lam.get_function_configuration(FunctionName=outputs[out])["MemorySize"])
+                for name, out in self._DATA_FUNCTIONS[kind]
+                if out in outputs
+            }
+        except Exception as exc:  # botocore ClientError, EndpointConnectionError
+            raise errors.StackError(
+                f"cannot read the memory sizes of stack {self.stack.name!r}'s functions: {exc}"
+            ) from exc
+        cache[kind] = sizes
+        return sizes
+
+    def check_limits(self, kind: str, *, n_rows: int, n_cols: int) -> dict[str, float]:
+        """Check a job's data against the stack's functions before launch (:func:`fanfit.limits.
+        check_job` with :meth:`function_memory_mb`).
+
+        Parameters
+        ----------
+        kind : {'estimate', 'train'}
+        n_rows, n_cols : int
+            Shape of the data the job uploads (observations x columns used).
+
+        Returns
+        -------
+        dict of str to float
+            Each function's estimated peak memory, MB.
+
+        Raises
+        ------
+        fanfit.errors.LambdaLimitError
+            The data would not fit a function's memory: the message names the function, both
+            sizes and the fix (a larger MemorySize, AWS Batch, less data).
+        fanfit.errors.StackError
+            The memory sizes cannot be read.
+        """
+        from fanfit import limits
+
+        return limits.check_job(
+            n_rows=n_rows,
+            n_cols=n_cols,
+            memory_mb=self.function_memory_mb(kind),
+            spec={"job_id": "x" * 80, "spec_key": "jobs/" + "x" * 80 + "/spec.json"},
+        )
+
+    def resume(self, job_id: str) -> EstimateJob | TrainJob:
+        """Start a job again where it stopped: only the work whose output is not in S3 runs.
+
+        A new execution of the same job (named ``<job_id>-r<epoch s>``) on the state machine of
+        its kind. S3 is the source of truth: this works after the job's execution failed, was
+        stopped, or the stack itself was restarted and its tables are empty.
+
+        - estimate: Prepare keeps the plan and folds it wrote from the same spec, and Schedule
+          treats every shard whose predictions object exists in S3 as done.
+        - train: TrainInit keeps the plan and every reduced round (its record and its model in
+          S3, neither run nor written again) and starts at the first round whose reduced model
+          is not in S3, from the last reduced model (:func:`fanfit.jobs.train.resume_point`); a
+          job whose final model is already in S3 only writes its result. With a fixed seed and
+          ``balance`` ``'uniform'`` or ``'static'`` the result equals an uninterrupted run's.
+
+        Parameters
+        ----------
+        job_id : str
+
+        Returns
+        -------
+        EstimateJob or fanfit.client.train.TrainJob
+            The handle of the new execution, of the job's kind.
+
+        Raises
+        ------
+        fanfit.errors.JobNotFoundError
+            The stack's bucket has no spec of ``job_id``.
+        fanfit.errors.InvalidJobError
+            The job's execution is still running, or its spec names no known kind.
+        fanfit.errors.StackError
+            A train job on a stack without a train state machine.
+        """
+        key = storage.spec_key(job_id)
+        job = self.store.get_json(key)  # JobNotFoundError when there is no such job
+        kind = job.get("kind", "estimate") if isinstance(job, dict) else None
+        if kind not in ("estimate", "train"):
+            raise errors.InvalidJobError(
+                f"job {job_id!r}: {key} names no job kind fanfit resumes (estimate or train); "
+                f"got {kind!r}"
+            )
+        machine = self.stack.estimate_state_machine_arn
+        if kind == "train":
+            if not self.stack.train_state_machine_arn:
+                raise errors.StackError(
+                    f"stack {self.stack.name!r} has no TrainStateMachineArn output; redeploy it"
+                )
+            machine = self.stack.train_state_machine_arn
+        record = self.records.get(job_id) or {}
+        if record.get("execution_arn"):
+            try:
+                running = (
+                    self.sfn.describe_execution(executionArn=record["execution_arn"])["status"]
+                    == "RUNNING"
+                )
+            except Exception:  # the execution is gone (a restarted local stack)
+                running = False
+            if running:
+                raise errors.InvalidJobError(
+                    f"job {job_id!r} is still running ({record['execution_arn']}); wait for it or "
+                    "stop it before resuming"
+                )
+        started = self.sfn.start_execution(
+            stateMachineArn=machine,
+            name=f"{job_id[:66]}-r{int(time.time())}",
+            input=json.dumps({"job_id": job_id, "spec_key": key}),
+        )
+        log.info("resumed %s job %s (%s)", kind, job_id, started["executionArn"])
+        try:  # a second resume before the new execution's first step must see it running
+            self.records.update(job_id, execution_arn=started["executionArn"])
+        except Exception as exc:  # a role that cannot write the table: the first step records it
+            log.warning("cannot record the execution of job %s: %s", job_id, exc)
+        if kind == "train":
+            return TrainJob(self, job_id, started["executionArn"])
+        return EstimateJob(self, job_id, started["executionArn"])
+
+    def job(self, job_id: str) -> EstimateJob | TrainJob:
+        """The handle of an earlier job, of the job's kind.
+
+        The kind is read from the job record (``kind``), or else from the job's spec in S3; a job
+        whose kind neither names is an estimate (jobs written before train jobs existed).
+
+        Parameters
+        ----------
+        job_id : str
+
+        Returns
+        -------
+        EstimateJob or fanfit.client.train.TrainJob
+
+        Raises
+        ------
+        fanfit.errors.InvalidJobError
+            The stack has no record of the job, or none with an execution.
+        """
+        record = self.records.get(job_id)
+        if record is None or "execution_arn" not in record:
+            raise errors.InvalidJobError(f"no job {job_id!r} on stack {self.stack.name!r}")
+        kind = record.get("kind")
+        if kind not in _HANDLES:
+            try:
+                spec = self.store.get_json(storage.spec_key(job_id))
+            except errors.FanfitError:  # no spec (a record from elsewhere): an estimate
+                spec = {}
+            kind = spec.get("kind") if isinstance(spec, dict) else None
+        handle = _HANDLES.get(str(kind), EstimateJob)
+        return handle(self, job_id, record["execution_arn"])  # type: ignore[return-value]

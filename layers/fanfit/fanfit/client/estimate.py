@@ -1,0 +1,354 @@
+"""Estimate jobs: start one (:func:`submit_estimate`), follow it (:class:`EstimateJob`), read its
+result (:class:`EstimateResult`, laid out as DoubleML lays out a fitted model)."""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import time
+import uuid
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from fanfit import dml, errors, storage
+from fanfit.client.check import check_estimate
+from fanfit.client.data import read_table, to_matrix
+from fanfit.client.jobs import JobHandle, StackClient, cost_or_none
+from fanfit.client.options import EstimateOptions
+
+__all__ = ["EstimateJob", "EstimateResult", "submit_estimate"]
+
+#: State names of orchestrator/estimate.asl.json, grouped into the phases reported in ``timings``.
+_PHASES = {
+    "Validate the job and write its plan": "prepare_s",
+    "Plan the next stage from the predictions so far": "prepare_s",
+    "Size the first wave of shards from measured throughput": "prepare_s",
+    "Cross-fit every shard of the wave": "crossfit_s",
+    "Record the wave's throughput and size the next wave": "crossfit_s",
+    "Aggregate the predictions into the estimate": "aggregate_s",
+}
+
+
+@dataclass
+class EstimateResult:
+    """The estimate of a finished job, laid out as DoubleML lays out a fitted model.
+
+    Attributes
+    ----------
+    coef, se, t_stat, pval : ndarray of shape (n_treat,)
+    all_coef, all_se : ndarray of shape (n_treat, n_rep)
+        Per-repetition estimates.
+    d_cols : list of str
+    n_obs, n_folds, n_rep : int
+    model, score : str
+    execution_arn : str
+    timings : dict
+        Wall seconds of the phases, per-shard statistics, billed GB-seconds and estimated USD.
+    raw : dict
+        ``result.json`` as the Aggregate step wrote it.
+    cost : dict or None
+        :meth:`fanfit.cost.JobCost.to_dict` of the job (USD), when it could be counted.
+    job : EstimateJob or None
+        The job the result was read from (for :meth:`to_doubleml`).
+    """
+
+    raw: dict[str, Any]
+    timings: dict[str, Any] = field(default_factory=dict)
+    job: EstimateJob | None = field(default=None, repr=False, compare=False)
+    cost: dict[str, Any] | None = field(default=None, compare=False)
+
+    def __post_init__(self) -> None:
+        r = self.raw
+        self.d_cols: list[str] = list(r["coef"])
+        self.coef = np.array([r["coef"][d] for d in self.d_cols])
+        self.se = np.array([r["se"][d] for d in self.d_cols])
+        self.t_stat = np.array([r["t_stat"][d] for d in self.d_cols])
+        self.pval = np.array([r["pval"][d] for d in self.d_cols])
+        self.all_coef = np.array([r["all_coef"][d] for d in self.d_cols])
+        self.all_se = np.array([r["all_se"][d] for d in self.d_cols])
+        self.n_obs, self.n_folds, self.n_rep = r["n_obs"], r["n_folds"], r["n_rep"]
+        self.model, self.score = r["model"], r["score"]
+        self.execution_arn = r.get("execution_arn", "")
+
+    def confint(self, joint: bool = False, level: float = 0.95) -> pd.DataFrame:
+        """Confidence intervals, as DoubleML's ``confint``.
+
+        Parameters
+        ----------
+        joint : bool
+            Joint intervals from the multiplier bootstrap (needs ``boot_method`` on the job; level 0.95).
+        level : float
+            Coverage in (0, 1).
+
+        Returns
+        -------
+        DataFrame of shape (n_treat, 2), columns ``'2.5 %'``, ``'97.5 %'`` (for level 0.95).
+
+        Raises
+        ------
+        fanfit.errors.InvalidJobError
+            For a level outside (0, 1), or joint intervals of a job run without bootstrap or at a level
+            other than 0.95.
+        """
+        if not 0.0 < level < 1.0:
+            raise errors.InvalidJobError(f"level must be in (0, 1), got {level}")
+        a = (1.0 - level) / 2.0
+        cols = [f"{100 * a:.1f} %", f"{100 * (1 - a):.1f} %"]
+        if joint:
+            if "ci_joint_95" not in self.raw or not math.isclose(level, 0.95):
+                raise errors.InvalidJobError(
+                    "joint intervals need a job run with boot_method ('normal', 'Bayes' or 'wild') "
+                    "and level=0.95"
+                )
+            ci = np.array([self.raw["ci_joint_95"][d] for d in self.d_cols])
+        else:
+            from scipy.stats import norm
+
+            q = norm.ppf(1.0 - a)
+            ci = np.column_stack([self.coef - q * self.se, self.coef + q * self.se])
+        return pd.DataFrame(ci, index=self.d_cols, columns=cols)
+
+    @property
+    def summary(self) -> pd.DataFrame:
+        """DoubleML's summary table: ``coef, std err, t, P>|t|, 2.5 %, 97.5 %`` per treatment."""
+        table = pd.DataFrame(
+            {"coef": self.coef, "std err": self.se, "t": self.t_stat, "P>|t|": self.pval},
+            index=self.d_cols,
+        )
+        return pd.concat([table, self.confint()], axis=1)
+
+    def to_doubleml(self, data: Any = None, *, bootstrap: bool = True) -> Any:
+        """The fitted DoubleML object of this result: see :meth:`EstimateJob.to_doubleml`.
+
+        Raises
+        ------
+        fanfit.errors.InvalidJobError
+            If the result was not read through a job handle (``job`` is None), or as
+            :meth:`EstimateJob.to_doubleml`.
+        """
+        if self.job is None:
+            raise errors.InvalidJobError(
+                "this result has no job handle; use client.job(JOB_ID).to_doubleml() instead"
+            )
+        return self.job.to_doubleml(data, bootstrap=bootstrap)
+
+    def to_dict(self) -> dict[str, Any]:
+        """The ``--output json`` object: coef, se, t_stat, pval, ci_95, all_coef, all_se, n_obs,
+        n_folds, n_rep, model, score, execution_arn, timings."""
+        keys = ("coef", "se", "t_stat", "pval", "ci_95", "all_coef", "all_se", "n_obs", "n_folds",
+                "n_rep", "model", "score")  # fmt: skip
+        out = {k: self.raw[k] for k in keys}
+        for k in ("ci_joint_95", "boot_method"):
+            if k in self.raw:
+                out[k] = self.raw[k]
+        out["execution_arn"] = self.execution_arn
+        out["timings"] = self.timings
+        if self.cost is not None:
+            out["cost"] = self.cost
+        return out
+
+
+class EstimateJob(JobHandle):
+    """A started estimate job: ``wait()``, ``result()``, ``status()``, ``stats()``."""
+
+    kind = "estimate"
+
+    def __init__(self, client: StackClient, job_id: str, execution_arn: str) -> None:
+        super().__init__(client, job_id, execution_arn)
+        self._result: EstimateResult | None = None
+
+    def result(
+        self, timeout: float = 3600.0, *, progress: bool | str | Any = False
+    ) -> EstimateResult:
+        """Wait for the job and read its result (cached); ``progress`` as in :meth:`wait`."""
+        if self._result is None:
+            self.wait(timeout, progress=progress)
+            raw = self.client.store.get_json(storage.result_key(self.job_id))
+            timings = dict(raw.get("timings", {}))
+            timings.update(self.phase_seconds())
+            self._result = EstimateResult(raw=raw, timings=timings, job=self)
+            self._result.cost = cost_or_none(self)
+        return self._result
+
+    def spec(self) -> dml.DMLSpec:
+        """The job's validated spec, from the plan Prepare wrote."""
+        return dml.DMLSpec.from_dict(
+            self.client.store.get_json(storage.plan_key(self.job_id))["dml"]
+        )
+
+    def folds(self) -> np.ndarray:
+        """The job's folds, int64 of shape (n_obs, n_rep): the test fold of each row and repetition."""
+        plan = self.client.store.get_json(storage.plan_key(self.job_id))
+        return np.asarray(self.client.store.get_array(plan["folds_key"]))
+
+    def predictions(self) -> dict[str, dict[str, np.ndarray]]:
+        """The out-of-fold predictions the estimate was aggregated from, in DoubleML's
+        ``external_predictions`` layout: ``{treatment: {"ml_l": ndarray (n_obs, n_rep), ...}}``.
+
+        Raises
+        ------
+        fanfit.errors.InvalidJobError
+            If the job has none stored (it was aggregated by a fanfit before they were kept).
+        """
+        from fanfit.dml.interop import predictions_from_arrays
+
+        key = self.result().raw.get("predictions_key") or storage.predictions_key(self.job_id)
+        if not self.client.store.exists(key):
+            raise errors.InvalidJobError(
+                f"job {self.job_id} has no stored out-of-fold predictions ({key}); it was aggregated "
+                "by an older fanfit: run it again"
+            )
+        return predictions_from_arrays(self.client.store.get_arrays(key))
+
+    def to_doubleml(self, data: Any = None, *, bootstrap: bool = True) -> Any:
+        """A fitted DoubleML object (DoubleMLPLR, -IRM, -PLIV or -IIVM) of this job.
+
+        Built by :func:`fanfit.dml.interop.to_doubleml` from the job's data, its folds (DoubleML's
+        ``set_sample_splitting``) and its out-of-fold predictions (``fit(external_predictions=...)``):
+        no learner is fitted again, ``coef`` and ``se`` equal the job's, and DoubleML's
+        ``summary``, ``sensitivity_analysis()`` and plots work on it. Needs DoubleML on the client
+        (``pip install 'fanfit[doubleml]'``).
+
+        Parameters
+        ----------
+        data : str, path, DataFrame or s3:// URI, optional
+            The data the job ran on, read locally; default: the copy the job uploaded (downloaded).
+        bootstrap : bool
+            Run DoubleML's bootstrap with the job's ``boot_method`` and seed (then
+            ``confint(joint=True)`` equals the job's ``ci_joint_95``).
+
+        Returns
+        -------
+        doubleml.DoubleMLPLR, DoubleMLIRM, DoubleMLPLIV or DoubleMLIIVM
+
+        Raises
+        ------
+        fanfit.dml.interop.MissingDependencyError
+            DoubleML is not installed (the message gives the pip command).
+        fanfit.errors.InvalidDataError
+            ``data`` is not the data the job ran on.
+        fanfit.errors.InvalidJobError
+            The job has no stored predictions (see :meth:`predictions`), or did not succeed.
+        """
+        from fanfit.dml.interop import import_doubleml, to_doubleml
+
+        import_doubleml()  # fail before downloading anything
+        result = self.result()
+        plan = self.client.store.get_json(storage.plan_key(self.job_id))
+        spec = dml.DMLSpec.from_dict(plan["dml"])
+        if data is None:
+            names, values = self.client.store.get_data(plan["data_key"])
+        else:
+            names, values = to_matrix(read_table(data, self.client.s3), list(spec.used_cols))
+            if storage.encode_data(names, values)[0] != plan["data_key"]:
+                raise errors.InvalidDataError(
+                    f"the columns {', '.join(spec.used_cols)} of this data differ from the data job "
+                    f"{self.job_id} ran on; pass the same file, or no data to use the job's copy"
+                )
+        dml_data = dml.validate_data(spec, names, values)
+        folds = self.client.store.get_array(plan["folds_key"])
+        obj = to_doubleml(spec, dml_data, folds, self.predictions(), bootstrap=bootstrap)
+        if not np.allclose(obj.coef, result.coef, rtol=1e-9, atol=0.0):
+            raise errors.InvalidDataError(
+                f"DoubleML's estimate {obj.coef} differs from job {self.job_id}'s {result.coef}; "
+                "the data, folds or predictions read back are not the job's"
+            )
+        return obj
+
+    def record(self) -> dict[str, Any]:
+        """The job record in the job table: ``status``, ``model``, ``score``, ``execution_arn``,
+        ``result_key`` or ``error``/``cause``, and ``schedule`` (the scheduler's decision per wave
+        of the current stage with the throughput figures it used)."""
+        return self.client.records.get(self.job_id) or {"job_id": self.job_id}
+
+    def stats(self) -> list[dict[str, Any]]:
+        """Per-shard statistics: start/end (epoch s), fit and I/O seconds, memory, peak RSS, billed
+        GB-seconds, cold start."""
+        return list(self.result().timings.get("shards", []))
+
+    def phase_seconds(self) -> dict[str, float]:
+        """Wall seconds of prepare, cross-fitting and aggregate, from the execution's history."""
+        out = {"prepare_s": 0.0, "crossfit_s": 0.0, "aggregate_s": 0.0}
+        entered: dict[str, Any] = {}
+        pages = self.client.sfn.get_paginator("get_execution_history").paginate(
+            executionArn=self.execution_arn
+        )
+        for page in pages:
+            for ev in page["events"]:
+                kind = ev["type"]
+                if kind.endswith("StateEntered"):
+                    details = ev.get("stateEnteredEventDetails", {})
+                    entered[details.get("name", "")] = ev["timestamp"]
+                elif kind.endswith("StateExited"):
+                    name = ev.get("stateExitedEventDetails", {}).get("name", "")
+                    if name in _PHASES and name in entered:
+                        out[_PHASES[name]] += (ev["timestamp"] - entered.pop(name)).total_seconds()
+        out["total_s"] = sum(out.values())
+        return out
+
+
+def submit_estimate(
+    client: StackClient,
+    data: Any = None,
+    *,
+    job_id: str | None = None,
+    options: EstimateOptions | None = None,
+    **kwargs: Any,
+) -> EstimateJob:
+    """Check, upload and start an estimate job (:meth:`fanfit.client.Client.submit_estimate`).
+
+    Parameters
+    ----------
+    client : StackClient
+        A :class:`fanfit.client.Client`.
+    data : str, path, DataFrame or s3:// URI
+    job_id : str, optional
+        Default ``est-<date>-<time>-<8 hex>``.
+    options : EstimateOptions, optional
+        The options; or give them as keywords (those of :class:`EstimateOptions`).
+
+    Returns
+    -------
+    EstimateJob
+
+    Raises
+    ------
+    fanfit.errors.InvalidJobError, InvalidDataError, InvalidLearnerError, InvalidFoldsError
+        Before anything is uploaded, when an option, a column, a learner or the folds are wrong.
+    fanfit.errors.LambdaLimitError
+        The data would not fit a function's memory (:meth:`Client.check_limits`).
+    """
+    checked = check_estimate(data, s3=client.s3, options=options, **kwargs)
+    spec, names, values, fold_array = (
+        checked.spec, checked.columns, checked.values, checked.folds
+    )  # fmt: skip
+    max_concurrency = checked.max_concurrency
+    if max_concurrency is None:
+        max_concurrency = (os.cpu_count() or 1) if client.local else None
+    # Data over a function's memory (or /tmp, or the state limit) is rejected before launch.
+    client.check_limits("estimate", n_rows=int(values.shape[0]), n_cols=int(values.shape[1]))
+
+    job_id = job_id or f"est-{time.strftime('%Y%m%d-%H%M%S')}-{uuid.uuid4().hex[:8]}"
+    job: dict[str, Any] = {
+        "kind": "estimate",
+        "dml": spec.to_dict(),
+        "data_key": client.store.put_data(names, values),
+        "folds_key": None,
+        "max_concurrency": max_concurrency,
+        "units_per_shard": checked.units_per_shard,
+        "sharding": checked.sharding,
+        "weight": checked.weight,
+    }
+    if fold_array is not None:
+        job["folds_key"] = client.store.put_array(storage.input_folds_key(job_id), fold_array)
+    key = client.store.put_json(storage.spec_key(job_id), job)
+    started = client.sfn.start_execution(
+        stateMachineArn=client.stack.estimate_state_machine_arn,
+        name=job_id,
+        input=json.dumps({"job_id": job_id, "spec_key": key}),
+    )
+    return EstimateJob(client, job_id, started["executionArn"])

@@ -1,0 +1,154 @@
+"""The client's job handles and its estimate options (moto).
+
+GIVEN a :class:`fanfit.client.Client` of a moto bucket, job table and two state machines, WHEN an
+earlier job is looked up by id, THEN :meth:`Client.job` returns the handle of the job's kind, read
+from the job record or else from the spec in S3; and the estimate options are one model
+(:class:`fanfit.client.options.EstimateOptions`) that the client, ``check_estimate`` and the
+``fanfit estimate`` parser all follow.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+from typing import Any
+
+import pytest
+
+from fanfit.errors import InvalidJobError
+
+ESTIMATE_OPTIONS = dict(y="y", d="d", x=["x1", "x2", "x3"], ml_l="LinearRegression",
+                        ml_m="LinearRegression", n_folds=2)  # fmt: skip
+
+
+@pytest.fixture
+def client(moto_stack) -> Any:
+    """A :class:`fanfit.client.Client` of the moto stack (no CloudFormation, no functions)."""
+    import boto3
+
+    from fanfit import storage
+    from fanfit.client import Client, Stack
+
+    with moto_stack():
+        session = boto3.Session()
+        sfn = session.client("stepfunctions")
+        definition = json.dumps({"StartAt": "P", "States": {"P": {"Type": "Pass", "End": True}}})
+        arns = {
+            kind: sfn.create_state_machine(
+                name=f"fanfit-{kind}",
+                definition=definition,
+                roleArn="arn:aws:iam::123456789012:role/fanfit-states",
+            )["stateMachineArn"]
+            for kind in ("estimate", "train")
+        }
+        c = Client.__new__(Client)
+        c.session = session
+        c.local = True
+        c.stack = Stack(name="fanfit", bucket="fanfit-unit", job_table="fanfit-jobs",
+                        estimate_state_machine_arn=arns["estimate"],
+                        train_state_machine_arn=arns["train"], train_worker_memory_mb=(1769,))  # fmt: skip
+        c.s3 = session.client("s3")
+        c.sfn = sfn
+        c.store = storage.JobStore("fanfit-unit", c.s3)
+        c.records = storage.JobRecords("fanfit-jobs", session.client("dynamodb"))
+        c.partitions = None
+        c.__dict__["_memory_mb"] = {"estimate": {}, "train": {}}  # no functions to check
+        yield c
+
+
+def test_job_returns_the_handle_of_the_jobs_kind_from_its_spec(client, make_plr_frame) -> None:
+    from fanfit.client import EstimateJob, TrainJob
+
+    # GIVEN an estimate and a train job submitted, whose records hold only their executions
+    est = client.submit_estimate(make_plr_frame(200), job_id="est-k", **ESTIMATE_OPTIONS)
+    train = client.submit_train(make_plr_frame(200), model="kmeans", features=["x1", "x2"],
+                                n_clusters=3, workers=2, job_id="train-k")  # fmt: skip
+    client.records.update("est-k", execution_arn=est.execution_arn)
+    client.records.update("train-k", execution_arn=train.execution_arn)
+    # WHEN they are looked up by id
+    est_handle, train_handle = client.job("est-k"), client.job("train-k")
+    # THEN each handle is of its job's kind (read from the spec in S3), on its execution
+    assert type(est_handle) is EstimateJob and est_handle.execution_arn == est.execution_arn
+    assert type(train_handle) is TrainJob and train_handle.execution_arn == train.execution_arn
+    assert (est_handle.kind, train_handle.kind) == ("estimate", "train")
+
+
+def test_job_reads_the_kind_from_the_record_first(client) -> None:
+    from fanfit.client import EstimateJob, TrainJob
+
+    # GIVEN records naming their kind and no spec in S3 at all
+    client.records.update("t-1", execution_arn="arn:exec:t-1", kind="train")
+    client.records.update("e-1", execution_arn="arn:exec:e-1", kind="estimate")
+    client.records.update("old-1", execution_arn="arn:exec:old-1")
+    # WHEN looked up THEN the record's kind decides; a record without one is an estimate
+    assert type(client.job("t-1")) is TrainJob
+    assert type(client.job("e-1")) is EstimateJob
+    assert type(client.job("old-1")) is EstimateJob
+
+
+def test_job_of_an_unknown_id_is_refused_by_name(client) -> None:
+    with pytest.raises(InvalidJobError, match="no job 'nope' on stack 'fanfit'"):
+        client.job("nope")
+
+
+def test_options_given_as_a_model_or_as_keywords_write_the_same_spec(
+    client, make_plr_frame
+) -> None:
+    from fanfit import storage
+    from fanfit.client import EstimateOptions
+
+    frame = make_plr_frame(200)
+    # WHEN the same options are given as keywords and as one EstimateOptions
+    client.submit_estimate(frame, job_id="est-a", weight=2.0, **ESTIMATE_OPTIONS)
+    options = EstimateOptions(data=frame, weight=2.0, **ESTIMATE_OPTIONS)
+    client.submit_estimate(job_id="est-b", options=options)
+    # THEN the specs are the same
+    a, b = (client.store.get_json(storage.spec_key(j)) for j in ("est-a", "est-b"))
+    assert a == b and a["weight"] == 2.0
+
+
+def test_an_unknown_or_missing_option_is_a_type_error(client, make_plr_frame) -> None:
+    from fanfit.client import check_estimate
+
+    with pytest.raises(TypeError, match="n_fold"):
+        client.submit_estimate(make_plr_frame(50), n_fold=3, **ESTIMATE_OPTIONS)
+    with pytest.raises(TypeError, match="'x'"):
+        check_estimate(make_plr_frame(50), y="y", d="d")
+
+
+@pytest.mark.parametrize(
+    ("command", "model", "required"),
+    [
+        ("estimate", "EstimateOptions", ["--data", "f", "--y", "y", "--d", "d", "--x", "x"]),
+        ("train", "TrainOptions", ["--data", "f", "--model", "kmeans", "--features", "a,b"]),
+    ],
+)
+def test_a_commands_parser_is_generated_from_its_options_model(
+    command: str, model: str, required: list[str]
+) -> None:
+    from fanfit.cli import build_parser
+    from fanfit.client import options as options_module
+
+    infos = getattr(options_module, model).infos()
+    sub = next(
+        a for a in build_parser()._actions if isinstance(a, argparse._SubParsersAction)
+    ).choices[command]
+    actions = {a.dest: a for a in sub._actions}
+    parsed = sub.parse_args(required)
+    fields = parsed._config_fields
+    # GIVEN every option of the model WHEN the command's parser is built THEN each is one flag
+    # with the model's spelling, help, choices, and (as a config field) its default and kind
+    for info in infos:
+        action = actions[info.name]
+        assert action.option_strings == [info.flag]
+        assert action.help == info.help
+        assert (tuple(action.choices) if action.choices else None) == info.choices
+        field = fields[info.name]
+        assert field.required == info.required
+        if not info.required:
+            assert field.default == info.default
+        assert field.kind == ("str" if info.kind == "path" else info.kind)
+        assert field.path == (info.kind == "path")
+    # AND the job options come first, in the model's order
+    flags = [a.dest for a in sub._actions if a.dest != "help"]
+    assert flags[: len(infos)] == [i.name for i in infos]
