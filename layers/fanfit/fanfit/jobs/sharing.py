@@ -46,6 +46,7 @@ from typing import Any
 import numpy as np
 
 from fanfit.errors import InvalidJobError, PartitionConflictError
+from fanfit.limits import DEFAULT_WEIGHT, MAX_WEIGHT, check_weight
 from fanfit.sched.partition import DEFAULT_MAX_CHANGES, dorm_partitions
 from fanfit.storage import Partitions
 
@@ -72,9 +73,6 @@ log = logging.getLogger("fanfit.sharing")
 GPU_WORKER_VCPUS = 4
 #: Most attempts of one recomputation against concurrent ones before giving up.
 MAX_ATTEMPTS = 12
-#: A job's weight in the fair shares when it sets none, and the largest it may set.
-DEFAULT_WEIGHT = 1.0
-MAX_WEIGHT = 100.0
 #: Execution statuses of a job that still runs (or will again: a redrive is pending). Any other
 #: status (SUCCEEDED, FAILED, TIMED_OUT, ABORTED), or no such execution, makes a job stale.
 ALIVE_STATUSES = frozenset({"RUNNING", "PENDING_REDRIVE"})
@@ -137,45 +135,6 @@ def _partition(item: dict[str, Any]) -> Partition:
         version=int(item.get("version", 0)),
         gpu_demand=int(item.get("gpu_demand", 0)),
     )
-
-
-def check_weight(value: Any, name: str = "weight") -> float:
-    """A job's weight in the fair shares (Dorm's ``w_i``), checked.
-
-    Parameters
-    ----------
-    value : int or float or None
-        None gives :data:`DEFAULT_WEIGHT`.
-    name : str
-        The option's name in the message (``weight``, ``--weight``).
-
-    Returns
-    -------
-    float
-        In ``(0, MAX_WEIGHT]``.
-
-    Raises
-    ------
-    InvalidJobError
-        Not a real number (a bool, a string), not finite, not positive, or over :data:`MAX_WEIGHT`.
-    """
-    import numbers
-
-    if value is None:
-        return DEFAULT_WEIGHT
-    if isinstance(value, bool) or not isinstance(value, numbers.Real):
-        shown = repr(value) if len(repr(value)) <= 80 else f"a {type(value).__name__} value"
-        raise InvalidJobError(
-            f"{name} must be a number in (0, {MAX_WEIGHT:g}] (the job's weight in the fair "
-            f"shares; default {DEFAULT_WEIGHT:g}), got {shown}"
-        )
-    weight = float(value)
-    if not (np.isfinite(weight) and 0.0 < weight <= MAX_WEIGHT):
-        raise InvalidJobError(
-            f"{name} must be a positive finite number of at most {MAX_WEIGHT:g} (the job's "
-            f"weight in the fair shares; default {DEFAULT_WEIGHT:g}), got {value!r}"
-        )
-    return weight
 
 
 #: Step Functions clients by (region, endpoint), created on first use (one per warm Lambda).
