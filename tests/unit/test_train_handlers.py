@@ -325,12 +325,16 @@ def test_max_batches_leaves_the_data_and_runtime_out_of_each_workers_memory():
     from fanfit.jobs.train import RUNTIME_BASE_MB, max_batches
 
     # GIVEN a logreg plan of 1,000,000 rows x 50 features, 10 classes, on 885 and 1,769 MB workers
-    plan = {
-        "spec": {"model": "logreg", "features": [f"x{i}" for i in range(50)], "n_clusters": None},
-        "n_obs": 1_000_000,
-        "n_outputs": 10,
-        "workers": [{"memory_mb": 885}, {"memory_mb": 1769}, {"memory_mb": 160}],
-    }
+    from fanfit.jobs.documents.train import TrainPlan, TrainSpec, TrainWorker
+
+    plan = TrainPlan(
+        job_id="job-x",
+        spec=TrainSpec(model="logreg", features=[f"x{i}" for i in range(50)], n_clusters=None),
+        data_key="data/x",
+        n_obs=1_000_000,
+        n_outputs=10,
+        workers=[TrainWorker(worker=i, memory_mb=m) for i, m in enumerate((885, 1769, 160))],
+    )
     # WHEN the bounds are computed
     bounds = max_batches(plan)
     # THEN each is (memory - runtime - data) / (8 (d + 3K)) rows, and a worker too small gets 1

@@ -154,7 +154,8 @@ def test_a_job_that_never_ran_has_no_resume_point_and_a_new_one_starts_at_round_
 
 def test_resume_point_is_the_first_round_whose_reduced_model_is_missing(aws):
     from fanfit import storage
-    from fanfit.jobs.train import _put_state, resume_point
+    from fanfit.jobs.train import resume_point
+    from fanfit.jobs.train.data import put_state_arrays as _put_state
 
     store = storage.JobStore("fanfit-unit")
     store.put_json(storage.plan_key("job-x"), {"job_id": "job-x"})
