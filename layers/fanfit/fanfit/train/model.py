@@ -130,6 +130,7 @@ class TrainModel(ABC):
         fanfit.errors.InvalidJobError
             Naming the option.
         """
+        return None
 
     def check_rows(self, spec: SpecLike, n_obs: int) -> None:
         """Options that must fit the data's ``n_obs`` rows.
@@ -138,6 +139,7 @@ class TrainModel(ABC):
         ------
         fanfit.errors.InvalidJobError
         """
+        return None
 
     @abstractmethod
     def n_outputs(self, spec: SpecLike, n_classes: int | None) -> int:

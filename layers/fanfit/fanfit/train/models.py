@@ -13,7 +13,7 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any, ClassVar
+from typing import Any
 
 import numpy as np
 
@@ -194,10 +194,7 @@ class _SgdModel(TrainModel):
         device: str | None = None,
     ) -> dict[str, np.ndarray]:
         idx = batch_rows(X.shape[0], batches, int(spec.seed), round_index, worker)
-        if spec.sync == "ds-sync":
-            params = per_worker(state.arrays, worker)
-        else:
-            params = dict(state.arrays)
+        params = per_worker(state.arrays, worker) if spec.sync == "ds-sync" else dict(state.arrays)
         if y is None:
             raise InvalidJobError(f"--target is required for {spec.model}")
         return self.gradient(spec, params, X[idx], y[idx], device).to_arrays()

@@ -30,11 +30,12 @@ def read_job_file(store: storage.JobStore, job_id: str, spec_key: str) -> TrainJ
     raw = store.get_json(spec_key)
     if not isinstance(raw, dict) or "spec" not in raw or "data_key" not in raw:
         raise InvalidJobError(f"{spec_key} must hold an object with 'spec' and 'data_key'")
+    job = TrainJobFile.parse(raw, source=spec_key)
     # The job file's keys are checked before anything is read or written through them.
-    storage.check_data_key(raw["data_key"])
-    if raw.get("init_key") is not None:
-        storage.check_job_key(raw["init_key"], job_id, field="init_key")
-    return TrainJobFile.parse(raw, source=spec_key)
+    storage.check_data_key(job.data_key)
+    if job.init_key is not None:
+        storage.check_job_key(job.init_key, job_id, field="init_key")
+    return job
 
 
 def init_job(
@@ -90,11 +91,13 @@ def init_job(
     """
     job = read_job_file(store, job_id, spec_key)
     weight = sharing.check_weight(job.weight)
-    spec = TrainSpec.from_dict(job.spec).validate(tuple(worker_functions))
+    given = TrainSpec.from_dict(job.spec)
+    spec = given.validate(tuple(worker_functions))
     point = resume_point(store, job_id)
     if point is not None:
-        return resume_job(store, records, job_id, job, spec, point, worker_functions,
-                          execution_arn, batch_memory_mb, partitions, weight)  # fmt: skip
+        return resume_job(store, records, job_id, job.data_key, given, spec, point,
+                          worker_functions, execution_arn, batch_memory_mb, partitions,
+                          weight)  # fmt: skip
     model = model_for(spec.model)
     columns, values = cached_data(store.bucket, job.data_key)
     spec.check_data(list(columns), values)

@@ -8,7 +8,7 @@ from dataclasses import dataclass
 from fanfit import storage
 from fanfit.errors import InvalidDataError, InvalidJobError
 from fanfit.jobs import sharing
-from fanfit.jobs.documents.train import InitOutput, TrainJobFile, TrainPlan, TrainSpec
+from fanfit.jobs.documents.train import InitOutput, TrainPlan, TrainSpec
 from fanfit.jobs.train.data import get_state, read_plan
 
 __all__ = ["ResumePoint", "register_partition", "resume_job", "resume_point"]
@@ -85,21 +85,28 @@ def resume_point(store: storage.JobStore, job_id: str) -> ResumePoint | None:
     return ResumePoint(round=r, phase=phase, has_next_round=phase != "done")
 
 
-def _check_same_job(plan: TrainPlan, job: TrainJobFile, spec: TrainSpec) -> None:
+def _check_same_job(plan: TrainPlan, data_key: str, given: TrainSpec, spec: TrainSpec) -> None:
     """A resumed job's spec must be the one its plan was written from.
+
+    Parameters
+    ----------
+    plan : TrainPlan
+    data_key : str
+        The job file's data.
+    given, spec : TrainSpec
+        The spec as the job file gives it and as validated (``worker_memory_mb`` filled in).
 
     Raises
     ------
     InvalidJobError
         The spec or the data differ from the plan's.
     """
-    ours, theirs = spec.to_dict(), plan.spec.to_dict()
-    if not job.spec.get("worker_memory_mb"):
+    names = list(TrainSpec.model_fields)
+    if not given.worker_memory_mb:
         # sizes left to the stack's default: the plan's workers keep the sizes they ran with
-        ours.pop("worker_memory_mb")
-        theirs.pop("worker_memory_mb", None)
-    changed = sorted(k for k in set(ours) | set(theirs) if ours.get(k) != theirs.get(k))
-    if plan.data_key != job.data_key:
+        names.remove("worker_memory_mb")
+    changed = sorted(n for n in names if getattr(spec, n) != getattr(plan.spec, n))
+    if plan.data_key != data_key:
         changed.append("data_key")
     if changed:
         raise InvalidJobError(
@@ -133,7 +140,8 @@ def resume_job(
     store: storage.JobStore,
     records: storage.JobRecords,
     job_id: str,
-    job: TrainJobFile,
+    data_key: str,
+    given: TrainSpec,
     spec: TrainSpec,
     point: ResumePoint,
     worker_functions: dict[int, str],
@@ -143,6 +151,8 @@ def resume_job(
     weight: float,
 ) -> dict:
     """TrainInit of a job that already ran: keep its plan and models, start at ``point``.
+
+    ``given`` is the spec as its job file gives it, ``spec`` as validated.
 
     Returns
     -------
@@ -156,10 +166,10 @@ def resume_job(
         longer has, or GPU workers on a stack without the GPU worker.
     """
     plan = read_plan(store, job_id)
-    _check_same_job(plan, job, spec)
-    if not store.exists(job.data_key):
+    _check_same_job(plan, data_key, given, spec)
+    if not store.exists(data_key):
         raise InvalidDataError(
-            f"data object {job.data_key} of job {job_id!r} does not exist in bucket "
+            f"data object {data_key} of job {job_id!r} does not exist in bucket "
             f"{store.bucket}; the job cannot resume without it"
         )
     if spec.batch_workers and not batch_memory_mb:
