@@ -12,7 +12,7 @@ from aws_lambda_powertools.utilities.idempotency import (
 from aws_lambda_powertools.utilities.typing import LambdaContext
 
 from fanfit.jobs.events import TrainFinalizeEvent, parse_event
-from fanfit.jobs.train import finalize_job
+from fanfit.jobs.train.finalize import finalize_job
 from fanfit.storage import JobRecords, JobStore, Partitions
 
 logger = Logger()
@@ -22,8 +22,8 @@ store = JobStore(os.environ["FANFIT_BUCKET"])
 records = JobRecords(os.environ["FANFIT_JOB_TABLE"])
 partitions = Partitions.from_env()
 persistence = DynamoDBPersistenceLayer(table_name=os.environ["FANFIT_IDEMPOTENCY_TABLE"])
-# A resumed job's execution writes the result and marks the job SUCCEEDED again (fanfit resume).
-idempotency = IdempotencyConfig(event_key_jmespath="[job_id, execution_arn]")
+# The key and why: TrainFinalizeEvent.IDEMPOTENCY_KEY (fanfit.jobs.events).
+idempotency = IdempotencyConfig(event_key_jmespath=TrainFinalizeEvent.IDEMPOTENCY_KEY)
 
 
 @logger.inject_lambda_context

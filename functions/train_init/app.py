@@ -13,7 +13,7 @@ from aws_lambda_powertools.utilities.idempotency import (
 from aws_lambda_powertools.utilities.typing import LambdaContext
 
 from fanfit.jobs.events import TrainInitEvent, parse_event
-from fanfit.jobs.train import init_job
+from fanfit.jobs.train.init import init_job
 from fanfit.storage import JobRecords, JobStore, Partitions
 
 logger = Logger()
@@ -29,9 +29,8 @@ worker_functions = {
 # Memory (MB) of the GPU worker's Batch job definition; unset: the stack has no Batch path.
 batch_memory_mb = int(os.environ.get("FANFIT_BATCH_WORKER_MEMORY_MB") or 0) or None
 persistence = DynamoDBPersistenceLayer(table_name=os.environ["FANFIT_IDEMPOTENCY_TABLE"])
-# A resumed job (fanfit resume) is a new execution: Init runs again and starts at the first round
-# whose reduced model is not in S3; a retry within one execution gets the stored response.
-idempotency = IdempotencyConfig(event_key_jmespath="[job_id, execution_arn]")
+# The key and why: TrainInitEvent.IDEMPOTENCY_KEY (fanfit.jobs.events).
+idempotency = IdempotencyConfig(event_key_jmespath=TrainInitEvent.IDEMPOTENCY_KEY)
 
 
 @logger.inject_lambda_context

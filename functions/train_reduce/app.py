@@ -12,7 +12,7 @@ from aws_lambda_powertools.utilities.idempotency import (
 from aws_lambda_powertools.utilities.typing import LambdaContext
 
 from fanfit.jobs.events import TrainRoundEvent, parse_event
-from fanfit.jobs.train import reduce_round
+from fanfit.jobs.train.reduce import reduce_round
 from fanfit.storage import JobRecords, JobStore
 
 logger = Logger()
@@ -21,7 +21,8 @@ metrics = Metrics()
 store = JobStore(os.environ["FANFIT_BUCKET"])
 records = JobRecords(os.environ["FANFIT_JOB_TABLE"])
 persistence = DynamoDBPersistenceLayer(table_name=os.environ["FANFIT_IDEMPOTENCY_TABLE"])
-idempotency = IdempotencyConfig(event_key_jmespath="[job_id, round]")
+# The key and why: TrainRoundEvent.IDEMPOTENCY_KEY (fanfit.jobs.events).
+idempotency = IdempotencyConfig(event_key_jmespath=TrainRoundEvent.IDEMPOTENCY_KEY)
 
 
 @logger.inject_lambda_context

@@ -12,7 +12,7 @@ from aws_lambda_powertools.utilities.idempotency import (
 from aws_lambda_powertools.utilities.typing import LambdaContext
 
 from fanfit.jobs.events import TrainRoundEvent, parse_event
-from fanfit.jobs.train import schedule_round
+from fanfit.jobs.train.schedule import schedule_round
 from fanfit.storage import JobStore, Partitions, ThroughputRecords
 
 logger = Logger()
@@ -22,7 +22,8 @@ store = JobStore(os.environ["FANFIT_BUCKET"])
 throughput = ThroughputRecords(os.environ["FANFIT_THROUGHPUT_TABLE"])
 partitions = Partitions.from_env()
 persistence = DynamoDBPersistenceLayer(table_name=os.environ["FANFIT_IDEMPOTENCY_TABLE"])
-idempotency = IdempotencyConfig(event_key_jmespath="[job_id, round]")
+# The key and why: TrainRoundEvent.IDEMPOTENCY_KEY (fanfit.jobs.events).
+idempotency = IdempotencyConfig(event_key_jmespath=TrainRoundEvent.IDEMPOTENCY_KEY)
 
 
 @logger.inject_lambda_context

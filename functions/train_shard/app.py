@@ -12,7 +12,7 @@ from aws_lambda_powertools.utilities.idempotency import (
 from aws_lambda_powertools.utilities.typing import LambdaContext
 
 from fanfit.jobs.events import TrainShardEvent, parse_event
-from fanfit.jobs.train import train_shard
+from fanfit.jobs.train.shard import train_shard
 from fanfit.storage import JobStore
 
 logger = Logger()
@@ -20,7 +20,8 @@ tracer = Tracer()
 metrics = Metrics()
 store = JobStore(os.environ["FANFIT_BUCKET"])
 persistence = DynamoDBPersistenceLayer(table_name=os.environ["FANFIT_IDEMPOTENCY_TABLE"])
-idempotency = IdempotencyConfig(event_key_jmespath="[job_id, round, worker]")
+# The key and why: TrainShardEvent.IDEMPOTENCY_KEY (fanfit.jobs.events).
+idempotency = IdempotencyConfig(event_key_jmespath=TrainShardEvent.IDEMPOTENCY_KEY)
 
 
 @logger.inject_lambda_context

@@ -188,7 +188,7 @@ def test_a_train_jobs_weight_goes_from_the_spec_to_its_registration(
     partition_stack, make_plr_frame
 ) -> None:
     from fanfit import storage
-    from fanfit.jobs.train import init_job
+    from fanfit.jobs.train.init import init_job
 
     client = _moto_client()
     job = client.submit_train(make_plr_frame(300), model="kmeans", features=["x1", "x2"],
@@ -205,7 +205,7 @@ def test_register_job_receives_the_weight(partition_stack, make_plr_frame, monke
     from fanfit import storage
     from fanfit.jobs import sharing
     from fanfit.jobs.estimate import prepare_stage
-    from fanfit.jobs.train import init_job
+    from fanfit.jobs.train.init import init_job
 
     seen: list[tuple[str, float]] = []
     real = sharing.register_job
@@ -259,7 +259,7 @@ def test_a_crafted_spec_with_a_bad_weight_fails_in_the_function(
 ) -> None:
     from fanfit import storage
     from fanfit.jobs.estimate import prepare_stage
-    from fanfit.jobs.train import init_job
+    from fanfit.jobs.train.init import init_job
 
     client = _moto_client()
     if kind == "estimate":

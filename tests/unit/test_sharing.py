@@ -175,7 +175,8 @@ def test_schedule_round_sets_the_maps_concurrency_from_the_partition(
 ):
     from fanfit import storage
     from fanfit.jobs.sharing import register_job, release_job
-    from fanfit.jobs.train import init_job, schedule_round
+    from fanfit.jobs.train.init import init_job
+    from fanfit.jobs.train.schedule import schedule_round
 
     store, records, throughput = job_storage
     parts = make_partitions()

@@ -323,7 +323,8 @@ def test_schedule_round_grows_when_a_stopped_jobs_share_is_reclaimed(
 ):
     from fanfit import storage
     from fanfit.jobs.sharing import register_job
-    from fanfit.jobs.train import init_job, schedule_round
+    from fanfit.jobs.train.init import init_job
+    from fanfit.jobs.train.schedule import schedule_round
 
     store, records, throughput = job_storage
     parts = make_partitions()

@@ -137,6 +137,7 @@ def test_logreg_job_with_ds_sync_equals_train_sgd(aws, load_handler, lambda_cont
     import boto3
 
     from fanfit import storage
+    from fanfit.sched import dssync_groups
     from fanfit.train import train_sgd
 
     # GIVEN a separable two-class problem, 4 workers, DS-Sync in groups of 2, uniform batches
@@ -154,7 +155,8 @@ def test_logreg_job_with_ds_sync_equals_train_sgd(aws, load_handler, lambda_cont
 
     # THEN the averaged model equals train_sgd's (same seed: same batches and groups)
     ref = train_sgd("logistic", X, y.astype(int), 2, global_batch=64, n_workers=4, rounds=5,
-                    lr=0.5, seed=3, sync="ds-sync", group_size=2)  # fmt: skip
+                    lr=0.5, seed=3, sync="ds-sync", group_size=2,
+                    groups=lambda r: dssync_groups(4, 2, 3, r))  # fmt: skip
     np.testing.assert_allclose(result["coef"], ref["W"], rtol=0, atol=1e-12)
     np.testing.assert_allclose(result["intercept"], ref["b"], rtol=0, atol=1e-12)
     assert len(schedules) == 5 and len(result["rounds"]) == 5 and result["classes"] == [0.0, 1.0]
@@ -322,15 +324,18 @@ def test_static_balance_runs_the_given_split_and_equals_the_uniform_model(
 
 
 def test_max_batches_leaves_the_data_and_runtime_out_of_each_workers_memory():
-    from fanfit.jobs.train import RUNTIME_BASE_MB, max_batches
+    from fanfit.jobs.documents.train import TrainPlan, TrainSpec, TrainWorker
+    from fanfit.jobs.train.schedule import RUNTIME_BASE_MB, max_batches
 
     # GIVEN a logreg plan of 1,000,000 rows x 50 features, 10 classes, on 885 and 1,769 MB workers
-    plan = {
-        "spec": {"model": "logreg", "features": [f"x{i}" for i in range(50)], "n_clusters": None},
-        "n_obs": 1_000_000,
-        "n_outputs": 10,
-        "workers": [{"memory_mb": 885}, {"memory_mb": 1769}, {"memory_mb": 160}],
-    }
+    plan = TrainPlan(
+        job_id="job-x",
+        spec=TrainSpec(model="logreg", features=[f"x{i}" for i in range(50)], n_clusters=None),
+        data_key="data/x",
+        n_obs=1_000_000,
+        n_outputs=10,
+        workers=[TrainWorker(worker=i, memory_mb=m) for i, m in enumerate((885, 1769, 160))],
+    )
     # WHEN the bounds are computed
     bounds = max_batches(plan)
     # THEN each is (memory - runtime - data) / (8 (d + 3K)) rows, and a worker too small gets 1

@@ -236,6 +236,7 @@ def test_mlp_job_on_the_handlers_with_every_worker_on_batch_equals_train_mlp(
 
 def test_mlp_job_with_ds_sync_equals_train_mlp(aws, load_handler, lambda_context):  # noqa: F811
     from fanfit import storage
+    from fanfit.sched import dssync_groups
     from fanfit.train.mlp import train_mlp
 
     # GIVEN an mlp job with DS-Sync in groups of 2 over 4 Batch workers
@@ -249,6 +250,7 @@ def test_mlp_job_with_ds_sync_equals_train_mlp(aws, load_handler, lambda_context
     done, _ = _run(load_handler, lambda_context)
     result = store.get_json(done["result_key"])
     ref = train_mlp(X, y.astype(int), 3, (8,), global_batch=64, n_workers=4, rounds=3, lr=0.3,
-                    seed=1, sync="ds-sync", group_size=2)  # fmt: skip
+                    seed=1, sync="ds-sync", group_size=2,
+                    groups=lambda r: dssync_groups(4, 2, 1, r))  # fmt: skip
     for key, value in ref.items():
         np.testing.assert_allclose(result["params"][key], value, rtol=0, atol=1e-12)

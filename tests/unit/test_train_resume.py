@@ -4,7 +4,7 @@ GIVEN train jobs run by hand through the five train handlers on moto (as
 tests/unit/test_train_handlers.py does), stopped after some rounds (a round's Map half done, the
 job's tables emptied as a restarted local stack leaves them), WHEN TrainInit runs again in a new
 execution, THEN it starts at the first round whose reduced model is not in S3
-(:func:`fanfit.jobs.train.resume_point`), keeps every reduced round's objects (same ETags) and the
+(:func:`fanfit.jobs.train.resume.resume_point`), keeps every reduced round's objects (same ETags) and the
 stopped round's plan, and the job ends with the uninterrupted run's model, bit for bit.
 ``Client.resume`` refuses a running job and an unknown one, and hands back a ``TrainJob``.
 """
@@ -134,7 +134,7 @@ def test_a_job_that_never_ran_has_no_resume_point_and_a_new_one_starts_at_round_
     handlers, lambda_context
 ):
     from fanfit import storage
-    from fanfit.jobs.train import resume_point
+    from fanfit.jobs.train.resume import resume_point
 
     store = storage.JobStore("fanfit-unit")
     # GIVEN a job whose spec is written but whose Init never ran
@@ -154,7 +154,8 @@ def test_a_job_that_never_ran_has_no_resume_point_and_a_new_one_starts_at_round_
 
 def test_resume_point_is_the_first_round_whose_reduced_model_is_missing(aws):
     from fanfit import storage
-    from fanfit.jobs.train import _put_state, resume_point
+    from fanfit.jobs.train.data import put_state_arrays as _put_state
+    from fanfit.jobs.train.resume import resume_point
 
     store = storage.JobStore("fanfit-unit")
     store.put_json(storage.plan_key("job-x"), {"job_id": "job-x"})
@@ -258,7 +259,7 @@ def test_a_finished_job_resumes_at_its_final_model_and_only_writes_its_result(
     aws, handlers, lambda_context
 ):
     from fanfit import storage
-    from fanfit.jobs.train import resume_point
+    from fanfit.jobs.train.resume import resume_point
 
     s3 = aws
     # GIVEN a job whose every round was reduced, stopped before Finalize

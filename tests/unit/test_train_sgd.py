@@ -16,13 +16,14 @@ from sklearn.model_selection import train_test_split
 from sklearn.preprocessing import StandardScaler
 
 from fanfit.errors import InvalidDataError, InvalidJobError
-from fanfit.sched import lbbsp_batches
+from fanfit.sched import dssync_groups, lbbsp_batches, uniform_batches
 from fanfit.train import (
     WorkerGradient,
     accuracy,
     average_params,
     batch_rows,
     dssync_step,
+    even_batches,
     global_batch_rows,
     init_params,
     loss_gradient,
@@ -243,6 +244,7 @@ def test_logistic_on_401k_matches_sklearn(k401, sync) -> None:
         sync=sync,
         group_size=2,
         batches=lambda r: lbbsp_batches(512, [1.0, 2.0, 3.0, 4.0]),
+        groups=lambda r: dssync_groups(4, 2, 0, r),
     )
     # THEN test accuracy is within 1 percentage point of sklearn's, and so is the test log loss
     assert abs(accuracy(params, X_te, y_te) - ref.score(X_te, y_te)) <= 0.01
@@ -250,3 +252,22 @@ def test_logistic_on_401k_matches_sklearn(k401, sync) -> None:
         log_loss(y_te, predict_proba(params, X_te))
         <= log_loss(y_te, ref.predict_proba(X_te)) + 0.01
     )
+
+
+def test_the_default_split_of_train_sgd_is_the_schedulers_uniform_split() -> None:
+    # GIVEN global batches and worker counts WHEN fanfit.train splits a round evenly (it does not
+    # import the scheduler) THEN its split is the scheduler's uniform_batches
+    for B in range(1, 40):
+        for N in range(1, B + 1):
+            np.testing.assert_array_equal(even_batches(B, N), uniform_batches(B, N))
+    with pytest.raises(InvalidJobError):
+        even_batches(3, 4)
+
+
+def test_ds_sync_without_groups_is_refused() -> None:
+    # GIVEN DS-Sync and no groups WHEN train_sgd runs THEN a named error (the schedule is an input)
+    X, y, _ = random_problem("logistic", seed=1, n=50)
+    with pytest.raises(InvalidJobError, match="needs groups"):
+        train_sgd(
+            "logistic", X, y, 3, global_batch=8, n_workers=2, rounds=1, lr=0.1, sync="ds-sync"
+        )

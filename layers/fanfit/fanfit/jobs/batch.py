@@ -6,7 +6,7 @@ same JSON event the Lambda function would get (``States.JsonToString``). The wor
 S3 exactly like the Lambda shard, so the rest of the pipeline cannot tell them apart:
 
 - ``crossfit``: :func:`fanfit.jobs.estimate.crossfit_shard` on a :class:`~fanfit.jobs.events.CrossFitEvent`;
-- ``train_shard``: :func:`fanfit.jobs.train.train_shard` on a :class:`~fanfit.jobs.events.TrainShardEvent`.
+- ``train_shard``: :func:`fanfit.jobs.train.shard.train_shard` on a :class:`~fanfit.jobs.events.TrainShardEvent`.
 
 Each writes its output under a key determined by the shard's identity, so a retried attempt
 (``RetryStrategy``) overwrites the same object with the same content: no result is counted twice.
@@ -90,7 +90,7 @@ def run_task(kind: str, task: dict[str, Any], store: JobStore | None = None) -> 
             memory_mb=memory_mb,
             resource_name=batch_resource(),
         )
-    from fanfit.jobs.train import train_shard
+    from fanfit.jobs.train.shard import train_shard
 
     return train_shard(
         store,

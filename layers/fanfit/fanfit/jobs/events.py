@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import functools
 from collections.abc import Callable
-from typing import Any, Literal, TypeVar
+from typing import Any, ClassVar, Literal, TypeVar
 
 from aws_lambda_powertools.utilities.parser import parse
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
@@ -105,6 +105,10 @@ class AggregateEvent(BaseModel):
 class TrainInitEvent(BaseModel):
     """Input of TrainInit: validate train job ``job_id`` and write its plan and round-0 model."""
 
+    #: Idempotency key of TrainInit: a resumed job (``fanfit resume``) is a new execution, so Init
+    #: runs again and starts at the first round whose reduced model is not in S3; a retry within
+    #: one execution gets the stored response.
+    IDEMPOTENCY_KEY: ClassVar[str] = "[job_id, execution_arn]"
     model_config = ConfigDict(extra="forbid")
     job_id: str = Field(pattern=_ID)
     spec_key: str = Field(pattern=_KEY)
@@ -115,6 +119,11 @@ class TrainInitEvent(BaseModel):
 class TrainRoundEvent(BaseModel):
     """Input of TrainSchedule and TrainReduce: round ``round`` of train job ``job_id``."""
 
+    #: Idempotency key of TrainSchedule and TrainReduce: one schedule and one reduce per round, so
+    #: a retry neither folds a round's throughput in twice nor steps the model twice. (A resumed
+    #: execution re-entering a round is safe without the record: Schedule keeps a round plan in
+    #: S3, and Reduce rewrites the same record and model from the same partials.)
+    IDEMPOTENCY_KEY: ClassVar[str] = "[job_id, round]"
     model_config = ConfigDict(extra="forbid")
     job_id: str = Field(pattern=_ID)
     round: int = Field(ge=0, le=20_000)
@@ -128,6 +137,10 @@ class TrainShardEvent(BaseModel):
     Batch); the worker itself uses neither.
     """
 
+    #: Idempotency key of TrainShard: the worker's identity in the job, one step per worker and
+    #: round, so a Step Functions retry of a Map item returns the stored partial's statistics and
+    #: its throughput is not counted twice. ``function_arn`` and ``placement`` are not part of it.
+    IDEMPOTENCY_KEY: ClassVar[str] = "[job_id, round, worker]"
     model_config = ConfigDict(extra="forbid")
     job_id: str = Field(pattern=_ID)
     round: int = Field(ge=0, le=20_000)
@@ -139,6 +152,9 @@ class TrainShardEvent(BaseModel):
 class TrainFinalizeEvent(BaseModel):
     """Input of TrainFinalize: write the result of train job ``job_id`` from round ``round``'s model."""
 
+    #: Idempotency key of TrainFinalize: a resumed job's execution writes the result and marks the
+    #: job SUCCEEDED again (``fanfit resume``); a retry within one execution does not.
+    IDEMPOTENCY_KEY: ClassVar[str] = "[job_id, execution_arn]"
     model_config = ConfigDict(extra="forbid")
     job_id: str = Field(pattern=_ID)
     round: int = Field(ge=0, le=20_000)

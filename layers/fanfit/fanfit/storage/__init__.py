@@ -182,6 +182,23 @@ def train_state_key(job_id: str, round_index: int) -> str:
     return f"{job_prefix(job_id)}train/state/{round_index:05d}.npz"
 
 
+def train_state_prefix(job_id: str) -> str:
+    """Prefix of a train job's model states (:func:`train_state_key`), for listing them."""
+    return f"{job_prefix(job_id)}train/state/"
+
+
+def train_state_index(job_id: str, key: str) -> int | None:
+    """The round of a model state's key (:func:`train_state_key`); None for any other key."""
+    prefix = train_state_prefix(job_id)
+    name = key[len(prefix) :] if key.startswith(prefix) else ""
+    return int(name[:-4]) if name.endswith(".npz") and name[:-4].isdigit() else None
+
+
+def train_init_key(job_id: str) -> str:
+    """Key of a K-Means job's initial centroids the user gave (``(k, d)`` ``.npy``, the client)."""
+    return f"{job_prefix(job_id)}input-init.npy"
+
+
 def train_round_plan_key(job_id: str, round_index: int) -> str:
     """Key of a round's plan: per-worker batches, DS-Sync groups, predicted throughput."""
     return f"{job_prefix(job_id)}train/rounds/{round_index:05d}/plan.json"

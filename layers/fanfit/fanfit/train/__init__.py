@@ -5,9 +5,15 @@
   prediction, scores).
 - :mod:`~fanfit.train.sgd`: mini-batch SGD rounds: worker gradient, BSP reduce, DS-Sync update.
 - :mod:`~fanfit.train.batches`: which rows a worker takes in a round.
+- :mod:`~fanfit.train.model`: the interface of a train model (:class:`TrainModel`: init, worker
+  step, reduce, finalize); :mod:`~fanfit.train.models`: its implementations (K-Means, linear,
+  MLP) and :func:`model_for`.
+
+This package imports nothing above it (no :mod:`fanfit.sched`, no :mod:`fanfit.jobs`): a round's
+batches and DS-Sync groups are inputs.
 """
 
-from fanfit.train.batches import batch_rows, global_batch_rows, row_range
+from fanfit.train.batches import batch_rows, even_batches, global_batch_rows, row_range
 from fanfit.train.kmeans import (
     KMeansPartial,
     KMeansResult,
@@ -28,6 +34,8 @@ from fanfit.train.linear import (
     predict,
     predict_proba,
 )
+from fanfit.train.model import ModelState, TrainModel
+from fanfit.train.models import TRAIN_MODELS, model_for
 from fanfit.train.sgd import (
     SYNC_MODES,
     WorkerGradient,
@@ -42,6 +50,9 @@ from fanfit.train.sgd import (
 __all__ = [
     "LINEAR_MODELS",
     "SYNC_MODES",
+    "TRAIN_MODELS",
+    "ModelState",
+    "TrainModel",
     "KMeansPartial",
     "KMeansResult",
     "KMeansRound",
@@ -51,6 +62,7 @@ __all__ = [
     "average_params",
     "batch_rows",
     "dssync_step",
+    "even_batches",
     "global_batch_rows",
     "init_params",
     "kmeans_fit",
@@ -59,6 +71,7 @@ __all__ = [
     "kmeans_reduce",
     "kmeans_step",
     "loss_gradient",
+    "model_for",
     "mse",
     "predict",
     "predict_proba",

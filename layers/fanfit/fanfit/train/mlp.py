@@ -309,6 +309,7 @@ def train_mlp(
     group_size: int = 2,
     batches: Callable[[int], ArrayLike] | None = None,
     device: str | None = "cpu",
+    groups: Callable[[int], Sequence[Sequence[int]]] | None = None,
 ) -> Params:
     """The rounds of an ``mlp`` train job in this process: the reference a pipeline must equal.
 
@@ -326,8 +327,8 @@ def train_mlp(
         ``K``.
     hidden : sequence of int
         Hidden layer widths.
-    global_batch, n_workers, rounds, lr, l2, seed, sync, group_size, batches
-        As in :func:`fanfit.train.sgd.train_sgd`.
+    global_batch, n_workers, rounds, lr, l2, seed, sync, group_size, batches, groups
+        As in :func:`fanfit.train.sgd.train_sgd` (DS-Sync needs ``groups``).
     device : {'auto', 'cpu', 'cuda'}, optional
         Default ``'cpu'`` (float64).
 
@@ -360,4 +361,5 @@ def train_mlp(
         batches=batches,
         init=init,
         gradient=gradient,
+        groups=groups,
     )

@@ -8,7 +8,7 @@ One round, for ``N`` workers with batch sizes ``b`` (``B = sum(b)``):
    ``B`` rows, so a round is one SGD step on a global batch of ``B`` samples however LB-BSP split
    it (:func:`reduce_gradients`, :func:`sgd_step`);
 3. with DS-Sync (Wang et al. 2020) each worker keeps its own model; in the round's groups
-   (:func:`fanfit.sched.dssync.dssync_groups`) every worker steps its model with its own gradient
+   (drawn by the scheduler, :func:`fanfit.sched.dssync.dssync_groups`) every worker steps its model with its own gradient
    and the group averages the stepped models, weighted by batch size (:func:`dssync_step`).
    Members of a group then hold the same model; groups are reshuffled every round, so models mix
    across groups over rounds, and the final model is the plain average over workers
@@ -24,9 +24,7 @@ import numpy as np
 from numpy.typing import ArrayLike
 
 from fanfit.errors import InvalidJobError
-from fanfit.sched.dssync import dssync_groups
-from fanfit.sched.lbbsp import uniform_batches
-from fanfit.train.batches import batch_rows
+from fanfit.train.batches import batch_rows, even_batches
 from fanfit.train.linear import Params, init_params, loss_gradient
 
 __all__ = [
@@ -301,6 +299,7 @@ def train_sgd(
     batches: Callable[[int], ArrayLike] | None = None,
     init: Params | None = None,
     gradient: LossGradient | None = None,
+    groups: Callable[[int], Sequence[Sequence[int]]] | None = None,
 ) -> Params:
     """Run the round protocol in this process: the reference for what a pipeline computes.
 
@@ -324,16 +323,22 @@ def train_sgd(
         The job seed: batches (:func:`fanfit.train.batches.batch_rows`) and DS-Sync groups.
     sync : {'bsp', 'ds-sync'}
     group_size : int
-        DS-Sync's group size.
+        DS-Sync's group size (unused: the groups come from ``groups``; kept for the callers that
+        pass a job's options).
     batches : callable, optional
         ``round_index -> (n_workers,) batch sizes summing to global_batch`` (e.g. LB-BSP from
-        measured throughputs); default :func:`fanfit.sched.lbbsp.uniform_batches`.
+        measured throughputs); default the even split :func:`fanfit.train.batches.even_batches`.
     init : dict, optional
         The round-0 model (e.g. :func:`fanfit.train.mlp.init_mlp_params`); default the linear
         model's zeros, :func:`fanfit.train.linear.init_params`.
     gradient : callable, optional
         The worker step (:data:`LossGradient`), e.g. :func:`fanfit.train.mlp.mlp_loss_gradient`
         for an MLP; default :func:`fanfit.train.linear.loss_gradient` of ``model``.
+    groups : callable, optional
+        DS-Sync only (required there): ``round_index -> partition of range(n_workers)``, the
+        round's groups as the scheduler draws them, e.g. ``lambda r: dssync_groups(n_workers,
+        group_size, seed, r)`` (:func:`fanfit.sched.dssync.dssync_groups`). This package does not
+        import the scheduler: the schedule is an input.
 
     Returns
     -------
@@ -343,16 +348,19 @@ def train_sgd(
     Raises
     ------
     InvalidJobError
-        Unknown ``sync``, or batches that do not sum to ``global_batch``.
+        Unknown ``sync``, DS-Sync without ``groups``, or batches that do not sum to
+        ``global_batch``.
     """
     if sync not in SYNC_MODES:
         raise InvalidJobError(f"sync must be one of {', '.join(SYNC_MODES)}; got {sync!r}.")
+    if sync == "ds-sync" and groups is None:
+        raise InvalidJobError("sync 'ds-sync' needs groups: round_index -> the round's groups.")
     X = np.asarray(X, dtype=np.float64)
     y = np.asarray(y)
     start = init_params(X.shape[1], n_outputs) if init is None else init
     params = [start] * (n_workers if sync == "ds-sync" else 1)
     for r in range(rounds):
-        b = uniform_batches(global_batch, n_workers) if batches is None else np.asarray(batches(r))
+        b = even_batches(global_batch, n_workers) if batches is None else np.asarray(batches(r))
         if b.shape != (n_workers,) or int(b.sum()) != global_batch:
             raise InvalidJobError(f"round {r}: batches {b!r} do not sum to {global_batch}.")
         parts = []
@@ -367,7 +375,6 @@ def train_sgd(
         if sync == "bsp":
             params = [sgd_step(params[0], reduce_gradients(parts).grads, lr, l2)]
         else:
-            params = dssync_step(
-                params, parts, dssync_groups(n_workers, group_size, seed, r), lr, l2
-            )
+            assert groups is not None  # checked above
+            params = dssync_step(params, parts, groups(r), lr, l2)
     return average_params(params)

@@ -1,0 +1,573 @@
+"""The documents of a train job: its spec, plan, round plans, partials, records and result.
+
+Each is a :class:`~fanfit.jobs.documents.Document` (unknown keys refused; ``parse(data, source=key)``
+raises :class:`~fanfit.errors.InvalidDocumentError` naming the field). Keys come from
+:mod:`fanfit.storage`.
+
+==================  ===========================================  ===============  =====================================
+document            S3 key (fanfit.storage) / state               writer           readers
+==================  ===========================================  ===============  =====================================
+TrainJobFile        ``spec_key`` (spec.json)                      client           TrainInit
+TrainSpec           inside TrainJobFile and TrainPlan             client           TrainInit, every step, progress
+TrainPlan           ``plan_key`` (plan.json)                      TrainInit        TrainSchedule, TrainShard, TrainReduce,
+                                                                                   TrainFinalize, resume
+StateMeta           ``train_state_key`` (``__meta__`` of the npz) TrainInit/Reduce TrainSchedule/Shard/Reduce/Finalize, resume
+RoundPlan           ``train_round_plan_key``                      TrainSchedule    TrainShard, TrainReduce
+ShardStats          ``train_partial_key`` (``__stats__``)         TrainShard       TrainReduce, progress
+RoundRecord         ``train_round_key``                           TrainReduce      TrainSchedule, TrainFinalize, progress
+TrainResult         ``result_key`` (result.json)                  TrainFinalize    client (TrainResult), report, cost
+InitOutput          state of the execution                        TrainInit        train.asl.json
+ScheduleOutput      state (the Map's items and concurrency)       TrainSchedule    train.asl.json
+ShardOutput         state (the Map item's result)                 TrainShard       train.asl.json
+ReduceOutput        state                                         TrainReduce      train.asl.json
+FinalizeOutput      state                                         TrainFinalize    train.asl.json, client
+==================  ===========================================  ===============  =====================================
+
+Documents whose fields depend on the model (:class:`RoundRecord`, :class:`TrainResult`,
+:class:`ShardStats`) write only the fields that were set (``exclude_unset``), so their JSON is
+the shape the client, progress and report read.
+"""
+
+from __future__ import annotations
+
+import math
+import numbers
+from typing import Annotated, Any, Literal
+
+import numpy as np
+from pydantic import BeforeValidator, ConfigDict, Field, ValidationError
+
+from fanfit.errors import InvalidDataError, InvalidJobError
+from fanfit.jobs.documents import Document, describe_validation_error
+from fanfit.train.models import TRAIN_MODELS, model_for
+
+__all__ = [
+    "BALANCES",
+    "MAX_CLASSES",
+    "MAX_WORKERS",
+    "SYNCS",
+    "TRAIN_MODELS",
+    "FinalizeOutput",
+    "InitOutput",
+    "ReduceOutput",
+    "RoundItem",
+    "RoundPlan",
+    "RoundRecord",
+    "ScheduleOutput",
+    "ShardOutput",
+    "ShardStats",
+    "StateMeta",
+    "TrainJobFile",
+    "TrainPlan",
+    "TrainResult",
+    "TrainSpec",
+    "TrainWorker",
+    "WorkerRecord",
+]
+
+#: Batch balancing policies: plain BSP's even split, LB-BSP's split by predicted throughput, or a
+#: split the user gives (``worker_batches``; e.g. the oracle split of a benchmark).
+BALANCES: tuple[str, ...] = ("uniform", "lb-bsp", "static")
+#: Synchronisation modes of the SGD models.
+SYNCS: tuple[str, ...] = ("bsp", "ds-sync")
+#: Most workers of a job: an inline Map runs at most 40 iterations at once (Step Functions quota),
+#: and a round is a barrier, so every worker of a round must run at the same time.
+MAX_WORKERS = 40
+#: Most classes of a logistic model.
+MAX_CLASSES = 1000
+
+
+def _integer(value: Any) -> Any:
+    """An integer (not a bool, not a float): what ``_is_int`` accepted."""
+    if isinstance(value, bool) or not isinstance(value, numbers.Integral):
+        raise ValueError("must be an integer")
+    return int(value)
+
+
+def _number(value: Any) -> Any:
+    if isinstance(value, bool) or not isinstance(value, numbers.Real):
+        raise ValueError("must be a number")
+    return float(value)
+
+
+def _text(value: Any) -> Any:
+    if not isinstance(value, str):
+        raise ValueError("must be a string")
+    return value
+
+
+Int = Annotated[int, BeforeValidator(_integer)]
+Num = Annotated[float, BeforeValidator(_number)]
+Str = Annotated[str, BeforeValidator(_text)]
+
+
+def _is_int(value: Any) -> bool:
+    return isinstance(value, int | np.integer) and not isinstance(value, bool)
+
+
+class TrainSpec(Document):
+    """A train job, as the client writes it (in ``spec.json``) and TrainInit validates it.
+
+    Attributes
+    ----------
+    model : {'kmeans', 'logreg', 'linreg', 'mlp'}
+        The model (:func:`fanfit.train.models.model_for`). ``mlp``: a ReLU network classifier
+        (:mod:`fanfit.train.mlp`), every worker on the GPU worker (``batch_workers == workers``).
+    features : tuple of str
+        Feature columns, ``d = len(features)``.
+    target : str or None
+        Target column (class labels for ``logreg`` and ``mlp``, values for ``linreg``); None for
+        ``kmeans``.
+    workers : int
+        ``N``, workers per round (1 to :data:`MAX_WORKERS`).
+    worker_memory_mb : tuple of int
+        Memory of each Lambda worker's function, MB, length ``N - batch_workers``.
+    batch_workers : int
+        How many of the ``N`` workers (the last ones) run on the GPU worker (AWS Batch) instead of
+        Lambda: a CPU-GPU hybrid round (Proteus), its batches sized by measured throughput as for
+        any worker.
+    rounds : int
+        Most rounds (SGD steps; K-Means Lloyd iterations, ``max_iter``).
+    global_batch : int or None
+        ``B``, samples per SGD round (``sum_i b_i``); K-Means takes every row every round.
+    balance : {'uniform', 'lb-bsp', 'static'}
+    worker_batches : tuple of int
+        ``static`` only: each worker's batch, samples, length ``N``, summing to ``B`` (K-Means: to
+        the number of rows).
+    sync : {'bsp', 'ds-sync'}
+        DS-Sync applies to the SGD models only.
+    group_size : int
+        DS-Sync's largest group.
+    n_clusters : int or None
+        K-Means' ``k``.
+    lr, l2 : float
+        SGD learning rate (> 0) and L2 penalty (>= 0) (:func:`fanfit.train.sgd.sgd_step`).
+    tol : float
+        K-Means' absolute tolerance on the squared centre shift (:func:`fanfit.train.kmeans.kmeans_reduce`).
+    seed : int
+        Seeds mini-batches, DS-Sync groups and the K-Means initial centroids.
+    standardize : bool
+        Scale features to zero mean and unit variance (the training data's) before training.
+    hidden : tuple of int
+        ``mlp`` only: the hidden layers' widths, e.g. ``(256, 256, 256)`` (1 to
+        :data:`fanfit.train.mlp.MAX_HIDDEN_LAYERS` layers).
+    """
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    model: Str
+    features: tuple[Str, ...]
+    target: Str | None = None
+    workers: Int = 4
+    worker_memory_mb: tuple[Int, ...] = ()
+    batch_workers: Int = 0
+    rounds: Int = 10
+    global_batch: Int | None = None
+    balance: Str = "uniform"
+    worker_batches: tuple[Int, ...] = ()
+    sync: Str = "bsp"
+    group_size: Int = 2
+    n_clusters: Int | None = None
+    lr: Num = 0.1
+    l2: Num = 0.0
+    tol: Num = 0.0
+    seed: Int = 0
+    standardize: bool = False
+    hidden: tuple[Int, ...] = ()
+
+    def __init__(self, **data: Any) -> None:
+        try:
+            super().__init__(**data)
+        except ValidationError as exc:
+            raise InvalidJobError(describe_validation_error("train options", exc)) from None
+
+    def to_dict(self) -> dict[str, Any]:
+        """Plain JSON-serialisable dict (lists for tuples), as ``spec.json`` holds it."""
+        return self.to_json_dict()
+
+    @classmethod
+    def from_dict(cls, d: Any) -> TrainSpec:
+        """Inverse of :meth:`to_dict`.
+
+        Raises
+        ------
+        InvalidJobError
+            An unknown or missing field, or one of the wrong type (naming it).
+        """
+        if not isinstance(d, dict):
+            raise InvalidJobError(f"a train spec must be an object; got {type(d).__name__}")
+        unknown = set(d) - set(cls.model_fields)
+        if unknown:
+            raise InvalidJobError(f"unknown train option(s) {sorted(unknown)}")
+        if "model" not in d or "features" not in d:
+            raise InvalidJobError("a train job needs 'model' and 'features'")
+        values = {k: (tuple(v) if isinstance(v, list) else v) for k, v in d.items()}
+        for name in ("worker_memory_mb", "worker_batches", "hidden"):
+            if name in values and values[name] is None:
+                values[name] = ()
+        return cls(**values)
+
+    def validate(  # type: ignore[override]
+        self, valid_memory_mb: tuple[int, ...] | None = None
+    ) -> TrainSpec:
+        """Check every option; return the spec with ``worker_memory_mb`` filled in.
+
+        Parameters
+        ----------
+        valid_memory_mb : tuple of int, optional
+            Memory sizes (MB) that have a TrainShard function; the first is the default. None:
+            only the form of ``worker_memory_mb`` is checked.
+
+        Returns
+        -------
+        TrainSpec
+
+        Raises
+        ------
+        InvalidJobError
+            Naming the option (``--model``, ``--workers``, ``--worker-memory``, ...) and what
+            would be right.
+        """
+        model = model_for(self.model)
+        if not self.features or len(set(self.features)) != len(self.features):
+            raise InvalidJobError(
+                f"--features must name distinct columns; got {list(self.features)!r}"
+            )
+        if model.supervised:
+            if not self.target:
+                raise InvalidJobError(f"--target is required for {self.model}")
+            if self.target in self.features:
+                raise InvalidJobError(f"--target {self.target!r} must not be one of --features")
+        if not _is_int(self.workers) or not 1 <= self.workers <= MAX_WORKERS:
+            raise InvalidJobError(
+                f"--workers must be an integer in 1..{MAX_WORKERS}; got {self.workers!r}"
+            )
+        if not _is_int(self.rounds) or not 1 <= self.rounds <= 10_000:
+            raise InvalidJobError(f"--rounds must be an integer in 1..10000; got {self.rounds!r}")
+        if self.balance not in BALANCES:
+            raise InvalidJobError(
+                f"--balance must be one of {', '.join(BALANCES)}; got {self.balance!r}"
+            )
+        if self.balance == "static":
+            batches = self.worker_batches
+            if len(batches) != self.workers or not all(_is_int(b) and b >= 0 for b in batches):
+                raise InvalidJobError(
+                    f"--balance static needs --worker-batches: one integer >= 0 per worker "
+                    f"({self.workers}); got {list(batches)!r}"
+                )
+            if not model.every_row and sum(batches) != self.global_batch:
+                raise InvalidJobError(
+                    f"--worker-batches must sum to --global-batch ({self.global_batch}); they sum "
+                    f"to {sum(batches)}"
+                )
+        elif self.worker_batches:
+            raise InvalidJobError("--worker-batches applies to --balance static only")
+        if self.sync not in SYNCS:
+            raise InvalidJobError(f"--sync must be one of {', '.join(SYNCS)}; got {self.sync!r}")
+        if not _is_int(self.group_size) or self.group_size < 1:
+            raise InvalidJobError(f"--group-size must be an integer >= 1; got {self.group_size!r}")
+        if not model.every_row and (
+            self.global_batch is None
+            or not _is_int(self.global_batch)
+            or self.global_batch < self.workers
+        ):
+            raise InvalidJobError(
+                f"--global-batch must be an integer of at least --workers ({self.workers}) for "
+                f"{self.model}; got {self.global_batch!r}"
+            )
+        if not (math.isfinite(self.lr) and self.lr > 0):
+            raise InvalidJobError(f"--lr must be a positive number; got {self.lr!r}")
+        if not (math.isfinite(self.l2) and self.l2 >= 0):
+            raise InvalidJobError(f"--l2 must be a number >= 0; got {self.l2!r}")
+        if not (math.isfinite(self.tol) and self.tol >= 0):
+            raise InvalidJobError(f"--tol must be a number >= 0; got {self.tol!r}")
+        if not _is_int(self.seed) or self.seed < 0:
+            raise InvalidJobError(f"--seed must be an integer >= 0; got {self.seed!r}")
+        if not _is_int(self.batch_workers) or not 0 <= self.batch_workers <= self.workers:
+            raise InvalidJobError(
+                f"--batch-workers must be an integer in 0..--workers ({self.workers}); got "
+                f"{self.batch_workers!r}"
+            )
+        model.check_spec(self)  # --n-clusters, --hidden, mlp's GPU workers, kmeans' bsp
+        n_lambda = self.workers - self.batch_workers
+        memory = tuple(int(m) for m in self.worker_memory_mb)
+        if len(memory) == 1 and n_lambda > 1:
+            memory = memory * n_lambda
+        if memory and len(memory) != n_lambda:
+            raise InvalidJobError(
+                f"--worker-memory must give one size or one per Lambda worker ({n_lambda}); got {list(memory)}"
+            )
+        if valid_memory_mb is not None:
+            if not memory:
+                memory = (valid_memory_mb[0],) * n_lambda
+            bad = sorted({m for m in memory if m not in valid_memory_mb})
+            if bad:
+                raise InvalidJobError(
+                    f"--worker-memory {bad} has no TrainShard function on this stack; valid sizes "
+                    f"(MB): {', '.join(str(m) for m in sorted(valid_memory_mb))}"
+                )
+        return self.model_copy(update={"worker_memory_mb": memory})
+
+    def check_data(self, columns: list[str], values: np.ndarray) -> None:
+        """Check the columns exist, are finite, and fit the model.
+
+        Raises
+        ------
+        InvalidDataError
+            Naming the column.
+        InvalidJobError
+            ``global_batch`` or ``n_clusters`` larger than the rows, or ``workers`` more than rows.
+        """
+        model = model_for(self.model)
+        for name in (*self.features, *([self.target] if self.target else [])):
+            if name not in columns:
+                raise InvalidDataError(f"column {name!r} is not in the data; it has {columns}")
+            if not np.all(np.isfinite(values[:, columns.index(name)])):
+                raise InvalidDataError(f"column {name!r} holds NaN or inf")
+        n_obs = values.shape[0]
+        if n_obs < self.workers:
+            raise InvalidJobError(
+                f"--workers ({self.workers}) exceeds the rows of the data ({n_obs})"
+            )
+        if self.global_batch is not None and not model.every_row and self.global_batch > n_obs:
+            raise InvalidJobError(
+                f"--global-batch ({self.global_batch}) exceeds the rows of the data ({n_obs})"
+            )
+        if model.every_row and self.balance == "static" and sum(self.worker_batches) != n_obs:
+            raise InvalidJobError(
+                f"--worker-batches must sum to the rows of the data ({n_obs}) for {self.model}; "
+                f"they sum to {sum(self.worker_batches)}"
+            )
+        model.check_rows(self, n_obs)
+        if model.classifier:
+            y = values[:, columns.index(str(self.target))]
+            classes = np.unique(y)
+            if classes.size < 2 or classes.size > MAX_CLASSES:
+                raise InvalidDataError(
+                    f"column {self.target!r} must hold 2..{MAX_CLASSES} classes for "
+                    f"{self.model}; it has {classes.size}"
+                )
+
+
+class TrainJobFile(Document):
+    """``spec.json`` of a train job: what the client uploads and TrainInit reads first.
+
+    Its top-level keys other than these (e.g. an estimate's ``max_concurrency``) are ignored; its
+    ``spec`` is parsed by :meth:`TrainSpec.from_dict`.
+    """
+
+    model_config = ConfigDict(extra="ignore")
+
+    kind: Literal["train"] = "train"
+    spec: dict[str, Any]
+    data_key: str
+    init_key: str | None = None
+    weight: Any = None
+
+
+class _Sparse(Document):
+    """A document written with only the fields that were set (its shape depends on the model)."""
+
+    def to_json_dict(self) -> dict[str, Any]:
+        return self.model_dump(mode="json", exclude_unset=True)
+
+
+class TrainWorker(Document):
+    """One worker of a plan: ``memory_mb`` of its Lambda function (or the GPU worker's job
+    definition), the TrainShard function's ARN (empty on the GPU worker), its placement."""
+
+    worker: int
+    memory_mb: int | None
+    function_arn: str = ""
+    placement: Literal["lambda", "batch"] = "lambda"
+
+
+class TrainPlan(Document):
+    """``plan.json`` of a train job (TrainInit): the validated spec, the data, the workers.
+
+    ``mean``/``scale`` (d,) standardise the features (None: not standardised); ``classes`` are
+    the classifier's labels (None otherwise); ``n_outputs`` clusters, classes or 1.
+    """
+
+    job_id: str
+    spec: TrainSpec
+    data_key: str
+    n_obs: int
+    n_outputs: int
+    mean: list[float] | None = None
+    scale: list[float] | None = None
+    classes: list[float] | None = None
+    weight: float = 1.0
+    workers: list[TrainWorker]
+
+
+class StateMeta(_Sparse):
+    """The ``__meta__`` of a model state (:class:`fanfit.train.model.ModelState` without arrays)."""
+
+    phase: Literal["train", "final", "done"]
+    n_iter: int = 0
+    converged: bool | None = None
+    inertia: float | None = None
+
+
+class RoundPlan(Document):
+    """``rounds/<r>/plan.json`` (TrainSchedule): the round's batches (samples per worker), DS-Sync
+    groups, predicted throughput (samples/s) and where it came from, the partition read at the
+    barrier (``Partition.to_dict()``) and the Map's concurrency; epoch seconds."""
+
+    round: int
+    phase: Literal["train", "final", "done"]
+    max_concurrency: int
+    partition: dict[str, Any] | None = None
+    batches: list[int]
+    groups: list[list[int]]
+    predicted_samples_per_s: list[float]
+    prediction_source: Literal["job", "table", "cpu-share"]
+    started_at: float
+    ended_at: float
+
+
+class RoundItem(Document):
+    """One Map item of a round: the input of TrainShard (:class:`~fanfit.jobs.events.TrainShardEvent`)."""
+
+    job_id: str
+    round: int
+    worker: int
+    function_arn: str
+    placement: Literal["lambda", "batch"] = "lambda"
+
+
+class ScheduleOutput(Document):
+    """TrainSchedule's output: the Map's ``MaxConcurrencyPath`` and its items."""
+
+    job_id: str
+    round: int
+    max_concurrency: int
+    workers: list[RoundItem]
+
+
+class ShardStats(_Sparse):
+    """What a worker measured in one step (the partial's ``__stats__``): its batch (samples),
+    ``compute_s`` (computation, no I/O) and ``io_s`` (seconds), its function's memory (MB), the
+    resource (``lambda-<MB>``/``batch-...``), cold start, workload signature, epoch start/end,
+    peak RSS (MB), process id and, for the MLP, the device it ran on."""
+
+    worker: int
+    round: int
+    batch: int
+    compute_s: float
+    io_s: float
+    memory_mb: int
+    resource: str
+    placement: Literal["lambda", "batch"]
+    cold_start: bool
+    signature: str
+    started_at: float
+    peak_rss_mb: float
+    pid: int
+    device: str | None = None
+    ended_at: float | None = None
+
+
+class ShardOutput(ShardStats):
+    """TrainShard's output: the partial's key and its :class:`ShardStats`."""
+
+    partial_key: str
+
+
+class WorkerRecord(_Sparse):
+    """One worker of a round record: what it measured and the throughput it was predicted."""
+
+    worker: int
+    memory_mb: int
+    resource: str
+    batch: int
+    compute_s: float
+    io_s: float
+    samples_per_s: float | None
+    predicted_samples_per_s: float
+    cold_start: bool
+    started_at: float
+    ended_at: float
+    peak_rss_mb: float
+    device: str | None = None
+
+
+class RoundRecord(_Sparse):
+    """``rounds/<r>/record.json`` (TrainReduce): per worker :class:`WorkerRecord`; the barrier's
+    compute time ``round_s`` (``max_i t_i``, s), ``idle_fraction``, ``span_s`` (first start to last
+    end, with I/O), the groups, and the loss (SGD) or inertia (K-Means, with ``n_changed``,
+    ``center_shift``, ``n_relocated``) under the round's model. The client adds ``wall_s``."""
+
+    round: int
+    phase: Literal["train", "final", "done"]
+    workers: list[WorkerRecord]
+    round_s: float
+    idle_fraction: float
+    span_s: float
+    groups: list[list[int]]
+    prediction_source: str
+    loss: float | None = None
+    inertia: float | None = None
+    n_changed: int | None = None
+    center_shift: float | None = None
+    n_relocated: int | None = None
+    wall_s: float | None = None
+
+
+class TrainResult(_Sparse):
+    """``result.json`` of a train job (TrainFinalize); read by ``fanfit.client.train.TrainResult``,
+    the report and the cost. Model fields by model: K-Means ``centroids`` (k, d), ``inertia``,
+    ``n_iter``, ``converged``; linear ``coef`` (d, n_outputs), ``intercept``, ``classes``,
+    ``n_iter``, ``loss``; mlp ``params``, ``hidden``, ``classes``, ``n_iter``, ``loss``."""
+
+    job_id: str
+    execution_arn: str = ""
+    model: str
+    features: list[str]
+    target: str | None
+    n_obs: int
+    n_workers: int
+    worker_memory_mb: list[int]
+    balance: str
+    sync: str
+    mean: list[float] | None
+    scale: list[float] | None
+    centroids: list[list[float]] | None = None
+    inertia: float | None = None
+    coef: list[list[float]] | None = None
+    intercept: list[float] | None = None
+    params: dict[str, Any] | None = None
+    hidden: list[int] | None = None
+    classes: list[float] | None = None
+    n_iter: int | None = None
+    loss: list[float | None] | None = None
+    converged: bool | None = None
+    rounds: list[RoundRecord] = Field(default_factory=list)
+    timings: dict[str, Any] = Field(default_factory=dict)
+
+
+class InitOutput(Document):
+    """TrainInit's output (the execution's state)."""
+
+    job_id: str
+    plan_key: str
+    round: int
+    n_workers: int
+    has_next_round: bool
+    resumed: bool
+
+
+class ReduceOutput(Document):
+    """TrainReduce's output: the next round and whether it runs."""
+
+    job_id: str
+    round: int
+    has_next_round: bool
+
+
+class FinalizeOutput(Document):
+    """TrainFinalize's output."""
+
+    job_id: str
+    result_key: str

@@ -1,0 +1,115 @@
+"""TrainShard (one function per memory size, or the GPU worker): one worker's step of one round."""
+
+from __future__ import annotations
+
+import json
+import os
+import resource
+import time
+
+import numpy as np
+
+from fanfit import storage
+from fanfit.errors import InvalidJobError
+from fanfit.jobs.documents.train import ShardOutput, ShardStats
+from fanfit.jobs.train.data import get_state, plan_xy, read_plan, read_round_plan, signature
+from fanfit.sched.throughput import lambda_resource
+from fanfit.train.models import model_for
+
+__all__ = ["train_shard"]
+
+_COLD = True
+
+
+def train_shard(
+    store: storage.JobStore,
+    job_id: str,
+    round_index: int,
+    worker: int,
+    memory_mb: int = 0,
+    resource_name: str | None = None,
+) -> dict:
+    """One worker's step of one round; writes its partial to ``rounds/<r>/workers/<i>.npz``.
+
+    The step is the model's :meth:`fanfit.train.model.TrainModel.worker_step`:
+
+    - K-Means: :func:`fanfit.train.kmeans.kmeans_step` on the worker's consecutive rows
+      (:func:`fanfit.train.batches.row_range`; the round's batches cover every row).
+    - logreg / linreg: :func:`fanfit.train.sgd.worker_gradient` on its rows of the round's global
+      batch (:func:`fanfit.train.batches.batch_rows`), with its own model under DS-Sync.
+    - mlp (on the GPU worker): :func:`fanfit.train.mlp.mlp_loss_gradient` on those rows (PyTorch,
+      imported by the model's ``device()`` only: float64 on the CPU, float32 on CUDA;
+      ``$FANFIT_MLP_DEVICE``).
+
+    Parameters
+    ----------
+    store : JobStore
+    job_id : str
+    round_index, worker : int
+    memory_mb : int
+        The function's configured memory, MB.
+    resource_name : str, optional
+        Where the step ran: ``lambda-<MB>`` (the default) or the Batch worker's
+        ``batch-<instance type>``.
+
+    Returns
+    -------
+    dict
+        :class:`~fanfit.jobs.documents.train.ShardOutput`: ``partial_key``, ``worker``,
+        ``round``, ``batch`` (samples), ``compute_s`` (seconds of computation, no I/O), ``io_s``
+        (seconds reading the plan, data and model and writing the partial), ``memory_mb``,
+        ``resource``, ``cold_start``, ``signature``, ``started_at``, ``ended_at`` (epoch s),
+        ``peak_rss_mb``.
+
+    Raises
+    ------
+    InvalidJobError
+        A worker index outside the job.
+    """
+    global _COLD
+    cold, _COLD = _COLD, False
+    started = time.time()
+    t_io = time.perf_counter()
+    plan = read_plan(store, job_id)
+    spec = plan.spec
+    if not 0 <= worker < len(plan.workers):
+        raise InvalidJobError(f"worker must be in 0..{len(plan.workers) - 1}, got {worker}")
+    round_plan = read_round_plan(store, job_id, round_index)
+    state = get_state(store, job_id, round_index)
+    X, y = plan_xy(store, plan)
+    io_s = time.perf_counter() - t_io
+    batches = np.asarray(round_plan.batches, dtype=np.int64)
+
+    model = model_for(spec.model)
+    # A model that imports a framework (the MLP's torch) does it here, before the timing:
+    # compute_s counts computation only.
+    device = model.device()
+    t0 = time.perf_counter()
+    out = model.worker_step(spec, state, X, y, batches, worker, round_index, device)
+    compute_s = time.perf_counter() - t0
+
+    stats = ShardStats(
+        worker=worker,
+        round=round_index,
+        batch=int(batches[worker]),
+        compute_s=compute_s,
+        io_s=io_s,
+        memory_mb=memory_mb,
+        resource=resource_name or lambda_resource(memory_mb or 1),
+        placement="batch" if (resource_name or "").startswith("batch") else "lambda",
+        cold_start=cold,
+        signature=signature(plan),
+        started_at=started,
+        peak_rss_mb=resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024.0,
+        pid=os.getpid(),
+    )
+    if device is not None:
+        stats.device = device  # where the MLP step ran: cpu (float64) or cuda (float32)
+    t1 = time.perf_counter()
+    key = storage.train_partial_key(job_id, round_index, worker)
+    stats.ended_at = time.time()
+    body = json.dumps(stats.to_json_dict(), allow_nan=False)
+    store.put_arrays(key, {**out, "__stats__": np.array(body)})
+    stats.io_s = io_s + time.perf_counter() - t1
+    stats.ended_at = time.time()
+    return ShardOutput(partial_key=key, **stats.to_json_dict()).to_json_dict()
