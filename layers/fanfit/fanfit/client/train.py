@@ -33,7 +33,7 @@ from fanfit.client.options import (
     check_str,
     check_weight,
 )
-from fanfit.jobs.train import TrainSpec
+from fanfit.jobs.documents.train import TrainSpec
 
 __all__ = ["TrainJob", "TrainResult", "build_train_spec", "submit_train"]
 

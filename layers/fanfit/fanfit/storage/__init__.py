@@ -194,11 +194,6 @@ def train_state_index(job_id: str, key: str) -> int | None:
     return int(name[:-4]) if name.endswith(".npz") and name[:-4].isdigit() else None
 
 
-def train_init_key(job_id: str) -> str:
-    """Key of a K-Means job's initial centroids the user gave (``(k, d)`` ``.npy``, the client)."""
-    return f"{job_prefix(job_id)}input-init.npy"
-
-
 def train_round_plan_key(job_id: str, round_index: int) -> str:
     """Key of a round's plan: per-worker batches, DS-Sync groups, predicted throughput."""
     return f"{job_prefix(job_id)}train/rounds/{round_index:05d}/plan.json"
