@@ -37,10 +37,7 @@ def lambda_handler(event: CrossFitEvent, context: LambdaContext) -> dict:
         event.shard,
         memory_mb=int(context.memory_limit_in_mb),
     )
-    metrics.add_metric(name="UnitsFitted", unit=MetricUnit.Count, value=out.n_units)
-    metrics.add_metric(name="FitSeconds", unit=MetricUnit.Seconds, value=out.fit_s)
-    logger.info(
-        "shard fitted",
-        extra={"preds_key": out.preds_key, "n_units": out.n_units, "fit_s": out.fit_s},
-    )
-    return out.to_json_dict()
+    metrics.add_metric(name="UnitsFitted", unit=MetricUnit.Count, value=out["n_units"])
+    metrics.add_metric(name="FitSeconds", unit=MetricUnit.Seconds, value=out["fit_s"])
+    logger.info("shard fitted", extra={k: out[k] for k in ("preds_key", "n_units", "fit_s")})
+    return out

@@ -15,6 +15,7 @@ from fanfit.jobs.documents.estimate import (
     EstimateTimings,
     ShardStats,
     StepRecord,
+    WaveEntry,
 )
 from fanfit.jobs.estimate.data import (
     gather_predictions,
@@ -81,7 +82,7 @@ def aggregate_job(
             gb_s, usd = gb_s + g, usd + u
         prep_key = storage.prepare_record_key(job_id, stage)
         prep = StepRecord.parse(store.get_json(prep_key), source=prep_key)
-        steps = [prep, *read_schedule(store, job_id, stage).waves]
+        steps: list[StepRecord | WaveEntry] = [prep, *read_schedule(store, job_id, stage).waves]
         for step in steps:
             g, u = lambda_cost_usd(step.ended_at - step.started_at, step.memory_mb)
             gb_s, usd = gb_s + g, usd + u

@@ -27,7 +27,7 @@ def crossfit_shard(
     shard: Shard | Mapping[str, Any],
     memory_mb: int = 0,
     resource_name: str | None = None,
-) -> CrossFitOutput:
+) -> dict[str, Any]:
     """Fit every unit of one shard and write the out-of-fold predictions.
 
     Parameters
@@ -46,10 +46,12 @@ def crossfit_shard(
 
     Returns
     -------
-    CrossFitOutput
-        ``preds_key`` (:func:`fanfit.storage.preds_key`) and the shard's
-        :class:`~fanfit.jobs.documents.estimate.ShardStats`, which are also stored in the
-        predictions object (array ``__stats__``; there ``io_s`` does not count the write).
+    dict
+        The JSON of :class:`~fanfit.jobs.documents.estimate.CrossFitOutput` (what the Lambda and the
+        GPU worker, :mod:`fanfit.jobs.batch`, return): ``preds_key`` (:func:`fanfit.storage.
+        preds_key`) and the shard's :class:`~fanfit.jobs.documents.estimate.ShardStats`, which are
+        also stored in the predictions object (array ``__stats__``; there ``io_s`` does not count
+        the write).
 
     Raises
     ------
@@ -101,4 +103,5 @@ def crossfit_shard(
     arrays["__stats__"] = np.array(json.dumps(stats.to_json_dict(), allow_nan=False))
     store.put_arrays(key, arrays)
     written_s = time.perf_counter() - t1
-    return CrossFitOutput(**{**stats.model_dump(), "io_s": io_s + written_s, "preds_key": key})
+    output = CrossFitOutput(**{**stats.model_dump(), "io_s": io_s + written_s, "preds_key": key})
+    return output.to_json_dict()
