@@ -283,9 +283,9 @@ class WaveDecision(_OmitNone):
     the ones the decision did not use."""
 
     policy: str
+    units_per_shard: int | None = None
     n_shards: int
     max_concurrency: int
-    units_per_shard: int | None = None
     predicted_makespan_s: float | None = None
     probe: bool | None = None
     n_units: int | None = None
@@ -311,7 +311,8 @@ class PartitionUsed(Document):
 
 
 class WaveSummary(_OmitNone):
-    """A wave of the schedule, as the job record shows it (``fanfit status``)."""
+    """A wave of the schedule as the job record shows it (``fanfit status``): a :class:`WaveEntry`
+    without its Map Run's prefix and its shards."""
 
     OMIT_NONE: ClassVar[frozenset[str] | None] = frozenset({"dropped_shards"})
 
@@ -327,15 +328,33 @@ class WaveSummary(_OmitNone):
     peak_rss_mb: float
     n_batch_shards: int
     partition: PartitionUsed | None = None
-    #: Shards of this wave whose predictions were missing when a resumed execution recovered it.
     dropped_shards: list[str] | None = None
 
 
-class WaveEntry(WaveSummary):
-    """A wave of ``stages/<s>/schedule.json``: its decision, its Map Run's prefix and its shards."""
+class WaveEntry(_OmitNone):
+    """A wave of ``stages/<s>/schedule.json``: its decision (:class:`WaveDecision`), the figures it
+    used (resource, predicted samples/s per signature, start-up seconds), its Map Run's prefix, when
+    Schedule ran and on how much memory, its GPU shard count, the job's partition it read, and its
+    shards. ``dropped_shards``: shards of this wave whose predictions were missing when a resumed
+    execution recovered the schedule (their units were planned again)."""
 
+    OMIT_NONE: ClassVar[frozenset[str] | None] = frozenset({"dropped_shards"})
+
+    stage: int
+    wave: int
+    decision: WaveDecision
+    resource: str
+    predicted_samples_per_s: dict[str, float]
+    startup_s: float
     map_runs_prefix: str
+    started_at: float
+    ended_at: float
+    memory_mb: int
+    peak_rss_mb: float
+    n_batch_shards: int
+    partition: PartitionUsed | None = None
     shards: list[ScheduledShard]
+    dropped_shards: list[str] | None = None
 
     def summary(self) -> WaveSummary:
         """The entry without its Map Run's prefix and its shards (for the job record)."""
