@@ -64,7 +64,7 @@ GPU_SHARDS_PER_WAVE = 1
 
 
 @dataclass(frozen=True)
-class _Stage:
+class StageContext:
     """What every phase reads of the stage being scheduled."""
 
     job_id: str
@@ -155,7 +155,7 @@ def schedule_wave(
     """
     started = time.time()
     plan = read_plan(store, storage.plan_key(job_id))
-    ctx = _stage(store, job_id, stage, plan)
+    ctx = _stage_context(store, job_id, stage, plan)
     recovered = wave == 0 and store.exists(storage.schedule_key(job_id, stage))
     if recovered:
         # A resumed execution (fanfit resume), or a retry after the schedule was written: S3 is
@@ -186,7 +186,9 @@ def schedule_wave(
     return write(store, records, ctx, wave, schedule, placement, sizing, started, memory_mb)
 
 
-def _stage(store: storage.JobStore, job_id: str, stage: int, plan: EstimatePlan) -> _Stage:
+def _stage_context(
+    store: storage.JobStore, job_id: str, stage: int, plan: EstimatePlan
+) -> StageContext:
     """The stage's units and their signatures. The scheduler needs the data's shape and the folds,
     not the data: ``n_obs`` from the plan, the learners' features as ``DMLData.xd`` (covariates
     plus the other treatments)."""
@@ -194,7 +196,7 @@ def _stage(store: storage.JobStore, job_id: str, stage: int, plan: EstimatePlan)
     key = storage.units_key(job_id, stage)
     units = [fit_unit(u) for u in parse_list(FitUnitDoc, store.get_json(key), source=key)]
     n_obs, n_features = plan.n_obs, len(spec.x_cols) + spec.n_treat - 1
-    return _Stage(
+    return StageContext(
         job_id=job_id,
         stage=stage,
         plan=plan,
@@ -212,7 +214,7 @@ def _stage(store: storage.JobStore, job_id: str, stage: int, plan: EstimatePlan)
 def observe(
     store: storage.JobStore,
     throughput: storage.ThroughputRecords,
-    ctx: _Stage,
+    ctx: StageContext,
     last: WaveEntry | None,
 ) -> EwmaThroughput:
     """The throughput history of the stage's signatures, with the last wave's measurements folded in.
@@ -258,7 +260,9 @@ def _map_run_walls(store: storage.JobStore, prefix: str) -> dict[str, float]:
     return walls
 
 
-def _observe_wave(store: storage.JobStore, ctx: _Stage, wave: WaveEntry) -> list[ShardObservation]:
+def _observe_wave(
+    store: storage.JobStore, ctx: StageContext, wave: WaveEntry
+) -> list[ShardObservation]:
     """What the shards of a finished wave measured, one observation per (shard, signature).
 
     ``compute_s`` sums the fit seconds of the shard's units of that signature, ``samples`` their
@@ -301,7 +305,7 @@ def _observe_wave(store: storage.JobStore, ctx: _Stage, wave: WaveEntry) -> list
 
 
 def place(
-    ctx: _Stage, remaining: list[dml.FitUnit], partitions: storage.Partitions | None
+    ctx: StageContext, remaining: list[dml.FitUnit], partitions: storage.Partitions | None
 ) -> Placement:
     """Where the wave's units run, under the job's partition.
 
@@ -329,7 +333,7 @@ def place(
 
 
 def size(
-    ctx: _Stage,
+    ctx: StageContext,
     placement: Placement,
     history: EwmaThroughput,
     crossfit_memory_mb: int,
@@ -426,7 +430,7 @@ def _probe_order(
 def write(
     store: storage.JobStore,
     records: storage.JobRecords,
-    ctx: _Stage,
+    ctx: StageContext,
     wave: int,
     schedule: StageSchedule,
     placement: Placement,
