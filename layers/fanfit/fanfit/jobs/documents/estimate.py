@@ -180,7 +180,8 @@ class EstimateSpec(Document):
         if not value:
             return None  # absent, null or empty: the default policy
         if not isinstance(value, str) or value not in POLICIES:
-            raise ValueError(f"sharding must be one of {', '.join(POLICIES)}; got {value!r}")
+            shown = repr(value) if len(repr(value)) <= 100 else f"a {type(value).__name__} value"
+            raise ValueError(f"sharding must be one of {', '.join(POLICIES)}; got {shown}")
         return value
 
     @field_validator("weight", mode="before")
