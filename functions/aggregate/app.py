@@ -11,7 +11,7 @@ from aws_lambda_powertools.utilities.idempotency import (
 )
 from aws_lambda_powertools.utilities.typing import LambdaContext
 
-from fanfit.jobs.estimate import aggregate_job
+from fanfit.jobs.estimate.aggregate import aggregate_job
 from fanfit.jobs.events import AggregateEvent, parse_event
 from fanfit.storage import JobRecords, JobStore, Partitions
 
@@ -22,7 +22,7 @@ store = JobStore(os.environ["FANFIT_BUCKET"])
 records = JobRecords(os.environ["FANFIT_JOB_TABLE"])
 partitions = Partitions.from_env()
 persistence = DynamoDBPersistenceLayer(table_name=os.environ["FANFIT_IDEMPOTENCY_TABLE"])
-idempotency = IdempotencyConfig(event_key_jmespath="job_id")
+idempotency = IdempotencyConfig(event_key_jmespath=AggregateEvent.IDEMPOTENCY_KEY)
 
 
 @logger.inject_lambda_context
@@ -41,5 +41,5 @@ def lambda_handler(event: AggregateEvent, context: LambdaContext) -> dict:
         partitions=partitions,
     )
     metrics.add_metric(name="JobsAggregated", unit=MetricUnit.Count, value=1)
-    logger.info("job aggregated", extra=out)
-    return out
+    logger.info("job aggregated", extra=out.to_json_dict())
+    return out.to_json_dict()

@@ -11,7 +11,7 @@ from aws_lambda_powertools.utilities.idempotency import (
 )
 from aws_lambda_powertools.utilities.typing import LambdaContext
 
-from fanfit.jobs.estimate import crossfit_shard
+from fanfit.jobs.estimate.crossfit import crossfit_shard
 from fanfit.jobs.events import CrossFitEvent, parse_event
 from fanfit.storage import JobStore
 
@@ -20,7 +20,7 @@ tracer = Tracer()
 metrics = Metrics()
 store = JobStore(os.environ["FANFIT_BUCKET"])
 persistence = DynamoDBPersistenceLayer(table_name=os.environ["FANFIT_IDEMPOTENCY_TABLE"])
-idempotency = IdempotencyConfig(event_key_jmespath="[job_id, stage, shard.shard_id]")
+idempotency = IdempotencyConfig(event_key_jmespath=CrossFitEvent.IDEMPOTENCY_KEY)
 
 
 @logger.inject_lambda_context
@@ -34,7 +34,7 @@ def lambda_handler(event: CrossFitEvent, context: LambdaContext) -> dict:
         event.job_id,
         event.plan_key,
         event.stage,
-        event.shard.model_dump(),
+        event.shard,
         memory_mb=int(context.memory_limit_in_mb),
     )
     metrics.add_metric(name="UnitsFitted", unit=MetricUnit.Count, value=out["n_units"])

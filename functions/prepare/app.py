@@ -11,7 +11,7 @@ from aws_lambda_powertools.utilities.idempotency import (
 )
 from aws_lambda_powertools.utilities.typing import LambdaContext
 
-from fanfit.jobs.estimate import prepare_stage
+from fanfit.jobs.estimate.prepare import prepare_stage
 from fanfit.jobs.events import PrepareEvent, parse_event
 from fanfit.storage import JobRecords, JobStore, Partitions
 
@@ -22,9 +22,7 @@ store = JobStore(os.environ["FANFIT_BUCKET"])
 records = JobRecords(os.environ["FANFIT_JOB_TABLE"])
 partitions = Partitions.from_env()
 persistence = DynamoDBPersistenceLayer(table_name=os.environ["FANFIT_IDEMPOTENCY_TABLE"])
-# A resumed job (fanfit resume) is a new execution: Prepare runs again, keeps the plan written from
-# the same spec and marks the job RUNNING; a retry within one execution gets the stored response.
-idempotency = IdempotencyConfig(event_key_jmespath="[job_id, stage, execution_arn]")
+idempotency = IdempotencyConfig(event_key_jmespath=PrepareEvent.IDEMPOTENCY_KEY)
 
 
 @logger.inject_lambda_context
@@ -43,6 +41,6 @@ def lambda_handler(event: PrepareEvent, context: LambdaContext) -> dict:
         memory_mb=int(context.memory_limit_in_mb),
         partitions=partitions,
     )
-    metrics.add_metric(name="UnitsPlanned", unit=MetricUnit.Count, value=out["n_units"])
-    logger.info("stage planned", extra=out)
-    return out
+    metrics.add_metric(name="UnitsPlanned", unit=MetricUnit.Count, value=out.n_units)
+    logger.info("stage planned", extra=out.to_json_dict())
+    return out.to_json_dict()

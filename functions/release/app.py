@@ -11,7 +11,7 @@ from aws_lambda_powertools.utilities.idempotency import (
 )
 from aws_lambda_powertools.utilities.typing import LambdaContext
 
-from fanfit.jobs.events import ReleaseEvent, parse_event
+from fanfit.jobs.events import ReleaseEvent, ReleaseOutput, parse_event
 from fanfit.jobs.sharing import release_job
 from fanfit.storage import Partitions
 
@@ -20,7 +20,7 @@ tracer = Tracer()
 metrics = Metrics()
 partitions = Partitions(os.environ["FANFIT_PARTITION_TABLE"])
 persistence = DynamoDBPersistenceLayer(table_name=os.environ["FANFIT_IDEMPOTENCY_TABLE"])
-idempotency = IdempotencyConfig(event_key_jmespath="job_id")
+idempotency = IdempotencyConfig(event_key_jmespath=ReleaseEvent.IDEMPOTENCY_KEY)
 
 
 @logger.inject_lambda_context
@@ -33,8 +33,10 @@ def lambda_handler(event: ReleaseEvent, context: LambdaContext) -> dict:
     metrics.add_metric(
         name="PartitionsReleased", unit=MetricUnit.Count, value=int(entry is not None)
     )
-    out = {"job_id": event.job_id, "released": entry is not None}
-    if entry is not None:
-        out["version"] = entry["version"]
-    logger.info("partition released", extra=out)
-    return out
+    out = ReleaseOutput(
+        job_id=event.job_id,
+        released=entry is not None,
+        version=None if entry is None else int(entry["version"]),
+    )
+    logger.info("partition released", extra=out.to_json_dict())
+    return out.to_json_dict()

@@ -11,7 +11,8 @@ from aws_lambda_powertools.utilities.idempotency import (
 )
 from aws_lambda_powertools.utilities.typing import LambdaContext
 
-from fanfit.jobs.estimate import describe_failure, schedule_wave
+from fanfit.jobs.estimate.failure import describe_failure
+from fanfit.jobs.estimate.schedule import schedule_wave
 from fanfit.jobs.events import ScheduleEvent, parse_event
 from fanfit.storage import JobRecords, JobStore, Partitions, ThroughputRecords
 
@@ -25,8 +26,7 @@ partitions = Partitions.from_env()
 crossfit_memory_mb = int(os.environ["FANFIT_CROSSFIT_MEMORY_MB"])
 account_concurrency = int(os.environ.get("FANFIT_ACCOUNT_CONCURRENCY", "1000"))
 persistence = DynamoDBPersistenceLayer(table_name=os.environ["FANFIT_IDEMPOTENCY_TABLE"])
-# A resumed job's execution plans its waves afresh (fanfit resume): the execution is in the key.
-idempotency = IdempotencyConfig(event_key_jmespath="[job_id, stage, wave, execution_arn, failure]")
+idempotency = IdempotencyConfig(event_key_jmespath=ScheduleEvent.IDEMPOTENCY_KEY)
 
 
 @logger.inject_lambda_context
@@ -45,8 +45,8 @@ def lambda_handler(event: ScheduleEvent, context: LambdaContext) -> dict:
             error=event.failure.Error,
             cause=event.failure.Cause,
         )
-        logger.warning("wave failed", extra=failed)
-        return failed
+        logger.warning("wave failed", extra=failed.to_json_dict())
+        return failed.to_json_dict()
     out = schedule_wave(
         store,
         records,
@@ -59,6 +59,6 @@ def lambda_handler(event: ScheduleEvent, context: LambdaContext) -> dict:
         memory_mb=int(context.memory_limit_in_mb),
         partitions=partitions,
     )
-    metrics.add_metric(name="ShardsScheduled", unit=MetricUnit.Count, value=out.get("n_shards", 0))
-    logger.info("wave scheduled", extra=out)
-    return out
+    metrics.add_metric(name="ShardsScheduled", unit=MetricUnit.Count, value=out.n_shards or 0)
+    logger.info("wave scheduled", extra=out.to_json_dict())
+    return out.to_json_dict()

@@ -164,7 +164,7 @@ def test_an_estimates_weight_goes_from_the_spec_to_its_registration(
     partition_stack, make_plr_frame
 ) -> None:
     from fanfit import storage
-    from fanfit.jobs.estimate import prepare_stage
+    from fanfit.jobs.estimate.prepare import prepare_stage
 
     client = _moto_client()
     # WHEN an estimate is submitted with weight 2.5
@@ -204,7 +204,7 @@ def test_a_train_jobs_weight_goes_from_the_spec_to_its_registration(
 def test_register_job_receives_the_weight(partition_stack, make_plr_frame, monkeypatch) -> None:
     from fanfit import storage
     from fanfit.jobs import sharing
-    from fanfit.jobs.estimate import prepare_stage
+    from fanfit.jobs.estimate.prepare import prepare_stage
     from fanfit.jobs.train.init import init_job
 
     seen: list[tuple[str, float]] = []
@@ -258,7 +258,7 @@ def test_a_crafted_spec_with_a_bad_weight_fails_in_the_function(
     partition_stack, make_plr_frame, kind
 ) -> None:
     from fanfit import storage
-    from fanfit.jobs.estimate import prepare_stage
+    from fanfit.jobs.estimate.prepare import prepare_stage
     from fanfit.jobs.train.init import init_job
 
     client = _moto_client()

@@ -138,7 +138,9 @@ def test_schedule_wave_never_exceeds_the_partition_and_resizes_at_the_next_wave(
     job_storage, make_partitions, put_estimate_spec
 ):
     from fanfit import storage
-    from fanfit.jobs.estimate import crossfit_shard, prepare_stage, schedule_wave
+    from fanfit.jobs.estimate.crossfit import crossfit_shard
+    from fanfit.jobs.estimate.prepare import prepare_stage
+    from fanfit.jobs.estimate.schedule import schedule_wave
     from fanfit.jobs.sharing import register_job, release_job
 
     store, records, throughput = job_storage
@@ -151,11 +153,11 @@ def test_schedule_wave_never_exceeds_the_partition_and_resizes_at_the_next_wave(
     assert _held(parts) == {"other": 2, "est-a": 2}
     # WHEN wave 0 is cut THEN it runs at most 2 shards at once, and records the partition used
     wave0 = schedule_wave(store, records, throughput, "est-a", 0, 0, 1769, 4, partitions=parts)
-    assert 1 <= wave0["max_concurrency"] <= 2
+    assert 1 <= wave0.max_concurrency <= 2
     entry0 = store.get_json(storage.schedule_key("est-a", 0))["waves"][0]
     assert entry0["partition"]["lambda_concurrency"] == 2
     assert entry0["decision"]["max_concurrency"] <= 2
-    for shard in store.get_json(wave0["shards_key"]):
+    for shard in store.get_json(wave0.shards_key):
         crossfit_shard(store, "est-a", storage.plan_key("est-a"), 0, shard, memory_mb=1769)
     # WHEN the other job ends THEN the estimate's partition grows to its demand ...
     release_job(parts, "other")
@@ -164,7 +166,7 @@ def test_schedule_wave_never_exceeds_the_partition_and_resizes_at_the_next_wave(
     wave1 = schedule_wave(store, records, throughput, "est-a", 0, 1, 1769, 4, partitions=parts)
     entry1 = store.get_json(storage.schedule_key("est-a", 0))["waves"][1]
     assert entry1["partition"]["lambda_concurrency"] == 4
-    assert wave1["max_concurrency"] <= 4 and entry1["decision"]["max_concurrency"] <= 4
+    assert wave1.max_concurrency <= 4 and entry1["decision"]["max_concurrency"] <= 4
     # the job record's schedule summary carries the partitions too (fanfit status)
     waves = records.get("est-a")["schedule"]["waves"]
     assert [w["partition"]["lambda_concurrency"] for w in waves] == [2, 4]

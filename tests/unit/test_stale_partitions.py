@@ -292,7 +292,8 @@ def test_schedule_wave_grows_when_a_stopped_jobs_share_is_reclaimed(
     executions, job_storage, make_partitions, put_estimate_spec
 ):
     from fanfit import storage
-    from fanfit.jobs.estimate import prepare_stage, schedule_wave
+    from fanfit.jobs.estimate.prepare import prepare_stage
+    from fanfit.jobs.estimate.schedule import schedule_wave
     from fanfit.jobs.sharing import register_job
 
     store, records, throughput = job_storage
@@ -311,7 +312,7 @@ def test_schedule_wave_grows_when_a_stopped_jobs_share_is_reclaimed(
     wave0 = schedule_wave(store, records, throughput, "est-a", 0, 0, 1769, 4, partitions=parts)
     entry0 = store.get_json(storage.schedule_key("est-a", 0))["waves"][0]
     assert entry0["partition"]["lambda_concurrency"] == 4
-    assert wave0["max_concurrency"] <= 4
+    assert wave0.max_concurrency <= 4
     assert _held(parts) == {"est-a": 4}
     last = parts.history()[-1]
     assert (last["event"], last["job_id"]) == ("reclaim", "est-a")

@@ -221,7 +221,10 @@ class _FakeSfn:
 def _run_pipeline(boto3, frame: pd.DataFrame, job_id: str):
     """Prepare, Schedule, CrossFit and Aggregate of an IV-type PLR job, as the state machine runs them."""
     from fanfit import storage
-    from fanfit.jobs.estimate import aggregate_job, crossfit_shard, prepare_stage, schedule_wave
+    from fanfit.jobs.estimate.aggregate import aggregate_job
+    from fanfit.jobs.estimate.crossfit import crossfit_shard
+    from fanfit.jobs.estimate.prepare import prepare_stage
+    from fanfit.jobs.estimate.schedule import schedule_wave
 
     store = storage.JobStore("fanfit-interop", boto3.client("s3"))
     records = storage.JobRecords("jobs", boto3.client("dynamodb"))
@@ -240,11 +243,11 @@ def _run_pipeline(boto3, frame: pd.DataFrame, job_id: str):
         planned = prepare_stage(store, records, job_id, spec_key, stage)
         for wave in range(50):
             out = schedule_wave(store, records, throughput, job_id, stage, wave, 1769)
-            if not out["has_wave"]:
+            if not out.has_wave:
                 break
-            for shard in store.get_json(out["shards_key"]):
-                crossfit_shard(store, job_id, planned["plan_key"], stage, shard)
-        stage, has_next = planned["next_stage"], planned["has_next_stage"]
+            for shard in store.get_json(out.shards_key):
+                crossfit_shard(store, job_id, planned.plan_key, stage, shard)
+        stage, has_next = planned.next_stage, planned.has_next_stage
     done = aggregate_job(store, records, job_id, storage.plan_key(job_id))
     return store, spec, names, values, done
 
@@ -255,7 +258,7 @@ def test_aggregate_writes_predictions_that_the_client_turns_into_doubleml(aws, f
 
     # GIVEN an estimate job run step by step on moto (IV-type: two stages, three learners)
     store, spec, names, values, done = _run_pipeline(aws, frame, "interop-job")
-    raw = store.get_json(done["result_key"])
+    raw = store.get_json(done.result_key)
     # THEN Aggregate wrote the predictions: one (n_obs, n_rep) array per treatment and learner
     assert raw["predictions_key"] == storage.predictions_key("interop-job")
     arrays = store.get_arrays(raw["predictions_key"])

@@ -2,6 +2,11 @@
 
 Each model is what a state machine (orchestrator/estimate.asl.json, train.asl.json) sends; an event that does not
 fit is rejected before any work starts.
+
+Each handler that writes is idempotent (Powertools Idempotency on DynamoDB): its event model declares
+``IDEMPOTENCY_KEY``, the JMESPath of the fields that make two invocations the same work, with the reason
+beside it; the handler passes it to ``IdempotencyConfig(event_key_jmespath=Model.IDEMPOTENCY_KEY)``. A
+Step Functions retry of the same work then gets the stored response and is not counted twice.
 """
 
 from __future__ import annotations
@@ -14,6 +19,7 @@ from aws_lambda_powertools.utilities.parser import parse
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
 from fanfit.errors import InvalidEventError
+from fanfit.jobs.documents import Document
 
 M = TypeVar("M", bound=BaseModel)
 R = TypeVar("R")
@@ -40,6 +46,10 @@ def _keys_in_job(event: Any) -> Any:
 class PrepareEvent(BaseModel):
     """Input of Prepare: plan stage ``stage`` of job ``job_id``."""
 
+    # One stage of one execution: a resumed job (fanfit resume) is a new execution, so Prepare runs
+    # again (keeping the plan written from the same spec, marking the job RUNNING); a retry within
+    # one execution gets the stored response.
+    IDEMPOTENCY_KEY: ClassVar[str] = "[job_id, stage, execution_arn]"
     model_config = ConfigDict(extra="forbid")
     job_id: str = Field(pattern=_ID)
     spec_key: str = Field(pattern=_KEY)
@@ -61,9 +71,12 @@ class ScheduleEvent(BaseModel):
 
     ``execution_arn`` is the execution asking (a resumed job's new execution plans afresh from
     what S3 holds). With ``failure``, the Map of wave ``wave`` failed: Schedule names the shard
-    that failed and its last error instead of planning (:func:`fanfit.jobs.estimate.describe_failure`).
+    that failed and its last error instead of planning (:func:`fanfit.jobs.estimate.failure.describe_failure`).
     """
 
+    # One wave of one stage of one execution, and whether it failed: a resumed job's execution plans
+    # its waves afresh from what S3 holds, and naming a failed wave is other work than planning it.
+    IDEMPOTENCY_KEY: ClassVar[str] = "[job_id, stage, wave, execution_arn, failure]"
     model_config = ConfigDict(extra="forbid")
     job_id: str = Field(pattern=_ID)
     stage: int = Field(ge=0, le=16)
@@ -72,18 +85,34 @@ class ScheduleEvent(BaseModel):
     failure: MapFailure | None = None
 
 
-class Shard(BaseModel):
-    """One item of a stage's shard list: the units one invocation fits."""
+class FitUnitDoc(Document):
+    """One (treatment, repetition, fold, nuisance learner) unit, as :meth:`fanfit.dml.FitUnit.to_dict`
+    writes it: an item of a stage's ``units.json`` and of a shard's ``units``
+    (:mod:`fanfit.jobs.documents.estimate`)."""
 
-    model_config = ConfigDict(extra="forbid")
+    stage: int = Field(ge=0, le=16)
+    i_treat: int = Field(ge=0)
+    i_rep: int = Field(ge=0)
+    i_fold: int = Field(ge=0)
+    learner: str = Field(min_length=1, max_length=300)
+
+
+class Shard(Document):
+    """One shard: the units one invocation fits. An item of a wave's shard list (``waves/<w>.json``, the
+    Distributed Map's ItemReader input, written by Schedule) and the ``shard`` of CrossFit's event."""
+
     shard_id: str = Field(pattern=r"^[0-9]{5}$")
-    units: list[dict] = Field(min_length=1)
+    units: list[FitUnitDoc] = Field(min_length=1)
     placement: Literal["lambda", "batch"] = "lambda"
 
 
 class CrossFitEvent(BaseModel):
     """Input of CrossFit: one shard of stage ``stage`` of job ``job_id``."""
 
+    # The shard's identity: shard ids are never reused within a stage and the shard writes one
+    # deterministic predictions object, so a retried shard is answered from its stored response; a
+    # failed one stores none and runs again (also in a resumed execution).
+    IDEMPOTENCY_KEY: ClassVar[str] = "[job_id, stage, shard.shard_id]"
     model_config = ConfigDict(extra="forbid")
     job_id: str = Field(pattern=_ID)
     plan_key: str = Field(pattern=_KEY)
@@ -95,6 +124,8 @@ class CrossFitEvent(BaseModel):
 class AggregateEvent(BaseModel):
     """Input of Aggregate: gather the predictions of job ``job_id`` into its estimate."""
 
+    # One estimate per job: a retry must not write result.json and release the partition twice.
+    IDEMPOTENCY_KEY: ClassVar[str] = "job_id"
     model_config = ConfigDict(extra="forbid")
     job_id: str = Field(pattern=_ID)
     plan_key: str = Field(pattern=_KEY)
@@ -164,8 +195,22 @@ class TrainFinalizeEvent(BaseModel):
 class ReleaseEvent(BaseModel):
     """Input of Release: job ``job_id`` ended (failed); hand its partition back."""
 
+    # A job hands its partition back once: a retry must not recompute the others' partitions again.
+    IDEMPOTENCY_KEY: ClassVar[str] = "job_id"
     model_config = ConfigDict(extra="forbid")
     job_id: str = Field(pattern=_ID)
+
+
+class ReleaseOutput(Document):
+    """Output of Release: whether the job held a partition, and the recomputation's version (absent
+    when it held none)."""
+
+    job_id: str
+    released: bool
+    version: int | None = None
+
+    def to_json_dict(self) -> dict[str, Any]:
+        return self.model_dump(mode="json", exclude_none=True)
 
 
 def _describe(model: type[BaseModel], exc: ValidationError) -> str:

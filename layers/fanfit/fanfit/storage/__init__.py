@@ -16,8 +16,9 @@ Key layout (``<job>`` is the job id)::
     jobs/<job>/stages/<s>/schedule.json    the waves of stage s so far: decision and shard ids (Schedule)
     jobs/<job>/stages/<s>/waves/<w>.json   the shard list of wave w of stage s (the Map's ItemReader)
     jobs/<job>/stages/<s>/inputs.json      inputs of stage s computed from earlier stages
+    jobs/<job>/stages/<s>/prepare.json     what Prepare measured planning stage s (seconds, memory)
     jobs/<job>/stages/<s>/preds/<shard>.npz  out-of-fold predictions of one shard, one array per unit
-    jobs/<job>/map-runs/...                the Distributed Map's ResultWriter output
+    jobs/<job>/map-runs/<s>/<w>/...        the Distributed Map's ResultWriter output of wave w of stage s
     jobs/<job>/result.json                 the estimate (Aggregate) or the trained model (TrainFinalize)
     jobs/<job>/predictions.npz             every out-of-fold prediction of an estimate (Aggregate): one
                                            (n_obs, n_rep) float64 array per treatment and learner,
@@ -157,6 +158,26 @@ def wave_key(job_id: str, stage: int, wave: int) -> str:
     return f"{job_prefix(job_id)}stages/{stage}/waves/{wave}.json"
 
 
+def stage_prefix(job_id: str, stage: int) -> str:
+    """Prefix of every object of one stage of an estimate (units, schedule, waves, predictions)."""
+    return f"{job_prefix(job_id)}stages/{stage}/"
+
+
+def prepare_record_key(job_id: str, stage: int) -> str:
+    """Key of what Prepare measured while planning a stage (seconds, memory; for the cost)."""
+    return f"{stage_prefix(job_id, stage)}prepare.json"
+
+
+def preds_prefix(job_id: str, stage: int) -> str:
+    """Prefix of the predictions objects of a stage's shards (:func:`preds_key`)."""
+    return f"{stage_prefix(job_id, stage)}preds/"
+
+
+def map_runs_prefix(job_id: str, stage: int, wave: int) -> str:
+    """Prefix the Distributed Map of a wave writes its results under (its ResultWriter's Prefix)."""
+    return f"{job_prefix(job_id)}map-runs/{stage}/{wave}"
+
+
 def stage_inputs_key(job_id: str, stage: int) -> str:
     """Key of the inputs of ``stage`` computed from the predictions of earlier stages."""
     return f"jobs/{job_id}/stages/{stage}/inputs.json"
@@ -164,7 +185,7 @@ def stage_inputs_key(job_id: str, stage: int) -> str:
 
 def preds_key(job_id: str, stage: int, shard_id: str) -> str:
     """Key of the out-of-fold predictions of one shard."""
-    return f"jobs/{job_id}/stages/{stage}/preds/{shard_id}.npz"
+    return f"{preds_prefix(job_id, stage)}{shard_id}.npz"
 
 
 def result_key(job_id: str) -> str:

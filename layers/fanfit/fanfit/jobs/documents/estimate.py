@@ -1,0 +1,536 @@
+"""Job documents of an estimate job: what the client and the steps write to S3 and return into the state.
+
+Every reader parses a document through its model (:meth:`~fanfit.jobs.documents.Document.parse`), so a
+malformed one raises :class:`fanfit.errors.InvalidDocumentError` naming the field. The JSON shapes are
+the ones the client, :mod:`fanfit.progress`, :mod:`fanfit.cost`, :mod:`fanfit.report` and ``fanfit
+status`` read.
+
+============================  ===========================================  =================  ======================================
+document                      where (:mod:`fanfit.storage`)                written by         read by
+============================  ===========================================  =================  ======================================
+:class:`EstimateSpec`         ``spec_key(job)``                            client             Prepare; progress (``dml``)
+:class:`EstimatePlan`         ``plan_key(job)``                            Prepare            Schedule, CrossFit, Aggregate, client
+:class:`FitUnitDoc` (list)    ``units_key(job, s)``                        Prepare            Schedule
+:class:`StageInputs`          ``stage_inputs_key(job, s)``                 Prepare (s > 0)    CrossFit
+:class:`StepRecord`           ``prepare_record_key(job, s)``               Prepare            Aggregate (cost), progress
+:class:`Shard` (list)         ``wave_key(job, s, w)``                      Schedule           the Map's ItemReader: CrossFit's
+                                                                                              event, the GPU worker's task
+:class:`StageSchedule`        ``schedule_key(job, s)``                     Schedule           Schedule, Aggregate, describe_failure,
+                                                                                              progress
+:class:`ScheduleSummary`      the job record's ``schedule``                Schedule           ``fanfit status``
+:class:`ShardStats`           ``__stats__`` of ``preds_key(job, s, id)``   CrossFit           Schedule, Aggregate, progress, cost
+:class:`EstimateResultDoc`    ``result_key(job)``                          Aggregate          client, report, cost, ``fanfit status``
+:class:`PrepareOutput`        state ``$.plan``                             Prepare            the state machine
+:class:`WaveOutput`           state ``$.schedule.wave``                    Schedule           the state machine
+:class:`ShardFailure`         state (the failed wave's Catch)              Schedule           the state machine's Fail state
+:class:`CrossFitOutput`       the Map Run's ResultWriter ``Output``        CrossFit           Schedule (wall seconds per shard)
+:class:`AggregateOutput`      state                                        Aggregate          the state machine
+:class:`ReleaseOutput`        state                                        Release            the state machine
+:class:`MapRunChild` (list)   ``map_runs_prefix(job, s, w)``/.../*.json    Step Functions     Schedule, describe_failure
+============================  ===========================================  =================  ======================================
+
+"batch" in ``placement`` and ``policy`` is AWS Batch, the GPU worker (renamed "gpu" in a later change).
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Annotated, Any, ClassVar, Literal
+
+from pydantic import (
+    ConfigDict,
+    Field,
+    PlainSerializer,
+    PlainValidator,
+    SerializerFunctionWrapHandler,
+    StrictInt,
+    TypeAdapter,
+    ValidationError,
+    field_validator,
+    model_serializer,
+)
+
+from fanfit import dml, storage
+from fanfit.errors import InvalidDocumentError
+from fanfit.jobs.documents import Document, describe_validation_error
+from fanfit.jobs.events import FitUnitDoc, ReleaseOutput, Shard
+from fanfit.jobs.sharing import check_weight
+from fanfit.sched.sizing import POLICIES
+
+__all__ = [
+    "MAX_CONCURRENCY",
+    "MAX_UNITS_PER_SHARD",
+    "AggregateOutput",
+    "CrossFitOutput",
+    "EstimatePlan",
+    "EstimateResultDoc",
+    "EstimateSpec",
+    "EstimateTimings",
+    "FitUnitDoc",
+    "MapRunChild",
+    "PartitionUsed",
+    "PrepareOutput",
+    "ReleaseOutput",
+    "ScheduleSummary",
+    "ScheduledShard",
+    "Shard",
+    "ShardFailure",
+    "ShardStats",
+    "StageInputs",
+    "StageSchedule",
+    "StepRecord",
+    "WaveDecision",
+    "WaveEntry",
+    "WaveOutput",
+    "WaveSummary",
+    "fit_unit",
+    "parse_list",
+    "to_json_list",
+    "unit_doc",
+]
+
+#: Largest ``max_concurrency`` a job file may ask for (Lambda's account concurrency can be raised
+#: to tens of thousands; a Distributed Map runs at most 10,000 child executions at once).
+MAX_CONCURRENCY = 10_000
+#: Largest ``units_per_shard`` (a stage has at most MAX_N_FOLDS x MAX_N_REP x learners units).
+MAX_UNITS_PER_SHARD = 100_000
+
+
+class _OmitNone(Document):
+    """A document whose None-valued fields (all, or those in ``OMIT_NONE``) are left out when written:
+    absent in the JSON, as the steps have always written them, not ``null``."""
+
+    OMIT_NONE: ClassVar[frozenset[str] | None] = None
+
+    @model_serializer(mode="wrap")
+    def _omit_none(self, handler: SerializerFunctionWrapHandler) -> dict[str, Any]:
+        out = handler(self)
+        names = self.OMIT_NONE
+        return {k: v for k, v in out.items() if v is not None or (names and k not in names)}
+
+
+def parse_list(model: type[Document], data: Any, *, source: str | None = None) -> list[Any]:
+    """Validate a JSON array of ``model`` documents (a stage's units, a wave's shards).
+
+    Raises
+    ------
+    InvalidDocumentError
+        Not a list, or an item that does not fit ``model``; the message names the item's index and field.
+    """
+    try:
+        return TypeAdapter(list[model]).validate_python(data)  # type: ignore[valid-type]
+    except ValidationError as exc:
+        name = f"list of {model.__name__} ({source})" if source else f"list of {model.__name__}"
+        raise InvalidDocumentError(describe_validation_error(name, exc)) from None
+
+
+def to_json_list(items: list[Any]) -> list[dict[str, Any]]:
+    """A list of documents as JSON-ready dicts."""
+    return [item.to_json_dict() for item in items]
+
+
+def _dml_spec(value: Any) -> dml.DMLSpec:
+    if isinstance(value, dml.DMLSpec):
+        return value
+    return dml.DMLSpec.from_dict(value)  # raises InvalidJobError (a ValueError) naming the option
+
+
+#: A :class:`fanfit.dml.DMLSpec` in a document: validated by ``DMLSpec.from_dict``, written by ``to_dict``.
+DMLSpecField = Annotated[
+    dml.DMLSpec,
+    PlainValidator(_dml_spec),
+    PlainSerializer(lambda spec: spec.to_dict(), return_type=dict),
+]
+_Placement = Literal["lambda", "batch"]
+# FitUnitDoc (an item of units.json and of a shard's units) and Shard (an item of a wave's shard list,
+# the Distributed Map's ItemReader input, which is CrossFit's event's ``shard``) are defined with the
+# event models (:mod:`fanfit.jobs.events`), which the train functions import without fanfit.dml; so is
+# ReleaseOutput (Release needs no fanfit.dml either).
+
+
+# --------------------------------------------------------------------------- spec and plan
+
+
+class EstimateSpec(Document):
+    """``spec.json``: the job the client submits (:func:`fanfit.storage.spec_key`).
+
+    ``dml`` is kept as the client wrote it: Prepare validates it with
+    :meth:`fanfit.dml.DMLSpec.from_dict`, whose errors name the option and keep their class
+    (InvalidLearnerError, ...). ``weight`` is the job's weight in the fair shares
+    (:func:`fanfit.jobs.sharing.check_weight`; None reads as 1).
+    """
+
+    kind: Literal["estimate"] = "estimate"
+    dml: dict[str, Any]
+    data_key: str
+    folds_key: str | None = None
+    max_concurrency: Annotated[StrictInt, Field(ge=1, le=MAX_CONCURRENCY)] | None = None
+    units_per_shard: Annotated[StrictInt, Field(ge=1, le=MAX_UNITS_PER_SHARD)] | None = None
+    sharding: str | None = None
+    weight: float = 1.0
+
+    @field_validator("data_key", mode="before")
+    @classmethod
+    def _data_key(cls, value: Any) -> str:
+        return storage.check_data_key(value)
+
+    @field_validator("sharding", mode="before")
+    @classmethod
+    def _sharding(cls, value: Any) -> str | None:
+        if not value:
+            return None  # absent, null or empty: the default policy
+        if not isinstance(value, str) or value not in POLICIES:
+            shown = repr(value) if len(repr(value)) <= 100 else f"a {type(value).__name__} value"
+            raise ValueError(f"sharding must be one of {', '.join(POLICIES)}; got {shown}")
+        return value
+
+    @field_validator("weight", mode="before")
+    @classmethod
+    def _weight(cls, value: Any) -> float:
+        return check_weight(value)
+
+
+class EstimatePlan(Document):
+    """``plan.json``: the validated job, written once by Prepare (:func:`fanfit.storage.plan_key`).
+
+    Attributes
+    ----------
+    dml : DMLSpec
+        The validated spec (written as :meth:`~fanfit.dml.DMLSpec.to_dict`).
+    data_key, folds_key : str
+        The data object and the folds, (n_obs, n_rep) int64.
+    n_obs, n_stages : int
+    max_concurrency : int
+        The job's cap on concurrent shards.
+    units_per_shard : int or None
+        A fixed shard size, else the scheduler's.
+    sharding : str
+        The sizing policy (:data:`fanfit.sched.sizing.POLICIES`).
+    weight : float
+        The job's weight in the fair shares.
+    spec_sha256 : str
+        Hash of the spec's bytes: a resumed execution keeps a plan written from the same spec.
+    """
+
+    job_id: str
+    dml: DMLSpecField
+    data_key: str
+    folds_key: str
+    n_obs: int
+    n_stages: int
+    max_concurrency: int
+    units_per_shard: int | None = None
+    sharding: str = "auto"
+    weight: float = 1.0
+    spec_sha256: str
+
+
+def fit_unit(doc: FitUnitDoc) -> dml.FitUnit:
+    """The :class:`fanfit.dml.FitUnit` of a unit document."""
+    return dml.FitUnit(doc.stage, doc.i_treat, doc.i_rep, doc.i_fold, doc.learner)
+
+
+def unit_doc(unit: dml.FitUnit) -> FitUnitDoc:
+    """The document of a :class:`fanfit.dml.FitUnit` (what :meth:`~fanfit.dml.FitUnit.to_dict` writes)."""
+    return FitUnitDoc(
+        stage=unit.stage, i_treat=unit.i_treat, i_rep=unit.i_rep, i_fold=unit.i_fold,
+        learner=unit.learner,
+    )  # fmt: skip
+
+
+class StageInputs(_OmitNone):
+    """``stages/<s>/inputs.json``: what stage ``s`` needs from the earlier stages
+    (:func:`fanfit.dml.stage_inputs`: ``{}``, or the preliminary estimate of the IV-type scores)."""
+
+    theta_initial: list[list[float]] | None = None
+
+
+class StepRecord(Document):
+    """``stages/<s>/prepare.json``: when Prepare ran and on how much memory (for the cost)."""
+
+    started_at: float
+    ended_at: float
+    memory_mb: int
+    n_units: int
+    peak_rss_mb: float
+
+
+class PrepareOutput(Document):
+    """What Prepare returns into the state (``$.plan``)."""
+
+    job_id: str
+    spec_key: str
+    plan_key: str
+    stage: int
+    n_units: int
+    has_next_stage: bool
+    next_stage: int
+
+
+# --------------------------------------------------------------------------- waves and schedule
+
+
+class ScheduledShard(Document):
+    """A shard as the stage's schedule records it: its id, its units' keys and its placement."""
+
+    shard_id: str
+    units: list[str]
+    placement: _Placement = "lambda"
+
+
+class WaveDecision(_OmitNone):
+    """How a wave was cut: :meth:`fanfit.sched.sizing.ShardingDecision.to_dict`, or with ``policy``
+    ``'fixed'`` (the job's ``units_per_shard``) or ``'batch'`` (only GPU shards). Absent fields are
+    the ones the decision did not use."""
+
+    policy: str
+    units_per_shard: int | None = None
+    n_shards: int
+    max_concurrency: int
+    predicted_makespan_s: float | None = None
+    probe: bool | None = None
+    n_units: int | None = None
+    seconds_per_unit: float | None = None
+    startup_s: float | None = None
+    account_concurrency: int | None = None
+    job_concurrency: int | None = None
+    timeout_s: float | None = None
+    safety: float | None = None
+    n_folds: int | None = None
+    makespan_slack: float | None = None
+
+
+class PartitionUsed(Document):
+    """The job's partition as it read it at a barrier (:meth:`fanfit.jobs.sharing.Partition.to_dict`)."""
+
+    lambda_concurrency: int
+    gpus: int
+    demand: int
+    version: int
+    gpu_demand: int = 0
+    concurrency: int
+
+
+class WaveSummary(_OmitNone):
+    """A wave of the schedule as the job record shows it (``fanfit status``): a :class:`WaveEntry`
+    without its Map Run's prefix and its shards."""
+
+    OMIT_NONE: ClassVar[frozenset[str] | None] = frozenset({"dropped_shards"})
+
+    stage: int
+    wave: int
+    decision: WaveDecision
+    resource: str
+    predicted_samples_per_s: dict[str, float]
+    startup_s: float
+    started_at: float
+    ended_at: float
+    memory_mb: int
+    peak_rss_mb: float
+    n_batch_shards: int
+    partition: PartitionUsed | None = None
+    dropped_shards: list[str] | None = None
+
+
+class WaveEntry(_OmitNone):
+    """A wave of ``stages/<s>/schedule.json``: its decision (:class:`WaveDecision`), the figures it
+    used (resource, predicted samples/s per signature, start-up seconds), its Map Run's prefix, when
+    Schedule ran and on how much memory, its GPU shard count, the job's partition it read, and its
+    shards. ``dropped_shards``: shards of this wave whose predictions were missing when a resumed
+    execution recovered the schedule (their units were planned again)."""
+
+    OMIT_NONE: ClassVar[frozenset[str] | None] = frozenset({"dropped_shards"})
+
+    stage: int
+    wave: int
+    decision: WaveDecision
+    resource: str
+    predicted_samples_per_s: dict[str, float]
+    startup_s: float
+    map_runs_prefix: str
+    started_at: float
+    ended_at: float
+    memory_mb: int
+    peak_rss_mb: float
+    n_batch_shards: int
+    partition: PartitionUsed | None = None
+    shards: list[ScheduledShard]
+    dropped_shards: list[str] | None = None
+
+    def summary(self) -> WaveSummary:
+        """The entry without its Map Run's prefix and its shards (for the job record)."""
+        return WaveSummary(**{name: getattr(self, name) for name in WaveSummary.model_fields})
+
+
+class RecoveredCount(Document):
+    """Shards a resumed execution kept (predictions in S3) and dropped (planned again)."""
+
+    kept: int
+    dropped: int
+
+
+class StageSchedule(_OmitNone):
+    """``stages/<s>/schedule.json``: the waves of a stage so far (:func:`fanfit.storage.schedule_key`).
+
+    ``next_shard_id`` is the first shard id no wave used (ids are never reused in a stage);
+    ``recovered`` is set when a resumed execution reduced the schedule to the written shards.
+    """
+
+    waves: list[WaveEntry] = Field(default_factory=list)
+    next_shard_id: int | None = None
+    recovered: RecoveredCount | None = None
+
+
+class ScheduleSummary(Document):
+    """The job record's ``schedule``: the stage being scheduled and its waves' decisions."""
+
+    stage: int
+    waves: list[WaveSummary]
+
+
+class WaveOutput(_OmitNone):
+    """What Schedule returns into the state (``$.schedule.wave``); without a wave (the stage is
+    done) only ``job_id, plan_key, stage, wave, has_wave``."""
+
+    job_id: str
+    plan_key: str
+    stage: int
+    wave: int
+    has_wave: bool
+    shards_key: str | None = None
+    n_shards: int | None = None
+    max_concurrency: int | None = None
+    map_runs_prefix: str | None = None
+    next_wave: int | None = None
+
+
+class ShardFailure(Document):
+    """What Schedule returns for a failed wave: the error and cause of the job's Fail state."""
+
+    Error: str
+    Cause: str
+
+
+class MapRunChild(Document):
+    """One child execution in a Map Run's ResultWriter file (``SUCCEEDED_*.json``, ``FAILED_*.json``):
+    Step Functions' format, of which only these fields are read."""
+
+    model_config = ConfigDict(extra="ignore")
+
+    StartDate: str | None = None
+    StopDate: str | None = None
+    Input: Any = None
+    Output: Any = None
+    Error: str | None = None
+    Cause: str | None = None
+
+    def shard_id_out(self) -> str | None:
+        """The shard id in the child's output (CrossFit's :class:`CrossFitOutput`), if there is one."""
+        return _shard_id(self.Output, ("shard_id",))
+
+    def shard_id_in(self) -> str | None:
+        """The shard id in the child's input (the Map item: ``{"shard": {"shard_id": ...}}``)."""
+        return _shard_id(self.Input, ("shard", "shard_id"))
+
+
+def _shard_id(value: Any, path: tuple[str, ...]) -> str | None:
+    try:
+        obj = json.loads(value) if isinstance(value, str) else value
+        for name in path:
+            obj = obj[name]
+    except (KeyError, TypeError, ValueError):
+        return None
+    return None if obj is None else str(obj)
+
+
+# --------------------------------------------------------------------------- shards and result
+
+
+class ShardStats(_OmitNone):
+    """A shard's statistics: the ``__stats__`` array of its predictions object, and the records
+    of ``timings.shards`` in ``result.json`` (there with ``billed_gb_s``).
+
+    Times are epoch seconds (``started_at``, ``ended_at``) and seconds (``fit_s``, ``io_s``);
+    ``unit_fit_s`` maps unit keys to fit seconds; ``resource`` is ``lambda-<MB>`` or the GPU worker's.
+    """
+
+    shard_id: str
+    stage: int
+    n_units: int
+    unit_fit_s: dict[str, float]
+    started_at: float
+    fit_s: float
+    io_s: float
+    memory_mb: int
+    resource: str | None = None
+    placement: _Placement = "lambda"
+    peak_rss_mb: float
+    cold_start: bool
+    pid: int | None = None
+    ended_at: float
+    billed_gb_s: float | None = None
+
+
+class CrossFitOutput(ShardStats):
+    """What CrossFit returns: its predictions object's key and its statistics (``io_s`` counting
+    the write)."""
+
+    preds_key: str
+
+
+class AggregateStats(Document):
+    """Aggregate's own memory figures."""
+
+    memory_mb: int
+    peak_rss_mb: float
+
+
+class EstimateTimings(Document):
+    """``timings`` of ``result.json``: per-shard statistics, billed GB-seconds, the estimated Lambda
+    cost (USD) and the prices it used."""
+
+    shards: list[ShardStats]
+    billed_gb_s: float
+    lambda_cost_usd: float
+    aggregate: AggregateStats
+    price_usd_per_gb_s: float
+    price_usd_per_request: float
+
+
+class EstimateResultDoc(_OmitNone):
+    """``result.json`` of an estimate (:func:`fanfit.storage.result_key`): the estimate as
+    :meth:`fanfit.dml.DMLResult.to_dict` writes it (per treatment), with the job's keys and timings.
+    ``ci_joint_95``, ``boot_method`` and ``n_rep_boot`` are present after a bootstrap only."""
+
+    OMIT_NONE: ClassVar[frozenset[str] | None] = frozenset(
+        {"ci_joint_95", "boot_method", "n_rep_boot"}
+    )
+
+    model: str
+    score: str
+    d_cols: list[str]
+    coef: dict[str, float]
+    se: dict[str, float]
+    t_stat: dict[str, float]
+    pval: dict[str, float]
+    ci_95: dict[str, list[float]]
+    all_coef: dict[str, list[float]]
+    all_se: dict[str, list[float]]
+    n_obs: int
+    n_folds: int
+    n_rep: int
+    ci_joint_95: dict[str, list[float]] | None = None
+    boot_method: str | None = None
+    n_rep_boot: int | None = None
+    job_id: str
+    execution_arn: str
+    predictions_key: str
+    folds_key: str
+    timings: EstimateTimings
+
+
+class AggregateOutput(Document):
+    """What Aggregate returns into the state."""
+
+    job_id: str
+    result_key: str

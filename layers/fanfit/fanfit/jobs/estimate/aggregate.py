@@ -1,0 +1,110 @@
+"""Aggregate: gather every shard's predictions, compute the estimate and write ``result.json``."""
+
+from __future__ import annotations
+
+import time
+
+from fanfit import dml, storage
+from fanfit.cost import LAMBDA_USD_PER_GB_SECOND, LAMBDA_USD_PER_REQUEST, lambda_cost_usd
+from fanfit.dml.interop import predictions_to_arrays
+from fanfit.jobs import sharing
+from fanfit.jobs.documents.estimate import (
+    AggregateOutput,
+    AggregateStats,
+    EstimateResultDoc,
+    EstimateTimings,
+    ShardStats,
+    StepRecord,
+    WaveEntry,
+)
+from fanfit.jobs.estimate.data import (
+    gather_predictions,
+    load,
+    peak_rss_mb,
+    read_plan,
+    read_schedule,
+    read_shards,
+    shard_stats,
+)
+
+
+def aggregate_job(
+    store: storage.JobStore,
+    records: storage.JobRecords,
+    job_id: str,
+    plan_key: str,
+    execution_arn: str = "",
+    memory_mb: int = 0,
+    partitions: storage.Partitions | None = None,
+) -> AggregateOutput:
+    """Turn the out-of-fold predictions of every stage into the estimate.
+
+    Writes the assembled out-of-fold predictions to :func:`fanfit.storage.predictions_key` (one
+    array of shape (n_obs, n_rep) per treatment and learner, :func:`fanfit.dml.interop.
+    predictions_to_arrays`), then ``result.json``
+    (:class:`~fanfit.jobs.documents.estimate.EstimateResultDoc`: :meth:`fanfit.dml.DMLResult.to_dict`
+    plus ``job_id``, ``execution_arn``, ``predictions_key``, ``folds_key`` and ``timings``: per-shard
+    statistics, billed GB-seconds and the estimated Lambda cost in USD), then marks the job record
+    SUCCEEDED and, given the stack's ``partitions``, releases the job's partition to the jobs
+    still running (:func:`fanfit.jobs.sharing.release_job`).
+
+    Returns
+    -------
+    AggregateOutput
+        The job id and the key of ``result.json`` (:func:`fanfit.storage.result_key`).
+
+    Raises
+    ------
+    InvalidJobError
+        A unit's predictions are missing; InvalidDocumentError when a document does not parse.
+    """
+    started = time.time()
+    plan = read_plan(store, plan_key)
+    spec = plan.dml
+    data, folds = load(store, plan)
+    preds = gather_predictions(store, job_id, spec, data, folds, stages=range(plan.n_stages))
+    result = dml.aggregate(spec, data, folds, preds)
+    if spec.boot_method is not None:
+        result.bootstrap(method=spec.boot_method, n_rep_boot=spec.n_rep_boot, seed=spec.seed)
+    # the predictions the estimate was aggregated from, for DoubleML's external_predictions
+    predictions_key = store.put_arrays(
+        storage.predictions_key(job_id),
+        predictions_to_arrays(spec.d_cols, result.predictions or preds),
+    )
+
+    shards: list[ShardStats] = []
+    gb_s = usd = 0.0
+    for stage in range(plan.n_stages):
+        for key, arrays in read_shards(store, job_id, stage):
+            stats = shard_stats(arrays, key)
+            g, u = lambda_cost_usd(stats.ended_at - stats.started_at, stats.memory_mb)
+            shards.append(stats.model_copy(update={"billed_gb_s": g}))
+            gb_s, usd = gb_s + g, usd + u
+        prep_key = storage.prepare_record_key(job_id, stage)
+        prep = StepRecord.parse(store.get_json(prep_key), source=prep_key)
+        steps: list[StepRecord | WaveEntry] = [prep, *read_schedule(store, job_id, stage).waves]
+        for step in steps:
+            g, u = lambda_cost_usd(step.ended_at - step.started_at, step.memory_mb)
+            gb_s, usd = gb_s + g, usd + u
+    g, u = lambda_cost_usd(time.time() - started, memory_mb)
+    gb_s, usd = gb_s + g, usd + u
+
+    out = EstimateResultDoc(
+        **result.to_dict(),
+        job_id=job_id,
+        execution_arn=execution_arn,
+        predictions_key=predictions_key,
+        folds_key=plan.folds_key,
+        timings=EstimateTimings(
+            shards=shards,
+            billed_gb_s=gb_s,
+            lambda_cost_usd=usd,
+            aggregate=AggregateStats(memory_mb=memory_mb, peak_rss_mb=peak_rss_mb()),
+            price_usd_per_gb_s=LAMBDA_USD_PER_GB_SECOND,
+            price_usd_per_request=LAMBDA_USD_PER_REQUEST,
+        ),
+    )
+    key = store.put_json(storage.result_key(job_id), out.to_json_dict())
+    records.mark_succeeded(job_id, key)
+    sharing.release_job(partitions, job_id)
+    return AggregateOutput(job_id=job_id, result_key=key)

@@ -1,0 +1,107 @@
+"""CrossFit: fit the units of one shard and write their out-of-fold predictions to one object."""
+
+from __future__ import annotations
+
+import json
+import os
+import time
+from collections.abc import Mapping
+from typing import Any
+
+import numpy as np
+
+from fanfit import dml, storage
+from fanfit.errors import InvalidJobError
+from fanfit.jobs.documents.estimate import CrossFitOutput, Shard, ShardStats, StageInputs, fit_unit
+from fanfit.jobs.estimate.data import load, peak_rss_mb, read_plan
+from fanfit.sched.throughput import lambda_resource
+
+_COLD = True
+
+
+def crossfit_shard(
+    store: storage.JobStore,
+    job_id: str,
+    plan_key: str,
+    stage: int,
+    shard: Shard | Mapping[str, Any],
+    memory_mb: int = 0,
+    resource_name: str | None = None,
+) -> dict[str, Any]:
+    """Fit every unit of one shard and write the out-of-fold predictions.
+
+    Parameters
+    ----------
+    store : JobStore
+    job_id, plan_key : str
+    stage : int
+    shard : Shard or dict
+        One item of the wave's shard list (:class:`~fanfit.jobs.documents.estimate.Shard`; a dict is
+        parsed into it).
+    memory_mb : int
+        The function's configured memory (for the shard's statistics).
+    resource_name : str, optional
+        Where the shard ran, for the throughput records: ``lambda-<MB>`` (the default) or the Batch
+        worker's ``batch-<instance type>``.
+
+    Returns
+    -------
+    dict
+        The JSON of :class:`~fanfit.jobs.documents.estimate.CrossFitOutput` (what the Lambda and the
+        GPU worker, :mod:`fanfit.jobs.batch`, return): ``preds_key`` (:func:`fanfit.storage.
+        preds_key`) and the shard's :class:`~fanfit.jobs.documents.estimate.ShardStats`, which are
+        also stored in the predictions object (array ``__stats__``; there ``io_s`` does not count
+        the write).
+
+    Raises
+    ------
+    InvalidJobError
+        A unit of another stage; InvalidDocumentError when the shard or the plan does not parse.
+    """
+    global _COLD
+    cold, _COLD = _COLD, False
+    started = time.time()
+    if not isinstance(shard, Shard):
+        shard = Shard.parse(shard, source=f"shard of stage {stage}")
+    plan = read_plan(store, plan_key)
+    data, folds = load(store, plan)
+    inputs = (
+        StageInputs.parse(store.get_json(storage.stage_inputs_key(job_id, stage)))
+        if stage > 0
+        else StageInputs()
+    )
+    io_s = time.time() - started
+    arrays: dict[str, np.ndarray] = {}
+    unit_fit_s: dict[str, float] = {}
+    t0 = time.perf_counter()
+    for doc in shard.units:
+        unit = fit_unit(doc)
+        if unit.stage != stage:
+            raise InvalidJobError(f"unit {unit.key} belongs to stage {unit.stage}, not {stage}")
+        t_unit = time.perf_counter()
+        arrays[unit.key] = dml.fit_predict(plan.dml, unit, data, folds, inputs.to_json_dict())
+        unit_fit_s[unit.key] = time.perf_counter() - t_unit
+    fit_s = time.perf_counter() - t0
+    t1 = time.perf_counter()
+    key = storage.preds_key(job_id, stage, shard.shard_id)
+    stats = ShardStats(
+        shard_id=shard.shard_id,
+        stage=stage,
+        n_units=len(arrays),
+        unit_fit_s=unit_fit_s,
+        started_at=started,
+        fit_s=fit_s,
+        io_s=io_s,
+        memory_mb=memory_mb,
+        resource=resource_name or lambda_resource(memory_mb or 1),
+        placement="batch" if (resource_name or "").startswith("batch") else "lambda",
+        peak_rss_mb=peak_rss_mb(),
+        cold_start=cold,
+        pid=os.getpid(),
+        ended_at=time.time(),
+    )
+    arrays["__stats__"] = np.array(json.dumps(stats.to_json_dict(), allow_nan=False))
+    store.put_arrays(key, arrays)
+    written_s = time.perf_counter() - t1
+    output = CrossFitOutput(**{**stats.model_dump(), "io_s": io_s + written_s, "preds_key": key})
+    return output.to_json_dict()

@@ -1,0 +1,135 @@
+"""What the steps of an estimate read: the plan, the data and folds (cached in a warm environment),
+the shards' predictions and statistics, and the workload signature of a unit."""
+
+from __future__ import annotations
+
+import json
+import resource
+from functools import lru_cache
+
+import numpy as np
+
+from fanfit import dml, storage
+from fanfit.errors import InvalidJobError
+from fanfit.jobs.documents.estimate import EstimatePlan, ShardStats, StageSchedule
+from fanfit.sched.throughput import workload_signature
+
+
+@lru_cache(maxsize=8)
+def cached_data(bucket: str, key: str) -> tuple[tuple[str, ...], np.ndarray]:
+    """``(columns, values)`` of a data object, read-only; kept between shards of a warm environment
+    (data objects are content-addressed, so a key's content never changes)."""
+    columns, values = storage.JobStore(bucket).get_data(key)
+    values.setflags(write=False)
+    return tuple(columns), values
+
+
+@lru_cache(maxsize=8)
+def cached_folds(bucket: str, key: str) -> np.ndarray:
+    """A job's folds, (n_obs, n_rep) int64, read-only (they never change once Prepare wrote them)."""
+    folds = storage.JobStore(bucket).get_array(key)
+    folds.setflags(write=False)
+    return folds
+
+
+def peak_rss_mb() -> float:
+    """Peak resident memory of this process (the function's environment) so far, MB."""
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024.0
+
+
+def read_plan(store: storage.JobStore, key: str) -> EstimatePlan:
+    """The plan at ``key`` (:func:`fanfit.storage.plan_key`).
+
+    Raises
+    ------
+    JobNotFoundError
+        There is no plan (no such job, or Prepare has not run).
+    InvalidDocumentError
+        The plan does not fit :class:`~fanfit.jobs.documents.estimate.EstimatePlan`.
+    """
+    return EstimatePlan.parse(store.get_json(key), source=key)
+
+
+def read_schedule(store: storage.JobStore, job_id: str, stage: int) -> StageSchedule:
+    """A stage's schedule (:func:`fanfit.storage.schedule_key`)."""
+    key = storage.schedule_key(job_id, stage)
+    return StageSchedule.parse(store.get_json(key), source=key)
+
+
+def load(store: storage.JobStore, plan: EstimatePlan) -> tuple[dml.DMLData, np.ndarray]:
+    """The validated data and the folds, (n_obs, n_rep), of a plan."""
+    columns, values = cached_data(store.bucket, plan.data_key)
+    data = dml.validate_data(plan.dml, list(columns), values)
+    return data, cached_folds(store.bucket, plan.folds_key)
+
+
+def shard_stats(arrays: dict[str, np.ndarray], source: str) -> ShardStats:
+    """The statistics a shard stored in its predictions object (array ``__stats__``)."""
+    if "__stats__" not in arrays:
+        raise InvalidJobError(f"{source} has no __stats__: not a shard's predictions object")
+    return ShardStats.parse(json.loads(str(arrays["__stats__"])), source=f"{source}:__stats__")
+
+
+def read_shards(
+    store: storage.JobStore, job_id: str, stage: int
+) -> list[tuple[str, dict[str, np.ndarray]]]:
+    """``(key, arrays)`` of every shard's predictions object in a stage's schedule."""
+    schedule = read_schedule(store, job_id, stage)
+    keys = [
+        storage.preds_key(job_id, stage, shard.shard_id)
+        for wave in schedule.waves
+        for shard in wave.shards
+    ]
+    return [(key, store.get_arrays(key)) for key in keys]
+
+
+def gather_predictions(
+    store: storage.JobStore,
+    job_id: str,
+    spec: dml.DMLSpec,
+    data: dml.DMLData,
+    folds: np.ndarray,
+    stages: range,
+) -> dict[str, np.ndarray]:
+    """Assemble every unit's predictions of ``stages`` into DoubleML's layout.
+
+    Returns
+    -------
+    dict
+        learner key -> ndarray of shape (n_obs, n_rep, n_treat).
+
+    Raises
+    ------
+    InvalidJobError
+        If a unit's predictions are missing (a shard did not write its object).
+    """
+    n_obs, n_rep, n_treat = data.y.shape[0], folds.shape[1], data.d.shape[1]
+    preds: dict[str, np.ndarray] = {}
+    for stage in stages:
+        objects = [arrays for _, arrays in read_shards(store, job_id, stage)]
+        found = {k: v for obj in objects for k, v in obj.items() if k != "__stats__"}
+        for unit in dml.fit_units(spec, stage):
+            if unit.key not in found:
+                raise InvalidJobError(f"predictions of unit {unit.key} are missing")
+            target = preds.setdefault(unit.learner, np.full((n_obs, n_rep, n_treat), np.nan))
+            test = np.flatnonzero(folds[:, unit.i_rep] == unit.i_fold)
+            target[test, unit.i_rep, unit.i_treat] = found[unit.key]
+    return preds
+
+
+def unit_signature(spec: dml.DMLSpec, unit: dml.FitUnit, n_obs: int, n_features: int) -> str:
+    """The workload signature of a unit: its learner spec, role, model and data shape
+    (:func:`fanfit.sched.throughput.workload_signature`)."""
+    role = "ml_m" if unit.learner.startswith("ml_m_") else unit.learner[:4]
+    return workload_signature(
+        "estimate",
+        {"role": role, **spec.learners[role].to_dict()},
+        n_features,
+        n_obs=n_obs,
+        model=spec.model,
+    )
+
+
+def n_train(folds: np.ndarray, unit: dml.FitUnit) -> int:
+    """Training rows of a unit: the rows of its repetition outside its fold."""
+    return int(np.count_nonzero(folds[:, unit.i_rep] != unit.i_fold))

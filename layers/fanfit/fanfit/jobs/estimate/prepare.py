@@ -1,0 +1,202 @@
+"""Prepare: validate an estimate job, write its plan and folds, and write each stage's units."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import time
+
+from fanfit import dml, storage
+from fanfit.errors import InvalidDocumentError, InvalidJobError
+from fanfit.jobs import sharing
+from fanfit.jobs.documents.estimate import (
+    EstimatePlan,
+    EstimateSpec,
+    PrepareOutput,
+    StageInputs,
+    StepRecord,
+    to_json_list,
+    unit_doc,
+)
+from fanfit.jobs.estimate.data import cached_data, gather_predictions, load, peak_rss_mb, read_plan
+from fanfit.sched.shards import DEFAULT_ACCOUNT_CONCURRENCY
+
+#: GPU worker jobs an estimate asks for when a learner needs the GPU worker (``requires_batch``).
+GPU_DEMAND = 1
+
+
+def prepare_stage(
+    store: storage.JobStore,
+    records: storage.JobRecords,
+    job_id: str,
+    spec_key: str,
+    stage: int,
+    execution_arn: str = "",
+    memory_mb: int = 0,
+    partitions: storage.Partitions | None = None,
+) -> PrepareOutput:
+    """Plan one stage of an estimate job.
+
+    Stage 0 validates the spec (:class:`~fanfit.jobs.documents.estimate.EstimateSpec`, its ``dml``
+    section by :meth:`fanfit.dml.DMLSpec.from_dict`) and the data, writes the folds (drawn from
+    the seed, or the validated folds the client uploaded) and the plan
+    (:class:`~fanfit.jobs.documents.estimate.EstimatePlan`), and marks the job RUNNING.
+    A later stage computes its inputs from the predictions of the stages before it
+    (:func:`fanfit.dml.stage_inputs`). Every stage writes its units (:func:`fanfit.storage.units_key`)
+    and what it measured (:func:`fanfit.storage.prepare_record_key`).
+
+    Parameters
+    ----------
+    store, records : JobStore, JobRecords
+    job_id : str
+    spec_key : str
+        Key of the client's spec (:class:`~fanfit.jobs.documents.estimate.EstimateSpec`).
+    stage : int
+        0 for the first stage.
+    execution_arn : str
+        The Step Functions execution, recorded in the job record and with the job's partition
+        (so that other jobs drop the partition once this execution no longer runs).
+    memory_mb : int
+        The function's configured memory (for the cost estimate).
+    partitions : Partitions, optional
+        The stack's partition table: the job registers (stage 0: it arrives) or updates (a later
+        stage) its demand, the stage's unit count capped by its ``max_concurrency``, with its
+        ``weight``, and every running job's partition is recomputed
+        (:func:`fanfit.jobs.sharing.register_job`). A stage with a unit whose learner needs the GPU
+        worker (``requires_batch``) also asks for :data:`GPU_DEMAND` GPU slot.
+
+    Returns
+    -------
+    PrepareOutput
+        The stage's unit count and whether a stage follows; :func:`~fanfit.jobs.estimate.schedule.
+        schedule_wave` cuts the units into shards.
+
+    Raises
+    ------
+    InvalidJobError, InvalidDocumentError, InvalidDataError, InvalidFoldsError, InvalidLearnerError
+        When the spec (the message names the field), the data or the folds are wrong (the execution
+        then fails with that name).
+    """
+    started = time.time()
+    if stage == 0:
+        plan = _write_plan(store, job_id, spec_key)
+        records.mark_running(
+            job_id,
+            execution_arn=execution_arn,
+            model=plan.dml.model,
+            score=plan.dml.score,
+            n_stages=plan.n_stages,
+            # a resumed job starts again without the error of its failed execution
+            error=None,
+            cause=None,
+            failed_shard=None,
+            shard_error=None,
+        )
+    else:
+        plan = read_plan(store, storage.plan_key(job_id))
+        if not 0 < stage < plan.n_stages:
+            raise InvalidJobError(f"stage must be in 1..{plan.n_stages - 1}, got {stage}")
+        data, folds = load(store, plan)
+        preds = gather_predictions(store, job_id, plan.dml, data, folds, stages=range(stage))
+        inputs = StageInputs.parse(dml.stage_inputs(plan.dml, stage, data, folds, preds))
+        store.put_json(storage.stage_inputs_key(job_id, stage), inputs.to_json_dict())
+    spec = plan.dml
+    units = dml.fit_units(spec, stage)
+    store.put_json(storage.units_key(job_id, stage), to_json_list([unit_doc(u) for u in units]))
+    if partitions is not None and units:
+        on_gpu = any(spec.learners[dml.learner_name(u.learner)].requires_batch for u in units)
+        sharing.register_job(
+            partitions,
+            job_id,
+            "estimate",
+            demand=min(len(units), plan.max_concurrency),
+            gpu_demand=GPU_DEMAND if on_gpu else 0,
+            weight=plan.weight,
+            execution_arn=execution_arn,
+        )
+    record = StepRecord(
+        started_at=started,
+        ended_at=time.time(),
+        memory_mb=memory_mb,
+        n_units=len(units),
+        peak_rss_mb=peak_rss_mb(),
+    )
+    store.put_json(storage.prepare_record_key(job_id, stage), record.to_json_dict())
+    return PrepareOutput(
+        job_id=job_id,
+        spec_key=spec_key,
+        plan_key=storage.plan_key(job_id),
+        stage=stage,
+        n_units=len(units),
+        has_next_stage=stage + 1 < plan.n_stages,
+        next_stage=stage + 1,
+    )
+
+
+def _write_plan(store: storage.JobStore, job_id: str, spec_key: str) -> EstimatePlan:
+    """Validate the spec at ``spec_key`` and the data, draw or check the folds, write the plan.
+
+    Raises
+    ------
+    InvalidJobError
+        The spec is not JSON.
+    InvalidDocumentError
+        The spec does not fit :class:`~fanfit.jobs.documents.estimate.EstimateSpec` (named field),
+        or ``folds_key`` lies outside the job.
+    InvalidDataError, InvalidFoldsError, InvalidLearnerError
+        From the ``dml`` section, the data or the folds.
+    """
+    raw = store.get_bytes(spec_key)
+    spec_sha256 = hashlib.sha256(raw).hexdigest()
+    try:
+        decoded = json.loads(raw)
+    except ValueError as exc:
+        raise InvalidJobError(f"{spec_key} is not JSON: {exc}") from exc
+    # Resuming (fanfit resume): the plan of this very spec is already written; keep it and its
+    # folds, so that the shards written before keep their meaning.
+    existing = _existing_plan(store, job_id, spec_sha256)
+    if existing is not None:
+        return existing
+    # Every field is checked before anything is allocated or written.
+    job = EstimateSpec.parse(decoded, source=spec_key)
+    if job.folds_key is not None:
+        storage.check_job_key(job.folds_key, job_id, field="folds_key")
+    spec = dml.DMLSpec.from_dict(job.dml)
+    columns, values = cached_data(store.bucket, job.data_key)
+    data = dml.validate_data(spec, list(columns), values)
+    n_obs = data.y.shape[0]
+    del data
+    if job.folds_key:
+        folds = dml.validate_folds(store.get_array(job.folds_key), n_obs, spec.n_folds, spec.n_rep)
+    else:
+        folds = dml.draw_folds(n_obs, spec.n_folds, spec.n_rep, spec.seed)
+    plan = EstimatePlan(
+        job_id=job_id,
+        dml=spec,
+        data_key=job.data_key,
+        folds_key=store.put_array(storage.folds_key(job_id), folds),
+        n_obs=n_obs,
+        n_stages=dml.n_stages(spec),
+        max_concurrency=job.max_concurrency or DEFAULT_ACCOUNT_CONCURRENCY,
+        units_per_shard=job.units_per_shard,
+        sharding=job.sharding or "auto",
+        weight=job.weight,
+        spec_sha256=spec_sha256,
+    )
+    store.put_json(storage.plan_key(job_id), plan.to_json_dict())
+    return plan
+
+
+def _existing_plan(store: storage.JobStore, job_id: str, spec_sha256: str) -> EstimatePlan | None:
+    """The job's plan if Prepare already wrote it from the same spec (and its folds exist); a plan
+    that does not parse (an older version's) is written again."""
+    key = storage.plan_key(job_id)
+    if not store.exists(key):
+        return None
+    try:
+        plan = read_plan(store, key)
+    except InvalidDocumentError:
+        return None
+    if plan.spec_sha256 != spec_sha256 or not store.exists(plan.folds_key):
+        return None
+    return plan

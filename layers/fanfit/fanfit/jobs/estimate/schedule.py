@@ -1,0 +1,543 @@
+"""Schedule: record what the last wave of a stage measured, and cut the stage's next wave of shards.
+
+:func:`schedule_wave` runs four phases, each a function of this module:
+
+1. :func:`observe`: fold the shards' measurements of the last wave into the throughput table, and
+   read the history of the stage's workload signatures;
+2. :func:`place`: the units whose learner needs the GPU worker go to it, the others to Lambda, under
+   the job's partition of the shared capacity (Dorm), read at this barrier;
+3. :func:`size`: cut the Lambda units into shards from the predicted seconds per unit
+   (:func:`fanfit.sched.sizing.plan_shards`; a probe wave without history);
+4. :func:`write`: write the wave's shard list (the Distributed Map's ItemReader input), the stage's
+   schedule and the job record's summary.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass
+from datetime import datetime
+
+import numpy as np
+
+from fanfit import dml, storage
+from fanfit.errors import InvalidJobError
+from fanfit.jobs import sharing
+from fanfit.jobs.documents.estimate import (
+    EstimatePlan,
+    FitUnitDoc,
+    PartitionUsed,
+    RecoveredCount,
+    ScheduledShard,
+    ScheduleSummary,
+    Shard,
+    StageSchedule,
+    WaveDecision,
+    WaveEntry,
+    WaveOutput,
+    fit_unit,
+    parse_list,
+    to_json_list,
+    unit_doc,
+)
+from fanfit.jobs.estimate.data import (
+    cached_folds,
+    n_train,
+    peak_rss_mb,
+    read_plan,
+    read_schedule,
+    shard_stats,
+    unit_signature,
+)
+from fanfit.jobs.estimate.failure import map_run_children
+from fanfit.sched.shards import DEFAULT_ACCOUNT_CONCURRENCY, deal, n_shards_for
+from fanfit.sched.sizing import DEFAULT_STARTUP_S, plan_shards, split_units
+from fanfit.sched.throughput import (
+    EwmaThroughput,
+    ShardObservation,
+    ThroughputEntry,
+    lambda_resource,
+)
+
+#: GPU worker jobs one wave deals its GPU units over (the plan has no option for more).
+GPU_SHARDS_PER_WAVE = 1
+
+
+@dataclass(frozen=True)
+class StageContext:
+    """What every phase reads of the stage being scheduled."""
+
+    job_id: str
+    stage: int
+    plan: EstimatePlan
+    folds: np.ndarray
+    n_obs: int
+    n_features: int
+    units: list[dml.FitUnit]
+    #: unit key -> workload signature
+    signatures: dict[str, str]
+
+
+@dataclass(frozen=True)
+class Placement:
+    """Where the wave's units run: ``gpu_shards`` on the GPU worker, ``lambda_units`` still to be
+    sized, under ``job_concurrency`` (the job's cap, within its partition)."""
+
+    gpu_shards: list[list[dml.FitUnit]]
+    lambda_units: list[dml.FitUnit]
+    job_concurrency: int
+    partition: PartitionUsed | None
+
+
+@dataclass(frozen=True)
+class Sizing:
+    """The Lambda shards of the wave and what their cut was based on."""
+
+    shards: list[list[dml.FitUnit]]
+    decision: WaveDecision
+    resource: str
+    #: signature -> predicted samples/s on ``resource`` (None: no history)
+    predicted: dict[str, float | None]
+    startup_s: float
+
+
+def schedule_wave(
+    store: storage.JobStore,
+    records: storage.JobRecords,
+    throughput: storage.ThroughputRecords,
+    job_id: str,
+    stage: int,
+    wave: int,
+    crossfit_memory_mb: int,
+    account_concurrency: int = DEFAULT_ACCOUNT_CONCURRENCY,
+    memory_mb: int = 0,
+    partitions: storage.Partitions | None = None,
+) -> WaveOutput:
+    """Record what the last wave of a stage measured, and cut the next wave of shards.
+
+    Wave 0 of a stage plans from the throughput history (:class:`fanfit.sched.throughput.
+    EwmaThroughput` over the throughput table); a later wave first folds the previous wave's
+    measurements into the table (:func:`observe`). Units whose learner needs the GPU worker go to
+    it (:func:`place`). Each other unit's predicted seconds are its training rows over the
+    predicted throughput of its signature on ``lambda-<crossfit_memory_mb>``; with a signature that
+    has no history, the wave is a probe (:func:`size`). The decision and the figures it used go
+    into the stage's schedule and the job record (:func:`write`).
+
+    Parameters
+    ----------
+    store, records, throughput : JobStore, JobRecords, ThroughputRecords
+    job_id : str
+    stage, wave : int
+        The stage, and the wave to plan (0 first).
+    crossfit_memory_mb : int
+        Memory of the CrossFit function, MB (its resource is ``lambda-<MB>``).
+    account_concurrency : int
+        The account's Lambda concurrency (AWS default 1,000).
+    memory_mb : int
+        This function's memory, MB (for the cost).
+    partitions : Partitions, optional
+        The stack's partition table. The job's partition (Dorm, :func:`fanfit.jobs.sharing.
+        partition_at_barrier`: below its demand, stale jobs' shares are reclaimed first), read
+        at this barrier, caps the wave: its shards are sized for, and its ``max_concurrency``
+        never exceeds, ``min(job max_concurrency, partition)``. The partition used goes into the
+        wave's entry (``partition``).
+
+    Returns
+    -------
+    WaveOutput
+        ``has_wave`` and, when True, the wave's shard list key, shard count, Map concurrency, Map
+        Run prefix and next wave.
+
+    Raises
+    ------
+    InvalidJobError
+        The wave does not follow the stage's schedule, or a shard would exceed the Lambda timeout.
+    """
+    started = time.time()
+    plan = read_plan(store, storage.plan_key(job_id))
+    ctx = _stage_context(store, job_id, stage, plan)
+    recovered = wave == 0 and store.exists(storage.schedule_key(job_id, stage))
+    if recovered:
+        # A resumed execution (fanfit resume), or a retry after the schedule was written: S3 is
+        # the source of truth; the shards whose predictions exist are done, the rest run again.
+        schedule = _recover_schedule(store, job_id, stage, read_schedule(store, job_id, stage))
+        wave = len(schedule.waves)
+    else:
+        schedule = read_schedule(store, job_id, stage) if wave else StageSchedule()
+    if len(schedule.waves) != wave:
+        raise InvalidJobError(
+            f"stage {stage} has {len(schedule.waves)} wave(s) planned; cannot plan {wave}"
+        )
+    last = schedule.waves[-1] if schedule.waves and not recovered else None
+    history = observe(store, throughput, ctx, last)
+    done = {key for w in schedule.waves for shard in w.shards for key in shard.units}
+    remaining = [u for u in ctx.units if u.key not in done]
+    out = WaveOutput(
+        job_id=job_id, plan_key=storage.plan_key(job_id), stage=stage, wave=wave, has_wave=False
+    )
+    if not remaining:
+        if recovered:
+            store.put_json(storage.schedule_key(job_id, stage), schedule.to_json_dict())
+        return out
+    placement = place(ctx, remaining, partitions)
+    sizing = size(
+        ctx, placement, history, crossfit_memory_mb, account_concurrency=account_concurrency
+    )
+    return write(store, records, ctx, wave, schedule, placement, sizing, started, memory_mb)
+
+
+def _stage_context(
+    store: storage.JobStore, job_id: str, stage: int, plan: EstimatePlan
+) -> StageContext:
+    """The stage's units and their signatures. The scheduler needs the data's shape and the folds,
+    not the data: ``n_obs`` from the plan, the learners' features as ``DMLData.xd`` (covariates
+    plus the other treatments)."""
+    spec = plan.dml
+    key = storage.units_key(job_id, stage)
+    units = [fit_unit(u) for u in parse_list(FitUnitDoc, store.get_json(key), source=key)]
+    n_obs, n_features = plan.n_obs, len(spec.x_cols) + spec.n_treat - 1
+    return StageContext(
+        job_id=job_id,
+        stage=stage,
+        plan=plan,
+        folds=cached_folds(store.bucket, plan.folds_key),
+        n_obs=n_obs,
+        n_features=n_features,
+        units=units,
+        signatures={u.key: unit_signature(spec, u, n_obs, n_features) for u in units},
+    )
+
+
+# --------------------------------------------------------------------------- 1. observe
+
+
+def observe(
+    store: storage.JobStore,
+    throughput: storage.ThroughputRecords,
+    ctx: StageContext,
+    last: WaveEntry | None,
+) -> EwmaThroughput:
+    """The throughput history of the stage's signatures, with the last wave's measurements folded in.
+
+    Parameters
+    ----------
+    last : WaveEntry or None
+        The wave that just ran (None for a stage's first wave, or a recovered schedule: nothing
+        new was measured). Its observations update the throughput table.
+
+    Returns
+    -------
+    EwmaThroughput
+        Over the table's entries of ``ctx.signatures``.
+    """
+    history = EwmaThroughput(
+        entries=[ThroughputEntry.from_dict(e) for e in throughput.load(ctx.signatures.values())]
+    )
+    if last is not None:
+        observed = _observe_wave(store, ctx, last)
+        for observation in observed:
+            history.update(observation)
+        keys = {(o.signature, o.resource) for o in observed}
+        throughput.save(e.to_dict() for e in history.entries if (e.signature, e.resource) in keys)
+    return history
+
+
+def _parse_date(value: str | None) -> float | None:
+    try:
+        return datetime.fromisoformat(str(value).replace("Z", "+00:00")).timestamp()
+    except ValueError:
+        return None
+
+
+def _map_run_walls(store: storage.JobStore, prefix: str) -> dict[str, float]:
+    """Per shard id, the wall seconds of its child execution, from the Map Run's ResultWriter files."""
+    walls: dict[str, float] = {}
+    for child in map_run_children(store, prefix, "SUCCEEDED"):
+        start, stop = _parse_date(child.StartDate), _parse_date(child.StopDate)
+        shard_id = child.shard_id_out()
+        if shard_id is not None and start is not None and stop is not None:
+            walls[shard_id] = stop - start
+    return walls
+
+
+def _observe_wave(
+    store: storage.JobStore, ctx: StageContext, wave: WaveEntry
+) -> list[ShardObservation]:
+    """What the shards of a finished wave measured, one observation per (shard, signature).
+
+    ``compute_s`` sums the fit seconds of the shard's units of that signature, ``samples`` their
+    training rows; ``io_s`` is the shard's whole overhead: the wall seconds of its child execution
+    (start-up, orchestration, I/O) minus its fit seconds, or its own I/O seconds where the Map Run's
+    results do not say.
+    """
+    walls = _map_run_walls(store, wave.map_runs_prefix)
+    observations = []
+    for shard in wave.shards:
+        key = storage.preds_key(ctx.job_id, ctx.stage, shard.shard_id)
+        stats = shard_stats(store.get_arrays(key), key)
+        wall = walls.get(shard.shard_id)
+        overhead = stats.io_s if wall is None else max(wall - stats.fit_s, stats.io_s)
+        by_signature: dict[str, list[float]] = {}
+        for unit_key, seconds in stats.unit_fit_s.items():
+            unit = dml.FitUnit.from_key(unit_key)
+            entry = by_signature.setdefault(
+                unit_signature(ctx.plan.dml, unit, ctx.n_obs, ctx.n_features), [0.0, 0.0]
+            )
+            entry[0] += n_train(ctx.folds, unit)
+            entry[1] += seconds
+        memory_mb = stats.memory_mb or 1
+        for signature, (samples, compute_s) in by_signature.items():
+            observations.append(
+                ShardObservation(
+                    samples=int(samples),
+                    compute_s=max(compute_s, 1e-6),
+                    io_s=overhead,
+                    memory_mb=memory_mb,
+                    resource=stats.resource or lambda_resource(memory_mb),
+                    cold_start=stats.cold_start,
+                    signature=signature,
+                )
+            )
+    return observations
+
+
+# --------------------------------------------------------------------------- 2. place
+
+
+def place(
+    ctx: StageContext, remaining: list[dml.FitUnit], partitions: storage.Partitions | None
+) -> Placement:
+    """Where the wave's units run, under the job's partition.
+
+    Units whose learner cannot run on Lambda (``requires_batch``: PyTorch, over the 250 MB code
+    limit) go to the GPU worker (AWS Batch), dealt over :data:`GPU_SHARDS_PER_WAVE` jobs; the
+    others are left to :func:`size`. The job's partition of the shared capacity, read at this
+    barrier (Dorm, :func:`fanfit.jobs.sharing.partition_at_barrier`), caps the job's concurrency.
+    """
+    learners = ctx.plan.dml.learners
+    on_gpu = [u for u in remaining if learners[dml.learner_name(u.learner)].requires_batch]
+    gpu_keys = {u.key for u in on_gpu}
+    partition = sharing.partition_at_barrier(partitions, ctx.job_id)
+    job_concurrency = ctx.plan.max_concurrency
+    if partition is not None:
+        job_concurrency = min(job_concurrency, partition.concurrency)
+    return Placement(
+        gpu_shards=deal(on_gpu, GPU_SHARDS_PER_WAVE) if on_gpu else [],
+        lambda_units=[u for u in remaining if u.key not in gpu_keys],
+        job_concurrency=job_concurrency,
+        partition=None if partition is None else PartitionUsed(**partition.to_dict()),
+    )
+
+
+# --------------------------------------------------------------------------- 3. size
+
+
+def size(
+    ctx: StageContext,
+    placement: Placement,
+    history: EwmaThroughput,
+    crossfit_memory_mb: int,
+    *,
+    account_concurrency: int,
+) -> Sizing:
+    """Cut the Lambda units of the wave into shards.
+
+    Each unit's predicted seconds are its training rows over the predicted throughput of its
+    signature on ``lambda-<crossfit_memory_mb>``; the start-up is the largest predicted overhead
+    (:data:`fanfit.sched.sizing.DEFAULT_STARTUP_S` without one). A job's fixed ``units_per_shard``
+    deals the units into that size; otherwise :func:`fanfit.sched.sizing.plan_shards` decides with
+    the job's ``sharding`` policy (``'per-fold'`` / ``'per-repetition'``: DoubleML-Serverless's
+    layouts); under ``'auto'`` a signature without history makes the wave a probe, one unit of each
+    unmeasured signature first.
+    """
+    plan, remaining = ctx.plan, placement.lambda_units
+    resource = lambda_resource(crossfit_memory_mb)
+    signatures = ctx.signatures
+    predicted = {sig: history.predict(sig, resource) for sig in set(signatures.values())}
+    io = [v for sig in predicted if (v := history.predict_io(sig, resource)) is not None]
+    startup_s = max(io) if io else DEFAULT_STARTUP_S
+    unknown = [u for u in remaining if predicted[signatures[u.key]] is None]
+    seconds = None
+    if not unknown:
+        seconds = float(
+            np.mean([n_train(ctx.folds, u) / predicted[signatures[u.key]] for u in remaining])  # type: ignore[operator]
+        )
+    fixed = plan.units_per_shard
+    shards: list[list[dml.FitUnit]]
+    if not remaining:
+        shards = []
+        decision = WaveDecision(policy="batch", n_shards=0, max_concurrency=0)
+    elif fixed:
+        made = plan_shards(
+            len(remaining),
+            seconds,
+            startup_s,
+            policy="per-fold",
+            account_concurrency=account_concurrency,
+            job_concurrency=placement.job_concurrency,
+        )
+        shards = deal(remaining, n_shards_for(len(remaining), placement.job_concurrency, fixed))
+        decision = WaveDecision(
+            **{
+                **made.to_dict(),
+                "policy": "fixed",
+                "units_per_shard": int(fixed),
+                "n_shards": len(shards),
+                "max_concurrency": min(len(shards), made.max_concurrency),
+            }
+        )
+    else:
+        if unknown and plan.sharding == "auto":
+            remaining = _probe_order(remaining, signatures, {u.key for u in unknown})
+        made = plan_shards(
+            len(remaining),
+            seconds,
+            startup_s,
+            policy=plan.sharding,
+            n_folds=plan.dml.n_folds,
+            account_concurrency=account_concurrency,
+            job_concurrency=placement.job_concurrency,
+        )
+        shards = split_units(remaining, made)
+        decision = WaveDecision(**made.to_dict())
+    return Sizing(
+        shards=shards, decision=decision, resource=resource, predicted=predicted,
+        startup_s=startup_s,
+    )  # fmt: skip
+
+
+def _probe_order(
+    units: list[dml.FitUnit], signatures: dict[str, str], unknown: set[str]
+) -> list[dml.FitUnit]:
+    """``units`` with one unit of each unmeasured signature first (round-robin), then the rest."""
+    by_signature: dict[str, list[dml.FitUnit]] = {}
+    for u in units:
+        if u.key in unknown:
+            by_signature.setdefault(signatures[u.key], []).append(u)
+    first: list[dml.FitUnit] = []
+    queues = list(by_signature.values())
+    while any(queues):
+        for queue in queues:
+            if queue:
+                first.append(queue.pop(0))
+    chosen = {u.key for u in first}
+    return first + [u for u in units if u.key not in chosen]
+
+
+# --------------------------------------------------------------------------- 4. write
+
+
+def write(
+    store: storage.JobStore,
+    records: storage.JobRecords,
+    ctx: StageContext,
+    wave: int,
+    schedule: StageSchedule,
+    placement: Placement,
+    sizing: Sizing,
+    started: float,
+    memory_mb: int,
+) -> WaveOutput:
+    """Write the wave: its shard list (:func:`fanfit.storage.wave_key`, the Map's ItemReader
+    input), its entry in the stage's schedule (:func:`fanfit.storage.schedule_key`) and the job
+    record's ``schedule`` summary (``fanfit status``).
+
+    Shard ids are never reused within a stage (a resumed job's new shards follow the old ones), so
+    a predictions object always holds the units its schedule entry names.
+    """
+    job_id, stage = ctx.job_id, ctx.stage
+    first_id = schedule.next_shard_id
+    if first_id is None:
+        first_id = sum(len(w.shards) for w in schedule.waves)
+    placed = [(shard, "lambda") for shard in sizing.shards]
+    placed += [(shard, "batch") for shard in placement.gpu_shards]
+    items = [
+        Shard(
+            shard_id=f"{first_id + i:05d}",
+            units=[unit_doc(u) for u in shard],
+            placement=where,  # type: ignore[arg-type]
+        )
+        for i, (shard, where) in enumerate(placed)
+    ]
+    key = store.put_json(storage.wave_key(job_id, stage, wave), to_json_list(items))
+    prefix = storage.map_runs_prefix(job_id, stage, wave)
+    entry = WaveEntry(
+        stage=stage,
+        wave=wave,
+        decision=sizing.decision,
+        resource=sizing.resource,
+        predicted_samples_per_s={k: v for k, v in sizing.predicted.items() if v is not None},
+        startup_s=sizing.startup_s,
+        map_runs_prefix=prefix,
+        started_at=started,
+        ended_at=time.time(),
+        memory_mb=memory_mb,
+        peak_rss_mb=peak_rss_mb(),
+        n_batch_shards=len(placement.gpu_shards),
+        partition=placement.partition,
+        shards=[
+            ScheduledShard(
+                shard_id=item.shard_id, units=[u.key for u in shard], placement=item.placement
+            )
+            for item, (shard, _) in zip(items, placed, strict=True)
+        ],
+    )
+    schedule.waves.append(entry)
+    schedule.next_shard_id = first_id + len(items)
+    store.put_json(storage.schedule_key(job_id, stage), schedule.to_json_dict())
+    summary = ScheduleSummary(stage=stage, waves=[w.summary() for w in schedule.waves])
+    records.update(job_id, schedule=summary.to_json_dict())
+    return WaveOutput(
+        job_id=job_id,
+        plan_key=storage.plan_key(job_id),
+        stage=stage,
+        wave=wave,
+        has_wave=True,
+        shards_key=key,
+        n_shards=len(items),
+        max_concurrency=sizing.decision.max_concurrency + len(placement.gpu_shards),
+        map_runs_prefix=prefix,
+        next_wave=wave + 1,
+    )
+
+
+def _recover_schedule(
+    store: storage.JobStore, job_id: str, stage: int, old: StageSchedule
+) -> StageSchedule:
+    """A stage's schedule reduced to the shards whose predictions exist in S3.
+
+    Every earlier wave is kept, in order (its index and its Map Run's prefix stay taken), with only
+    its written shards; the others are listed under ``dropped_shards`` and their units planned
+    again by the caller. ``next_shard_id`` is the first id no earlier shard used.
+
+    Parameters
+    ----------
+    store : JobStore
+    job_id : str
+    stage : int
+    old : StageSchedule
+        The schedule as an earlier execution left it.
+
+    Returns
+    -------
+    StageSchedule
+        With ``recovered`` counting the shards kept and dropped.
+    """
+    written = set(store.list_keys(storage.preds_prefix(job_id, stage)))
+    next_id = old.next_shard_id or 0
+    waves, kept, dropped = [], 0, 0
+    for entry in old.waves:
+        next_id = max([next_id, *(int(sh.shard_id) + 1 for sh in entry.shards)])
+        done = [
+            sh for sh in entry.shards if storage.preds_key(job_id, stage, sh.shard_id) in written
+        ]
+        missing = [sh.shard_id for sh in entry.shards if sh not in done]
+        kept, dropped = kept + len(done), dropped + len(missing)
+        waves.append(
+            entry.model_copy(
+                update={"shards": done, "dropped_shards": [*(entry.dropped_shards or []), *missing]}
+            )
+        )
+    return StageSchedule(
+        waves=waves, next_shard_id=next_id, recovered=RecoveredCount(kept=kept, dropped=dropped)
+    )
