@@ -235,21 +235,6 @@ def train_throughput_key(job_id: str) -> str:
     return f"{job_prefix(job_id)}train/throughput.json"
 
 
-def stage_prefix(job_id: str, stage: int) -> str:
-    """Prefix of every object of one stage of an estimate."""
-    return f"{job_prefix(job_id)}stages/{stage}/"
-
-
-def prepare_record_key(job_id: str, stage: int) -> str:
-    """Key of Prepare's record of a stage (``started_at``, ``ended_at`` in epoch s, ``memory_mb``)."""
-    return f"{stage_prefix(job_id, stage)}prepare.json"
-
-
-def preds_prefix(job_id: str, stage: int) -> str:
-    """Prefix of a stage's predictions objects (:func:`preds_key`): list it for the shards done."""
-    return f"{stage_prefix(job_id, stage)}preds/"
-
-
 def shard_id_of_preds_key(key: str) -> str:
     """The shard id of a predictions key (:func:`preds_key`): ``.../preds/00012.npz`` -> ``00012``."""
     return key.rsplit("/", 1)[-1].removesuffix(".npz")
