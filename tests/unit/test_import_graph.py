@@ -73,9 +73,6 @@ KNOWN_LAYER_VIOLATIONS: dict[tuple[str, str], str] = {
     ("fanfit.client", "fanfit.local"): (
         "Client.local_stack() reads local.stack.status(): client and local share the top row"
     ),
-    ("fanfit.train", "fanfit.sched"): (
-        "train.sgd imports sched.dssync and sched.lbbsp (named in the issue): one row"
-    ),
     ("fanfit.dml", "fanfit.learners"): (
         "dml.spec checks the nuisance learners' specs with fanfit.learners: one row"
     ),
