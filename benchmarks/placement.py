@@ -45,7 +45,7 @@ instances. Prices: ``fanfit.prices.DEFAULT_PRICES``.
 
 The hybrid K-Means round (``hybrid_kmeans_round``; ``--skip-hybrid`` leaves it out): a K-Means
 train job on a local stack of its own (state dir ``.fanfit/bench-placement-hybrid``), 3 workers
-in every round: 2 Lambda workers of 1,769 MB and 1 GPU worker (AWS Batch, ``--batch-workers 1``)
+in every round: 2 Lambda workers of 1,769 MB and 1 GPU worker (AWS Batch, ``--gpu-workers 1``)
 emulated on the CPU. The stack starts with ``FANFIT_LAMBDA_VCPU_SCALE=0.25`` (a 1,769 MB worker
 gets a quarter of a local core through its cgroup) and ``FANFIT_BATCH_VCPU_SCALE=0.125`` (the
 job definition's 4 vCPUs get half a core): the GPU worker is then about twice as fast as each
@@ -135,7 +135,7 @@ def hybrid_kmeans_round(n_obs: int, rounds: int, seed: int = 0) -> dict:
     frame = pd.DataFrame(X, columns=[f"x{i}" for i in range(d)])
     init = X[rng.choice(n_obs, k, replace=False)]
     options = dict(model="kmeans", features=list(frame.columns), n_clusters=k, init=init,
-                   workers=3, batch_workers=1, worker_memory=[1769, 1769], rounds=rounds,
+                   workers=3, gpu_workers=1, worker_memory=[1769, 1769], rounds=rounds,
                    seed=seed, timeout=3600)  # fmt: skip
     os.environ["FANFIT_LAMBDA_VCPU_SCALE"] = str(HYBRID_LAMBDA_VCPU_SCALE)
     os.environ["FANFIT_BATCH_VCPU_SCALE"] = str(HYBRID_BATCH_VCPU_SCALE)
@@ -346,7 +346,7 @@ def main() -> int:
         for m in ("all-cpu", "all-gpu", "greedy"):
             p = r[m]
             row[m] = None if p is None else [round(p.cost_usd, 6), p.meets_deadline]
-        row["plan_uses_gpu"] = any(c.resource.startswith("batch-gpu:") for c in best.stages)
+        row["plan_uses_gpu"] = any(c.resource.startswith("gpu:") for c in best.stages)
         row["plan_below_every_baseline_meeting_deadline"] = all(
             best.cost_usd < p.cost_usd * (1 - 1e-9)
             for m, p in r.items()

@@ -11,8 +11,8 @@ from aws_lambda_powertools.utilities.idempotency import (
 )
 from aws_lambda_powertools.utilities.typing import LambdaContext
 
+from fanfit.jobs.documents.events import AggregateEvent, parse_event
 from fanfit.jobs.estimate.aggregate import aggregate_job
-from fanfit.jobs.events import AggregateEvent, parse_event
 from fanfit.storage import JobRecords, JobStore, Partitions
 
 logger = Logger()

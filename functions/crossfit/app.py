@@ -11,8 +11,8 @@ from aws_lambda_powertools.utilities.idempotency import (
 )
 from aws_lambda_powertools.utilities.typing import LambdaContext
 
+from fanfit.jobs.documents.events import CrossFitEvent, parse_event
 from fanfit.jobs.estimate.crossfit import crossfit_shard
-from fanfit.jobs.events import CrossFitEvent, parse_event
 from fanfit.storage import JobStore
 
 logger = Logger()

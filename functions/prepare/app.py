@@ -11,8 +11,8 @@ from aws_lambda_powertools.utilities.idempotency import (
 )
 from aws_lambda_powertools.utilities.typing import LambdaContext
 
+from fanfit.jobs.documents.events import PrepareEvent, parse_event
 from fanfit.jobs.estimate.prepare import prepare_stage
-from fanfit.jobs.events import PrepareEvent, parse_event
 from fanfit.storage import JobRecords, JobStore, Partitions
 
 logger = Logger()

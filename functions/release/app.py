@@ -11,7 +11,7 @@ from aws_lambda_powertools.utilities.idempotency import (
 )
 from aws_lambda_powertools.utilities.typing import LambdaContext
 
-from fanfit.jobs.events import ReleaseEvent, ReleaseOutput, parse_event
+from fanfit.jobs.documents.events import ReleaseEvent, ReleaseOutput, parse_event
 from fanfit.jobs.sharing import release_job
 from fanfit.storage import Partitions
 

@@ -11,9 +11,9 @@ from aws_lambda_powertools.utilities.idempotency import (
 )
 from aws_lambda_powertools.utilities.typing import LambdaContext
 
+from fanfit.jobs.documents.events import ScheduleEvent, parse_event
 from fanfit.jobs.estimate.failure import describe_failure
 from fanfit.jobs.estimate.schedule import schedule_wave
-from fanfit.jobs.events import ScheduleEvent, parse_event
 from fanfit.storage import JobRecords, JobStore, Partitions, ThroughputRecords
 
 logger = Logger()

@@ -11,7 +11,7 @@ from aws_lambda_powertools.utilities.idempotency import (
 )
 from aws_lambda_powertools.utilities.typing import LambdaContext
 
-from fanfit.jobs.events import TrainFinalizeEvent, parse_event
+from fanfit.jobs.documents.events import TrainFinalizeEvent, parse_event
 from fanfit.jobs.train.finalize import finalize_job
 from fanfit.storage import JobRecords, JobStore, Partitions
 
@@ -22,7 +22,7 @@ store = JobStore(os.environ["FANFIT_BUCKET"])
 records = JobRecords(os.environ["FANFIT_JOB_TABLE"])
 partitions = Partitions.from_env()
 persistence = DynamoDBPersistenceLayer(table_name=os.environ["FANFIT_IDEMPOTENCY_TABLE"])
-# The key and why: TrainFinalizeEvent.IDEMPOTENCY_KEY (fanfit.jobs.events).
+# The key and why: TrainFinalizeEvent.IDEMPOTENCY_KEY (fanfit.jobs.documents.events).
 idempotency = IdempotencyConfig(event_key_jmespath=TrainFinalizeEvent.IDEMPOTENCY_KEY)
 
 

@@ -12,7 +12,7 @@ from aws_lambda_powertools.utilities.idempotency import (
 )
 from aws_lambda_powertools.utilities.typing import LambdaContext
 
-from fanfit.jobs.events import TrainInitEvent, parse_event
+from fanfit.jobs.documents.events import TrainInitEvent, parse_event
 from fanfit.jobs.train.init import init_job
 from fanfit.storage import JobRecords, JobStore, Partitions
 
@@ -27,9 +27,9 @@ worker_functions = {
     int(mb): arn for mb, arn in json.loads(os.environ["FANFIT_TRAIN_WORKER_FUNCTIONS"]).items()
 }
 # Memory (MB) of the GPU worker's Batch job definition; unset: the stack has no Batch path.
-batch_memory_mb = int(os.environ.get("FANFIT_BATCH_WORKER_MEMORY_MB") or 0) or None
+gpu_memory_mb = int(os.environ.get("FANFIT_GPU_WORKER_MEMORY_MB") or 0) or None
 persistence = DynamoDBPersistenceLayer(table_name=os.environ["FANFIT_IDEMPOTENCY_TABLE"])
-# The key and why: TrainInitEvent.IDEMPOTENCY_KEY (fanfit.jobs.events).
+# The key and why: TrainInitEvent.IDEMPOTENCY_KEY (fanfit.jobs.documents.events).
 idempotency = IdempotencyConfig(event_key_jmespath=TrainInitEvent.IDEMPOTENCY_KEY)
 
 
@@ -46,7 +46,7 @@ def lambda_handler(event: TrainInitEvent, context: LambdaContext) -> dict:
         event.spec_key,
         worker_functions,
         event.execution_arn,
-        batch_memory_mb=batch_memory_mb,
+        gpu_memory_mb=gpu_memory_mb,
         partitions=partitions,
     )
     metrics.add_metric(name="TrainJobsStarted", unit=MetricUnit.Count, value=1)

@@ -11,7 +11,7 @@ from aws_lambda_powertools.utilities.idempotency import (
 )
 from aws_lambda_powertools.utilities.typing import LambdaContext
 
-from fanfit.jobs.events import TrainRoundEvent, parse_event
+from fanfit.jobs.documents.events import TrainRoundEvent, parse_event
 from fanfit.jobs.train.reduce import reduce_round
 from fanfit.storage import JobRecords, JobStore
 
@@ -21,7 +21,7 @@ metrics = Metrics()
 store = JobStore(os.environ["FANFIT_BUCKET"])
 records = JobRecords(os.environ["FANFIT_JOB_TABLE"])
 persistence = DynamoDBPersistenceLayer(table_name=os.environ["FANFIT_IDEMPOTENCY_TABLE"])
-# The key and why: TrainRoundEvent.IDEMPOTENCY_KEY (fanfit.jobs.events).
+# The key and why: TrainRoundEvent.IDEMPOTENCY_KEY (fanfit.jobs.documents.events).
 idempotency = IdempotencyConfig(event_key_jmespath=TrainRoundEvent.IDEMPOTENCY_KEY)
 
 

@@ -11,7 +11,7 @@ from aws_lambda_powertools.utilities.idempotency import (
 )
 from aws_lambda_powertools.utilities.typing import LambdaContext
 
-from fanfit.jobs.events import TrainRoundEvent, parse_event
+from fanfit.jobs.documents.events import TrainRoundEvent, parse_event
 from fanfit.jobs.train.schedule import schedule_round
 from fanfit.storage import JobStore, Partitions, ThroughputRecords
 
@@ -22,7 +22,7 @@ store = JobStore(os.environ["FANFIT_BUCKET"])
 throughput = ThroughputRecords(os.environ["FANFIT_THROUGHPUT_TABLE"])
 partitions = Partitions.from_env()
 persistence = DynamoDBPersistenceLayer(table_name=os.environ["FANFIT_IDEMPOTENCY_TABLE"])
-# The key and why: TrainRoundEvent.IDEMPOTENCY_KEY (fanfit.jobs.events).
+# The key and why: TrainRoundEvent.IDEMPOTENCY_KEY (fanfit.jobs.documents.events).
 idempotency = IdempotencyConfig(event_key_jmespath=TrainRoundEvent.IDEMPOTENCY_KEY)
 
 

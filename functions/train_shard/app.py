@@ -11,7 +11,7 @@ from aws_lambda_powertools.utilities.idempotency import (
 )
 from aws_lambda_powertools.utilities.typing import LambdaContext
 
-from fanfit.jobs.events import TrainShardEvent, parse_event
+from fanfit.jobs.documents.events import TrainShardEvent, parse_event
 from fanfit.jobs.train.shard import train_shard
 from fanfit.storage import JobStore
 
@@ -20,7 +20,7 @@ tracer = Tracer()
 metrics = Metrics()
 store = JobStore(os.environ["FANFIT_BUCKET"])
 persistence = DynamoDBPersistenceLayer(table_name=os.environ["FANFIT_IDEMPOTENCY_TABLE"])
-# The key and why: TrainShardEvent.IDEMPOTENCY_KEY (fanfit.jobs.events).
+# The key and why: TrainShardEvent.IDEMPOTENCY_KEY (fanfit.jobs.documents.events).
 idempotency = IdempotencyConfig(event_key_jmespath=TrainShardEvent.IDEMPOTENCY_KEY)
 
 

@@ -2,7 +2,7 @@
 
 The template's compute environment, job queue and job definition are created by the local stack's
 CloudFormation (fanfit's Batch resource providers); a Batch job runs the job definition's command,
-``python -m fanfit.jobs.batch KIND TASK``, as a host process (CPU here, the GPU where one is). The
+``python -m fanfit.jobs.gpu KIND TASK``, as a host process (CPU here, the GPU where one is). The
 shard it computes lands in S3 under the same key as a Lambda shard's, so the rest of the pipeline
 cannot tell them apart.
 """
@@ -42,7 +42,7 @@ def test_template_creates_the_batch_resources(local_client, fanfit_outputs):
     assert queue and queue[0]["state"] == "ENABLED"
     container = definition[0]["containerProperties"]
     assert {"type": "GPU", "value": "1"} in container["resourceRequirements"]
-    assert container["command"][:3] == ["python", "-m", "fanfit.jobs.batch"]
+    assert container["command"][:3] == ["python", "-m", "fanfit.jobs.gpu"]
 
 
 def test_an_estimate_with_a_torch_learner_runs_its_shards_on_batch_and_equals_doubleml(
@@ -68,14 +68,14 @@ def test_an_estimate_with_a_torch_learner_runs_its_shards_on_batch_and_equals_do
 
     # THEN every ml_l fit ran on the GPU worker (AWS Batch) and every ml_m fit on Lambda
     schedule = job.record()["schedule"]["waves"]
-    assert sum(w["n_batch_shards"] for w in schedule) >= 1
+    assert sum(w["n_gpu_shards"] for w in schedule) >= 1
     from fanfit import storage
     from fanfit.dml import FitUnit
 
     stage = local_client.store.get_json(storage.schedule_key(job.job_id, 0))
     for shard in (s for w in stage["waves"] for s in w["shards"]):
         learners = {FitUnit.from_key(key).learner for key in shard["units"]}
-        assert learners == ({"ml_l"} if shard["placement"] == "batch" else {"ml_m"}), shard
+        assert learners == ({"ml_l"} if shard["placement"] == "gpu" else {"ml_m"}), shard
     # ... a Batch job ran and succeeded
     batch = local_client.session.client("batch", endpoint_url=local_client.stack.endpoint_url)
     queue = fanfit_outputs["GpuJobQueueArn"]
@@ -100,11 +100,11 @@ def test_a_hybrid_kmeans_round_with_a_batch_worker_equals_sklearn(local_client):
 
     # WHEN the train job runs LB-BSP rounds across Lambda and Batch
     res = local_client.train(frame, model="kmeans", features=list(frame.columns), n_clusters=10,
-                             init=init, workers=3, batch_workers=1, worker_memory="1769,885",
+                             init=init, workers=3, gpu_workers=1, worker_memory="1769,885",
                              rounds=3, balance="lb-bsp", timeout=600)  # fmt: skip
 
     # THEN the centroids equal scikit-learn's Lloyd, and the last worker ran on Batch every round
     np.testing.assert_allclose(res.centroids, ref.cluster_centers_, rtol=0, atol=1e-8)
     for record in res.rounds:
-        assert record["workers"][2]["resource"] == "batch-gpu"
+        assert record["workers"][2]["resource"] == "gpu:g4dn.xlarge"
         assert sum(w["batch"] for w in record["workers"]) == len(X)

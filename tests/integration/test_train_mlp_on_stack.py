@@ -53,7 +53,7 @@ def test_an_mlp_job_on_batch_workers_equals_the_reference_and_reaches_sklearns_a
 
     # WHEN the job runs with both workers on the GPU worker, LB-BSP sizing their batches
     job = local_client.submit_train(frame, model="mlp", hidden=HIDDEN, features=columns,
-                                    target="y", workers=WORKERS, batch_workers=WORKERS,
+                                    target="y", workers=WORKERS, gpu_workers=WORKERS,
                                     global_batch=GLOBAL_BATCH, rounds=ROUNDS, lr=LR, seed=SEED,
                                     standardize=True, balance="lb-bsp")  # fmt: skip
     res = job.result(timeout=1500)
@@ -61,7 +61,7 @@ def test_an_mlp_job_on_batch_workers_equals_the_reference_and_reaches_sklearns_a
     # THEN every worker step of every round ran on Batch
     assert res.n_iter == ROUNDS and len(res.rounds) == ROUNDS
     workers = [w for r in res.rounds for w in r["workers"]]
-    assert all(w["resource"] == "batch-gpu" for w in workers)
+    assert all(w["resource"] == "gpu:g4dn.xlarge" for w in workers)
     on_cpu = all(w["device"] == "cpu" for w in workers)
 
     # ... the model equals the in-process reference of the same rounds (same standardisation,

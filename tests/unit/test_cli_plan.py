@@ -52,9 +52,7 @@ def test_plan_from_a_stages_file(tmp_path, capsys) -> None:
                     {
                         "name": "torch",
                         "n_samples": 50000,
-                        "resources": {
-                            "batch-gpu:g4dn.xlarge": {"samples_per_s": 5000, "startup_s": 60}
-                        },
+                        "resources": {"gpu:g4dn.xlarge": {"samples_per_s": 5000, "startup_s": 60}},
                     }
                 ]
             }
@@ -64,7 +62,7 @@ def test_plan_from_a_stages_file(tmp_path, capsys) -> None:
     assert main(["plan", "--stages-file", str(path), "--output", "json"]) == 0
     out = json.loads(capsys.readouterr().out)
     # THEN the stage goes to the GPU and all-CPU has no plan
-    assert out["plan"]["stages"][0]["resource"] == "batch-gpu:g4dn.xlarge"
+    assert out["plan"]["stages"][0]["resource"] == "gpu:g4dn.xlarge"
     assert out["all_cpu_cost_usd"] is None
 
 
@@ -82,7 +80,7 @@ def test_plan_from_a_stages_file(tmp_path, capsys) -> None:
         ["plan", "--stage", "a:100"],  # missing field
         ["plan"],  # no stages
         ["plan", "--stage", "a:100:10", "--memory", "64"],  # Lambda memory out of range
-        ["plan", "--stage", "a:100:10", "--batch-only", "a"],  # nowhere to run
+        ["plan", "--stage", "a:100:10", "--gpu-only", "a"],  # nowhere to run
         ["plan", "--stages-file", "/nonexistent/stages.json"],
     ],
 )

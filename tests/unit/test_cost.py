@@ -412,12 +412,12 @@ def test_client_cost_of_a_running_job_is_not_kept():
     assert client.records.updates == []
 
 
-def test_shard_records_placed_on_batch_are_batch_instance_seconds():
+def test_shard_records_placed_on_the_gpu_worker_are_batch_instance_seconds():
     # GIVEN no child histories and one of two shards placed on the GPU worker
     sfn = _FakeSfn({"arn:parent": _parent_with_map_run()}, None, 2, {})
     shards = [
         {"started_at": 0.0, "ended_at": 1.0, "memory_mb": 1024},
-        {"started_at": 0.0, "ended_at": 60.0, "placement": "batch"},
+        {"started_at": 0.0, "ended_at": 60.0, "placement": "gpu"},
     ]
     lam = _FakeLambda({"Prepare": 512, "Aggregate": 1024})
     cost = collect_job_cost(sfn, "arn:parent", lambda_client=lam, shard_records=shards)
@@ -428,7 +428,7 @@ def test_shard_records_placed_on_batch_are_batch_instance_seconds():
         "CrossFit",
     }
     assert cost.batch_instance_s == pytest.approx(60.0)
-    assert next(i for i in cost.items if i.service == "batch").name == P.batch_instance_type
+    assert next(i for i in cost.items if i.service == "batch").name == P.gpu_instance_type
 
 
 def _table_result(cost):

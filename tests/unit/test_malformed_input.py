@@ -108,7 +108,7 @@ def _model_accepts(module, event) -> bool:
     from aws_lambda_powertools.utilities.parser import parse
     from pydantic import ValidationError
 
-    from fanfit.jobs import events
+    from fanfit.jobs.documents import events
 
     model = {
         "prepare": events.PrepareEvent,

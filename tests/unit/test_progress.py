@@ -217,7 +217,7 @@ def test_plain_line_text() -> None:
 
 def test_running_cost_prices_lambda_and_batch_records_with_job_cost() -> None:
     records = [_stats("0", 2.0), _stats("1", 3.0, 3008),
-               {**_stats("2", 60.0), "placement": "batch", "resource": "batch-g5.xlarge",
+               {**_stats("2", 60.0), "placement": "gpu", "resource": "gpu:g5.xlarge",
                 "instance_type": "g5.xlarge"}]  # fmt: skip
     expected = job_cost(
         [{"function": "CrossFit", "memory_mb": 1769, "duration_s": 2.0},

@@ -10,7 +10,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from fanfit.errors import InvalidJobError
-from fanfit.sched import dssync_groups
+from fanfit.sched.dssync import dssync_groups
 
 
 @settings(max_examples=150, deadline=None)

@@ -8,7 +8,7 @@ from hypothesis import assume, given, settings
 from hypothesis import strategies as st
 
 from fanfit.errors import InvalidJobError
-from fanfit.sched import idle_fraction, lbbsp_batches, round_times, uniform_batches
+from fanfit.sched.lbbsp import idle_fraction, lbbsp_batches, round_times, uniform_batches
 
 speeds = st.lists(st.floats(min_value=0.1, max_value=1e4), min_size=1, max_size=40)
 

@@ -47,20 +47,20 @@ def test_queue_specs_follow_the_price_table(queues) -> None:
 
 def test_dispatch_minimises_v_cost_plus_backlog() -> None:
     # GIVEN a cheap and a dear queue
-    cheap, dear = QueueSpec("lambda", 10.0, 1.0), QueueSpec("batch-gpu", 10.0, 2.0)
+    cheap, dear = QueueSpec("lambda", 10.0, 1.0), QueueSpec("gpu", 10.0, 2.0)
     # THEN with V = 0 and equal backlogs the tie goes to the first queue
-    assert LyapunovDispatcher([dear, cheap], V=0.0).dispatch(5.0) == "batch-gpu"
+    assert LyapunovDispatcher([dear, cheap], V=0.0).dispatch(5.0) == "gpu"
     # AND with V > 0 a shard goes to the cheap queue until its backlog exceeds V * (2 - 1)
     d = LyapunovDispatcher([cheap, dear], V=25.0)
     names, arrivals, cost = d.step([20.0])
     assert names == ["lambda"] and cost == 20.0
     np.testing.assert_array_equal(arrivals, [20.0, 0.0])
     d.step([30.0])  # Q = max(20 - 10, 0) + 30 = 40 > 25: the next slot spills
-    assert d.backlog == {"lambda": 40.0, "batch-gpu": 0.0}
-    assert d.dispatch(1.0) == "batch-gpu"
+    assert d.backlog == {"lambda": 40.0, "gpu": 0.0}
+    assert d.dispatch(1.0) == "gpu"
     # AND every shard of a slot sees the backlog at the start of the slot
     names, _, _ = d.step([1.0, 1.0, 1.0])
-    assert names == ["batch-gpu"] * 3
+    assert names == ["gpu"] * 3
 
 
 def test_invalid_options_are_named_errors() -> None:

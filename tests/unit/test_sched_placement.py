@@ -28,7 +28,7 @@ from fanfit.sched.placement import (
     stage_options,
 )
 
-CPU, CPU2, GPU = "lambda-1769", "lambda-3538", "batch-gpu:g4dn.xlarge"
+CPU, CPU2, GPU = "lambda-1769", "lambda-3538", "gpu:g4dn.xlarge"
 REL = 1e-9
 
 
@@ -70,7 +70,7 @@ def test_batch_choice_bills_at_least_a_minute_per_instance_and_the_slowest_worke
     # THEN the stage takes 5 + 4 s (ceil(7/2)) and each instance is billed EC2's 60 s minimum
     assert c.seconds == pytest.approx(9.0)
     assert c.billed_s == pytest.approx(2 * EC2_MIN_BILLED_S)
-    hourly = DEFAULT_PRICES.batch_instance_hour_usd["g4dn.xlarge"]
+    hourly = DEFAULT_PRICES.gpu_instance_hour_usd["g4dn.xlarge"]
     assert c.cost_usd == pytest.approx(
         120.0 / 3600 * hourly + 2 * (DEFAULT_PRICES.s3_get_usd + DEFAULT_PRICES.s3_put_usd)
     )
@@ -91,14 +91,14 @@ def test_options_drop_lambda_workers_past_the_timeout_and_respect_the_cap() -> N
 def test_resource_names_are_checked() -> None:
     # THEN Lambda and Batch GPU names parse; anything else is a named error
     assert resource_kind("lambda-1769") == "lambda"
-    assert resource_kind("batch-gpu:g5.xlarge") == "batch"
-    for bad in ("lambda-64", "lambda-20000", "gpu", "batch-gpu:"):
+    assert resource_kind("gpu:g5.xlarge") == "gpu"
+    for bad in ("lambda-64", "lambda-20000", "gpu", "gpu:"):
         with pytest.raises(InvalidJobError):
             resource_kind(bad)
     with pytest.raises(InvalidJobError, match="no price"):
         evaluate_choice(
-            StageProfile("s", 10, {"batch-gpu:x9.huge": ResourceProfile(1.0)}),
-            "batch-gpu:x9.huge",
+            StageProfile("s", 10, {"gpu:x9.huge": ResourceProfile(1.0)}),
+            "gpu:x9.huge",
             1,
         )
 
@@ -291,7 +291,7 @@ def test_milp_scales_to_a_thousand_workers_per_resource() -> None:
 def test_prices_change_the_plan() -> None:
     # GIVEN a stage the GPU runs 10x faster, priced by default and with a free GPU
     stages = [_stage("s", 100_000, 100.0, gpu=1000.0)]
-    free_gpu = PriceTable.from_dict({"batch_instance_hour_usd": {"g4dn.xlarge": 0.0}})
+    free_gpu = PriceTable.from_dict({"gpu_instance_hour_usd": {"g4dn.xlarge": 0.0}})
     # THEN with a free GPU instance the plan uses it
     plan = solve_placement(stages, deadline_s=900.0, max_workers=10, prices=free_gpu)
     assert plan.stages[0].resource == GPU

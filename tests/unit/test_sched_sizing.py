@@ -11,7 +11,8 @@ from hypothesis import strategies as st
 
 from fanfit.dml import FitUnit
 from fanfit.errors import InvalidJobError
-from fanfit.sched import ShardingDecision, n_shards_for, plan_shards, split_units
+from fanfit.sched.shards import n_shards_for
+from fanfit.sched.sizing import ShardingDecision, plan_shards, split_units
 
 
 def test_small_stage_runs_one_unit_per_shard_in_one_wave() -> None:

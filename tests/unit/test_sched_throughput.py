@@ -11,14 +11,13 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from fanfit.errors import InvalidJobError
-from fanfit.sched import (
+from fanfit.sched.resources import lambda_resource, resource_memory_mb
+from fanfit.sched.throughput import (
     DEFAULT_ALPHA,
     EwmaThroughput,
     ShardObservation,
     ThroughputPredictor,
-    lambda_resource,
     lambda_vcpus,
-    resource_memory_mb,
     scale_throughput,
     workload_signature,
 )
@@ -64,7 +63,7 @@ def test_lambda_cpu_share_and_scaling() -> None:
     assert scale_throughput(100.0, 1769, 10240, threads=4) == pytest.approx(400.0)
     with pytest.raises(InvalidJobError):
         scale_throughput(100.0, 0, 1769)
-    assert lambda_resource(1769) == "lambda-1769" and resource_memory_mb("batch-gpu") is None
+    assert lambda_resource(1769) == "lambda-1769" and resource_memory_mb("gpu:g4dn.xlarge") is None
 
 
 def test_observation_validates_and_round_trips_through_dynamodb_types() -> None:
@@ -128,7 +127,7 @@ def test_ewma_scales_from_the_nearest_memory_and_keys_are_separate() -> None:
     p = EwmaThroughput(threads=4)
     p.update(obs(100, 1.0, resource="lambda-1769"))
     p.update(obs(360, 1.0, resource="lambda-7076"))
-    p.update(obs(5000, 1.0, resource="batch-gpu"))
+    p.update(obs(5000, 1.0, resource="gpu:g4dn.xlarge"))
     # THEN a known key is predicted from its own history
     assert p.predict(SIG, "lambda-7076") == 360.0
     # AND 3,538 MB (ratio 2 to both) scales from the smaller size: 2 vCPUs vs 1
@@ -145,7 +144,7 @@ def test_ewma_serialises_to_plain_dicts() -> None:
     p = EwmaThroughput(alpha=0.5, threads=2)
     for samples in (100, 300):
         p.update(obs(samples, 1.0))
-    p.update(obs(50, 1.0, resource="batch-gpu"))
+    p.update(obs(50, 1.0, resource="gpu:g4dn.xlarge"))
     # WHEN it is written as JSON and read back with Decimal numbers
     d = json.loads(json.dumps(p.to_dict()), parse_float=Decimal)
     q = EwmaThroughput.from_dict(d)

@@ -363,7 +363,7 @@ def test_prepare_handler_records_the_events_execution(
 
 
 def test_an_older_prepare_event_without_an_execution_still_registers(partition_stack):
-    from fanfit.jobs.events import PrepareEvent, TrainInitEvent
+    from fanfit.jobs.documents.events import PrepareEvent, TrainInitEvent
 
     event = json.loads((EVENTS / "prepare.json").read_text())
     event.pop("execution_arn")

@@ -138,7 +138,7 @@ def test_policies_name_their_resources(template):
 
 
 def test_every_map_item_can_run_on_lambda_or_the_gpu_worker(machine):
-    # GIVEN each state machine's Map of shards WHEN an item's placement is "batch"
+    # GIVEN each state machine's Map of shards WHEN an item's placement is "gpu"
     # THEN it goes to batch:submitJob.sync with the GPU queue and job definition; else to Lambda
     _, _, asl = machine
     maps = [s for _, s in _states(asl) if s["Type"] == "Map"]
@@ -161,7 +161,7 @@ def test_the_gpu_worker_is_a_scale_to_zero_batch_environment_with_one_gpu_per_jo
     assert compute["ComputeResources"]["Ec2Configuration"][0]["ImageType"] == "ECS_AL2_NVIDIA"
     container = res["GpuWorkerJobDefinition"]["Properties"]["ContainerProperties"]
     assert {"Type": "GPU", "Value": "1"} in container["ResourceRequirements"]
-    assert container["Command"] == ["python", "-m", "fanfit.jobs.batch", "Ref::kind", "Ref::task"]
+    assert container["Command"] == ["python", "-m", "fanfit.jobs.gpu", "Ref::kind", "Ref::task"]
     assert (ROOT / "functions" / "gpu_worker" / "Dockerfile").is_file()
     # the worker's role reads the bucket and writes only under jobs/
     statements = res["GpuWorkerJobRole"]["Properties"]["Policies"][0]["PolicyDocument"]["Statement"]

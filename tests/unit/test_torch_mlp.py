@@ -18,7 +18,7 @@ from sklearn.utils.estimator_checks import (
 
 from fanfit.dml import DMLSpec, draw_folds, estimate_in_process, folds_to_smpls, validate_data
 from fanfit.errors import InvalidLearnerError
-from fanfit.learners.specs import ALLOWED_LEARNERS, BATCH_ONLY_LEARNERS, LearnerSpec
+from fanfit.learners.specs import ALLOWED_LEARNERS, GPU_ONLY_LEARNERS, LearnerSpec
 from fanfit.learners.torch_mlp import TorchMLPClassifier, TorchMLPRegressor
 
 torch = pytest.importorskip("torch")
@@ -114,9 +114,9 @@ def test_allow_list_names_them_and_marks_them_for_batch() -> None:
     spec = LearnerSpec.parse('TorchMLPRegressor:{"hidden_layer_sizes": [8, 8], "epochs": 3}')
     # THEN they are allow-listed, need Batch, and build with the job's seed
     assert {"TorchMLPRegressor", "TorchMLPClassifier"} <= set(ALLOWED_LEARNERS)
-    assert frozenset({"TorchMLPRegressor", "TorchMLPClassifier"}) == BATCH_ONLY_LEARNERS
-    assert spec.requires_batch and spec.is_regressor
-    assert not LearnerSpec.parse("LassoCV").requires_batch
+    assert frozenset({"TorchMLPRegressor", "TorchMLPClassifier"}) == GPU_ONLY_LEARNERS
+    assert spec.requires_gpu and spec.is_regressor
+    assert not LearnerSpec.parse("LassoCV").requires_gpu
     assert spec.build(random_state=5).get_params()["random_state"] == 5
     assert LearnerSpec.parse("TorchMLPClassifier").is_classifier
     # AND bad parameters are named errors

@@ -30,8 +30,7 @@ def _event(name: str) -> dict:
 def aws(moto_stack):
     env = {
         "FANFIT_TRAIN_WORKER_FUNCTIONS": json.dumps(WORKER_FUNCTIONS),
-        "FANFIT_BATCH_WORKER_MEMORY_MB": "15000",
-        "FANFIT_BATCH_MEMORY_MB": "15000",
+        "FANFIT_GPU_WORKER_MEMORY_MB": "15000",
     }
     with moto_stack(env):
         yield
@@ -69,8 +68,8 @@ def _run(load_handler, lambda_context, max_rounds: int = 50) -> tuple[dict, list
         )
         schedules.append(planned)
         for item in planned["workers"]:
-            if item["placement"] == "batch":  # what the GPU worker's Batch job runs
-                from fanfit.jobs.batch import main
+            if item["placement"] == "gpu":  # what the GPU worker's Batch job runs
+                from fanfit.jobs.gpu import main
 
                 assert main(["train_shard", json.dumps(item)]) == 0
                 continue
@@ -137,7 +136,7 @@ def test_logreg_job_with_ds_sync_equals_train_sgd(aws, load_handler, lambda_cont
     import boto3
 
     from fanfit import storage
-    from fanfit.sched import dssync_groups
+    from fanfit.sched.dssync import dssync_groups
     from fanfit.train import train_sgd
 
     # GIVEN a separable two-class problem, 4 workers, DS-Sync in groups of 2, uniform batches
@@ -356,11 +355,11 @@ def test_a_hybrid_round_with_a_gpu_worker_equals_lloyd_and_measures_the_gpu_work
     frame = _blobs()
     init = frame.to_numpy()[[0, 1, 2]]
     _upload(store, frame, init=init, model="kmeans", features="a,b,c", n_clusters=3, workers=3,
-            batch_workers=1, worker_memory="1769,885", rounds=6, balance="lb-bsp")  # fmt: skip
-    # WHEN the rounds run, the GPU worker's step through fanfit.jobs.batch as its Batch job does
+            gpu_workers=1, worker_memory="1769,885", rounds=6, balance="lb-bsp")  # fmt: skip
+    # WHEN the rounds run, the GPU worker's step through fanfit.jobs.gpu as its Batch job does
     done, schedules = _run(load_handler, lambda_context)
     # THEN the Map items place the last worker on Batch, the others on their Lambda functions
-    assert [w["placement"] for w in schedules[0]["workers"]] == ["lambda", "lambda", "batch"]
+    assert [w["placement"] for w in schedules[0]["workers"]] == ["lambda", "lambda", "gpu"]
     assert schedules[0]["workers"][2]["function_arn"] == ""
     # ... the model equals Lloyd's with the batches the scheduler chose
     result = store.get_json(done["result_key"])
@@ -368,17 +367,17 @@ def test_a_hybrid_round_with_a_gpu_worker_equals_lloyd_and_measures_the_gpu_work
              range(len(schedules))]  # fmt: skip
     ref = kmeans_fit(frame.to_numpy(), init, lambda r: plans[r]["batches"], max_iter=6)
     np.testing.assert_allclose(result["centroids"], ref.centroids, rtol=0, atol=1e-12)
-    # ... the GPU worker's step is recorded as resource batch-gpu with the job's memory, and its
+    # ... the GPU worker's step is recorded as resource gpu:g4dn.xlarge with the job's memory, and its
     # first batch came from the prior (4 vCPU) before it was measured
     gpu = result["rounds"][0]["workers"][2]
-    assert gpu["resource"] == "batch-gpu" and gpu["memory_mb"] == 15000
+    assert gpu["resource"] == "gpu:g4dn.xlarge" and gpu["memory_mb"] == 15000
     assert plans[0]["prediction_source"] == "cpu-share" and plans[0]["batches"][2] == max(
         plans[0]["batches"]
     )
 
 
 def test_batch_worker_rejects_a_bad_task_with_exit_2(aws):
-    from fanfit.jobs.batch import main
+    from fanfit.jobs.gpu import main
 
     # GIVEN tasks that are not JSON objects, an unknown kind, or a task missing its worker
     # WHEN the Batch worker runs them THEN it exits 2 without running anything

@@ -12,7 +12,7 @@ from sklearn.cluster import KMeans
 from sklearn.datasets import load_digits
 
 from fanfit.errors import InvalidDataError, InvalidJobError
-from fanfit.sched import lbbsp_batches, uniform_batches
+from fanfit.sched.lbbsp import lbbsp_batches, uniform_batches
 from fanfit.train import (
     KMeansPartial,
     kmeans_fit,

@@ -158,11 +158,11 @@ def test_mismatched_parameters_raise_invalid_job_error():
 @pytest.mark.parametrize(
     ("options", "named"),
     [
-        ({"workers": 2, "batch_workers": 1, "hidden": "8"}, "--batch-workers must equal"),
-        ({"workers": 2, "batch_workers": 0, "hidden": "8"}, "--batch-workers must equal"),
-        ({"workers": 2, "batch_workers": 2}, "--hidden"),
-        ({"workers": 2, "batch_workers": 2, "hidden": "8,0"}, "--hidden"),
-        ({"workers": 2, "batch_workers": 2, "hidden": "8,x"}, "--hidden must be integers"),
+        ({"workers": 2, "gpu_workers": 1, "hidden": "8"}, "--gpu-workers must equal"),
+        ({"workers": 2, "gpu_workers": 0, "hidden": "8"}, "--gpu-workers must equal"),
+        ({"workers": 2, "gpu_workers": 2}, "--hidden"),
+        ({"workers": 2, "gpu_workers": 2, "hidden": "8,0"}, "--hidden"),
+        ({"workers": 2, "gpu_workers": 2, "hidden": "8,x"}, "--hidden must be integers"),
     ],
 )
 def test_mlp_options_are_checked_naming_the_option(options, named):
@@ -208,17 +208,17 @@ def test_mlp_job_on_the_handlers_with_every_worker_on_batch_equals_train_mlp(
     frame = pd.DataFrame(np.column_stack([X, y]), columns=[*"abcdef", "y"])
     store = storage.JobStore("fanfit-unit")
     _upload(store, frame, model="mlp", features="a,b,c,d,e,f", target="y", workers=3,
-            batch_workers=3, hidden="16,16", global_batch=96, rounds=6, balance="lb-bsp",
+            gpu_workers=3, hidden="16,16", global_batch=96, rounds=6, balance="lb-bsp",
             lr=0.3, l2=1e-3, seed=4)  # fmt: skip
 
-    # WHEN the handlers run the job, each worker's step through fanfit.jobs.batch
+    # WHEN the handlers run the job, each worker's step through fanfit.jobs.gpu
     done, schedules = _run(load_handler, lambda_context)
     raw = store.get_json(done["result_key"])
     result = TrainResult(raw=raw)
 
     # THEN every worker was placed on Batch and ran on the CPU (float64)
-    assert all(w["placement"] == "batch" for s in schedules for w in s["workers"])
-    assert all(w["resource"] == "batch-gpu" and w["device"] == "cpu"
+    assert all(w["placement"] == "gpu" for s in schedules for w in s["workers"])
+    assert all(w["resource"] == "gpu:g4dn.xlarge" and w["device"] == "cpu"
                for r in result.rounds for w in r["workers"])  # fmt: skip
     # ... and the model equals train_mlp's with the batches the scheduler chose
     plans = [store.get_json(storage.train_round_plan_key("example-train", r)) for r in range(6)]
@@ -236,7 +236,7 @@ def test_mlp_job_on_the_handlers_with_every_worker_on_batch_equals_train_mlp(
 
 def test_mlp_job_with_ds_sync_equals_train_mlp(aws, load_handler, lambda_context):  # noqa: F811
     from fanfit import storage
-    from fanfit.sched import dssync_groups
+    from fanfit.sched.dssync import dssync_groups
     from fanfit.train.mlp import train_mlp
 
     # GIVEN an mlp job with DS-Sync in groups of 2 over 4 Batch workers
@@ -244,7 +244,7 @@ def test_mlp_job_with_ds_sync_equals_train_mlp(aws, load_handler, lambda_context
     frame = pd.DataFrame(np.column_stack([X, y]), columns=[*"abcdef", "y"])
     store = storage.JobStore("fanfit-unit")
     _upload(store, frame, model="mlp", features="a,b,c,d,e,f", target="y", workers=4,
-            batch_workers=4, hidden="8", global_batch=64, rounds=3, sync="ds-sync", lr=0.3,
+            gpu_workers=4, hidden="8", global_batch=64, rounds=3, sync="ds-sync", lr=0.3,
             seed=1)  # fmt: skip
     # WHEN it runs THEN the averaged model equals the reference's
     done, _ = _run(load_handler, lambda_context)

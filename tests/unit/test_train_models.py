@@ -82,7 +82,7 @@ def test_train_documents_name_the_malformed_field():
     ],  # fmt: skip
 )
 def test_each_train_handler_keys_idempotency_on_its_event_models_key(function, event):
-    from fanfit.jobs import events
+    from fanfit.jobs.documents import events
 
     # GIVEN the handler's source THEN its IdempotencyConfig takes the event model's declared key
     source = (ROOT / "functions" / function / "app.py").read_text()

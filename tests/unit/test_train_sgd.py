@@ -16,7 +16,8 @@ from sklearn.model_selection import train_test_split
 from sklearn.preprocessing import StandardScaler
 
 from fanfit.errors import InvalidDataError, InvalidJobError
-from fanfit.sched import dssync_groups, lbbsp_batches, uniform_batches
+from fanfit.sched.dssync import dssync_groups
+from fanfit.sched.lbbsp import lbbsp_batches, uniform_batches
 from fanfit.train import (
     WorkerGradient,
     accuracy,

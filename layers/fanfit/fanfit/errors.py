@@ -44,7 +44,7 @@ class InfeasiblePlacementError(InvalidJobError):
 
 
 class InvalidEventError(InvalidJobError):
-    """A Lambda function's event does not fit its model (:mod:`fanfit.jobs.events`): a missing or unknown
+    """A Lambda function's event does not fit its model (:mod:`fanfit.jobs.documents.events`): a missing or unknown
     key, a value of the wrong type or out of range, or not a JSON object at all. Raised before any work."""
 
 

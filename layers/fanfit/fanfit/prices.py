@@ -50,10 +50,10 @@ class PriceTable:
     dynamodb_write_usd, dynamodb_read_usd : float
         DynamoDB on-demand, per write and read request unit ($0.625 and $0.125 per million;
         https://aws.amazon.com/dynamodb/pricing/on-demand/).
-    batch_instance_hour_usd : dict of str to float
+    gpu_instance_hour_usd : dict of str to float
         EC2 on-demand price per instance-hour of the GPU instance types a Batch compute environment
         may launch (Amazon EC2 On-Demand Pricing).
-    batch_instance_type : str
+    gpu_instance_type : str
         The instance type Batch GPU jobs are priced at by default.
     """
 
@@ -64,8 +64,8 @@ class PriceTable:
     s3_get_usd: float = 0.0004 / 1000
     dynamodb_write_usd: float = 0.625 / 1_000_000
     dynamodb_read_usd: float = 0.125 / 1_000_000
-    batch_instance_hour_usd: dict[str, float] = field(default_factory=_default_instances)
-    batch_instance_type: str = "g4dn.xlarge"
+    gpu_instance_hour_usd: dict[str, float] = field(default_factory=_default_instances)
+    gpu_instance_type: str = "g4dn.xlarge"
 
     def __post_init__(self) -> None:
         for f in fields(self):
@@ -74,15 +74,15 @@ class PriceTable:
                 raise InvalidJobError(
                     f"price {f.name} must be a finite number >= 0, got {value!r}."
                 )
-        for name, hourly in self.batch_instance_hour_usd.items():
+        for name, hourly in self.gpu_instance_hour_usd.items():
             if not (isinstance(hourly, float | int) and math.isfinite(hourly) and hourly >= 0):
                 raise InvalidJobError(
-                    f"price batch_instance_hour_usd[{name!r}] must be a number >= 0, got {hourly!r}."
+                    f"price gpu_instance_hour_usd[{name!r}] must be a number >= 0, got {hourly!r}."
                 )
-        if self.batch_instance_type not in self.batch_instance_hour_usd:
+        if self.gpu_instance_type not in self.gpu_instance_hour_usd:
             raise InvalidJobError(
-                f"batch_instance_type {self.batch_instance_type!r} has no price; known: "
-                f"{sorted(self.batch_instance_hour_usd)}."
+                f"gpu_instance_type {self.gpu_instance_type!r} has no price; known: "
+                f"{sorted(self.gpu_instance_hour_usd)}."
             )
 
     def lambda_cost_usd(self, memory_mb: float, billed_s: float, invocations: int = 1) -> float:
@@ -96,7 +96,7 @@ class PriceTable:
             + invocations * self.lambda_request_usd
         )
 
-    def batch_cost_usd(self, instance_s: float, instance_type: str | None = None) -> float:
+    def gpu_cost_usd(self, instance_s: float, instance_type: str | None = None) -> float:
         """Cost of ``instance_s`` seconds of one Batch instance (EC2 bills Linux per second).
 
         Raises
@@ -104,12 +104,12 @@ class PriceTable:
         InvalidJobError
             If ``instance_type`` has no price in the table.
         """
-        name = instance_type or self.batch_instance_type
-        if name not in self.batch_instance_hour_usd:
+        name = instance_type or self.gpu_instance_type
+        if name not in self.gpu_instance_hour_usd:
             raise InvalidJobError(
-                f"instance type {name!r} has no price; known: {sorted(self.batch_instance_hour_usd)}."
+                f"instance type {name!r} has no price; known: {sorted(self.gpu_instance_hour_usd)}."
             )
-        return instance_s / 3600.0 * self.batch_instance_hour_usd[name]
+        return instance_s / 3600.0 * self.gpu_instance_hour_usd[name]
 
     def to_dict(self) -> dict[str, Any]:
         """Plain dict (JSON-serialisable) of every field."""
@@ -132,15 +132,15 @@ class PriceTable:
             raise InvalidJobError(f"unknown price field(s) {unknown}; known: {sorted(known)}.")
         base = cls()
         values = dict(overrides)
-        if "batch_instance_hour_usd" in values:
-            if not isinstance(values["batch_instance_hour_usd"], dict):
-                raise InvalidJobError("batch_instance_hour_usd must map instance type to USD/hour.")
-            values["batch_instance_hour_usd"] = {
-                **base.batch_instance_hour_usd,
-                **values["batch_instance_hour_usd"],
+        if "gpu_instance_hour_usd" in values:
+            if not isinstance(values["gpu_instance_hour_usd"], dict):
+                raise InvalidJobError("gpu_instance_hour_usd must map instance type to USD/hour.")
+            values["gpu_instance_hour_usd"] = {
+                **base.gpu_instance_hour_usd,
+                **values["gpu_instance_hour_usd"],
             }
         for key, value in values.items():
-            if key not in ("batch_instance_hour_usd", "batch_instance_type") and (
+            if key not in ("gpu_instance_hour_usd", "gpu_instance_type") and (
                 isinstance(value, bool) or not isinstance(value, float | int)
             ):
                 raise InvalidJobError(f"price {key} must be a number, got {value!r}.")

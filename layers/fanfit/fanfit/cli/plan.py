@@ -11,7 +11,7 @@ one worker's at one vCPU (Lambda at 1,769 MB); other Lambda memory sizes are sca
 ``GPU_SPEEDUP`` (no GPU profile without it). Or ``--stages-file FILE`` with
 ``{"stages": [{"name": ..., "n_samples": ..., "split_input": false, "resources": {"lambda-1769":
 {"samples_per_s": ..., "startup_s": ..., "data_in_mb": ..., "data_out_mb": ..., "io_mb_per_s": ...},
-"batch-gpu:g4dn.xlarge": {...}}}]}``.
+"gpu:g4dn.xlarge": {...}}}]}``.
 """
 
 from __future__ import annotations
@@ -30,10 +30,10 @@ from fanfit.sched.placement import (
     Placement,
     ResourceProfile,
     StageProfile,
-    batch_gpu_resource,
     compare_placements,
 )
-from fanfit.sched.throughput import LAMBDA_MB_PER_VCPU, lambda_resource, scale_throughput
+from fanfit.sched.resources import gpu_resource, lambda_resource
+from fanfit.sched.throughput import LAMBDA_MB_PER_VCPU, scale_throughput
 
 __all__ = [
     "DEFAULT_GPU_STARTUP_S",
@@ -66,7 +66,7 @@ def stage_from_throughput(
     gpu_speedup: float | None = None,
     memory_mb: Sequence[int] = (LAMBDA_MB_PER_VCPU,),
     threads: float = 1.0,
-    gpu_instance: str = DEFAULT_PRICES.batch_instance_type,
+    gpu_instance: str = DEFAULT_PRICES.gpu_instance_type,
     lambda_startup_s: float = DEFAULT_LAMBDA_STARTUP_S,
     gpu_startup_s: float = DEFAULT_GPU_STARTUP_S,
     data_in_mb: float = 0.0,
@@ -101,7 +101,7 @@ def stage_from_throughput(
         Whether the input is split over the workers.
     lambda_allowed : bool, default True
         False for work that cannot run on Lambda (e.g. a learner in
-        :data:`fanfit.learners.specs.BATCH_ONLY_LEARNERS`).
+        :data:`fanfit.learners.specs.GPU_ONLY_LEARNERS`).
 
     Returns
     -------
@@ -126,12 +126,12 @@ def stage_from_throughput(
             raise InvalidJobError(
                 f"stage {name}: the GPU speed-up must be > 0, got {gpu_speedup!r}."
             )
-        resources[batch_gpu_resource(gpu_instance)] = ResourceProfile(
+        resources[gpu_resource(gpu_instance)] = ResourceProfile(
             cpu_samples_per_s * gpu_speedup, gpu_startup_s, data_in_mb, data_out_mb
         )
     if not resources:
         raise InvalidJobError(
-            f"stage {name} can run nowhere: it is Batch-only and has no GPU speed-up; give "
+            f"stage {name} can run nowhere: it is GPU-only and has no GPU speed-up; give "
             f"--stage {name}:N:RATE:SPEEDUP."
         )
     return StageProfile(name, n_samples, resources, split_input=split_input)
@@ -171,27 +171,27 @@ def stages_from_options(
     *,
     memory_mb: Sequence[int] = (LAMBDA_MB_PER_VCPU,),
     threads: float = 1.0,
-    gpu_instance: str = DEFAULT_PRICES.batch_instance_type,
+    gpu_instance: str = DEFAULT_PRICES.gpu_instance_type,
     lambda_startup_s: float = DEFAULT_LAMBDA_STARTUP_S,
     gpu_startup_s: float = DEFAULT_GPU_STARTUP_S,
     data_in_mb: float = 0.0,
     data_out_mb: float = 0.0,
-    batch_only: Sequence[str] = (),
+    gpu_only: Sequence[str] = (),
 ) -> list[StageProfile]:
     """Stage profiles from ``--stage`` texts (:func:`parse_stage_option`) and shared options.
 
-    Parameters are those of :func:`stage_from_throughput`; ``batch_only`` names stages that may not
+    Parameters are those of :func:`stage_from_throughput`; ``gpu_only`` names stages that may not
     run on Lambda.
 
     Raises
     ------
     InvalidJobError
-        A malformed ``--stage``, or a ``batch_only`` name that is not a stage.
+        A malformed ``--stage``, or a ``gpu_only`` name that is not a stage.
     """
     parsed = [parse_stage_option(t) for t in stage_texts]
-    unknown = sorted(set(batch_only) - {p[0] for p in parsed})
+    unknown = sorted(set(gpu_only) - {p[0] for p in parsed})
     if unknown:
-        raise InvalidJobError(f"--batch-only names unknown stage(s) {unknown}.")
+        raise InvalidJobError(f"--gpu-only names unknown stage(s) {unknown}.")
     return [
         stage_from_throughput(
             name,
@@ -205,7 +205,7 @@ def stages_from_options(
             gpu_startup_s=gpu_startup_s,
             data_in_mb=data_in_mb,
             data_out_mb=data_out_mb,
-            lambda_allowed=name not in batch_only,
+            lambda_allowed=name not in gpu_only,
         )
         for name, n, rate, speedup in parsed
     ]
@@ -391,13 +391,13 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                    help="Lambda memory sizes to consider")  # fmt: skip
     p.add_argument("--threads", type=float, default=1.0,
                    help="cores a stage can use on Lambda (scales throughput with memory)")  # fmt: skip
-    p.add_argument("--gpu-instance", default=DEFAULT_PRICES.batch_instance_type,
+    p.add_argument("--gpu-instance", default=DEFAULT_PRICES.gpu_instance_type,
                    help="EC2 instance type of the Batch GPU worker")  # fmt: skip
     p.add_argument("--lambda-startup", type=float, default=DEFAULT_LAMBDA_STARTUP_S, help="seconds")
     p.add_argument("--gpu-startup", type=float, default=DEFAULT_GPU_STARTUP_S, help="seconds")
     p.add_argument("--data-in-mb", type=float, default=0.0, help="MB every worker reads")
     p.add_argument("--data-out-mb", type=float, default=0.0, help="MB a stage writes")
-    p.add_argument("--batch-only", default="", metavar="NAME[,NAME...]",
+    p.add_argument("--gpu-only", default="", metavar="NAME[,NAME...]",
                    help="stages that may not run on Lambda (e.g. TorchMLP learners)")  # fmt: skip
     p.add_argument("--deadline", type=float, help="bound on the total predicted time, seconds")
     p.add_argument("--min-throughput", type=float, help="floor on every stage's samples/s")
@@ -436,14 +436,14 @@ def run_command(args: argparse.Namespace) -> int:
             gpu_startup_s=args.gpu_startup,
             data_in_mb=args.data_in_mb,
             data_out_mb=args.data_out_mb,
-            batch_only=[s.strip() for s in args.batch_only.split(",") if s.strip()],
+            gpu_only=[s.strip() for s in args.gpu_only.split(",") if s.strip()],
         )
     prices = PriceTable.from_file(args.prices) if args.prices else DEFAULT_PRICES
     results = plan_job(
         stages,
         deadline_s=args.deadline,
         min_throughput=args.min_throughput,
-        max_workers={"lambda": args.max_workers, "batch": args.max_gpu_workers},
+        max_workers={"lambda": args.max_workers, "gpu": args.max_gpu_workers},
         prices=prices,
     )
     if args.output == "json":

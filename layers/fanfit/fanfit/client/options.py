@@ -395,7 +395,7 @@ class TrainOptions(_Options):
         metavar="MB[,MB...]",
         help="memory of every worker, or one per worker (e.g. 1769,1769,885,885)",
     )
-    batch_workers: int = _option(
+    gpu_workers: int = _option(
         0, kind="int", help="how many of the workers run on the GPU worker (AWS Batch)"
     )
     global_batch: int | None = _option(

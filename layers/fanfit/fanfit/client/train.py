@@ -85,7 +85,7 @@ def build_train_spec(
     target: str | None = None,
     workers: int = 4,
     worker_memory: int | str | Sequence[int] | None = None,
-    batch_workers: int = 0,
+    gpu_workers: int = 0,
     global_batch: int | None = None,
     rounds: int = 10,
     balance: str = "uniform",
@@ -107,7 +107,7 @@ def build_train_spec(
     ----------
     model : {'kmeans', 'logreg', 'linreg', 'mlp'}
         ``mlp``: a ReLU network classifier trained on the GPU worker (AWS Batch) only, so
-        ``batch_workers`` must equal ``workers`` (:mod:`fanfit.train.mlp`).
+        ``gpu_workers`` must equal ``workers`` (:mod:`fanfit.train.mlp`).
     features : str or sequence of str
         Feature columns (comma-separated in a str).
     target : str, optional
@@ -116,7 +116,7 @@ def build_train_spec(
         Workers per round (1..40).
     worker_memory : int, str or sequence of int, optional
         Memory (MB) of every Lambda worker, or one per Lambda worker (``"1769,1769,885,885"``).
-    batch_workers : int
+    gpu_workers : int
         How many workers (the last ones) run on the stack's GPU worker (AWS Batch) instead of
         Lambda, in the same rounds (a CPU-GPU hybrid round).
     global_batch : int, optional
@@ -156,7 +156,7 @@ def build_train_spec(
     check_str("model", model)
     check_columns("features", features)
     check_str("target", target, optional=True)
-    for name, value in (("workers", workers), ("batch_workers", batch_workers),
+    for name, value in (("workers", workers), ("gpu_workers", gpu_workers),
                         ("rounds", rounds), ("group_size", group_size), ("seed", seed)):  # fmt: skip
         check_int(name, value)
     check_int("global_batch", global_batch, optional=True)
@@ -171,7 +171,7 @@ def build_train_spec(
         target=target or None,
         workers=workers,
         worker_memory_mb=_memory_list(worker_memory),
-        batch_workers=batch_workers,
+        gpu_workers=gpu_workers,
         rounds=rounds,
         global_batch=global_batch,
         balance=balance,

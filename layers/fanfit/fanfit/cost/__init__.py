@@ -35,7 +35,7 @@ Batch (https://aws.amazon.com/batch/pricing/)
     ``batch:submitJob.sync`` task: ``StoppedAt - StartedAt`` of the job description in its output
     (else the task's interval in the history), priced per second at the instance type's hourly rate
     (``Container.InstanceType`` when the output names one, else the table's
-    ``batch_instance_type``). An instance shared by several jobs is charged to each for its run time.
+    ``gpu_instance_type``). An instance shared by several jobs is charged to each for its run time.
 
 The package: :mod:`~fanfit.cost.pricing` (the arithmetic), :mod:`~fanfit.cost.history` (what one
 execution history holds) and :mod:`~fanfit.cost.collect` (reading them from AWS). Every public name

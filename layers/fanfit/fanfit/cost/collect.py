@@ -21,6 +21,7 @@ from fanfit.cost.history import (
 )
 from fanfit.cost.pricing import JobCost, job_cost, record_duration_s
 from fanfit.prices import DEFAULT_PRICES, PriceTable
+from fanfit.sched.resources import GPU_PREFIX
 
 __all__ = ["collect_job_cost"]
 
@@ -126,7 +127,7 @@ def collect_job_cost(
     shard_records : sequence of dict, optional
         The job's shard statistics (``started_at``, ``ended_at``, ``memory_mb``), used for the
         Lambda invocations of Distributed Map children when their histories cannot be read; a
-        record with ``placement == 'batch'`` (or a ``resource`` starting with ``batch``) is a
+        record with ``placement == 'gpu'`` (or a ``resource`` starting with ``gpu:``) is a
         Batch job of that duration instead (``instance_type`` when it names one).
     shard_function : str
         Function name given to those invocations.
@@ -191,7 +192,7 @@ def collect_job_cost(
         batch_jobs += batch_jobs_from_history(events)
     if unread_children and shard_records:
         for s in shard_records:
-            if s.get("placement") == "batch" or str(s.get("resource", "")).startswith("batch"):
+            if s.get("placement") == "gpu" or str(s.get("resource", "")).startswith(GPU_PREFIX):
                 batch_jobs.append(
                     {"instance_s": record_duration_s(s), "instance_type": s.get("instance_type")}
                 )

@@ -220,7 +220,7 @@ def job_cost(
         ``children``, ``child_starts``), which are summed and kept as the item's detail.
     batch_jobs : iterable of dict
         One per Batch job: ``instance_s`` (seconds) and optionally ``instance_type`` (default:
-        ``prices.batch_instance_type``).
+        ``prices.gpu_instance_type``).
     prices : PriceTable
     notes : sequence of str
         Kept on the result.
@@ -293,13 +293,13 @@ def job_cost(
         )
     per_type: dict[str, dict[str, float]] = {}
     for job in batch_jobs:
-        name = str(job.get("instance_type") or prices.batch_instance_type)
+        name = str(job.get("instance_type") or prices.gpu_instance_type)
         agg = per_type.setdefault(name, {"jobs": 0, "instance_s": 0.0})
         agg["jobs"] += 1
         agg["instance_s"] += max(float(job["instance_s"]), 0.0)
     for name in sorted(per_type):
         agg = per_type[name]
-        unit_usd = prices.batch_cost_usd(1.0, name)  # raises for an unpriced type
+        unit_usd = prices.gpu_cost_usd(1.0, name)  # raises for an unpriced type
         items.append(
             CostItem(
                 "batch", name, agg["instance_s"], "instance-s", unit_usd, {"jobs": int(agg["jobs"])}

@@ -46,7 +46,7 @@ from sklearn.tree import DecisionTreeClassifier, DecisionTreeRegressor
 from fanfit.errors import InvalidLearnerError
 from fanfit.learners.torch_mlp import TorchMLPClassifier, TorchMLPRegressor
 
-__all__ = ["ALLOWED_LEARNERS", "BATCH_ONLY_LEARNERS", "LearnerSpec"]
+__all__ = ["ALLOWED_LEARNERS", "GPU_ONLY_LEARNERS", "LearnerSpec"]
 
 #: Every estimator a job may name: an explicit map from the class name to the class. Every regressor
 #: here has ``predict``; every classifier has ``predict_proba`` (DoubleML needs it for propensities).
@@ -81,14 +81,14 @@ ALLOWED_LEARNERS: dict[str, type] = {
     "MLPClassifier": MLPClassifier,
     "DummyRegressor": DummyRegressor,
     "DummyClassifier": DummyClassifier,
-    # PyTorch networks (torch is imported when they fit; see BATCH_ONLY_LEARNERS)
+    # PyTorch networks (torch is imported when they fit; see GPU_ONLY_LEARNERS)
     "TorchMLPRegressor": TorchMLPRegressor,
     "TorchMLPClassifier": TorchMLPClassifier,
 }
 
 #: Learners too heavy for Lambda (PyTorch does not fit the 250 MB unzipped code limit): a stage that
-#: uses one runs on a Batch (GPU) worker. See :attr:`LearnerSpec.requires_batch`.
-BATCH_ONLY_LEARNERS: frozenset[str] = frozenset({"TorchMLPRegressor", "TorchMLPClassifier"})
+#: uses one runs on a Batch (GPU) worker. See :attr:`LearnerSpec.requires_gpu`.
+GPU_ONLY_LEARNERS: frozenset[str] = frozenset({"TorchMLPRegressor", "TorchMLPClassifier"})
 
 _SCALAR_TYPES = (str, int, float, bool, type(None))
 
@@ -264,9 +264,9 @@ class LearnerSpec:
         return bool(is_regressor(self.estimator_class()))
 
     @property
-    def requires_batch(self) -> bool:
-        """Whether the learner must run on a Batch worker (its name is in :data:`BATCH_ONLY_LEARNERS`)."""
-        return self.name in BATCH_ONLY_LEARNERS
+    def requires_gpu(self) -> bool:
+        """Whether the learner must run on a Batch worker (its name is in :data:`GPU_ONLY_LEARNERS`)."""
+        return self.name in GPU_ONLY_LEARNERS
 
     # ------------------------------------------------------------------ build
     def build(self, random_state: int | None = None) -> BaseEstimator:

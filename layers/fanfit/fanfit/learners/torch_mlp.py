@@ -9,7 +9,7 @@ the training rows' mean and standard deviation.
 PyTorch is imported inside :meth:`fit` and :meth:`predict` only: importing this module (and
 :mod:`fanfit.learners`, whose allow-list names these classes) never needs torch, which the Lambda
 layer does not ship (250 MB unzipped limit). These learners are in
-:data:`fanfit.learners.specs.BATCH_ONLY_LEARNERS`: a job that names them runs their stage on a
+:data:`fanfit.learners.specs.GPU_ONLY_LEARNERS`: a job that names them runs their stage on a
 Batch worker with torch (CPU or CUDA).
 
 Seeding: with an integer ``random_state`` the weights' initialisation (``torch.manual_seed`` inside

@@ -15,6 +15,7 @@ from typing import Any
 
 from fanfit.cost.pricing import job_cost
 from fanfit.prices import DEFAULT_PRICES, PriceTable
+from fanfit.sched.resources import GPU_PREFIX
 
 __all__ = [
     "JobProgress",
@@ -294,7 +295,7 @@ def running_cost_usd(
     records : iterable of dict
         One per finished Lambda invocation or Batch job: ``started_at`` and ``ended_at`` (epoch
         s), ``memory_mb`` (MB), and optionally ``function`` (default ``function``) and
-        ``placement`` or ``resource`` (``'batch'`` / ``'batch-<type>'``: a Batch job of that
+        ``placement`` or ``resource`` (``'gpu'`` / ``'gpu:<type>'``: a GPU worker job of that
         duration, ``instance_type`` when it names one). Shard statistics, round records'
         workers and the steps' own records all have this shape.
     transitions : int
@@ -312,7 +313,7 @@ def running_cost_usd(
     batch_jobs: list[dict[str, Any]] = []
     for r in records:
         seconds = max(float(r["ended_at"]) - float(r["started_at"]), 0.0)
-        if r.get("placement") == "batch" or str(r.get("resource", "")).startswith("batch"):
+        if r.get("placement") == "gpu" or str(r.get("resource", "")).startswith(GPU_PREFIX):
             batch_jobs.append({"instance_s": seconds, "instance_type": r.get("instance_type")})
         else:
             invocations.append(

@@ -3,7 +3,7 @@
 Proteus (Xiang et al., "Distributed machine learning task scheduling based on Lyapunov optimization")
 assigns each arriving task to a resource queue so that the queues stay stable while the time-average
 cost is close to the least possible. Time runs in slots ``t = 0, 1, ...``. Queue ``q`` (``'lambda'``,
-``'batch-gpu'``) holds a backlog ``Q_q(t)`` in samples and serves ``mu_q`` samples per slot (its
+``'gpu'``) holds a backlog ``Q_q(t)`` in samples and serves ``mu_q`` samples per slot (its
 workers' throughput times the slot length); processing a sample on ``q`` costs ``c_q`` USD. The
 backlog evolves as (Neely, "Stochastic Network Optimization with Application to Communication and
 Queueing Systems", 2010, eq. 2.1)
@@ -71,7 +71,7 @@ class QueueSpec:
     Parameters
     ----------
     name : str
-        E.g. ``'lambda'`` or ``'batch-gpu'``.
+        E.g. ``'lambda'`` or ``'gpu'``.
     service_per_slot : float
         Samples the resource processes per slot (``mu_q``), > 0.
     cost_per_sample_usd : float
@@ -121,14 +121,14 @@ def queue_specs_from_prices(
         Samples per shard: when given, the Lambda request price per invocation is spread over them.
     prices : PriceTable
     instance_type : str, optional
-        Batch instance type (default ``prices.batch_instance_type``).
+        Batch instance type (default ``prices.gpu_instance_type``).
 
     Returns
     -------
     (QueueSpec, QueueSpec)
         ``'lambda'`` with ``mu = workers * samples_per_s * slot_s`` and
         ``c = memory_mb / 1024 * gb_s / samples_per_s`` (+ request / shard_samples);
-        ``'batch-gpu'`` with ``c = hourly / 3600 / samples_per_s`` (a busy instance).
+        ``'gpu'`` with ``c = hourly / 3600 / samples_per_s`` (a busy instance).
 
     Raises
     ------
@@ -149,10 +149,10 @@ def queue_specs_from_prices(
         per_sample_lambda += prices.lambda_request_usd / _nonneg(
             shard_samples, "shard_samples", positive=True
         )
-    per_sample_gpu = prices.batch_cost_usd(1.0 / gpu_samples_per_s, instance_type)
+    per_sample_gpu = prices.gpu_cost_usd(1.0 / gpu_samples_per_s, instance_type)
     return (
         QueueSpec("lambda", lambda_workers * lambda_samples_per_s * slot_s, per_sample_lambda),
-        QueueSpec("batch-gpu", gpu_workers * gpu_samples_per_s * slot_s, per_sample_gpu),
+        QueueSpec("gpu", gpu_workers * gpu_samples_per_s * slot_s, per_sample_gpu),
     )
 
 
@@ -174,7 +174,7 @@ class LyapunovDispatcher:
 
     Examples
     --------
-    >>> d = LyapunovDispatcher([QueueSpec("lambda", 90, 1e-6), QueueSpec("batch-gpu", 200, 2e-6)], V=1e7)
+    >>> d = LyapunovDispatcher([QueueSpec("lambda", 90, 1e-6), QueueSpec("gpu", 200, 2e-6)], V=1e7)
     >>> d.dispatch(10.0)
     'lambda'
     """

@@ -56,7 +56,6 @@ from __future__ import annotations
 
 import itertools
 import math
-import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -65,11 +64,10 @@ import numpy as np
 
 from fanfit.errors import InfeasiblePlacementError, InvalidJobError
 from fanfit.prices import DEFAULT_PRICES, PriceTable
-from fanfit.sched.throughput import resource_memory_mb
+from fanfit.sched.resources import GPU_PREFIX, resource_kind, resource_memory_mb
 
 __all__ = [
     "BASELINES",
-    "BATCH_GPU_PREFIX",
     "DEFAULT_IO_MB_PER_S",
     "EC2_MIN_BILLED_S",
     "EXACT_METHODS",
@@ -79,16 +77,12 @@ __all__ = [
     "ResourceProfile",
     "StageChoice",
     "StageProfile",
-    "batch_gpu_resource",
     "compare_placements",
     "evaluate_choice",
-    "resource_kind",
     "solve_placement",
     "stage_options",
 ]
 
-#: Prefix of Batch GPU resource names: ``"batch-gpu:<EC2 instance type>"``.
-BATCH_GPU_PREFIX = "batch-gpu:"
 #: EC2 bills Linux instances per second with a minimum of 60 s (Amazon EC2 On-Demand pricing).
 EC2_MIN_BILLED_S = 60.0
 #: Lambda's maximum timeout, seconds (AWS Lambda quotas).
@@ -105,36 +99,6 @@ METHODS = EXACT_METHODS + BASELINES
 
 _BRUTE_FORCE_LIMIT = 2_000_000
 _DP_LIMIT = 5_000_000
-_LAMBDA_MIN_MB, _LAMBDA_MAX_MB = 128, 10240
-_BATCH_RE = re.compile(r"^batch-gpu:([A-Za-z0-9.\-]+)$")
-
-
-def batch_gpu_resource(instance_type: str) -> str:
-    """The resource name of a Batch GPU worker on ``instance_type``, e.g. ``'batch-gpu:g4dn.xlarge'``."""
-    return f"{BATCH_GPU_PREFIX}{instance_type}"
-
-
-def resource_kind(resource: str) -> str:
-    """``'lambda'`` for ``'lambda-<MB>'``, ``'batch'`` for ``'batch-gpu:<instance type>'``.
-
-    Raises
-    ------
-    InvalidJobError
-        Any other name, or a Lambda memory outside 128..10,240 MB.
-    """
-    memory_mb = resource_memory_mb(resource) if isinstance(resource, str) else None
-    if memory_mb is not None:
-        if not _LAMBDA_MIN_MB <= memory_mb <= _LAMBDA_MAX_MB:
-            raise InvalidJobError(
-                f"resource {resource!r}: Lambda memory must be {_LAMBDA_MIN_MB}..{_LAMBDA_MAX_MB} MB."
-            )
-        return "lambda"
-    if isinstance(resource, str) and _BATCH_RE.match(resource):
-        return "batch"
-    raise InvalidJobError(
-        f"unknown resource {resource!r}; write 'lambda-<MB>' (e.g. 'lambda-1769') or "
-        f"'batch-gpu:<instance type>' (e.g. 'batch-gpu:g4dn.xlarge')."
-    )
 
 
 def _positive(value: Any, name: str, *, allow_zero: bool = False) -> float:
@@ -205,7 +169,7 @@ class StageProfile:
     n_samples : int
         Samples the stage processes in total (split evenly over its workers).
     resources : mapping of str to ResourceProfile
-        Resource name (``'lambda-<MB>'`` or ``'batch-gpu:<instance type>'``) to profile.
+        Resource name (``'lambda-<MB>'`` or ``'gpu:<instance type>'``) to profile.
     split_input : bool, default False
         False: every worker reads all of ``data_in_mb`` (cross-fitting reads the whole data set);
         True: the input is split over the workers (data-parallel shards).
@@ -370,9 +334,9 @@ def evaluate_choice(
         billed = k * fixed_s + n / p.samples_per_s
         cost = prices.lambda_cost_usd(memory_mb, billed, invocations=k) + s3
     else:
-        instance = resource[len(BATCH_GPU_PREFIX) :]
+        instance = resource[len(GPU_PREFIX) :]
         billed = n_big * max(t_big, EC2_MIN_BILLED_S) + (k - n_big) * max(t_small, EC2_MIN_BILLED_S)
-        cost = prices.batch_cost_usd(billed, instance) + s3
+        cost = prices.gpu_cost_usd(billed, instance) + s3
     return StageChoice(stage.name, resource, k, float(seconds), float(cost), float(billed))
 
 
@@ -405,7 +369,7 @@ def stage_options(
     stage : StageProfile
     max_workers : int or mapping
         Concurrency cap: one int for every resource, or a map from a resource name or kind
-        (``'lambda'``, ``'batch'``) to its cap.
+        (``'lambda'``, ``'gpu'``) to its cap.
     prices : PriceTable
     resources : sequence of str, optional
         Only these resources (default: all of the stage's).
@@ -639,7 +603,7 @@ def solve_placement(
         constraint: a pipeline runs at the pace of its slowest stage).
     max_workers : int or mapping, default 40
         Concurrency cap per stage: one int, or a map from a resource name or kind (``'lambda'``,
-        ``'batch'``) to its cap. 40 is an inline Map's concurrency limit.
+        ``'gpu'``) to its cap. 40 is an inline Map's concurrency limit.
     prices : PriceTable, default :data:`fanfit.prices.DEFAULT_PRICES`
     method : str, default ``'milp'``
         One of :data:`METHODS`: the exact ``'milp'``, ``'dp'``, ``'brute-force'``, or a baseline
@@ -672,7 +636,7 @@ def solve_placement(
         deadline_s = _positive(deadline_s, "deadline_s")
     if min_throughput is not None:
         min_throughput = _positive(min_throughput, "min_throughput")
-    restrict: dict[str, str] = {"all-cpu": "lambda", "all-gpu": "batch"}
+    restrict: dict[str, str] = {"all-cpu": "lambda", "all-gpu": "gpu"}
     options = []
     for s in stages:
         allowed = None

@@ -19,12 +19,12 @@ from __future__ import annotations
 import hashlib
 import json
 import math
-import re
 from dataclasses import asdict, dataclass
 from decimal import Decimal
 from typing import Any, Protocol, runtime_checkable
 
 from fanfit.errors import InvalidJobError
+from fanfit.sched.resources import resource_memory_mb
 
 __all__ = [
     "DEFAULT_ALPHA",
@@ -35,9 +35,7 @@ __all__ = [
     "ShardObservation",
     "ThroughputEntry",
     "ThroughputPredictor",
-    "lambda_resource",
     "lambda_vcpus",
-    "resource_memory_mb",
     "scale_throughput",
     "workload_signature",
 ]
@@ -55,8 +53,6 @@ LAMBDA_MB_PER_VCPU = 1769
 LAMBDA_MAX_MEMORY_MB = 10240
 #: vCPUs at the largest memory size.
 LAMBDA_MAX_VCPUS = 6.0
-
-_LAMBDA_RE = re.compile(r"^lambda-(\d+)$")
 
 
 def _num(value: Any, name: str) -> float:
@@ -87,17 +83,6 @@ def _bool(value: Any, name: str) -> bool:
     if value in ("false", "False", "0", 0):
         return False
     raise InvalidJobError(f"{name} must be a boolean, got {value!r}.")
-
-
-def lambda_resource(memory_mb: int) -> str:
-    """The resource name of a Lambda function with ``memory_mb`` MB, e.g. ``'lambda-1769'``."""
-    return f"lambda-{int(memory_mb)}"
-
-
-def resource_memory_mb(resource: str) -> int | None:
-    """The memory (MB) of a ``'lambda-<MB>'`` resource name; None for other resources."""
-    match = _LAMBDA_RE.match(resource)
-    return int(match.group(1)) if match else None
 
 
 def lambda_vcpus(memory_mb: float) -> float:
@@ -226,7 +211,7 @@ class ShardObservation:
     memory_mb : int
         Memory of the function or container, MB.
     resource : str
-        Where it ran: ``'lambda-<MB>'`` (:func:`lambda_resource`) or e.g. ``'batch-gpu'``.
+        Where it ran: ``'lambda-<MB>'`` (:func:`lambda_resource`) or ``'gpu:<instance type>'`` (:mod:`fanfit.sched.resources`).
     cold_start : bool
         True when the invocation started a fresh execution environment.
     signature : str

@@ -205,7 +205,7 @@ def _import_torch() -> Any:
     except ImportError as exc:  # the Lambda layer has no torch
         raise InvalidJobError(
             "the mlp model's worker step needs PyTorch, which is not installed here (the Lambda "
-            "layer does not ship it): run every mlp worker on the GPU worker (--batch-workers "
+            "layer does not ship it): run every mlp worker on the GPU worker (--gpu-workers "
             "equal to --workers), or `pip install torch` where it runs."
         ) from exc
     return torch

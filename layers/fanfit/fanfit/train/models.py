@@ -280,11 +280,11 @@ class MlpModel(_SgdModel):
 
     def check_spec(self, spec: SpecLike) -> None:
         layer_sizes(1, spec.hidden, 1)  # InvalidJobError naming --hidden
-        if spec.batch_workers != spec.workers:
+        if spec.gpu_workers != spec.workers:
             raise InvalidJobError(
-                f"--batch-workers must equal --workers ({spec.workers}) for mlp: every mlp "
+                f"--gpu-workers must equal --workers ({spec.workers}) for mlp: every mlp "
                 "worker runs on the GPU worker (AWS Batch), since the Lambda layer has no "
-                f"PyTorch; got --batch-workers {spec.batch_workers}"
+                f"PyTorch; got --gpu-workers {spec.gpu_workers}"
             )
 
     def bytes_per_row(self, spec: SpecLike, n_outputs: int) -> int:

@@ -29,7 +29,7 @@ document                      where (:mod:`fanfit.storage`)                writt
 :class:`MapRunChild` (list)   ``map_runs_prefix(job, s, w)``/.../*.json    Step Functions     Schedule, describe_failure
 ============================  ===========================================  =================  ======================================
 
-"batch" in ``placement`` and ``policy`` is AWS Batch, the GPU worker (renamed "gpu" in a later change).
+``placement`` ``'gpu'`` (and a wave's ``policy`` ``'gpu'``) is fanfit's GPU worker, an AWS Batch job.
 """
 
 from __future__ import annotations
@@ -53,8 +53,9 @@ from pydantic import (
 from fanfit import dml, storage
 from fanfit.errors import InvalidDocumentError
 from fanfit.jobs.documents import Document, describe_validation_error
-from fanfit.jobs.events import FitUnitDoc, ReleaseOutput, Shard
-from fanfit.jobs.sharing import check_weight
+from fanfit.jobs.documents.events import FitUnitDoc, ReleaseOutput, Shard
+from fanfit.limits import check_weight
+from fanfit.sched.resources import PlacementKind
 from fanfit.sched.sizing import POLICIES
 
 __all__ = [
@@ -141,10 +142,10 @@ DMLSpecField = Annotated[
     PlainValidator(_dml_spec),
     PlainSerializer(lambda spec: spec.to_dict(), return_type=dict),
 ]
-_Placement = Literal["lambda", "batch"]
+_Placement = PlacementKind
 # FitUnitDoc (an item of units.json and of a shard's units) and Shard (an item of a wave's shard list,
 # the Distributed Map's ItemReader input, which is CrossFit's event's ``shard``) are defined with the
-# event models (:mod:`fanfit.jobs.events`), which the train functions import without fanfit.dml; so is
+# event models (:mod:`fanfit.jobs.documents.events`), which the train functions import without fanfit.dml; so is
 # ReleaseOutput (Release needs no fanfit.dml either).
 
 
@@ -280,7 +281,7 @@ class ScheduledShard(Document):
 
 class WaveDecision(_OmitNone):
     """How a wave was cut: :meth:`fanfit.sched.sizing.ShardingDecision.to_dict`, or with ``policy``
-    ``'fixed'`` (the job's ``units_per_shard``) or ``'batch'`` (only GPU shards). Absent fields are
+    ``'fixed'`` (the job's ``units_per_shard``) or ``'gpu'`` (only GPU shards). Absent fields are
     the ones the decision did not use."""
 
     policy: str
@@ -327,7 +328,7 @@ class WaveSummary(_OmitNone):
     ended_at: float
     memory_mb: int
     peak_rss_mb: float
-    n_batch_shards: int
+    n_gpu_shards: int
     partition: PartitionUsed | None = None
     dropped_shards: list[str] | None = None
 
@@ -352,7 +353,7 @@ class WaveEntry(_OmitNone):
     ended_at: float
     memory_mb: int
     peak_rss_mb: float
-    n_batch_shards: int
+    n_gpu_shards: int
     partition: PartitionUsed | None = None
     shards: list[ScheduledShard]
     dropped_shards: list[str] | None = None

@@ -39,6 +39,7 @@ from pydantic import BeforeValidator, ConfigDict, Field, ValidationError
 
 from fanfit.errors import InvalidDataError, InvalidJobError
 from fanfit.jobs.documents import Document, describe_validation_error
+from fanfit.sched.resources import PlacementKind
 from fanfit.train.models import TRAIN_MODELS, model_for
 
 __all__ = [
@@ -112,7 +113,7 @@ class TrainSpec(Document):
     ----------
     model : {'kmeans', 'logreg', 'linreg', 'mlp'}
         The model (:func:`fanfit.train.models.model_for`). ``mlp``: a ReLU network classifier
-        (:mod:`fanfit.train.mlp`), every worker on the GPU worker (``batch_workers == workers``).
+        (:mod:`fanfit.train.mlp`), every worker on the GPU worker (``gpu_workers == workers``).
     features : tuple of str
         Feature columns, ``d = len(features)``.
     target : str or None
@@ -121,8 +122,8 @@ class TrainSpec(Document):
     workers : int
         ``N``, workers per round (1 to :data:`MAX_WORKERS`).
     worker_memory_mb : tuple of int
-        Memory of each Lambda worker's function, MB, length ``N - batch_workers``.
-    batch_workers : int
+        Memory of each Lambda worker's function, MB, length ``N - gpu_workers``.
+    gpu_workers : int
         How many of the ``N`` workers (the last ones) run on the GPU worker (AWS Batch) instead of
         Lambda: a CPU-GPU hybrid round (Proteus), its batches sized by measured throughput as for
         any worker.
@@ -160,7 +161,7 @@ class TrainSpec(Document):
     target: Str | None = None
     workers: Int = 4
     worker_memory_mb: tuple[Int, ...] = ()
-    batch_workers: Int = 0
+    gpu_workers: Int = 0
     rounds: Int = 10
     global_batch: Int | None = None
     balance: Str = "uniform"
@@ -283,13 +284,13 @@ class TrainSpec(Document):
             raise InvalidJobError(f"--tol must be a number >= 0; got {self.tol!r}")
         if not _is_int(self.seed) or self.seed < 0:
             raise InvalidJobError(f"--seed must be an integer >= 0; got {self.seed!r}")
-        if not _is_int(self.batch_workers) or not 0 <= self.batch_workers <= self.workers:
+        if not _is_int(self.gpu_workers) or not 0 <= self.gpu_workers <= self.workers:
             raise InvalidJobError(
-                f"--batch-workers must be an integer in 0..--workers ({self.workers}); got "
-                f"{self.batch_workers!r}"
+                f"--gpu-workers must be an integer in 0..--workers ({self.workers}); got "
+                f"{self.gpu_workers!r}"
             )
         model.check_spec(self)  # --n-clusters, --hidden, mlp's GPU workers, kmeans' bsp
-        n_lambda = self.workers - self.batch_workers
+        n_lambda = self.workers - self.gpu_workers
         memory = tuple(int(m) for m in self.worker_memory_mb)
         if len(memory) == 1 and n_lambda > 1:
             memory = memory * n_lambda
@@ -379,7 +380,7 @@ class TrainWorker(Document):
     worker: int
     memory_mb: int | None
     function_arn: str = ""
-    placement: Literal["lambda", "batch"] = "lambda"
+    placement: PlacementKind = "lambda"
 
 
 class TrainPlan(Document):
@@ -428,13 +429,13 @@ class RoundPlan(Document):
 
 
 class RoundItem(Document):
-    """One Map item of a round: the input of TrainShard (:class:`~fanfit.jobs.events.TrainShardEvent`)."""
+    """One Map item of a round: the input of TrainShard (:class:`~fanfit.jobs.documents.events.TrainShardEvent`)."""
 
     job_id: str
     round: int
     worker: int
     function_arn: str
-    placement: Literal["lambda", "batch"] = "lambda"
+    placement: PlacementKind = "lambda"
 
 
 class ScheduleOutput(Document):
@@ -449,7 +450,7 @@ class ScheduleOutput(Document):
 class ShardStats(_Sparse):
     """What a worker measured in one step (the partial's ``__stats__``): its batch (samples),
     ``compute_s`` (computation, no I/O) and ``io_s`` (seconds), its function's memory (MB), the
-    resource (``lambda-<MB>``/``batch-...``), cold start, workload signature, epoch start/end,
+    resource (``lambda-<MB>``/``gpu:<instance type>``), cold start, workload signature, epoch start/end,
     peak RSS (MB), process id and, for the MLP, the device it ran on."""
 
     worker: int
@@ -459,7 +460,7 @@ class ShardStats(_Sparse):
     io_s: float
     memory_mb: int
     resource: str
-    placement: Literal["lambda", "batch"]
+    placement: PlacementKind
     cold_start: bool
     signature: str
     started_at: float

@@ -14,7 +14,7 @@ from fanfit import dml, storage
 from fanfit.errors import InvalidJobError
 from fanfit.jobs.documents.estimate import CrossFitOutput, Shard, ShardStats, StageInputs, fit_unit
 from fanfit.jobs.estimate.data import load, peak_rss_mb, read_plan
-from fanfit.sched.throughput import lambda_resource
+from fanfit.sched.resources import lambda_resource, resource_kind
 
 _COLD = True
 
@@ -41,14 +41,14 @@ def crossfit_shard(
     memory_mb : int
         The function's configured memory (for the shard's statistics).
     resource_name : str, optional
-        Where the shard ran, for the throughput records: ``lambda-<MB>`` (the default) or the Batch
-        worker's ``batch-<instance type>``.
+        Where the shard ran, for the throughput records: ``lambda-<MB>`` (the default) or the GPU
+        worker's ``gpu:<instance type>``.
 
     Returns
     -------
     dict
         The JSON of :class:`~fanfit.jobs.documents.estimate.CrossFitOutput` (what the Lambda and the
-        GPU worker, :mod:`fanfit.jobs.batch`, return): ``preds_key`` (:func:`fanfit.storage.
+        GPU worker, :mod:`fanfit.jobs.gpu`, return): ``preds_key`` (:func:`fanfit.storage.
         preds_key`) and the shard's :class:`~fanfit.jobs.documents.estimate.ShardStats`, which are
         also stored in the predictions object (array ``__stats__``; there ``io_s`` does not count
         the write).
@@ -94,7 +94,7 @@ def crossfit_shard(
         io_s=io_s,
         memory_mb=memory_mb,
         resource=resource_name or lambda_resource(memory_mb or 1),
-        placement="batch" if (resource_name or "").startswith("batch") else "lambda",
+        placement=resource_kind(resource_name) if resource_name else "lambda",
         peak_rss_mb=peak_rss_mb(),
         cold_start=cold,
         pid=os.getpid(),

@@ -21,7 +21,7 @@ from fanfit.jobs.documents.estimate import (
 from fanfit.jobs.estimate.data import cached_data, gather_predictions, load, peak_rss_mb, read_plan
 from fanfit.sched.shards import DEFAULT_ACCOUNT_CONCURRENCY
 
-#: GPU worker jobs an estimate asks for when a learner needs the GPU worker (``requires_batch``).
+#: GPU worker jobs an estimate asks for when a learner needs the GPU worker (``requires_gpu``).
 GPU_DEMAND = 1
 
 
@@ -63,7 +63,7 @@ def prepare_stage(
         stage) its demand, the stage's unit count capped by its ``max_concurrency``, with its
         ``weight``, and every running job's partition is recomputed
         (:func:`fanfit.jobs.sharing.register_job`). A stage with a unit whose learner needs the GPU
-        worker (``requires_batch``) also asks for :data:`GPU_DEMAND` GPU slot.
+        worker (``requires_gpu``) also asks for :data:`GPU_DEMAND` GPU slot.
 
     Returns
     -------
@@ -104,7 +104,7 @@ def prepare_stage(
     units = dml.fit_units(spec, stage)
     store.put_json(storage.units_key(job_id, stage), to_json_list([unit_doc(u) for u in units]))
     if partitions is not None and units:
-        on_gpu = any(spec.learners[dml.learner_name(u.learner)].requires_batch for u in units)
+        on_gpu = any(spec.learners[dml.learner_name(u.learner)].requires_gpu for u in units)
         sharing.register_job(
             partitions,
             job_id,

@@ -50,13 +50,13 @@ from fanfit.jobs.estimate.data import (
     unit_signature,
 )
 from fanfit.jobs.estimate.failure import map_run_children
+from fanfit.sched.resources import lambda_resource
 from fanfit.sched.shards import DEFAULT_ACCOUNT_CONCURRENCY, deal, n_shards_for
 from fanfit.sched.sizing import DEFAULT_STARTUP_S, plan_shards, split_units
 from fanfit.sched.throughput import (
     EwmaThroughput,
     ShardObservation,
     ThroughputEntry,
-    lambda_resource,
 )
 
 #: GPU worker jobs one wave deals its GPU units over (the plan has no option for more).
@@ -309,13 +309,13 @@ def place(
 ) -> Placement:
     """Where the wave's units run, under the job's partition.
 
-    Units whose learner cannot run on Lambda (``requires_batch``: PyTorch, over the 250 MB code
+    Units whose learner cannot run on Lambda (``requires_gpu``: PyTorch, over the 250 MB code
     limit) go to the GPU worker (AWS Batch), dealt over :data:`GPU_SHARDS_PER_WAVE` jobs; the
     others are left to :func:`size`. The job's partition of the shared capacity, read at this
     barrier (Dorm, :func:`fanfit.jobs.sharing.partition_at_barrier`), caps the job's concurrency.
     """
     learners = ctx.plan.dml.learners
-    on_gpu = [u for u in remaining if learners[dml.learner_name(u.learner)].requires_batch]
+    on_gpu = [u for u in remaining if learners[dml.learner_name(u.learner)].requires_gpu]
     gpu_keys = {u.key for u in on_gpu}
     partition = sharing.partition_at_barrier(partitions, ctx.job_id)
     job_concurrency = ctx.plan.max_concurrency
@@ -366,7 +366,7 @@ def size(
     shards: list[list[dml.FitUnit]]
     if not remaining:
         shards = []
-        decision = WaveDecision(policy="batch", n_shards=0, max_concurrency=0)
+        decision = WaveDecision(policy="gpu", n_shards=0, max_concurrency=0)
     elif fixed:
         made = plan_shards(
             len(remaining),
@@ -450,7 +450,7 @@ def write(
     if first_id is None:
         first_id = sum(len(w.shards) for w in schedule.waves)
     placed = [(shard, "lambda") for shard in sizing.shards]
-    placed += [(shard, "batch") for shard in placement.gpu_shards]
+    placed += [(shard, "gpu") for shard in placement.gpu_shards]
     items = [
         Shard(
             shard_id=f"{first_id + i:05d}",
@@ -473,7 +473,7 @@ def write(
         ended_at=time.time(),
         memory_mb=memory_mb,
         peak_rss_mb=peak_rss_mb(),
-        n_batch_shards=len(placement.gpu_shards),
+        n_gpu_shards=len(placement.gpu_shards),
         partition=placement.partition,
         shards=[
             ScheduledShard(

@@ -45,7 +45,7 @@ def init_job(
     spec_key: str,
     worker_functions: dict[int, str],
     execution_arn: str = "",
-    batch_memory_mb: int | None = None,
+    gpu_memory_mb: int | None = None,
     partitions: storage.Partitions | None = None,
 ) -> dict:
     """Validate a train job, write its plan and the round-0 model.
@@ -64,9 +64,9 @@ def init_job(
     execution_arn : str
         The Step Functions execution, recorded in the job record and with the job's partition
         (so that other jobs drop the partition once this execution no longer runs).
-    batch_memory_mb : int, optional
+    gpu_memory_mb : int, optional
         Memory (MB) of the stack's GPU worker job definition; None: the stack has no Batch path
-        and a job asking for ``batch_workers`` is rejected.
+        and a job asking for ``gpu_workers`` is rejected.
     partitions : Partitions, optional
         The stack's partition table: the job arrives with demand its Lambda worker count (and
         GPU demand its GPU workers) and its ``weight``, and every running job's partition is
@@ -96,7 +96,7 @@ def init_job(
     point = resume_point(store, job_id)
     if point is not None:
         return resume_job(store, records, job_id, job.data_key, given, spec, point,
-                          worker_functions, execution_arn, batch_memory_mb, partitions,
+                          worker_functions, execution_arn, gpu_memory_mb, partitions,
                           weight)  # fmt: skip
     model = model_for(spec.model)
     columns, values = cached_data(store.bucket, job.data_key)
@@ -129,13 +129,13 @@ def init_job(
             for i, m in enumerate(spec.worker_memory_mb)
         ]
         + [
-            TrainWorker(worker=i, memory_mb=batch_memory_mb, function_arn="", placement="batch")
+            TrainWorker(worker=i, memory_mb=gpu_memory_mb, function_arn="", placement="gpu")
             for i in range(n_lambda, spec.workers)
         ],
     )
-    if spec.batch_workers and not batch_memory_mb:
+    if spec.gpu_workers and not gpu_memory_mb:
         raise InvalidJobError(
-            "--batch-workers needs the stack's GPU worker (AWS Batch); this stack has none"
+            "--gpu-workers needs the stack's GPU worker (AWS Batch); this stack has none"
         )
     total = n_obs if model.every_row else int(spec.global_batch or 0)
     bounds = max_batches(plan)

@@ -129,8 +129,8 @@ def register_partition(
         partitions,
         job_id,
         "train",
-        demand=spec.workers - spec.batch_workers,
-        gpu_demand=spec.batch_workers,
+        demand=spec.workers - spec.gpu_workers,
+        gpu_demand=spec.gpu_workers,
         weight=weight,
         execution_arn=execution_arn,
     )
@@ -146,7 +146,7 @@ def resume_job(
     point: ResumePoint,
     worker_functions: dict[int, str],
     execution_arn: str,
-    batch_memory_mb: int | None,
+    gpu_memory_mb: int | None,
     partitions: storage.Partitions | None,
     weight: float,
 ) -> dict:
@@ -172,15 +172,15 @@ def resume_job(
             f"data object {data_key} of job {job_id!r} does not exist in bucket "
             f"{store.bucket}; the job cannot resume without it"
         )
-    if spec.batch_workers and not batch_memory_mb:
+    if spec.gpu_workers and not gpu_memory_mb:
         raise InvalidJobError(
-            "--batch-workers needs the stack's GPU worker (AWS Batch); this stack has none"
+            "--gpu-workers needs the stack's GPU worker (AWS Batch); this stack has none"
         )
     # The workers keep their memory sizes; their functions are this stack's (a redeployed stack
     # may name them differently).
     workers = []
     for w in plan.workers:
-        if w.placement == "batch":
+        if w.placement == "gpu":
             workers.append(w)
             continue
         arn = worker_functions.get(int(w.memory_mb or 0))

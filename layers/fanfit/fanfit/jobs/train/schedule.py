@@ -26,16 +26,16 @@ from fanfit.jobs.documents.train import (
 from fanfit.jobs.train.data import get_state, read_plan, read_round_plan, signature
 from fanfit.sched.dssync import dssync_groups
 from fanfit.sched.lbbsp import lbbsp_batches, uniform_batches
+from fanfit.sched.resources import lambda_resource, stack_gpu_resource
 from fanfit.sched.throughput import (
     EwmaThroughput,
     ShardObservation,
     ThroughputEntry,
-    lambda_resource,
     lambda_vcpus,
 )
 from fanfit.train.models import model_for
 
-__all__ = ["BATCH_PRIOR_VCPUS", "RUNTIME_BASE_MB", "max_batches", "schedule_round"]
+__all__ = ["GPU_PRIOR_VCPUS", "RUNTIME_BASE_MB", "max_batches", "schedule_round"]
 
 #: Resident memory of a worker before it holds any data: the Python runtime with numpy, boto3 and
 #: the fanfit layer (measured peak RSS of a warm TrainShard on the local stack: about 110 MB), with
@@ -44,7 +44,7 @@ RUNTIME_BASE_MB = 160
 #: Prior speed of a GPU worker before it has been measured, in Lambda vCPU equivalents: the vCPUs of
 #: the job definition's g4dn.xlarge (4). Only the first round uses it; LB-BSP then sizes the GPU
 #: worker's batch from what it measured.
-BATCH_PRIOR_VCPUS = 4.0
+GPU_PRIOR_VCPUS = 4.0
 
 
 def max_batches(plan: TrainPlan) -> list[int]:
@@ -105,9 +105,9 @@ def _observations(plan: TrainPlan, record: RoundRecord) -> list[tuple[int, Shard
 
 
 def _resource(worker: TrainWorker) -> str:
-    """The throughput-table resource of a plan's worker: ``lambda-<MB>`` or ``batch-gpu``."""
-    if worker.placement == "batch":
-        return "batch-gpu"
+    """The throughput-table resource of a plan's worker: ``lambda-<MB>`` or ``gpu:<instance type>``."""
+    if worker.placement == "gpu":
+        return stack_gpu_resource()
     return lambda_resource(int(worker.memory_mb or 0))
 
 
@@ -208,7 +208,7 @@ def schedule_round(
     if any(p is None for p in predicted):
         source = "cpu-share"
         predicted = [
-            BATCH_PRIOR_VCPUS if w.placement == "batch" else lambda_vcpus(int(w.memory_mb or 0))
+            GPU_PRIOR_VCPUS if w.placement == "gpu" else lambda_vcpus(int(w.memory_mb or 0))
             for w in workers
         ]
     speeds = np.asarray(predicted, dtype=np.float64)
@@ -249,11 +249,11 @@ def _max_concurrency(workers: list[TrainWorker], partition: sharing.Partition | 
     """Workers of a round that run at once: ``min(Lambda workers, partition)`` plus ``min(GPU
     workers, GPU share)`` (at least 1 each); every worker without a partition."""
     n = len(workers)
-    n_batch = sum(1 for w in workers if w.placement == "batch")
+    n_gpu = sum(1 for w in workers if w.placement == "gpu")
     if partition is None:
         return n
-    return (min(n - n_batch, partition.concurrency) if n > n_batch else 0) + (
-        min(n_batch, max(1, partition.gpus)) if n_batch else 0
+    return (min(n - n_gpu, partition.concurrency) if n > n_gpu else 0) + (
+        min(n_gpu, max(1, partition.gpus)) if n_gpu else 0
     )
 
 

@@ -13,7 +13,7 @@ from fanfit import storage
 from fanfit.errors import InvalidJobError
 from fanfit.jobs.documents.train import ShardOutput, ShardStats
 from fanfit.jobs.train.data import get_state, plan_xy, read_plan, read_round_plan, signature
-from fanfit.sched.throughput import lambda_resource
+from fanfit.sched.resources import lambda_resource, resource_kind
 from fanfit.train.models import model_for
 
 __all__ = ["train_shard"]
@@ -49,8 +49,8 @@ def train_shard(
     memory_mb : int
         The function's configured memory, MB.
     resource_name : str, optional
-        Where the step ran: ``lambda-<MB>`` (the default) or the Batch worker's
-        ``batch-<instance type>``.
+        Where the step ran: ``lambda-<MB>`` (the default) or the GPU worker's
+        ``gpu:<instance type>``.
 
     Returns
     -------
@@ -96,7 +96,7 @@ def train_shard(
         io_s=io_s,
         memory_mb=memory_mb,
         resource=resource_name or lambda_resource(memory_mb or 1),
-        placement="batch" if (resource_name or "").startswith("batch") else "lambda",
+        placement=resource_kind(resource_name) if resource_name else "lambda",
         cold_start=cold,
         signature=signature(plan),
         started_at=started,

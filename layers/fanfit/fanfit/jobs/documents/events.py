@@ -13,13 +13,14 @@ from __future__ import annotations
 
 import functools
 from collections.abc import Callable
-from typing import Any, ClassVar, Literal, TypeVar
+from typing import Any, ClassVar, TypeVar
 
 from aws_lambda_powertools.utilities.parser import parse
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
 from fanfit.errors import InvalidEventError
 from fanfit.jobs.documents import Document
+from fanfit.sched.resources import PlacementKind
 
 M = TypeVar("M", bound=BaseModel)
 R = TypeVar("R")
@@ -103,7 +104,7 @@ class Shard(Document):
 
     shard_id: str = Field(pattern=r"^[0-9]{5}$")
     units: list[FitUnitDoc] = Field(min_length=1)
-    placement: Literal["lambda", "batch"] = "lambda"
+    placement: PlacementKind = "lambda"
 
 
 class CrossFitEvent(BaseModel):
@@ -177,7 +178,7 @@ class TrainShardEvent(BaseModel):
     round: int = Field(ge=0, le=20_000)
     worker: int = Field(ge=0, lt=40)
     function_arn: str = ""
-    placement: Literal["lambda", "batch"] = "lambda"
+    placement: PlacementKind = "lambda"
 
 
 class TrainFinalizeEvent(BaseModel):

@@ -1,18 +1,18 @@
-"""The GPU worker: what an AWS Batch job of fanfit runs (``python -m fanfit.jobs.batch KIND TASK``).
+"""The GPU worker: what an AWS Batch job of fanfit runs (``python -m fanfit.jobs.gpu KIND TASK``).
 
-The job definition's command is ``["python", "-m", "fanfit.jobs.batch", "Ref::kind", "Ref::task"]``;
+The job definition's command is ``["python", "-m", "fanfit.jobs.gpu", "Ref::kind", "Ref::task"]``;
 Step Functions' ``batch:submitJob.sync`` state fills the parameters with the shard's kind and the
 same JSON event the Lambda function would get (``States.JsonToString``). The worker reads and writes
 S3 exactly like the Lambda shard, so the rest of the pipeline cannot tell them apart:
 
-- ``crossfit``: :func:`fanfit.jobs.estimate.crossfit_shard` on a :class:`~fanfit.jobs.events.CrossFitEvent`;
-- ``train_shard``: :func:`fanfit.jobs.train.shard.train_shard` on a :class:`~fanfit.jobs.events.TrainShardEvent`.
+- ``crossfit``: :func:`fanfit.jobs.estimate.crossfit_shard` on a :class:`~fanfit.jobs.documents.events.CrossFitEvent`;
+- ``train_shard``: :func:`fanfit.jobs.train.shard.train_shard` on a :class:`~fanfit.jobs.documents.events.TrainShardEvent`.
 
 Each writes its output under a key determined by the shard's identity, so a retried attempt
 (``RetryStrategy``) overwrites the same object with the same content: no result is counted twice.
 The task is parsed as JSON into a pydantic model, never evaluated. The worker's resource in the
-throughput records is ``batch-gpu``, its memory the job's ``MEMORY`` requirement
-(``$FANFIT_BATCH_MEMORY_MB``; else the host's memory).
+throughput records is ``gpu:<instance type>`` (``$FANFIT_GPU_INSTANCE_TYPE``), its memory the job's ``MEMORY`` requirement
+(``$FANFIT_GPU_WORKER_MEMORY_MB``; else the host's memory).
 
 Exit codes: 0 done, 2 an invalid task (the job fails and the state machine's Catch records it),
 1 any other failure.
@@ -30,17 +30,13 @@ from typing import Any
 from pydantic import ValidationError
 
 from fanfit import errors
-from fanfit.jobs.events import CrossFitEvent, TrainShardEvent
+from fanfit.jobs.documents.events import CrossFitEvent, TrainShardEvent
+from fanfit.sched.resources import stack_gpu_resource
 from fanfit.storage import JobStore
 
-log = logging.getLogger("fanfit.batch")
+log = logging.getLogger("fanfit.gpu")
 
 KINDS = ("crossfit", "train_shard")
-
-
-def batch_resource() -> str:
-    """The throughput-table resource name of this worker: ``batch-gpu``."""
-    return "batch-gpu"
 
 
 def _host_memory_mb() -> int:
@@ -77,7 +73,7 @@ def run_task(kind: str, task: dict[str, Any], store: JobStore | None = None) -> 
         raise errors.InvalidJobError(f"invalid {kind} task: {exc}") from exc
     if store is None:
         store = JobStore(os.environ["FANFIT_BUCKET"])
-    memory_mb = int(os.environ.get("FANFIT_BATCH_MEMORY_MB", "0") or 0) or _host_memory_mb()
+    memory_mb = int(os.environ.get("FANFIT_GPU_WORKER_MEMORY_MB", "0") or 0) or _host_memory_mb()
     if isinstance(event, CrossFitEvent):
         from fanfit.jobs.estimate import crossfit_shard
 
@@ -88,7 +84,7 @@ def run_task(kind: str, task: dict[str, Any], store: JobStore | None = None) -> 
             event.stage,
             event.shard.model_dump(),
             memory_mb=memory_mb,
-            resource_name=batch_resource(),
+            resource_name=stack_gpu_resource(),
         )
     from fanfit.jobs.train.shard import train_shard
 
@@ -98,16 +94,16 @@ def run_task(kind: str, task: dict[str, Any], store: JobStore | None = None) -> 
         event.round,
         event.worker,
         memory_mb=memory_mb,
-        resource_name=batch_resource(),
+        resource_name=stack_gpu_resource(),
     )
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    """Entry point of the Batch job: ``python -m fanfit.jobs.batch KIND TASK_JSON``."""
+    """Entry point of the Batch job: ``python -m fanfit.jobs.gpu KIND TASK_JSON``."""
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s %(message)s")
     args = list(sys.argv[1:] if argv is None else argv)
     if len(args) != 2:
-        log.error("usage: python -m fanfit.jobs.batch KIND TASK_JSON; got %d arguments", len(args))
+        log.error("usage: python -m fanfit.jobs.gpu KIND TASK_JSON; got %d arguments", len(args))
         return 2
     kind, raw = args
     try:
