@@ -19,17 +19,19 @@ from fanfit.client.check import check_estimate
 from fanfit.client.data import read_table, to_matrix
 from fanfit.client.jobs import JobHandle, StackClient, cost_or_none
 from fanfit.client.options import EstimateOptions
+from fanfit.jobs.documents.estimate import EstimatePlan, EstimateResultDoc, EstimateSpec
+from fanfit.jobs.states import EstimateState
 
 __all__ = ["EstimateJob", "EstimateResult", "submit_estimate"]
 
-#: State names of orchestrator/estimate.asl.json, grouped into the phases reported in ``timings``.
-_PHASES = {
-    "Validate the job and write its plan": "prepare_s",
-    "Plan the next stage from the predictions so far": "prepare_s",
-    "Size the first wave of shards from measured throughput": "prepare_s",
-    "Cross-fit every shard of the wave": "crossfit_s",
-    "Record the wave's throughput and size the next wave": "crossfit_s",
-    "Aggregate the predictions into the estimate": "aggregate_s",
+#: States of orchestrator/estimate.asl.json (:class:`~fanfit.jobs.states.EstimateState`), grouped into the phases reported in ``timings``.
+_PHASES: dict[str, str] = {
+    EstimateState.PREPARE: "prepare_s",
+    EstimateState.PREPARE_NEXT_STAGE: "prepare_s",
+    EstimateState.SCHEDULE_FIRST_WAVE: "prepare_s",
+    EstimateState.CROSSFIT_WAVE: "crossfit_s",
+    EstimateState.SCHEDULE_NEXT_WAVE: "crossfit_s",
+    EstimateState.AGGREGATE: "aggregate_s",
 }
 
 
@@ -167,8 +169,10 @@ class EstimateJob(JobHandle):
         """Wait for the job and read its result (cached); ``progress`` as in :meth:`wait`."""
         if self._result is None:
             self.wait(timeout, progress=progress)
-            raw = self.client.store.get_json(storage.result_key(self.job_id))
-            timings = dict(raw.get("timings", {}))
+            key = storage.result_key(self.job_id)
+            raw = self.client.store.get_json(key)
+            doc = EstimateResultDoc.parse(raw, source=key)
+            timings = doc.timings.to_json_dict()
             timings.update(self.phase_seconds())
             self._result = EstimateResult(raw=raw, timings=timings, job=self)
             self._result.cost = cost_or_none(self)
@@ -176,14 +180,16 @@ class EstimateJob(JobHandle):
 
     def spec(self) -> dml.DMLSpec:
         """The job's validated spec, from the plan Prepare wrote."""
-        return dml.DMLSpec.from_dict(
-            self.client.store.get_json(storage.plan_key(self.job_id))["dml"]
-        )
+        return self._plan().dml
+
+    def _plan(self) -> EstimatePlan:
+        """The job's plan (``plan.json``, written by Prepare), parsed through its model."""
+        key = storage.plan_key(self.job_id)
+        return EstimatePlan.parse(self.client.store.get_json(key), source=key)
 
     def folds(self) -> np.ndarray:
         """The job's folds, int64 of shape (n_obs, n_rep): the test fold of each row and repetition."""
-        plan = self.client.store.get_json(storage.plan_key(self.job_id))
-        return np.asarray(self.client.store.get_array(plan["folds_key"]))
+        return np.asarray(self.client.store.get_array(self._plan().folds_key))
 
     def predictions(self) -> dict[str, dict[str, np.ndarray]]:
         """The out-of-fold predictions the estimate was aggregated from, in DoubleML's
@@ -196,7 +202,7 @@ class EstimateJob(JobHandle):
         """
         from fanfit.dml.interop import predictions_from_arrays
 
-        key = self.result().raw.get("predictions_key") or storage.predictions_key(self.job_id)
+        key = EstimateResultDoc.parse(self.result().raw, source="result.json").predictions_key
         if not self.client.store.exists(key):
             raise errors.InvalidJobError(
                 f"job {self.job_id} has no stored out-of-fold predictions ({key}); it was aggregated "
@@ -238,19 +244,19 @@ class EstimateJob(JobHandle):
 
         import_doubleml()  # fail before downloading anything
         result = self.result()
-        plan = self.client.store.get_json(storage.plan_key(self.job_id))
-        spec = dml.DMLSpec.from_dict(plan["dml"])
+        plan = self._plan()
+        spec = plan.dml
         if data is None:
-            names, values = self.client.store.get_data(plan["data_key"])
+            names, values = self.client.store.get_data(plan.data_key)
         else:
             names, values = to_matrix(read_table(data, self.client.s3), list(spec.used_cols))
-            if storage.encode_data(names, values)[0] != plan["data_key"]:
+            if storage.encode_data(names, values)[0] != plan.data_key:
                 raise errors.InvalidDataError(
                     f"the columns {', '.join(spec.used_cols)} of this data differ from the data job "
                     f"{self.job_id} ran on; pass the same file, or no data to use the job's copy"
                 )
         dml_data = dml.validate_data(spec, names, values)
-        folds = self.client.store.get_array(plan["folds_key"])
+        folds = self.client.store.get_array(plan.folds_key)
         obj = to_doubleml(spec, dml_data, folds, self.predictions(), bootstrap=bootstrap)
         if not np.allclose(obj.coef, result.coef, rtol=1e-9, atol=0.0):
             raise errors.InvalidDataError(
@@ -333,19 +339,20 @@ def submit_estimate(
     client.check_limits("estimate", n_rows=int(values.shape[0]), n_cols=int(values.shape[1]))
 
     job_id = job_id or f"est-{time.strftime('%Y%m%d-%H%M%S')}-{uuid.uuid4().hex[:8]}"
-    job: dict[str, Any] = {
-        "kind": "estimate",
-        "dml": spec.to_dict(),
-        "data_key": client.store.put_data(names, values),
-        "folds_key": None,
-        "max_concurrency": max_concurrency,
-        "units_per_shard": checked.units_per_shard,
-        "sharding": checked.sharding,
-        "weight": checked.weight,
-    }
+    folds_key = None
     if fold_array is not None:
-        job["folds_key"] = client.store.put_array(storage.input_folds_key(job_id), fold_array)
-    key = client.store.put_json(storage.spec_key(job_id), job)
+        folds_key = client.store.put_array(storage.input_folds_key(job_id), fold_array)
+    # The document Prepare validates (EstimateSpec), written through its model.
+    job = EstimateSpec(
+        dml=spec.to_dict(),
+        data_key=client.store.put_data(names, values),
+        folds_key=folds_key,
+        max_concurrency=max_concurrency,
+        units_per_shard=checked.units_per_shard,
+        sharding=checked.sharding,
+        weight=checked.weight,
+    )
+    key = client.store.put_json(storage.spec_key(job_id), job.to_json_dict())
     started = client.sfn.start_execution(
         stateMachineArn=client.stack.estimate_state_machine_arn,
         name=job_id,

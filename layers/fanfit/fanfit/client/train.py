@@ -33,7 +33,9 @@ from fanfit.client.options import (
     check_str,
     check_weight,
 )
-from fanfit.jobs.documents.train import TrainSpec
+from fanfit.jobs.documents.train import TrainJobFile, TrainSpec
+from fanfit.jobs.documents.train import TrainResult as TrainResultDoc
+from fanfit.jobs.states import TrainState
 
 __all__ = ["TrainJob", "TrainResult", "build_train_spec", "submit_train"]
 
@@ -42,7 +44,7 @@ _ERRORS: dict[str, type[errors.FanfitError]] = {
     "InvalidDataError": errors.InvalidDataError,
 }
 #: The Map state of orchestrator/train.asl.json: one entry and exit per round.
-_ROUND_STATE = "Run every worker's step of the round"
+_ROUND_STATE = TrainState.RUN_ROUND
 
 
 def _as_list(value: str | Sequence[Any] | None) -> list[str]:
@@ -337,13 +339,13 @@ class TrainJob(JobHandle):
         """
         if self._result is None:
             self.wait(timeout, progress=progress)
-            raw = self.client.store.get_json(storage.result_key(self.job_id))
+            key = storage.result_key(self.job_id)
+            doc = TrainResultDoc.parse(self.client.store.get_json(key), source=key)
             walls = self.round_wall_seconds()
-            rounds = raw["rounds"]
-            skipped = max(len(rounds) - len(walls), 0)
-            for i, record in enumerate(rounds):
-                record["wall_s"] = walls[i - skipped] if i >= skipped else None
-            self._result = TrainResult(raw=raw, timings={"round_wall_s": walls})
+            skipped = max(len(doc.rounds) - len(walls), 0)
+            for i, record in enumerate(doc.rounds):
+                record.wall_s = walls[i - skipped] if i >= skipped else None
+            self._result = TrainResult(raw=doc.to_json_dict(), timings={"round_wall_s": walls})
             self._result.cost = cost_or_none(self)
         return self._result
 
@@ -401,22 +403,21 @@ def submit_train(
     # Data over a function's memory is rejected before anything is uploaded or started.
     client.check_limits("train", n_rows=int(values.shape[0]), n_cols=int(values.shape[1]))
     job_id = job_id or f"train-{time.strftime('%Y%m%d-%H%M%S')}-{uuid.uuid4().hex[:8]}"
-    job: dict[str, Any] = {
-        "kind": "train",
-        "spec": spec.to_dict(),
-        "data_key": client.store.put_data(names, values),
-        "init_key": None,
-        "weight": weight,
-    }
-    if init is not None:
-        centroids = np.asarray(init, dtype=np.float64)
-        if centroids.shape != (spec.n_clusters, len(spec.features)):
-            raise errors.InvalidJobError(
-                f"init must have shape (n_clusters, n_features) = ({spec.n_clusters}, "
-                f"{len(spec.features)}); got {centroids.shape}"
-            )
-        job["init_key"] = client.store.put_array(storage.input_init_key(job_id), centroids)
-    key = client.store.put_json(storage.spec_key(job_id), job)
+    centroids = None if init is None else np.asarray(init, dtype=np.float64)
+    if centroids is not None and centroids.shape != (spec.n_clusters, len(spec.features)):
+        raise errors.InvalidJobError(
+            f"init must have shape (n_clusters, n_features) = ({spec.n_clusters}, "
+            f"{len(spec.features)}); got {centroids.shape}"
+        )
+    data_key = client.store.put_data(names, values)
+    init_key = (
+        None
+        if centroids is None
+        else client.store.put_array(storage.input_init_key(job_id), centroids)
+    )
+    # The document TrainInit validates (TrainJobFile), written through its model.
+    job = TrainJobFile(spec=spec.to_dict(), data_key=data_key, init_key=init_key, weight=weight)
+    key = client.store.put_json(storage.spec_key(job_id), job.to_json_dict())
     started = client.sfn.start_execution(
         stateMachineArn=client.stack.train_state_machine_arn,
         name=job_id,

@@ -24,6 +24,7 @@ import numpy as np
 
 from fanfit import errors, storage
 from fanfit.cost.history import count_state_transitions
+from fanfit.jobs.states import EstimateState, TrainState
 from fanfit.prices import DEFAULT_PRICES, PriceTable
 from fanfit.progress.snapshot import (
     JobProgress,
@@ -39,15 +40,15 @@ log = logging.getLogger(__name__)
 #: Fewest seconds between two snapshots of one job (each snapshot reads S3 and the history).
 PROGRESS_INTERVAL_S = 1.0
 
-#: State names of the orchestrator's definitions, shown as the phase of the job.
-_PHASES = {
-    "Validate the job and write its plan": "preparing",
-    "Plan the next stage from the predictions so far": "preparing",
-    "Size the first wave of shards from measured throughput": "scheduling",
-    "Cross-fit every shard of the wave": "cross-fitting",
-    "Record the wave's throughput and size the next wave": "scheduling",
-    "Aggregate the predictions into the estimate": "aggregating",
-    "Run every worker's step of the round": "training",
+#: States of the orchestrator's definitions (:mod:`fanfit.jobs.states`), shown as the job's phase.
+_PHASES: dict[str, str] = {
+    EstimateState.PREPARE: "preparing",
+    EstimateState.PREPARE_NEXT_STAGE: "preparing",
+    EstimateState.SCHEDULE_FIRST_WAVE: "scheduling",
+    EstimateState.CROSSFIT_WAVE: "cross-fitting",
+    EstimateState.SCHEDULE_NEXT_WAVE: "scheduling",
+    EstimateState.AGGREGATE: "aggregating",
+    TrainState.RUN_ROUND: "training",
 }
 
 

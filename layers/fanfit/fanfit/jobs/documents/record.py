@@ -11,14 +11,14 @@ typed; keys it does not name are kept (``extra="allow"``), since the steps add f
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Literal
 
 from pydantic import ConfigDict
 
 from fanfit.jobs.documents import Document
 from fanfit.jobs.documents.estimate import ScheduleSummary
 
-__all__ = ["JobRecord"]
+__all__ = ["JobRecord", "SpecKind"]
 
 
 class JobRecord(Document):
@@ -64,3 +64,14 @@ class JobRecord(Document):
     shard_error: str | None = None
     cost: dict[str, Any] | None = None
     schedule: ScheduleSummary | None = None
+
+
+class SpecKind(Document):
+    """The ``kind`` of a job's ``spec.json``, read before the spec itself (resume, ``Client.job``):
+    ``'estimate'`` (also when absent: specs written before train jobs existed) or ``'train'``. The
+    spec's other keys are left to its model (:class:`~fanfit.jobs.documents.estimate.EstimateSpec`,
+    :class:`~fanfit.jobs.documents.train.TrainJobFile`)."""
+
+    model_config = ConfigDict(extra="ignore")
+
+    kind: Literal["estimate", "train"] = "estimate"
