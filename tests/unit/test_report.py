@@ -90,6 +90,19 @@ ESTIMATE = {
 }
 
 
+def _result_json():
+    """ESTIMATE as the Aggregate step writes ``result.json`` (a valid EstimateResultDoc)."""
+    raw = {k: v for k, v in ESTIMATE.items() if k not in ("cost", "timings")}
+    shards = [{**s, "stage": 0, "n_units": 1, "unit_fit_s": {}, "io_s": 0.0, "memory_mb": 1769,
+               "fit_s": s["ended_at"] - s["started_at"], "peak_rss_mb": 100.0}
+              for s in ESTIMATE["timings"]["shards"]]  # fmt: skip
+    timings = {"shards": shards, "billed_gb_s": 6.0, "lambda_cost_usd": 0.0001,
+               "aggregate": {"memory_mb": 1769, "peak_rss_mb": 120.0},
+               "price_usd_per_gb_s": 1.66667e-05, "price_usd_per_request": 2e-07}  # fmt: skip
+    return {**raw, "predictions_key": "jobs/est-test/predictions.npz",
+            "folds_key": "jobs/est-test/folds.npy", "timings": timings}  # fmt: skip
+
+
 def _worker(i, batch, compute_s, start, memory=1769, cold=False):
     return {"worker": i, "batch": batch, "compute_s": compute_s, "memory_mb": memory,
             "samples_per_s": batch / compute_s, "started_at": start,
@@ -319,7 +332,7 @@ def test_write_report_accepts_result_objects(tmp_path):
     # GIVEN the client's result object (to_dict() is what the report reads)
     from fanfit.client import EstimateResult
 
-    raw = {k: v for k, v in ESTIMATE.items() if k not in ("cost", "timings")}
+    raw = _result_json()
     res = EstimateResult(raw=raw, timings=ESTIMATE["timings"])
     res.cost = ESTIMATE["cost"]
     write_report(res, tmp_path)
@@ -370,7 +383,7 @@ def test_cli_report_writes_the_report_of_an_ended_job(tmp_path, monkeypatch, cap
     # GIVEN a succeeded estimate job WHEN `fanfit report JOB --out DIR --output json`
     from fanfit.client import EstimateResult
 
-    raw = {k: v for k, v in ESTIMATE.items() if k not in ("cost", "timings")}
+    raw = _result_json()
     res = EstimateResult(raw=raw, timings=ESTIMATE["timings"], cost=ESTIMATE["cost"])
     code = _run_cli(monkeypatch, _FakeJob("SUCCEEDED", res), "--out", str(tmp_path / "r"),
                     "--output", "json")  # fmt: skip

@@ -52,6 +52,8 @@ class EstimateResult:
         Wall seconds of the phases, per-shard statistics, billed GB-seconds and estimated USD.
     raw : dict
         ``result.json`` as the Aggregate step wrote it.
+    doc : EstimateResultDoc
+        ``raw`` parsed through its model (:class:`fanfit.jobs.documents.estimate.EstimateResultDoc`).
     cost : dict or None
         :meth:`fanfit.cost.JobCost.to_dict` of the job (USD), when it could be counted.
     job : EstimateJob or None
@@ -64,17 +66,17 @@ class EstimateResult:
     cost: dict[str, Any] | None = field(default=None, compare=False)
 
     def __post_init__(self) -> None:
-        r = self.raw
-        self.d_cols: list[str] = list(r["coef"])
-        self.coef = np.array([r["coef"][d] for d in self.d_cols])
-        self.se = np.array([r["se"][d] for d in self.d_cols])
-        self.t_stat = np.array([r["t_stat"][d] for d in self.d_cols])
-        self.pval = np.array([r["pval"][d] for d in self.d_cols])
-        self.all_coef = np.array([r["all_coef"][d] for d in self.d_cols])
-        self.all_se = np.array([r["all_se"][d] for d in self.d_cols])
-        self.n_obs, self.n_folds, self.n_rep = r["n_obs"], r["n_folds"], r["n_rep"]
-        self.model, self.score = r["model"], r["score"]
-        self.execution_arn = r.get("execution_arn", "")
+        r = self.doc = EstimateResultDoc.parse(self.raw, source="result.json")
+        self.d_cols: list[str] = list(r.coef)
+        self.coef = np.array([r.coef[d] for d in self.d_cols])
+        self.se = np.array([r.se[d] for d in self.d_cols])
+        self.t_stat = np.array([r.t_stat[d] for d in self.d_cols])
+        self.pval = np.array([r.pval[d] for d in self.d_cols])
+        self.all_coef = np.array([r.all_coef[d] for d in self.d_cols])
+        self.all_se = np.array([r.all_se[d] for d in self.d_cols])
+        self.n_obs, self.n_folds, self.n_rep = r.n_obs, r.n_folds, r.n_rep
+        self.model, self.score = r.model, r.score
+        self.execution_arn = r.execution_arn
 
     def confint(self, joint: bool = False, level: float = 0.95) -> pd.DataFrame:
         """Confidence intervals, as DoubleML's ``confint``.
@@ -101,12 +103,13 @@ class EstimateResult:
         a = (1.0 - level) / 2.0
         cols = [f"{100 * a:.1f} %", f"{100 * (1 - a):.1f} %"]
         if joint:
-            if "ci_joint_95" not in self.raw or not math.isclose(level, 0.95):
+            joint_ci = self.doc.ci_joint_95
+            if joint_ci is None or not math.isclose(level, 0.95):
                 raise errors.InvalidJobError(
                     "joint intervals need a job run with boot_method ('normal', 'Bayes' or 'wild') "
                     "and level=0.95"
                 )
-            ci = np.array([self.raw["ci_joint_95"][d] for d in self.d_cols])
+            ci = np.array([joint_ci[d] for d in self.d_cols])
         else:
             from scipy.stats import norm
 
@@ -143,10 +146,11 @@ class EstimateResult:
         n_folds, n_rep, model, score, execution_arn, timings."""
         keys = ("coef", "se", "t_stat", "pval", "ci_95", "all_coef", "all_se", "n_obs", "n_folds",
                 "n_rep", "model", "score")  # fmt: skip
-        out = {k: self.raw[k] for k in keys}
+        doc = self.doc.to_json_dict()
+        out = {k: doc[k] for k in keys}
         for k in ("ci_joint_95", "boot_method"):
-            if k in self.raw:
-                out[k] = self.raw[k]
+            if k in doc:
+                out[k] = doc[k]
         out["execution_arn"] = self.execution_arn
         out["timings"] = self.timings
         if self.cost is not None:
@@ -171,8 +175,7 @@ class EstimateJob(JobHandle):
             self.wait(timeout, progress=progress)
             key = storage.result_key(self.job_id)
             raw = self.client.store.get_json(key)
-            doc = EstimateResultDoc.parse(raw, source=key)
-            timings = doc.timings.to_json_dict()
+            timings = EstimateResultDoc.parse(raw, source=key).timings.to_json_dict()
             timings.update(self.phase_seconds())
             self._result = EstimateResult(raw=raw, timings=timings, job=self)
             self._result.cost = cost_or_none(self)
@@ -202,7 +205,7 @@ class EstimateJob(JobHandle):
         """
         from fanfit.dml.interop import predictions_from_arrays
 
-        key = EstimateResultDoc.parse(self.result().raw, source="result.json").predictions_key
+        key = self.result().doc.predictions_key
         if not self.client.store.exists(key):
             raise errors.InvalidJobError(
                 f"job {self.job_id} has no stored out-of-fold predictions ({key}); it was aggregated "

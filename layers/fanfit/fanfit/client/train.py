@@ -199,6 +199,8 @@ class TrainResult:
     ----------
     raw : dict
         ``result.json`` as TrainFinalize wrote it.
+    doc : fanfit.jobs.documents.train.TrainResult
+        ``raw`` parsed through its model.
     model : str
     centroids : ndarray of shape (k, d) or None
         K-Means.
@@ -233,30 +235,34 @@ class TrainResult:
     cost: dict[str, Any] | None = field(default=None, compare=False)
 
     def __post_init__(self) -> None:
-        r = self.raw
-        self.model: str = r["model"]
-        self.centroids = np.asarray(r["centroids"]) if "centroids" in r else None
-        self.inertia: float | None = r.get("inertia")
-        self.coef = np.asarray(r["coef"]) if "coef" in r else None
-        self.intercept = np.asarray(r["intercept"]) if "intercept" in r else None
+        r = self.doc = TrainResultDoc.parse(self.raw, source="result.json")
+        self.model: str = r.model
+        self.centroids = None if r.centroids is None else np.asarray(r.centroids)
+        self.inertia: float | None = r.inertia
+        self.coef = None if r.coef is None else np.asarray(r.coef)
+        self.intercept = None if r.intercept is None else np.asarray(r.intercept)
         self.params: dict[str, np.ndarray] | None = (
-            {k: np.asarray(v, dtype=np.float64) for k, v in r["params"].items()}
-            if "params" in r
-            else None
+            None
+            if r.params is None
+            else {k: np.asarray(v, dtype=np.float64) for k, v in r.params.items()}
         )
-        self.hidden: list[int] | None = r.get("hidden")
-        self.loss: list[float] | None = r.get("loss")
-        self.classes: list[float] | None = r.get("classes")
-        self.n_iter: int = int(r["n_iter"])
-        self.rounds: list[dict[str, Any]] = list(r["rounds"])
-        self.execution_arn: str = r.get("execution_arn", "")
+        self.hidden: list[int] | None = r.hidden
+        self.loss: list[float | None] | None = r.loss
+        self.classes: list[float] | None = r.classes
+        if r.n_iter is None:
+            raise errors.InvalidDocumentError(
+                "malformed TrainResult (result.json): n_iter: missing"
+            )
+        self.n_iter: int = r.n_iter
+        self.rounds: list[dict[str, Any]] = [rd.to_json_dict() for rd in r.rounds]
+        self.execution_arn: str = r.execution_arn
 
     def transform(self, X: np.ndarray) -> np.ndarray:
         """Apply the job's standardisation (if any) to features ``X`` of shape (n, d)."""
         X = np.asarray(X, dtype=np.float64)
-        if self.raw.get("mean") is None:
+        if self.doc.mean is None:
             return X
-        return (X - np.asarray(self.raw["mean"])) / np.asarray(self.raw["scale"])
+        return (X - np.asarray(self.doc.mean)) / np.asarray(self.doc.scale)
 
     def predict(self, X: np.ndarray) -> np.ndarray:
         """Predictions for raw features ``X`` (n, d): class labels (logreg, mlp), values (linreg)
@@ -265,7 +271,7 @@ class TrainResult:
         if self.model == "kmeans":
             from fanfit.train.kmeans import kmeans_predict
 
-            return kmeans_predict(Z, np.asarray(self.raw["centroids"]))
+            return kmeans_predict(Z, np.asarray(self.centroids))
         if self.model == "mlp":
             from fanfit.train.mlp import mlp_predict
 
@@ -278,7 +284,7 @@ class TrainResult:
 
     def to_dict(self) -> dict[str, Any]:
         """The ``--output json`` object: ``result.json`` plus ``timings`` and ``cost``."""
-        out = {**self.raw, "timings": {**self.raw.get("timings", {}), **self.timings}}
+        out = {**self.doc.to_json_dict(), "timings": {**self.doc.timings, **self.timings}}
         if self.cost is not None:
             out["cost"] = self.cost
         return out
