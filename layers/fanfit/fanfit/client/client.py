@@ -217,12 +217,17 @@ class Client:
             )
         out = []
         for item in self.partitions.jobs():
-            record = self.records.get(item["job_id"]) or {}
+            got = self.records.get(item["job_id"])
+            record = (
+                None
+                if got is None
+                else JobRecord.parse(got, source=f"the job record of {item['job_id']}")
+            )
             out.append(
                 {
                     "job_id": item["job_id"],
                     "kind": item.get("kind", ""),
-                    "status": record.get("status", "UNKNOWN"),
+                    "status": (record.status if record is not None else None) or "UNKNOWN",
                     "demand": int(item.get("demand", 0)),
                     "partition": int(item.get("partition", 0)),
                     "gpu_demand": int(item.get("gpu_demand", 0)),
