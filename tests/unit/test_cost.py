@@ -379,8 +379,25 @@ class _FakeClient:
         self.session = type("S", (), {"client": lambda self, name, endpoint_url=None: lam})()
         self.stack = type("St", (), {"endpoint_url": None})()
         self.records = _FakeRecords(record or {"job_id": "j"})
-        shards = [{"started_at": 0.0, "ended_at": 2.0, "memory_mb": 2048}] * 2
-        self.store = _FakeStore({"jobs/j/result.json": {"timings": {"shards": shards}}})
+        shards = [{"shard_id": f"{i:05d}", "stage": 0, "n_units": 1, "unit_fit_s": {},
+                   "started_at": 0.0, "fit_s": 2.0, "io_s": 0.0, "ended_at": 2.0,
+                   "memory_mb": 2048, "peak_rss_mb": 100.0, "cold_start": False}
+                  for i in range(2)]  # fmt: skip
+        self.store = _FakeStore({"jobs/j/result.json": _result_json(shards)})
+
+
+def _result_json(shards):
+    """``result.json`` of a one-treatment estimate with these shard records (a valid
+    EstimateResultDoc: what the client reads the shards of a finished job from)."""
+    timings = {"shards": shards, "billed_gb_s": 8.0, "lambda_cost_usd": 0.0,
+               "aggregate": {"memory_mb": 1024, "peak_rss_mb": 100.0},
+               "price_usd_per_gb_s": 1.66667e-05, "price_usd_per_request": 2e-07}  # fmt: skip
+    one = {"d": 1.0}
+    return {"model": "plr", "score": "partialling out", "d_cols": ["d"], "coef": one, "se": one,
+            "t_stat": one, "pval": one, "ci_95": {"d": [0.0, 2.0]}, "all_coef": {"d": [1.0]},
+            "all_se": {"d": [1.0]}, "n_obs": 10, "n_folds": 2, "n_rep": 1, "job_id": "j",
+            "execution_arn": "arn:parent", "predictions_key": "jobs/j/predictions.npz",
+            "folds_key": "jobs/j/folds.npy", "timings": timings}  # fmt: skip
 
 
 def test_client_cost_of_an_ended_job_is_counted_once_and_kept_in_its_record():
