@@ -104,9 +104,15 @@ def _result_json():
 
 
 def _worker(i, batch, compute_s, start, memory=1769, cold=False):
+    """A worker of a round record as TrainReduce writes it (a valid WorkerRecord)."""
     return {"worker": i, "batch": batch, "compute_s": compute_s, "memory_mb": memory,
-            "samples_per_s": batch / compute_s, "started_at": start,
-            "ended_at": start + compute_s + 0.1, "cold_start": cold}  # fmt: skip
+            "resource": f"lambda-{memory}", "io_s": 0.1, "samples_per_s": batch / compute_s,
+            "predicted_samples_per_s": batch / compute_s, "started_at": start,
+            "ended_at": start + compute_s + 0.1, "cold_start": cold, "peak_rss_mb": 100.0}  # fmt: skip
+
+
+#: What every round record of TRAIN has besides its own figures (a valid RoundRecord).
+_ROUND = {"phase": "train", "groups": [[0, 1]], "prediction_source": "job"}
 
 
 TRAIN = {
@@ -118,6 +124,8 @@ TRAIN = {
     "job_id": "train-test",
     "rounds": [
         {
+            **_ROUND,
+            "span_s": 2.1,
             "round": 0,
             "loss": 0.69,
             "round_s": 2.0,
@@ -125,6 +133,8 @@ TRAIN = {
             "workers": [_worker(0, 500, 1.0, T0, cold=True), _worker(1, 500, 2.0, T0, 885, True)],
         },
         {
+            **_ROUND,
+            "span_s": 1.5,
             "round": 1,
             "loss": 0.51,
             "round_s": 1.4,
@@ -132,6 +142,8 @@ TRAIN = {
             "workers": [_worker(0, 660, 1.3, T0 + 3), _worker(1, 340, 1.4, T0 + 3, 885)],
         },
         {
+            **_ROUND,
+            "span_s": 1.45,
             "round": 2,
             "loss": 0.44,
             "round_s": 1.35,

@@ -15,6 +15,7 @@ from fanfit.errors import InvalidJobError
 from fanfit.report.figures import (
     as_dict,
     coef_figure,
+    round_records,
     thetas_figure,
     timeline_figure,
     train_progress_figure,
@@ -90,11 +91,11 @@ def _estimate_summary(r: Mapping[str, Any]) -> str:
 
 
 def _train_summary(r: Mapping[str, Any]) -> str:
-    rounds = list(r.get("rounds", []))
-    idle = [float(rd["idle_fraction"]) for rd in rounds if "idle_fraction" in rd]
+    rounds = round_records(r)
+    idle = [rd.idle_fraction for rd in rounds]
     final = r.get("inertia")
     if final is None:
-        losses = [rd.get("loss") for rd in rounds if rd.get("loss") is not None]
+        losses = [rd.loss for rd in rounds if rd.loss is not None]
         final = losses[-1] if losses else None
     return _table(
         ["model", "rounds", "workers", "balance", "sync", "final loss / inertia", "mean idle %"],
