@@ -25,6 +25,10 @@ from fanfit.report import (
 
 T0 = 1_700_000_000.0
 
+#: What every shard record of ESTIMATE has besides its own times (a valid ShardStats).
+_SHARD = {"stage": 0, "n_units": 1, "unit_fit_s": {}, "fit_s": 1.0, "io_s": 0.0, "memory_mb": 1769,
+          "peak_rss_mb": 100.0}  # fmt: skip
+
 ESTIMATE = {
     "model": "plr",
     "score": "partialling out",
@@ -49,6 +53,7 @@ ESTIMATE = {
                 "started_at": T0 + 0.0,
                 "ended_at": T0 + 2.0,
                 "cold_start": True,
+                **_SHARD,
             },
             {
                 "shard_id": "s0-w0-1",
@@ -56,6 +61,7 @@ ESTIMATE = {
                 "started_at": T0 + 0.25,
                 "ended_at": T0 + 1.75,
                 "cold_start": True,
+                **_SHARD,
             },
             {
                 "shard_id": "s0-w1-0",
@@ -63,6 +69,7 @@ ESTIMATE = {
                 "started_at": T0 + 2.0,
                 "ended_at": T0 + 3.5,
                 "cold_start": False,
+                **_SHARD,
             },
             {
                 "shard_id": "s0-w1-1",
@@ -70,6 +77,7 @@ ESTIMATE = {
                 "started_at": T0 + 2.5,
                 "ended_at": T0 + 4.0,
                 "cold_start": False,
+                **_SHARD,
             },
         ]  # fmt: skip
     },
@@ -93,10 +101,7 @@ ESTIMATE = {
 def _result_json():
     """ESTIMATE as the Aggregate step writes ``result.json`` (a valid EstimateResultDoc)."""
     raw = {k: v for k, v in ESTIMATE.items() if k not in ("cost", "timings")}
-    shards = [{**s, "stage": 0, "n_units": 1, "unit_fit_s": {}, "io_s": 0.0, "memory_mb": 1769,
-               "fit_s": s["ended_at"] - s["started_at"], "peak_rss_mb": 100.0}
-              for s in ESTIMATE["timings"]["shards"]]  # fmt: skip
-    timings = {"shards": shards, "billed_gb_s": 6.0, "lambda_cost_usd": 0.0001,
+    timings = {"shards": ESTIMATE["timings"]["shards"], "billed_gb_s": 6.0, "lambda_cost_usd": 0.0001,
                "aggregate": {"memory_mb": 1769, "peak_rss_mb": 120.0},
                "price_usd_per_gb_s": 1.66667e-05, "price_usd_per_request": 2e-07}  # fmt: skip
     return {**raw, "predictions_key": "jobs/est-test/predictions.npz",
