@@ -245,7 +245,7 @@ def collect_cost(
     shards = None
     key = storage.result_key(job_id)
     if kind == "estimate" and status == "SUCCEEDED" and client.store.exists(key):
-        shards = _shard_records(client.store.get_json(key), key)
+        shards = EstimateResultDoc.parse(client.store.get_json(key), source=key).timings.shards
     cost = collect_job_cost(
         client.sfn,
         execution_arn,
@@ -259,14 +259,6 @@ def collect_cost(
         except Exception as exc:  # a read-only role: the cost is still returned
             log.warning("cannot keep the cost in the record of job %s: %s", job_id, exc)
     return cost
-
-
-def _shard_records(result: Any, key: str) -> list[dict[str, Any]]:
-    """The shard records of a finished estimate's ``result.json`` for its cost: its
-    ``timings.shards`` (:class:`~fanfit.jobs.documents.estimate.ShardStats`), parsed through
-    their model."""
-    doc = EstimateResultDoc.parse(result, source=key)
-    return [s.to_json_dict() for s in doc.timings.shards]
 
 
 def cost_or_none(job: Any) -> dict[str, Any] | None:
