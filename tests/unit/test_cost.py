@@ -329,7 +329,7 @@ def test_collect_job_cost_falls_back_to_shard_records_without_child_histories():
     definition = {"States": {"Map": {"Type": "Map", "ItemProcessor": {
         "ProcessorConfig": {"Mode": "DISTRIBUTED"}, "States": {"Fit": {"Type": "Task"}}}}}}  # fmt: skip
     sfn = _FakeSfn({"arn:parent": _parent_with_map_run()}, None, 3, definition)
-    shards = [{"started_at": 1.0, "ended_at": 2.0, "memory_mb": 1024}] * 3
+    shards = [_shard(i, 1.0, 2.0, 1024) for i in range(3)]
     lam = _FakeLambda({"Prepare": 512, "Aggregate": 1024})
     # WHEN collected with the job's shard records
     cost = collect_job_cost(sfn, "arn:parent", lambda_client=lam, shard_records=shards)
@@ -379,8 +379,30 @@ class _FakeClient:
         self.session = type("S", (), {"client": lambda self, name, endpoint_url=None: lam})()
         self.stack = type("St", (), {"endpoint_url": None})()
         self.records = _FakeRecords(record or {"job_id": "j"})
-        shards = [{"started_at": 0.0, "ended_at": 2.0, "memory_mb": 2048}] * 2
-        self.store = _FakeStore({"jobs/j/result.json": {"timings": {"shards": shards}}})
+        shards = [_shard(i, 0.0, 2.0, 2048) for i in range(2)]
+        self.store = _FakeStore({"jobs/j/result.json": _result_json(shards)})
+
+
+def _shard(i, started_at, ended_at, memory_mb, placement="lambda"):
+    """A shard's statistics as CrossFit writes them (a valid ShardStats)."""
+    return {"shard_id": f"{i:05d}", "stage": 0, "n_units": 1, "unit_fit_s": {},
+            "started_at": started_at, "fit_s": ended_at - started_at, "io_s": 0.0,
+            "ended_at": ended_at, "memory_mb": memory_mb, "placement": placement,
+            "peak_rss_mb": 100.0, "cold_start": False}  # fmt: skip
+
+
+def _result_json(shards):
+    """``result.json`` of a one-treatment estimate with these shard records (a valid
+    EstimateResultDoc: what the client reads the shards of a finished job from)."""
+    timings = {"shards": shards, "billed_gb_s": 8.0, "lambda_cost_usd": 0.0,
+               "aggregate": {"memory_mb": 1024, "peak_rss_mb": 100.0},
+               "price_usd_per_gb_s": 1.66667e-05, "price_usd_per_request": 2e-07}  # fmt: skip
+    one = {"d": 1.0}
+    return {"model": "plr", "score": "partialling out", "d_cols": ["d"], "coef": one, "se": one,
+            "t_stat": one, "pval": one, "ci_95": {"d": [0.0, 2.0]}, "all_coef": {"d": [1.0]},
+            "all_se": {"d": [1.0]}, "n_obs": 10, "n_folds": 2, "n_rep": 1, "job_id": "j",
+            "execution_arn": "arn:parent", "predictions_key": "jobs/j/predictions.npz",
+            "folds_key": "jobs/j/folds.npy", "timings": timings}  # fmt: skip
 
 
 def test_client_cost_of_an_ended_job_is_counted_once_and_kept_in_its_record():
@@ -415,10 +437,7 @@ def test_client_cost_of_a_running_job_is_not_kept():
 def test_shard_records_placed_on_the_gpu_worker_are_batch_instance_seconds():
     # GIVEN no child histories and one of two shards placed on the GPU worker
     sfn = _FakeSfn({"arn:parent": _parent_with_map_run()}, None, 2, {})
-    shards = [
-        {"started_at": 0.0, "ended_at": 1.0, "memory_mb": 1024},
-        {"started_at": 0.0, "ended_at": 60.0, "placement": "gpu"},
-    ]
+    shards = [_shard(0, 0.0, 1.0, 1024), _shard(1, 0.0, 60.0, 0, placement="gpu")]
     lam = _FakeLambda({"Prepare": 512, "Aggregate": 1024})
     cost = collect_job_cost(sfn, "arn:parent", lambda_client=lam, shard_records=shards)
     # THEN the Lambda shard is CrossFit GB-s and the Batch one 60 instance-s at the default type

@@ -1,7 +1,7 @@
 """Live progress (:mod:`fanfit.progress`): snapshots from a job's records, their lines and bar, and
 the bounded polling of ``wait(progress=...)``.
 
-GIVEN hand-made records (plain dicts, or objects in a moto S3 bucket as the functions write them)
+GIVEN hand-made records (job documents, or objects in a moto S3 bucket as the functions write them)
 and a fake Step Functions client, WHEN a snapshot is taken or a job is waited on with progress,
 THEN the counts, the rate-based time left and the running cost follow from the records, plain
 lines go to stderr when it is not a terminal, ``--quiet`` prints none, and the polling ends after a
@@ -26,6 +26,7 @@ from fanfit import errors, progress, storage
 from fanfit.client import EstimateJob, build_spec
 from fanfit.client.train import TrainJob
 from fanfit.cost import job_cost
+from fanfit.jobs.documents.estimate import ShardStats, StageSchedule
 from fanfit.progress import (
     JobProgress,
     PlainProgressRenderer,
@@ -114,10 +115,31 @@ def _client(s3: Any, sfn: FakeSfn) -> Any:
     return SimpleNamespace(store=storage.JobStore(BUCKET, s3), sfn=sfn)
 
 
+DATA_KEY = "data/" + "0" * 64 + ".npz"
+
+
 def _stats(shard_id: str, seconds: float, memory_mb: int = 1769, **extra: Any) -> dict[str, Any]:
-    return {"shard_id": shard_id, "started_at": START, "ended_at": START + seconds,
+    """A shard's ``__stats__`` as CrossFit writes them (a valid ShardStats)."""
+    return {"shard_id": shard_id, "stage": 0, "n_units": 1, "unit_fit_s": {},
+            "started_at": START, "fit_s": seconds, "io_s": 0.0, "ended_at": START + seconds,
             "memory_mb": memory_mb, "placement": "lambda", "resource": f"lambda-{memory_mb}",
-            **extra}  # fmt: skip
+            "peak_rss_mb": 100.0, "cold_start": False, **extra}  # fmt: skip
+
+
+def _wave(
+    wave: int,
+    shards: list[tuple[str, list[str]]],
+    started_at: float = START,
+    ended_at: float = START + 0.5,
+    memory_mb: int = 512,
+) -> dict[str, Any]:
+    """A wave of ``stages/0/schedule.json`` as Schedule writes it (a valid WaveEntry)."""
+    return {"stage": 0, "wave": wave,
+            "decision": {"policy": "auto", "n_shards": len(shards), "max_concurrency": 8},
+            "resource": "lambda-1769", "predicted_samples_per_s": {}, "startup_s": 0.0,
+            "map_runs_prefix": f"jobs/x/stages/0/waves/{wave}/map-runs/", "started_at": started_at,
+            "ended_at": ended_at, "memory_mb": memory_mb, "peak_rss_mb": 90.0, "n_gpu_shards": 0,
+            "shards": [{"shard_id": i, "units": u} for i, u in shards]}  # fmt: skip
 
 
 def _write_estimate(store: storage.JobStore, job_id: str, n_obs_per_unit: int = 10) -> dict:
@@ -126,20 +148,19 @@ def _write_estimate(store: storage.JobStore, job_id: str, n_obs_per_unit: int = 
     spec, _ = build_spec(y="y", d="d", x=["x0", "x1"], z=None, model="plr", score=None,
                          learners={"ml_l": "LassoCV", "ml_m": "LassoCV"}, n_folds=3, n_rep=2,
                          seed=0)  # fmt: skip
-    store.put_json(storage.spec_key(job_id), {"kind": "estimate", "dml": spec.to_dict()})
+    store.put_json(storage.spec_key(job_id),
+                   {"kind": "estimate", "dml": spec.to_dict(), "data_key": DATA_KEY})  # fmt: skip
     units = [f"u{i}" for i in range(12)]
     waves = [
-        {"wave": 0, "started_at": START, "ended_at": START + 0.5, "memory_mb": 512,
-         "shards": [{"shard_id": "00000", "units": units[:1]},
-                    {"shard_id": "00001", "units": units[1:2]}]},
-        {"wave": 1, "started_at": START + 3, "ended_at": START + 3.5, "memory_mb": 512,
-         "shards": [{"shard_id": f"{2 + i:05d}", "units": units[2 + 2 * i: 4 + 2 * i]}
-                    for i in range(5)]},
+        _wave(0, [("00000", units[:1]), ("00001", units[1:2])]),
+        _wave(1, [(f"{2 + i:05d}", units[2 + 2 * i: 4 + 2 * i]) for i in range(5)],
+              START + 3, START + 3.5),
     ]  # fmt: skip
     schedule = {"waves": waves}
     store.put_json(storage.schedule_key(job_id, 0), schedule)
     store.put_json(storage.prepare_record_key(job_id, 0),
-                   {"started_at": START, "ended_at": START + 1.0, "memory_mb": 512, "n_units": 12})  # fmt: skip
+                   {"started_at": START, "ended_at": START + 1.0, "memory_mb": 512, "n_units": 12,
+                    "peak_rss_mb": 80.0})  # fmt: skip
     rng = np.random.default_rng(0)
     stats = [_stats("00000", 2.0), _stats("00001", 3.0), _stats("00002", 4.0, 3008)]
     for s in stats:
@@ -170,12 +191,12 @@ def test_eta_is_elapsed_times_work_left_over_work_done() -> None:
     assert JobProgress("estimate", JOB, status="SUCCEEDED", elapsed_s=9.0).eta_s == 0.0
 
 
-def test_estimate_snapshot_counts_the_shards_of_every_wave_from_plain_dicts() -> None:
+def test_estimate_snapshot_counts_the_shards_of_every_wave_of_the_schedule() -> None:
     # GIVEN a probe wave of 2 one-fit shards and a wave of 3 two-fit shards, 3 shards written
-    schedule = {"waves": [
-        {"shards": [{"shard_id": "00000", "units": ["a"]}, {"shard_id": "00001", "units": ["b"]}]},
-        {"shards": [{"shard_id": f"{i:05d}", "units": ["c", "d"]} for i in (2, 3, 4)]},
-    ]}  # fmt: skip
+    schedule = StageSchedule.parse({"waves": [
+        _wave(0, [("00000", ["a"]), ("00001", ["b"])]),
+        _wave(1, [(f"{i:05d}", ["c", "d"]) for i in (2, 3, 4)]),
+    ]})  # fmt: skip
     # WHEN the snapshot is computed
     p = estimate_progress(JOB, {0: schedule}, {0: {"00000", "00002", "99999"}}, fits_total=8,
                           elapsed_s=4.0, phase="cross-fitting", cost_usd=0.001)  # fmt: skip
@@ -284,7 +305,7 @@ def test_an_unchanged_schedule_is_not_downloaded_again(s3) -> None:
     assert bodies == []
     # AND when the scheduler adds a wave, THEN the new schedule is read
     schedule = store.get_json(storage.schedule_key(JOB, 0))
-    schedule["waves"].append({"wave": 2, "shards": [{"shard_id": "00007", "units": []}]})
+    schedule["waves"].append(_wave(2, [("00007", [])]))
     store.put_json(storage.schedule_key(JOB, 0), schedule)
     assert tracker.snapshot().shards_total == 8
     assert bodies == [storage.schedule_key(JOB, 0)]
@@ -309,18 +330,25 @@ def test_shard_statistics_are_read_from_the_tail_of_a_large_object(s3) -> None:
     # WHEN its statistics are read
     got = progress.read_shard_stats(counting, BUCKET, key, size)
     # THEN they are the stored ones, from one ranged GET of the last 64 KB
-    assert got == stats
+    assert got == ShardStats.parse(stats)
     assert ranges == [f"bytes={size - 65536}-{size - 1}"]
 
 
 def test_train_tracker_counts_round_records_and_prices_their_workers(s3) -> None:
     store = storage.JobStore(BUCKET, s3)
     job_id = "train-20250101-120000-00aa11bb"
-    store.put_json(storage.spec_key(job_id), {"kind": "train",
-                                              "spec": {"model": "kmeans", "rounds": 4}})  # fmt: skip
-    workers = [{"worker": i, **_stats(str(i), 1.0 + i, 1024)} for i in range(2)]
+    store.put_json(storage.spec_key(job_id), {"kind": "train", "data_key": DATA_KEY,
+                   "spec": {"model": "kmeans", "features": ["a", "b"], "n_clusters": 2,
+                            "rounds": 4}})  # fmt: skip
+    workers = [{"worker": i, "memory_mb": 1024, "resource": "lambda-1024", "batch": 10,
+                "compute_s": 1.0 + i, "io_s": 0.0, "samples_per_s": 10 / (1.0 + i),
+                "predicted_samples_per_s": 10.0, "cold_start": False, "started_at": START,
+                "ended_at": START + 1.0 + i, "peak_rss_mb": 90.0} for i in range(2)]  # fmt: skip
     for r in range(2):
-        store.put_json(storage.train_round_key(job_id, r), {"round": r, "workers": workers})
+        store.put_json(storage.train_round_key(job_id, r),
+                       {"round": r, "phase": "train", "workers": workers, "round_s": 2.0,
+                        "idle_fraction": 0.25, "span_s": 2.0, "groups": [[0, 1]],
+                        "prediction_source": "job", "inertia": 1.0})  # fmt: skip
     # a worker's partial is not a round record
     store.put_arrays(storage.train_partial_key(job_id, 2, 0), {"x": np.zeros(2)})
     job = SimpleNamespace(client=_client(s3, FakeSfn()), job_id=job_id, execution_arn="arn:x")

@@ -25,6 +25,10 @@ from fanfit.report import (
 
 T0 = 1_700_000_000.0
 
+#: What every shard record of ESTIMATE has besides its own times (a valid ShardStats).
+_SHARD = {"stage": 0, "n_units": 1, "unit_fit_s": {}, "fit_s": 1.0, "io_s": 0.0, "memory_mb": 1769,
+          "peak_rss_mb": 100.0}  # fmt: skip
+
 ESTIMATE = {
     "model": "plr",
     "score": "partialling out",
@@ -49,6 +53,7 @@ ESTIMATE = {
                 "started_at": T0 + 0.0,
                 "ended_at": T0 + 2.0,
                 "cold_start": True,
+                **_SHARD,
             },
             {
                 "shard_id": "s0-w0-1",
@@ -56,6 +61,7 @@ ESTIMATE = {
                 "started_at": T0 + 0.25,
                 "ended_at": T0 + 1.75,
                 "cold_start": True,
+                **_SHARD,
             },
             {
                 "shard_id": "s0-w1-0",
@@ -63,6 +69,7 @@ ESTIMATE = {
                 "started_at": T0 + 2.0,
                 "ended_at": T0 + 3.5,
                 "cold_start": False,
+                **_SHARD,
             },
             {
                 "shard_id": "s0-w1-1",
@@ -70,6 +77,7 @@ ESTIMATE = {
                 "started_at": T0 + 2.5,
                 "ended_at": T0 + 4.0,
                 "cold_start": False,
+                **_SHARD,
             },
         ]  # fmt: skip
     },
@@ -90,10 +98,26 @@ ESTIMATE = {
 }
 
 
+def _result_json():
+    """ESTIMATE as the Aggregate step writes ``result.json`` (a valid EstimateResultDoc)."""
+    raw = {k: v for k, v in ESTIMATE.items() if k not in ("cost", "timings")}
+    timings = {"shards": ESTIMATE["timings"]["shards"], "billed_gb_s": 6.0, "lambda_cost_usd": 0.0001,
+               "aggregate": {"memory_mb": 1769, "peak_rss_mb": 120.0},
+               "price_usd_per_gb_s": 1.66667e-05, "price_usd_per_request": 2e-07}  # fmt: skip
+    return {**raw, "predictions_key": "jobs/est-test/predictions.npz",
+            "folds_key": "jobs/est-test/folds.npy", "timings": timings}  # fmt: skip
+
+
 def _worker(i, batch, compute_s, start, memory=1769, cold=False):
+    """A worker of a round record as TrainReduce writes it (a valid WorkerRecord)."""
     return {"worker": i, "batch": batch, "compute_s": compute_s, "memory_mb": memory,
-            "samples_per_s": batch / compute_s, "started_at": start,
-            "ended_at": start + compute_s + 0.1, "cold_start": cold}  # fmt: skip
+            "resource": f"lambda-{memory}", "io_s": 0.1, "samples_per_s": batch / compute_s,
+            "predicted_samples_per_s": batch / compute_s, "started_at": start,
+            "ended_at": start + compute_s + 0.1, "cold_start": cold, "peak_rss_mb": 100.0}  # fmt: skip
+
+
+#: What every round record of TRAIN has besides its own figures (a valid RoundRecord).
+_ROUND = {"phase": "train", "groups": [[0, 1]], "prediction_source": "job"}
 
 
 TRAIN = {
@@ -105,6 +129,8 @@ TRAIN = {
     "job_id": "train-test",
     "rounds": [
         {
+            **_ROUND,
+            "span_s": 2.1,
             "round": 0,
             "loss": 0.69,
             "round_s": 2.0,
@@ -112,6 +138,8 @@ TRAIN = {
             "workers": [_worker(0, 500, 1.0, T0, cold=True), _worker(1, 500, 2.0, T0, 885, True)],
         },
         {
+            **_ROUND,
+            "span_s": 1.5,
             "round": 1,
             "loss": 0.51,
             "round_s": 1.4,
@@ -119,6 +147,8 @@ TRAIN = {
             "workers": [_worker(0, 660, 1.3, T0 + 3), _worker(1, 340, 1.4, T0 + 3, 885)],
         },
         {
+            **_ROUND,
+            "span_s": 1.45,
             "round": 2,
             "loss": 0.44,
             "round_s": 1.35,
@@ -319,7 +349,7 @@ def test_write_report_accepts_result_objects(tmp_path):
     # GIVEN the client's result object (to_dict() is what the report reads)
     from fanfit.client import EstimateResult
 
-    raw = {k: v for k, v in ESTIMATE.items() if k not in ("cost", "timings")}
+    raw = _result_json()
     res = EstimateResult(raw=raw, timings=ESTIMATE["timings"])
     res.cost = ESTIMATE["cost"]
     write_report(res, tmp_path)
@@ -370,7 +400,7 @@ def test_cli_report_writes_the_report_of_an_ended_job(tmp_path, monkeypatch, cap
     # GIVEN a succeeded estimate job WHEN `fanfit report JOB --out DIR --output json`
     from fanfit.client import EstimateResult
 
-    raw = {k: v for k, v in ESTIMATE.items() if k not in ("cost", "timings")}
+    raw = _result_json()
     res = EstimateResult(raw=raw, timings=ESTIMATE["timings"], cost=ESTIMATE["cost"])
     code = _run_cli(monkeypatch, _FakeJob("SUCCEEDED", res), "--out", str(tmp_path / "r"),
                     "--output", "json")  # fmt: skip

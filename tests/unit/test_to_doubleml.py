@@ -298,15 +298,21 @@ def test_a_job_without_stored_predictions_says_so(aws):
     from fanfit import storage
     from fanfit.client import EstimateJob
 
-    # GIVEN a result aggregated by an older fanfit (no predictions object)
+    # GIVEN a result aggregated by an older fanfit (no predictions object at its key)
     store = storage.JobStore("fanfit-interop", aws.client("s3"))
     client = SimpleNamespace(store=store, s3=store.s3, sfn=_FakeSfn())
     job = EstimateJob(client, "old-job", "arn")  # type: ignore[arg-type]
+    timings = {"shards": [], "billed_gb_s": 0.0, "lambda_cost_usd": 0.0,
+               "aggregate": {"memory_mb": 1769, "peak_rss_mb": 100.0},
+               "price_usd_per_gb_s": 1.6667e-05, "price_usd_per_request": 2e-07}  # fmt: skip
     store.put_json(
         storage.result_key("old-job"),
         {k: {"d": 1.0} for k in ("coef", "se", "t_stat", "pval")}
         | {"all_coef": {"d": [1.0]}, "all_se": {"d": [1.0]}, "n_obs": 3, "n_folds": 2,
-           "n_rep": 1, "model": "plr", "score": "partialling out"},
+           "n_rep": 1, "model": "plr", "score": "partialling out", "d_cols": ["d"],
+           "ci_95": {"d": [0.0, 2.0]}, "job_id": "old-job", "execution_arn": "arn",
+           "predictions_key": storage.predictions_key("old-job"),
+           "folds_key": storage.input_folds_key("old-job"), "timings": timings},
     )  # fmt: skip
     # THEN asking for its predictions names the job and the key
     with pytest.raises(InvalidJobError, match="old-job has no stored out-of-fold predictions"):

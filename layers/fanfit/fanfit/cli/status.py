@@ -8,8 +8,10 @@ import logging
 from typing import Any
 
 from fanfit.cli import common
+from fanfit.jobs.documents.estimate import WaveSummary
+from fanfit.jobs.documents.record import JobRecord
 
-__all__ = ["add_parser", "run"]
+__all__ = ["add_parser", "print_wave", "run"]
 
 log = logging.getLogger("fanfit")
 
@@ -36,6 +38,7 @@ def run(args: argparse.Namespace) -> int:
     if args.output == "json":
         print(json.dumps(record, default=str))
         return 0
+    parsed = JobRecord.parse(record, source=f"the job record of {args.job_id}")
     for key in (
         "job_id",
         "status",
@@ -50,27 +53,39 @@ def run(args: argparse.Namespace) -> int:
         "failed_wave",
         "shard_error",
     ):
-        if record.get(key) is not None:
-            print(f"{key}: {record[key]}")
-    print(common.cost_line(cost, cost_error, record.get("status")))
-    schedule = record.get("schedule") or {}
-    for wave in schedule.get("waves", []):
-        d = wave["decision"]
-        predicted = d.get("predicted_makespan_s")
+        value = getattr(parsed, key)
+        if value is not None:
+            print(f"{key}: {value}")
+    print(common.cost_line(cost, cost_error, parsed.status))
+    if parsed.schedule is not None:
+        for wave in parsed.schedule.waves:
+            print_wave(wave)
+    return 0 if parsed.status != "FAILED" else common.EXIT_FAILED
+
+
+def print_wave(wave: WaveSummary) -> None:
+    """The lines of one wave of the job record's schedule: its decision, the throughput it used
+    and the partition it read.
+
+    A wave cut by the sizing policy names its shard size and the fits left; a wave placed only on
+    the GPU worker (``policy`` ``'gpu'``) or of a fixed size names what its decision holds.
+    """
+    d = wave.decision
+    size = f" of <= {d.units_per_shard} fit(s)" if d.units_per_shard is not None else ""
+    left = f"{d.n_units} fit(s) left; " if d.n_units is not None else ""
+    print(
+        f"stage {wave.stage} wave {wave.wave}: {'probe, ' if d.probe else ''}"
+        f"policy {d.policy}, {d.n_shards} shard(s){size}, "
+        f"max concurrency {d.max_concurrency}, "
+        f"{left}seconds per fit "
+        f"{common.fmt(d.seconds_per_unit)}, start-up {common.fmt(wave.startup_s)} s, "
+        f"predicted makespan {common.fmt(d.predicted_makespan_s)} s on {wave.resource}"
+    )
+    for signature, rate in sorted(wave.predicted_samples_per_s.items()):
+        print(f"    throughput {signature}: {rate:,.0f} samples/s")
+    if wave.partition is not None:
+        part = wave.partition
         print(
-            f"stage {wave['stage']} wave {wave['wave']}: {'probe, ' if d.get('probe') else ''}"
-            f"policy {d['policy']}, {d['n_shards']} shard(s) of <= {d['units_per_shard']} fit(s), "
-            f"max concurrency {d['max_concurrency']}, "
-            f"{d['n_units']} fit(s) left; seconds per fit "
-            f"{common.fmt(d.get('seconds_per_unit'))}, start-up {common.fmt(wave.get('startup_s'))} s, "
-            f"predicted makespan {common.fmt(predicted)} s on {wave['resource']}"
+            f"    partition {part.lambda_concurrency} of demand {part.demand} "
+            f"(gpus {part.gpus}, version {part.version})"
         )
-        for signature, rate in sorted(wave.get("predicted_samples_per_s", {}).items()):
-            print(f"    throughput {signature}: {rate:,.0f} samples/s")
-        if wave.get("partition"):
-            part = wave["partition"]
-            print(
-                f"    partition {part['lambda_concurrency']} of demand {part['demand']} "
-                f"(gpus {part['gpus']}, version {part['version']})"
-            )
-    return 0 if record.get("status") != "FAILED" else common.EXIT_FAILED

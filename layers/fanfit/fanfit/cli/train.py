@@ -9,6 +9,7 @@ from typing import Any
 
 from fanfit.cli import common, config
 from fanfit.client.options import TrainOptions
+from fanfit.jobs.documents.train import RoundRecord
 
 __all__ = ["add_parser", "print_train", "run"]
 
@@ -62,12 +63,13 @@ def print_train(result: Any, job_id: str) -> None:
     print(f"fanfit train {result.model}: {result.n_iter} round(s), job {job_id}")
     if result.inertia is not None:
         print(f"inertia: {result.inertia:.6g}")
-    for r in result.rounds:
-        batches = ",".join(str(w["batch"]) for w in r["workers"])
+    for rd in result.rounds:
+        r = RoundRecord.parse(rd, source="a round of result.json")
+        batches = ",".join(str(w.batch) for w in r.workers)
         print(
-            f"round {r['round']:>4} ({r['phase']}): batches {batches}; time {r['round_s']:.3f} s, "
-            f"idle {100 * r['idle_fraction']:.1f} %"
-            + (f", loss {r['loss']:.5g}" if r.get("loss") is not None else "")
+            f"round {r.round:>4} ({r.phase}): batches {batches}; time {r.round_s:.3f} s, "
+            f"idle {100 * r.idle_fraction:.1f} %"
+            + (f", loss {r.loss:.5g}" if r.loss is not None else "")
         )
     print(f"execution: {result.execution_arn}")
 

@@ -26,6 +26,7 @@ from fanfit.client.jobs import JobHandle
 from fanfit.client.options import EstimateOptions
 from fanfit.client.stack import Stack
 from fanfit.client.train import TrainJob, TrainResult, submit_train
+from fanfit.jobs.documents.record import JobRecord, SpecKind
 
 __all__ = ["Client"]
 
@@ -216,12 +217,17 @@ class Client:
             )
         out = []
         for item in self.partitions.jobs():
-            record = self.records.get(item["job_id"]) or {}
+            got = self.records.get(item["job_id"])
+            record = (
+                None
+                if got is None
+                else JobRecord.parse(got, source=f"the job record of {item['job_id']}")
+            )
             out.append(
                 {
                     "job_id": item["job_id"],
                     "kind": item.get("kind", ""),
-                    "status": record.get("status", "UNKNOWN"),
+                    "status": (record.status if record is not None else None) or "UNKNOWN",
                     "demand": int(item.get("demand", 0)),
                     "partition": int(item.get("partition", 0)),
                     "gpu_demand": int(item.get("gpu_demand", 0)),
@@ -371,12 +377,12 @@ class Client:
         """
         key = storage.spec_key(job_id)
         job = self.store.get_json(key)  # JobNotFoundError when there is no such job
-        kind = job.get("kind", "estimate") if isinstance(job, dict) else None
-        if kind not in ("estimate", "train"):
+        try:
+            kind = SpecKind.parse(job, source=key).kind
+        except errors.InvalidDocumentError as exc:
             raise errors.InvalidJobError(
-                f"job {job_id!r}: {key} names no job kind fanfit resumes (estimate or train); "
-                f"got {kind!r}"
-            )
+                f"job {job_id!r}: {key} names no job kind fanfit resumes (estimate or train): {exc}"
+            ) from None
         machine = self.stack.estimate_state_machine_arn
         if kind == "train":
             if not self.stack.train_state_machine_arn:
@@ -384,18 +390,19 @@ class Client:
                     f"stack {self.stack.name!r} has no TrainStateMachineArn output; redeploy it"
                 )
             machine = self.stack.train_state_machine_arn
-        record = self.records.get(job_id) or {}
-        if record.get("execution_arn"):
+        got = self.records.get(job_id)
+        record = JobRecord.parse(got or {"job_id": job_id}, source=f"the job record of {job_id}")
+        if record.execution_arn:
             try:
                 running = (
-                    self.sfn.describe_execution(executionArn=record["execution_arn"])["status"]
+                    self.sfn.describe_execution(executionArn=record.execution_arn)["status"]
                     == "RUNNING"
                 )
             except Exception:  # the execution is gone (a restarted local stack)
                 running = False
             if running:
                 raise errors.InvalidJobError(
-                    f"job {job_id!r} is still running ({record['execution_arn']}); wait for it or "
+                    f"job {job_id!r} is still running ({record.execution_arn}); wait for it or "
                     "stop it before resuming"
                 )
         started = self.sfn.start_execution(
@@ -431,15 +438,16 @@ class Client:
         fanfit.errors.InvalidJobError
             The stack has no record of the job, or none with an execution.
         """
-        record = self.records.get(job_id)
-        if record is None or "execution_arn" not in record:
+        got = self.records.get(job_id)
+        record = None if got is None else JobRecord.parse(got, source=f"the job record of {job_id}")
+        if record is None or record.execution_arn is None:
             raise errors.InvalidJobError(f"no job {job_id!r} on stack {self.stack.name!r}")
-        kind = record.get("kind")
+        kind = record.kind
         if kind not in _HANDLES:
+            key = storage.spec_key(job_id)
             try:
-                spec = self.store.get_json(storage.spec_key(job_id))
+                kind = SpecKind.parse(self.store.get_json(key), source=key).kind
             except errors.FanfitError:  # no spec (a record from elsewhere): an estimate
-                spec = {}
-            kind = spec.get("kind") if isinstance(spec, dict) else None
+                kind = "estimate"
         handle = _HANDLES.get(str(kind), EstimateJob)
-        return handle(self, job_id, record["execution_arn"])  # type: ignore[return-value]
+        return handle(self, job_id, record.execution_arn)  # type: ignore[return-value]

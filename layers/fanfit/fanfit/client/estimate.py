@@ -19,17 +19,19 @@ from fanfit.client.check import check_estimate
 from fanfit.client.data import read_table, to_matrix
 from fanfit.client.jobs import JobHandle, StackClient, cost_or_none
 from fanfit.client.options import EstimateOptions
+from fanfit.jobs.documents.estimate import EstimatePlan, EstimateResultDoc, EstimateSpec
+from fanfit.jobs.states import EstimateState
 
 __all__ = ["EstimateJob", "EstimateResult", "submit_estimate"]
 
-#: State names of orchestrator/estimate.asl.json, grouped into the phases reported in ``timings``.
-_PHASES = {
-    "Validate the job and write its plan": "prepare_s",
-    "Plan the next stage from the predictions so far": "prepare_s",
-    "Size the first wave of shards from measured throughput": "prepare_s",
-    "Cross-fit every shard of the wave": "crossfit_s",
-    "Record the wave's throughput and size the next wave": "crossfit_s",
-    "Aggregate the predictions into the estimate": "aggregate_s",
+#: States of orchestrator/estimate.asl.json (:class:`~fanfit.jobs.states.EstimateState`), grouped into the phases reported in ``timings``.
+_PHASES: dict[str, str] = {
+    EstimateState.PREPARE: "prepare_s",
+    EstimateState.PREPARE_NEXT_STAGE: "prepare_s",
+    EstimateState.SCHEDULE_FIRST_WAVE: "prepare_s",
+    EstimateState.CROSSFIT_WAVE: "crossfit_s",
+    EstimateState.SCHEDULE_NEXT_WAVE: "crossfit_s",
+    EstimateState.AGGREGATE: "aggregate_s",
 }
 
 
@@ -50,6 +52,8 @@ class EstimateResult:
         Wall seconds of the phases, per-shard statistics, billed GB-seconds and estimated USD.
     raw : dict
         ``result.json`` as the Aggregate step wrote it.
+    doc : EstimateResultDoc
+        ``raw`` parsed through its model (:class:`fanfit.jobs.documents.estimate.EstimateResultDoc`).
     cost : dict or None
         :meth:`fanfit.cost.JobCost.to_dict` of the job (USD), when it could be counted.
     job : EstimateJob or None
@@ -62,17 +66,17 @@ class EstimateResult:
     cost: dict[str, Any] | None = field(default=None, compare=False)
 
     def __post_init__(self) -> None:
-        r = self.raw
-        self.d_cols: list[str] = list(r["coef"])
-        self.coef = np.array([r["coef"][d] for d in self.d_cols])
-        self.se = np.array([r["se"][d] for d in self.d_cols])
-        self.t_stat = np.array([r["t_stat"][d] for d in self.d_cols])
-        self.pval = np.array([r["pval"][d] for d in self.d_cols])
-        self.all_coef = np.array([r["all_coef"][d] for d in self.d_cols])
-        self.all_se = np.array([r["all_se"][d] for d in self.d_cols])
-        self.n_obs, self.n_folds, self.n_rep = r["n_obs"], r["n_folds"], r["n_rep"]
-        self.model, self.score = r["model"], r["score"]
-        self.execution_arn = r.get("execution_arn", "")
+        r = self.doc = EstimateResultDoc.parse(self.raw, source="result.json")
+        self.d_cols: list[str] = list(r.coef)
+        self.coef = np.array([r.coef[d] for d in self.d_cols])
+        self.se = np.array([r.se[d] for d in self.d_cols])
+        self.t_stat = np.array([r.t_stat[d] for d in self.d_cols])
+        self.pval = np.array([r.pval[d] for d in self.d_cols])
+        self.all_coef = np.array([r.all_coef[d] for d in self.d_cols])
+        self.all_se = np.array([r.all_se[d] for d in self.d_cols])
+        self.n_obs, self.n_folds, self.n_rep = r.n_obs, r.n_folds, r.n_rep
+        self.model, self.score = r.model, r.score
+        self.execution_arn = r.execution_arn
 
     def confint(self, joint: bool = False, level: float = 0.95) -> pd.DataFrame:
         """Confidence intervals, as DoubleML's ``confint``.
@@ -99,12 +103,13 @@ class EstimateResult:
         a = (1.0 - level) / 2.0
         cols = [f"{100 * a:.1f} %", f"{100 * (1 - a):.1f} %"]
         if joint:
-            if "ci_joint_95" not in self.raw or not math.isclose(level, 0.95):
+            joint_ci = self.doc.ci_joint_95
+            if joint_ci is None or not math.isclose(level, 0.95):
                 raise errors.InvalidJobError(
                     "joint intervals need a job run with boot_method ('normal', 'Bayes' or 'wild') "
                     "and level=0.95"
                 )
-            ci = np.array([self.raw["ci_joint_95"][d] for d in self.d_cols])
+            ci = np.array([joint_ci[d] for d in self.d_cols])
         else:
             from scipy.stats import norm
 
@@ -141,10 +146,11 @@ class EstimateResult:
         n_folds, n_rep, model, score, execution_arn, timings."""
         keys = ("coef", "se", "t_stat", "pval", "ci_95", "all_coef", "all_se", "n_obs", "n_folds",
                 "n_rep", "model", "score")  # fmt: skip
-        out = {k: self.raw[k] for k in keys}
+        doc = self.doc.to_json_dict()
+        out = {k: doc[k] for k in keys}
         for k in ("ci_joint_95", "boot_method"):
-            if k in self.raw:
-                out[k] = self.raw[k]
+            if k in doc:
+                out[k] = doc[k]
         out["execution_arn"] = self.execution_arn
         out["timings"] = self.timings
         if self.cost is not None:
@@ -167,8 +173,9 @@ class EstimateJob(JobHandle):
         """Wait for the job and read its result (cached); ``progress`` as in :meth:`wait`."""
         if self._result is None:
             self.wait(timeout, progress=progress)
-            raw = self.client.store.get_json(storage.result_key(self.job_id))
-            timings = dict(raw.get("timings", {}))
+            key = storage.result_key(self.job_id)
+            raw = self.client.store.get_json(key)
+            timings = EstimateResultDoc.parse(raw, source=key).timings.to_json_dict()
             timings.update(self.phase_seconds())
             self._result = EstimateResult(raw=raw, timings=timings, job=self)
             self._result.cost = cost_or_none(self)
@@ -176,14 +183,16 @@ class EstimateJob(JobHandle):
 
     def spec(self) -> dml.DMLSpec:
         """The job's validated spec, from the plan Prepare wrote."""
-        return dml.DMLSpec.from_dict(
-            self.client.store.get_json(storage.plan_key(self.job_id))["dml"]
-        )
+        return self._plan().dml
+
+    def _plan(self) -> EstimatePlan:
+        """The job's plan (``plan.json``, written by Prepare), parsed through its model."""
+        key = storage.plan_key(self.job_id)
+        return EstimatePlan.parse(self.client.store.get_json(key), source=key)
 
     def folds(self) -> np.ndarray:
         """The job's folds, int64 of shape (n_obs, n_rep): the test fold of each row and repetition."""
-        plan = self.client.store.get_json(storage.plan_key(self.job_id))
-        return np.asarray(self.client.store.get_array(plan["folds_key"]))
+        return np.asarray(self.client.store.get_array(self._plan().folds_key))
 
     def predictions(self) -> dict[str, dict[str, np.ndarray]]:
         """The out-of-fold predictions the estimate was aggregated from, in DoubleML's
@@ -196,7 +205,7 @@ class EstimateJob(JobHandle):
         """
         from fanfit.dml.interop import predictions_from_arrays
 
-        key = self.result().raw.get("predictions_key") or storage.predictions_key(self.job_id)
+        key = self.result().doc.predictions_key
         if not self.client.store.exists(key):
             raise errors.InvalidJobError(
                 f"job {self.job_id} has no stored out-of-fold predictions ({key}); it was aggregated "
@@ -238,19 +247,19 @@ class EstimateJob(JobHandle):
 
         import_doubleml()  # fail before downloading anything
         result = self.result()
-        plan = self.client.store.get_json(storage.plan_key(self.job_id))
-        spec = dml.DMLSpec.from_dict(plan["dml"])
+        plan = self._plan()
+        spec = plan.dml
         if data is None:
-            names, values = self.client.store.get_data(plan["data_key"])
+            names, values = self.client.store.get_data(plan.data_key)
         else:
             names, values = to_matrix(read_table(data, self.client.s3), list(spec.used_cols))
-            if storage.encode_data(names, values)[0] != plan["data_key"]:
+            if storage.encode_data(names, values)[0] != plan.data_key:
                 raise errors.InvalidDataError(
                     f"the columns {', '.join(spec.used_cols)} of this data differ from the data job "
                     f"{self.job_id} ran on; pass the same file, or no data to use the job's copy"
                 )
         dml_data = dml.validate_data(spec, names, values)
-        folds = self.client.store.get_array(plan["folds_key"])
+        folds = self.client.store.get_array(plan.folds_key)
         obj = to_doubleml(spec, dml_data, folds, self.predictions(), bootstrap=bootstrap)
         if not np.allclose(obj.coef, result.coef, rtol=1e-9, atol=0.0):
             raise errors.InvalidDataError(
@@ -333,19 +342,20 @@ def submit_estimate(
     client.check_limits("estimate", n_rows=int(values.shape[0]), n_cols=int(values.shape[1]))
 
     job_id = job_id or f"est-{time.strftime('%Y%m%d-%H%M%S')}-{uuid.uuid4().hex[:8]}"
-    job: dict[str, Any] = {
-        "kind": "estimate",
-        "dml": spec.to_dict(),
-        "data_key": client.store.put_data(names, values),
-        "folds_key": None,
-        "max_concurrency": max_concurrency,
-        "units_per_shard": checked.units_per_shard,
-        "sharding": checked.sharding,
-        "weight": checked.weight,
-    }
+    folds_key = None
     if fold_array is not None:
-        job["folds_key"] = client.store.put_array(storage.input_folds_key(job_id), fold_array)
-    key = client.store.put_json(storage.spec_key(job_id), job)
+        folds_key = client.store.put_array(storage.input_folds_key(job_id), fold_array)
+    # The document Prepare validates (EstimateSpec), written through its model.
+    job = EstimateSpec(
+        dml=spec.to_dict(),
+        data_key=client.store.put_data(names, values),
+        folds_key=folds_key,
+        max_concurrency=max_concurrency,
+        units_per_shard=checked.units_per_shard,
+        sharding=checked.sharding,
+        weight=checked.weight,
+    )
+    key = client.store.put_json(storage.spec_key(job_id), job.to_json_dict())
     started = client.sfn.start_execution(
         stateMachineArn=client.stack.estimate_state_machine_arn,
         name=job_id,

@@ -15,6 +15,8 @@ from typing import TYPE_CHECKING, Any, Protocol, Self
 
 from fanfit import errors, storage
 from fanfit.client.stack import Stack
+from fanfit.jobs.documents.estimate import EstimateResultDoc
+from fanfit.jobs.documents.record import JobRecord
 
 if TYPE_CHECKING:
     from fanfit.cost import JobCost
@@ -160,20 +162,27 @@ class JobHandle:
         """The :class:`~fanfit.errors.ShardFailedError` of a job whose shard kept failing: the shard
         and its last error from the job record (``failed_shard``, ``shard_error``), else from the
         execution's cause."""
+        record = JobRecord(job_id=self.job_id)
         try:
-            record = self.client.records.get(self.job_id) or {}
-        except Exception:  # a record that cannot be read: the cause still names the shard
-            record = {}
+            got = self.client.records.get(self.job_id)
+            if got is not None:
+                record = JobRecord.parse(got, source=f"the job record of {self.job_id}")
+        except Exception as exc:  # a record that cannot be read: the cause still names the shard
+            log.debug("cannot read the record of job %s: %s", self.job_id, exc)
         found = re.search(r"shard (\d+) \(stage (\d+), wave (\d+)\)", message)
-        shard_id = record.get("failed_shard") or (found.group(1) if found else None)
-        stage = record.get("failed_stage", int(found.group(2)) if found else None)
-        wave = record.get("failed_wave", int(found.group(3)) if found else None)
+        shard_id = record.failed_shard or (found.group(1) if found else None)
+        stage = record.failed_stage
+        if stage is None and found:
+            stage = int(found.group(2))
+        wave = record.failed_wave
+        if wave is None and found:
+            wave = int(found.group(3))
         return errors.ShardFailedError(
             f"job {self.job_id} failed: {message}",
             shard_id=None if shard_id is None else str(shard_id),
             stage=stage,
             wave=wave,
-            last_error=str(record.get("shard_error") or ""),
+            last_error=str(record.shard_error or ""),
         )
 
     def cost(self, prices: PriceTable | None = None, *, refresh: bool = False) -> JobCost:
@@ -193,7 +202,9 @@ class JobHandle:
         botocore.exceptions.ClientError
             If the execution history cannot be read.
         """
-        return collect_cost(self.client, self.job_id, self.execution_arn, prices, refresh)
+        return collect_cost(
+            self.client, self.job_id, self.execution_arn, prices, refresh, kind=self.kind
+        )
 
     def record(self) -> dict[str, Any]:
         """The job record in the job table (``{"job_id": ...}`` when there is none)."""
@@ -201,11 +212,17 @@ class JobHandle:
 
 
 def collect_cost(
-    client: StackClient, job_id: str, execution_arn: str, prices: PriceTable | None, refresh: bool
+    client: StackClient,
+    job_id: str,
+    execution_arn: str,
+    prices: PriceTable | None,
+    refresh: bool,
+    kind: str = "estimate",
 ) -> JobCost:
     """The cost of a job of any kind (:meth:`JobHandle.cost`): the one kept in its record, unless
     ``prices`` or ``refresh``; else counted from the execution history and kept in the record
-    once the job has ended.
+    once the job has ended. ``kind`` ``'estimate'``: the shard records of its ``result.json``
+    stand in for Distributed Map children without a readable history.
 
     Returns
     -------
@@ -220,13 +237,15 @@ def collect_cost(
     from fanfit.cost import JobCost, collect_job_cost
     from fanfit.prices import DEFAULT_PRICES
 
-    record = client.records.get(job_id) or {}
-    if prices is None and not refresh and isinstance(record.get("cost"), dict):
-        return JobCost.from_dict(record["cost"])
+    got = client.records.get(job_id)
+    record = JobRecord.parse(got, source=f"the job record of {job_id}") if got else None
+    if prices is None and not refresh and record is not None and record.cost is not None:
+        return JobCost.from_dict(record.cost)
     status = client.sfn.describe_execution(executionArn=execution_arn)["status"]
     shards = None
-    if status == "SUCCEEDED" and client.store.exists(storage.result_key(job_id)):
-        shards = client.store.get_json(storage.result_key(job_id)).get("timings", {}).get("shards")
+    key = storage.result_key(job_id)
+    if kind == "estimate" and status == "SUCCEEDED" and client.store.exists(key):
+        shards = EstimateResultDoc.parse(client.store.get_json(key), source=key).timings.shards
     cost = collect_job_cost(
         client.sfn,
         execution_arn,

@@ -33,7 +33,9 @@ from fanfit.client.options import (
     check_str,
     check_weight,
 )
-from fanfit.jobs.documents.train import TrainSpec
+from fanfit.jobs.documents.train import TrainJobFile, TrainSpec
+from fanfit.jobs.documents.train import TrainResult as TrainResultDoc
+from fanfit.jobs.states import TrainState
 
 __all__ = ["TrainJob", "TrainResult", "build_train_spec", "submit_train"]
 
@@ -42,7 +44,7 @@ _ERRORS: dict[str, type[errors.FanfitError]] = {
     "InvalidDataError": errors.InvalidDataError,
 }
 #: The Map state of orchestrator/train.asl.json: one entry and exit per round.
-_ROUND_STATE = "Run every worker's step of the round"
+_ROUND_STATE = TrainState.RUN_ROUND
 
 
 def _as_list(value: str | Sequence[Any] | None) -> list[str]:
@@ -197,6 +199,8 @@ class TrainResult:
     ----------
     raw : dict
         ``result.json`` as TrainFinalize wrote it.
+    doc : fanfit.jobs.documents.train.TrainResult
+        ``raw`` parsed through its model.
     model : str
     centroids : ndarray of shape (k, d) or None
         K-Means.
@@ -231,30 +235,34 @@ class TrainResult:
     cost: dict[str, Any] | None = field(default=None, compare=False)
 
     def __post_init__(self) -> None:
-        r = self.raw
-        self.model: str = r["model"]
-        self.centroids = np.asarray(r["centroids"]) if "centroids" in r else None
-        self.inertia: float | None = r.get("inertia")
-        self.coef = np.asarray(r["coef"]) if "coef" in r else None
-        self.intercept = np.asarray(r["intercept"]) if "intercept" in r else None
+        r = self.doc = TrainResultDoc.parse(self.raw, source="result.json")
+        self.model: str = r.model
+        self.centroids = None if r.centroids is None else np.asarray(r.centroids)
+        self.inertia: float | None = r.inertia
+        self.coef = None if r.coef is None else np.asarray(r.coef)
+        self.intercept = None if r.intercept is None else np.asarray(r.intercept)
         self.params: dict[str, np.ndarray] | None = (
-            {k: np.asarray(v, dtype=np.float64) for k, v in r["params"].items()}
-            if "params" in r
-            else None
+            None
+            if r.params is None
+            else {k: np.asarray(v, dtype=np.float64) for k, v in r.params.items()}
         )
-        self.hidden: list[int] | None = r.get("hidden")
-        self.loss: list[float] | None = r.get("loss")
-        self.classes: list[float] | None = r.get("classes")
-        self.n_iter: int = int(r["n_iter"])
-        self.rounds: list[dict[str, Any]] = list(r["rounds"])
-        self.execution_arn: str = r.get("execution_arn", "")
+        self.hidden: list[int] | None = r.hidden
+        self.loss: list[float | None] | None = r.loss
+        self.classes: list[float] | None = r.classes
+        if r.n_iter is None:
+            raise errors.InvalidDocumentError(
+                "malformed TrainResult (result.json): n_iter: missing"
+            )
+        self.n_iter: int = r.n_iter
+        self.rounds: list[dict[str, Any]] = [rd.to_json_dict() for rd in r.rounds]
+        self.execution_arn: str = r.execution_arn
 
     def transform(self, X: np.ndarray) -> np.ndarray:
         """Apply the job's standardisation (if any) to features ``X`` of shape (n, d)."""
         X = np.asarray(X, dtype=np.float64)
-        if self.raw.get("mean") is None:
+        if self.doc.mean is None:
             return X
-        return (X - np.asarray(self.raw["mean"])) / np.asarray(self.raw["scale"])
+        return (X - np.asarray(self.doc.mean)) / np.asarray(self.doc.scale)
 
     def predict(self, X: np.ndarray) -> np.ndarray:
         """Predictions for raw features ``X`` (n, d): class labels (logreg, mlp), values (linreg)
@@ -263,7 +271,7 @@ class TrainResult:
         if self.model == "kmeans":
             from fanfit.train.kmeans import kmeans_predict
 
-            return kmeans_predict(Z, np.asarray(self.raw["centroids"]))
+            return kmeans_predict(Z, np.asarray(self.centroids))
         if self.model == "mlp":
             from fanfit.train.mlp import mlp_predict
 
@@ -276,7 +284,7 @@ class TrainResult:
 
     def to_dict(self) -> dict[str, Any]:
         """The ``--output json`` object: ``result.json`` plus ``timings`` and ``cost``."""
-        out = {**self.raw, "timings": {**self.raw.get("timings", {}), **self.timings}}
+        out = {**self.doc.to_json_dict(), "timings": {**self.doc.timings, **self.timings}}
         if self.cost is not None:
             out["cost"] = self.cost
         return out
@@ -337,13 +345,13 @@ class TrainJob(JobHandle):
         """
         if self._result is None:
             self.wait(timeout, progress=progress)
-            raw = self.client.store.get_json(storage.result_key(self.job_id))
+            key = storage.result_key(self.job_id)
+            doc = TrainResultDoc.parse(self.client.store.get_json(key), source=key)
             walls = self.round_wall_seconds()
-            rounds = raw["rounds"]
-            skipped = max(len(rounds) - len(walls), 0)
-            for i, record in enumerate(rounds):
-                record["wall_s"] = walls[i - skipped] if i >= skipped else None
-            self._result = TrainResult(raw=raw, timings={"round_wall_s": walls})
+            skipped = max(len(doc.rounds) - len(walls), 0)
+            for i, record in enumerate(doc.rounds):
+                record.wall_s = walls[i - skipped] if i >= skipped else None
+            self._result = TrainResult(raw=doc.to_json_dict(), timings={"round_wall_s": walls})
             self._result.cost = cost_or_none(self)
         return self._result
 
@@ -401,22 +409,21 @@ def submit_train(
     # Data over a function's memory is rejected before anything is uploaded or started.
     client.check_limits("train", n_rows=int(values.shape[0]), n_cols=int(values.shape[1]))
     job_id = job_id or f"train-{time.strftime('%Y%m%d-%H%M%S')}-{uuid.uuid4().hex[:8]}"
-    job: dict[str, Any] = {
-        "kind": "train",
-        "spec": spec.to_dict(),
-        "data_key": client.store.put_data(names, values),
-        "init_key": None,
-        "weight": weight,
-    }
-    if init is not None:
-        centroids = np.asarray(init, dtype=np.float64)
-        if centroids.shape != (spec.n_clusters, len(spec.features)):
-            raise errors.InvalidJobError(
-                f"init must have shape (n_clusters, n_features) = ({spec.n_clusters}, "
-                f"{len(spec.features)}); got {centroids.shape}"
-            )
-        job["init_key"] = client.store.put_array(storage.input_init_key(job_id), centroids)
-    key = client.store.put_json(storage.spec_key(job_id), job)
+    centroids = None if init is None else np.asarray(init, dtype=np.float64)
+    if centroids is not None and centroids.shape != (spec.n_clusters, len(spec.features)):
+        raise errors.InvalidJobError(
+            f"init must have shape (n_clusters, n_features) = ({spec.n_clusters}, "
+            f"{len(spec.features)}); got {centroids.shape}"
+        )
+    data_key = client.store.put_data(names, values)
+    init_key = (
+        None
+        if centroids is None
+        else client.store.put_array(storage.input_init_key(job_id), centroids)
+    )
+    # The document TrainInit validates (TrainJobFile), written through its model.
+    job = TrainJobFile(spec=spec.to_dict(), data_key=data_key, init_key=init_key, weight=weight)
+    key = client.store.put_json(storage.spec_key(job_id), job.to_json_dict())
     started = client.sfn.start_execution(
         stateMachineArn=client.stack.train_state_machine_arn,
         name=job_id,

@@ -19,7 +19,8 @@ from fanfit.cost.history import (
     loads_json,
     processor_state_counts,
 )
-from fanfit.cost.pricing import JobCost, job_cost, record_duration_s
+from fanfit.cost.pricing import JobCost, job_cost
+from fanfit.jobs.documents.estimate import ShardStats
 from fanfit.prices import DEFAULT_PRICES, PriceTable
 from fanfit.sched.resources import GPU_PREFIX
 
@@ -110,7 +111,7 @@ def collect_job_cost(
     execution_arn: str,
     *,
     lambda_client: Any = None,
-    shard_records: Sequence[Mapping[str, Any]] | None = None,
+    shard_records: Sequence[ShardStats | Mapping[str, Any]] | None = None,
     shard_function: str = "CrossFit",
     prices: PriceTable = DEFAULT_PRICES,
 ) -> JobCost:
@@ -124,11 +125,12 @@ def collect_job_cost(
     lambda_client : botocore Lambda client, optional
         For the configured memory of functions whose payload does not report it; without it
         those functions' GB-seconds are left out (and a note says so).
-    shard_records : sequence of dict, optional
-        The job's shard statistics (``started_at``, ``ended_at``, ``memory_mb``), used for the
-        Lambda invocations of Distributed Map children when their histories cannot be read; a
-        record with ``placement == 'gpu'`` (or a ``resource`` starting with ``gpu:``) is a
-        Batch job of that duration instead (``instance_type`` when it names one).
+    shard_records : sequence of ShardStats (or their dicts), optional
+        The job's shard statistics (``timings.shards`` of ``result.json``:
+        :class:`fanfit.jobs.documents.estimate.ShardStats`, a dict is parsed through it), used
+        for the Lambda invocations of Distributed Map children when their histories cannot be
+        read; a record with ``placement == 'gpu'`` (or a ``resource`` starting with ``gpu:``)
+        is a Batch job of that duration instead, at the table's ``gpu_instance_type``.
     shard_function : str
         Function name given to those invocations.
     prices : PriceTable
@@ -141,7 +143,13 @@ def collect_job_cost(
     ------
     botocore.exceptions.ClientError
         If the parent execution's history cannot be read.
+    fanfit.errors.InvalidDocumentError
+        A shard record that does not fit :class:`ShardStats` (naming the field).
     """
+    shards = [
+        s if isinstance(s, ShardStats) else ShardStats.parse(s, source=f"shard record {i}")
+        for i, s in enumerate(shard_records or ())
+    ]
     notes: list[str] = []
     parent = _history(sfn, execution_arn)
     histories = [parent]
@@ -190,19 +198,14 @@ def collect_job_cost(
         invocations += found
         notes += [n for n in found_notes if n not in notes]
         batch_jobs += batch_jobs_from_history(events)
-    if unread_children and shard_records:
-        for s in shard_records:
-            if s.get("placement") == "gpu" or str(s.get("resource", "")).startswith(GPU_PREFIX):
-                batch_jobs.append(
-                    {"instance_s": record_duration_s(s), "instance_type": s.get("instance_type")}
-                )
+    if unread_children:
+        for s in shards:
+            seconds = s.ended_at - s.started_at
+            if s.placement == "gpu" or (s.resource or "").startswith(GPU_PREFIX):
+                batch_jobs.append({"instance_s": seconds, "instance_type": None})
             else:
                 invocations.append(
-                    {
-                        "function": shard_function,
-                        "memory_mb": s["memory_mb"],
-                        "duration_s": record_duration_s(s),
-                    }
+                    {"function": shard_function, "memory_mb": s.memory_mb, "duration_s": seconds}
                 )
     billable = [i for i in invocations if i.get("memory_mb") is not None]
     # Requests are billed whatever the memory: count the unknown-memory ones at 0 MB.

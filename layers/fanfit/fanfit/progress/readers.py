@@ -18,12 +18,16 @@ import zipfile
 from collections.abc import Callable, Mapping
 from dataclasses import replace
 from datetime import datetime
-from typing import Any
+from typing import Any, TypeVar
 
 import numpy as np
 
 from fanfit import errors, storage
 from fanfit.cost.history import count_state_transitions
+from fanfit.jobs.documents import Document
+from fanfit.jobs.documents.estimate import EstimateSpec, ShardStats, StageSchedule, StepRecord
+from fanfit.jobs.documents.train import RoundRecord, TrainJobFile, TrainSpec
+from fanfit.jobs.states import EstimateState, TrainState
 from fanfit.prices import DEFAULT_PRICES, PriceTable
 from fanfit.progress.snapshot import (
     JobProgress,
@@ -36,18 +40,20 @@ __all__ = ["PROGRESS_INTERVAL_S", "ProgressTracker", "read_shard_stats"]
 
 log = logging.getLogger(__name__)
 
+_D = TypeVar("_D", bound=Document)
+
 #: Fewest seconds between two snapshots of one job (each snapshot reads S3 and the history).
 PROGRESS_INTERVAL_S = 1.0
 
-#: State names of the orchestrator's definitions, shown as the phase of the job.
-_PHASES = {
-    "Validate the job and write its plan": "preparing",
-    "Plan the next stage from the predictions so far": "preparing",
-    "Size the first wave of shards from measured throughput": "scheduling",
-    "Cross-fit every shard of the wave": "cross-fitting",
-    "Record the wave's throughput and size the next wave": "scheduling",
-    "Aggregate the predictions into the estimate": "aggregating",
-    "Run every worker's step of the round": "training",
+#: States of the orchestrator's definitions (:mod:`fanfit.jobs.states`), shown as the job's phase.
+_PHASES: dict[str, str] = {
+    EstimateState.PREPARE: "preparing",
+    EstimateState.PREPARE_NEXT_STAGE: "preparing",
+    EstimateState.SCHEDULE_FIRST_WAVE: "scheduling",
+    EstimateState.CROSSFIT_WAVE: "cross-fitting",
+    EstimateState.SCHEDULE_NEXT_WAVE: "scheduling",
+    EstimateState.AGGREGATE: "aggregating",
+    TrainState.RUN_ROUND: "training",
 }
 
 
@@ -106,7 +112,7 @@ class _RangedObject(io.RawIOBase):
         return n
 
 
-def read_shard_stats(s3: Any, bucket: str, key: str, size: int) -> dict[str, Any]:
+def read_shard_stats(s3: Any, bucket: str, key: str, size: int) -> ShardStats:
     """The ``__stats__`` of a shard's predictions object, without downloading the predictions.
 
     Parameters
@@ -118,20 +124,39 @@ def read_shard_stats(s3: Any, bucket: str, key: str, size: int) -> dict[str, Any
 
     Returns
     -------
-    dict
-        What :func:`fanfit.jobs.estimate.crossfit_shard` stored: ``started_at``, ``ended_at``,
-        ``memory_mb``, ``placement``, ``resource``, ...
+    ShardStats
+        What CrossFit stored (:class:`fanfit.jobs.documents.estimate.ShardStats`): ``started_at``,
+        ``ended_at``, ``memory_mb``, ``placement``, ``resource``, ...
 
     Raises
     ------
     KeyError
         The object has no ``__stats__``.
+    fanfit.errors.InvalidDocumentError
+        Its ``__stats__`` do not fit :class:`ShardStats`.
     OSError, zipfile.BadZipFile
         It is not an ``.npz``.
     """
     with zipfile.ZipFile(_RangedObject(s3, bucket, key, size)) as zf, zf.open("__stats__.npy") as f:
         stats = json.loads(str(np.lib.format.read_array(f, allow_pickle=False)))
-    return dict(stats)
+    return ShardStats.parse(stats, source=f"__stats__ of {key}")
+
+
+def _priced(
+    function: str,
+    started_at: float,
+    ended_at: float,
+    memory_mb: int,
+    placement: str = "lambda",
+    resource: str | None = None,
+) -> dict[str, Any]:
+    """The record :func:`~fanfit.progress.snapshot.running_cost_usd` prices, from the fields of a
+    parsed document (a shard's statistics, a step's record, a wave entry, a round's worker)."""
+    out: dict[str, Any] = {"function": function, "started_at": started_at, "ended_at": ended_at,
+                           "memory_mb": memory_mb, "placement": placement}  # fmt: skip
+    if resource is not None:
+        out["resource"] = resource
+    return out
 
 
 def _epoch(value: Any) -> float | None:
@@ -198,10 +223,12 @@ class ProgressTracker:
         self.events: list[dict[str, Any]] = []
         self._last_event_id = 0
         self._phase: str | None = None
-        self._spec: dict[str, Any] | None = None
-        self._records: dict[str, dict[str, Any]] = {}  # key -> shard stats / step / worker record
-        self._schedules: dict[int, dict[str, Any]] = {}
-        self._etags: dict[str, tuple[str, dict[str, Any]]] = {}  # key -> (ETag, parsed JSON)
+        self._spec: EstimateSpec | TrainJobFile | None = None
+        #: key -> the priced record (:func:`_priced`) of a shard, a step or a worker; ``{}``: a
+        #: shard counted but not priced (its statistics could not be read yet)
+        self._records: dict[str, dict[str, Any]] = {}
+        self._schedules: dict[int, StageSchedule] = {}
+        self._etags: dict[str, tuple[str, StageSchedule]] = {}  # key -> (ETag, parsed schedule)
         self._done: dict[int, set[str]] = {}
         self._rounds_done = 0
         self._last: JobProgress | None = None
@@ -237,13 +264,20 @@ class ProgressTracker:
                 self._phase = _PHASES.get(name, self._phase)
                 break
 
-    def _spec_json(self) -> dict[str, Any] | None:
+    def _read_spec(self) -> EstimateSpec | TrainJobFile | None:
+        """The job's ``spec.json`` through the model of its kind (None while it is missing)."""
         if self._spec is None:
+            key = storage.spec_key(self.job_id)
             try:
-                self._spec = self.store.get_json(storage.spec_key(self.job_id))
+                data = self.store.get_json(key)
             except Exception as exc:
                 if not _missing(exc):
                     raise
+                return None
+            model: type[EstimateSpec | TrainJobFile] = (
+                EstimateSpec if self.kind == "estimate" else TrainJobFile
+            )
+            self._spec = model.parse(data, source=key)
         return self._spec
 
     def _list(self, prefix: str) -> dict[str, int]:
@@ -253,19 +287,19 @@ class ProgressTracker:
         )
         return {o["Key"]: int(o.get("Size", 0)) for p in pages for o in p.get("Contents", [])}
 
-    def _get_json_once(self, key: str) -> dict[str, Any] | None:
-        if key not in self._records:
-            try:
-                self._records[key] = self.store.get_json(key)
-            except Exception as exc:
-                if not _missing(exc):
-                    raise
-                return None
-        return self._records[key]
+    def _parse_once(self, key: str, model: type[_D]) -> _D | None:
+        """A document written once (a step's record, a round record), read through ``model``;
+        None while it does not exist. The caller keeps what it needs of it."""
+        try:
+            return model.parse(self.store.get_json(key), source=key)
+        except Exception as exc:
+            if not _missing(exc):
+                raise
+            return None
 
-    def _get_json_if_changed(self, key: str) -> dict[str, Any] | None:
-        """A JSON object that changes (a schedule), downloaded again only when its ETag changed;
-        None while it does not exist."""
+    def _schedule_if_changed(self, key: str) -> StageSchedule | None:
+        """A stage's schedule (it grows wave by wave), downloaded and parsed again only when its
+        ETag changed; None while it does not exist."""
         kwargs: dict[str, Any] = {"Bucket": self.store.bucket, "Key": key}
         cached = self._etags.get(key)
         if cached is not None:
@@ -279,36 +313,40 @@ class ProgressTracker:
             if _missing(exc):
                 return None
             raise
-        value = json.loads(obj["Body"].read())
-        self._etags[key] = (str(obj.get("ETag", "")), value)
-        return dict(value)
+        schedule = StageSchedule.parse(json.loads(obj["Body"].read()), source=key)
+        self._etags[key] = (str(obj.get("ETag", "")), schedule)
+        return schedule
 
     def _read_estimate(self) -> int:
         """Refresh the schedules and the done shards; returns the job's fits (0 if unknown)."""
         from fanfit import dml
 
-        spec_json = self._spec_json()
-        if not spec_json or "dml" not in spec_json:
+        job = self._read_spec()
+        if not isinstance(job, EstimateSpec):
             return 0
-        spec = dml.DMLSpec.from_dict(spec_json["dml"])
+        spec = dml.DMLSpec.from_dict(job.dml)
         n_stages = dml.n_stages(spec)
         fits_total = sum(len(dml.fit_units(spec, s)) for s in range(n_stages))
         budget = self.max_reads
         for stage in range(n_stages):
             if stage > 0 and stage - 1 not in self._schedules:
                 break
-            schedule = self._get_json_if_changed(storage.schedule_key(self.job_id, stage))
+            schedule = self._schedule_if_changed(storage.schedule_key(self.job_id, stage))
             if schedule is None:
                 break
             self._schedules[stage] = schedule
-            prep = self._get_json_once(storage.prepare_record_key(self.job_id, stage))
-            if prep is not None:
-                prep.setdefault("function", "Prepare")
-            for wave in self._schedules[stage].get("waves", []):
+            prep_key = storage.prepare_record_key(self.job_id, stage)
+            if prep_key not in self._records:
+                prep = self._parse_once(prep_key, StepRecord)
+                if prep is not None:
+                    self._records[prep_key] = _priced(
+                        "Prepare", prep.started_at, prep.ended_at, prep.memory_mb
+                    )
+            for wave in schedule.waves:
                 # a wave's Schedule step, priced from the schedule (a record, not an S3 key)
                 self._records.setdefault(
-                    f"schedule of stage {stage} wave {wave.get('wave')}",
-                    {**wave, "function": "Schedule"},
+                    f"schedule of stage {stage} wave {wave.wave}",
+                    _priced("Schedule", wave.started_at, wave.ended_at, wave.memory_mb),
                 )
             listed = self._list(storage.preds_prefix(self.job_id, stage))
             self._done[stage] = {storage.shard_id_of_preds_key(k) for k in listed}
@@ -317,9 +355,11 @@ class ProgressTracker:
                     continue
                 budget -= 1
                 try:
-                    self._records[key] = read_shard_stats(
-                        self.store.s3, self.store.bucket, key, size
-                    )
+                    stats = read_shard_stats(self.store.s3, self.store.bucket, key, size)
+                    self._records[key] = _priced(
+                        "CrossFit", stats.started_at, stats.ended_at, stats.memory_mb,
+                        stats.placement, stats.resource,
+                    )  # fmt: skip
                 except Exception as exc:  # not yet whole, or not an npz: counted, not priced
                     log.debug("cannot read the statistics of %s: %s", key, exc)
                     self._records[key] = {}
@@ -327,11 +367,13 @@ class ProgressTracker:
 
     def _read_train(self) -> int:
         """Refresh the rounds done; returns the most rounds (0 if unknown)."""
-        spec_json = self._spec_json()
-        spec = (spec_json or {}).get("spec") or {}
-        rounds_total = int(spec.get("rounds") or 0)
-        if rounds_total and spec.get("model") == "kmeans":
-            rounds_total += 1  # the final E-step round (inertia of the final centroids)
+        job = self._read_spec()
+        rounds_total = 0
+        if isinstance(job, TrainJobFile):
+            spec = TrainSpec.from_dict(job.spec)
+            rounds_total = spec.rounds
+            if spec.model == "kmeans":
+                rounds_total += 1  # the final E-step round (inertia of the final centroids)
         listed = self._list(storage.train_rounds_prefix(self.job_id))
         keys = [k for k in listed if storage.is_train_round_key(k)]
         self._rounds_done = len(keys)
@@ -340,9 +382,12 @@ class ProgressTracker:
             if key in self._records or budget <= 0:
                 continue
             budget -= 1
-            record = self._get_json_once(key) or {}
-            for w in record.get("workers", []):
-                self._records[f"{key}#{w.get('worker')}"] = {**w, "function": "TrainShard"}
+            record = self._parse_once(key, RoundRecord)
+            self._records[key] = {}  # read: its workers are priced below
+            for w in record.workers if record is not None else []:
+                self._records[f"{key}#{w.worker}"] = _priced(
+                    "TrainShard", w.started_at, w.ended_at, w.memory_mb, resource=w.resource
+                )
         return rounds_total
 
     def _cost(self) -> float | None:

@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from fanfit.cost.pricing import job_cost
+from fanfit.jobs.documents.estimate import StageSchedule
 from fanfit.prices import DEFAULT_PRICES, PriceTable
 from fanfit.sched.resources import GPU_PREFIX
 
@@ -185,7 +186,7 @@ def format_line(p: JobProgress) -> str:
 
 def estimate_progress(
     job_id: str,
-    schedules: Mapping[int, Mapping[str, Any]],
+    schedules: Mapping[int, StageSchedule],
     done_shards: Mapping[int, Collection[str]],
     *,
     fits_total: int = 0,
@@ -199,9 +200,10 @@ def estimate_progress(
     Parameters
     ----------
     job_id : str
-    schedules : dict of int to dict
-        Stage -> ``stages/<s>/schedule.json`` (``{"waves": [{"shards": [{"shard_id", "units"},
-        ...]}, ...]}``); stages not scheduled yet are absent.
+    schedules : dict of int to StageSchedule
+        Stage -> its ``stages/<s>/schedule.json``
+        (:class:`~fanfit.jobs.documents.estimate.StageSchedule`: each wave's shards with their
+        ids and units); stages not scheduled yet are absent.
     done_shards : dict of int to collection of str
         Stage -> ids of the shards whose predictions object exists.
     fits_total : int
@@ -218,12 +220,12 @@ def estimate_progress(
     shards_total = shards_done = fits_done = 0
     for stage, schedule in schedules.items():
         done = set(done_shards.get(stage, ()))
-        for wave in schedule.get("waves", []):
-            for shard in wave.get("shards", []):
+        for wave in schedule.waves:
+            for shard in wave.shards:
                 shards_total += 1
-                if str(shard.get("shard_id")) in done:
+                if shard.shard_id in done:
                     shards_done += 1
-                    fits_done += len(shard.get("units", []))
+                    fits_done += len(shard.units)
     if status == "SUCCEEDED":
         shards_done, fits_done = shards_total, max(fits_done, fits_total)
     return JobProgress(

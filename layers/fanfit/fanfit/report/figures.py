@@ -18,10 +18,12 @@ from matplotlib.patches import Patch
 from matplotlib.ticker import MaxNLocator
 
 from fanfit.errors import InvalidJobError
+from fanfit.jobs.documents.train import RoundRecord
 
 __all__ = [
     "as_dict",
     "coef_figure",
+    "round_records",
     "thetas_figure",
     "timeline_figure",
     "train_progress_figure",
@@ -265,11 +267,23 @@ def timeline_figure(
     return fig
 
 
-def _rounds(result: Any) -> list[dict[str, Any]]:
+def round_records(result: Any) -> list[RoundRecord]:
+    """The round records of a train result, each parsed through
+    :class:`fanfit.jobs.documents.train.RoundRecord`.
+
+    Raises
+    ------
+    fanfit.errors.InvalidJobError
+        If ``result`` has no ``rounds``; :class:`~fanfit.errors.InvalidDocumentError` (a subclass)
+        naming the round and the field when a round record is malformed.
+    """
     r = as_dict(result)
     if "rounds" not in r:
         raise InvalidJobError("a train result needs 'rounds' (result.json of a train job)")
-    return list(r["rounds"])
+    return [
+        RoundRecord.parse(rd, source=f"round {i} of the train result")
+        for i, rd in enumerate(r["rounds"])
+    ]
 
 
 def train_progress_figure(result: Any) -> Figure:
@@ -292,9 +306,10 @@ def train_progress_figure(result: Any) -> Figure:
     fanfit.errors.InvalidJobError
         If ``result`` is not a train result.
     """
-    rounds = _rounds(result)
-    metric = "loss" if any(rd.get("loss") is not None for rd in rounds) else "inertia"
-    points = [(int(rd["round"]), float(rd[metric])) for rd in rounds if rd.get(metric) is not None]
+    rounds = round_records(result)
+    metric = "loss" if any(rd.loss is not None for rd in rounds) else "inertia"
+    values = [(rd.round, rd.loss if metric == "loss" else rd.inertia) for rd in rounds]
+    points = [(x, float(v)) for x, v in values if v is not None]
     fig = _new_figure(7.0, 3.2)
     ax = fig.add_subplot()
     ax.plot([p[0] for p in points], [p[1] for p in points], "o-", color="tab:blue", label=metric)
@@ -329,19 +344,19 @@ def worker_rounds_figure(result: Any) -> Figure:
     fanfit.errors.InvalidJobError
         If ``result`` is not a train result.
     """
-    rounds = _rounds(result)
-    x = [int(rd["round"]) for rd in rounds]
-    n_workers = max((len(rd["workers"]) for rd in rounds), default=0)
+    rounds = round_records(result)
+    x = [rd.round for rd in rounds]
+    n_workers = max((len(rd.workers) for rd in rounds), default=0)
     fig = _new_figure(8.0, 7.5)
     ax_b, ax_t, ax_i = fig.subplots(3, 1, sharex=True)
     for i in range(n_workers):
-        ws = [rd["workers"][i] if i < len(rd["workers"]) else None for rd in rounds]
-        memory = next((w.get("memory_mb") for w in ws if w is not None), None)
+        ws = [rd.workers[i] if i < len(rd.workers) else None for rd in rounds]
+        memory = next((w.memory_mb for w in ws if w is not None), None)
         label = f"worker {i}" + (f" ({memory} MB)" if memory else "")
-        ax_b.plot(x, [w["batch"] if w else math.nan for w in ws], "o-", label=label)
-        ax_t.plot(x, [w["compute_s"] if w else math.nan for w in ws], "o-", label=label)
-    ax_t.plot(x, [rd["round_s"] for rd in rounds], "k--", label="round (barrier)")
-    ax_i.plot(x, [100.0 * rd["idle_fraction"] for rd in rounds], "s-", color="tab:red")
+        ax_b.plot(x, [w.batch if w else math.nan for w in ws], "o-", label=label)
+        ax_t.plot(x, [w.compute_s if w else math.nan for w in ws], "o-", label=label)
+    ax_t.plot(x, [rd.round_s for rd in rounds], "k--", label="round (barrier)")
+    ax_i.plot(x, [100.0 * rd.idle_fraction for rd in rounds], "s-", color="tab:red")
     ax_b.set_ylabel("batch (samples)")
     ax_t.set_ylabel("compute (s)")
     ax_i.set_ylabel("idle (%)")
@@ -364,20 +379,17 @@ def train_timeline_records(result: Any) -> list[dict[str, Any]]:
     -------
     list of dict
         ``shard_id`` (``'r<round>w<worker>'``), ``worker``, ``round``, ``started_at``, ``ended_at``,
-        ``cold_start``, for each worker of each round that recorded its start and end.
+        ``cold_start``, for each worker of each round.
     """
-    out = []
-    for rd in _rounds(result):
-        for w in rd["workers"]:
-            if "started_at" in w and "ended_at" in w:
-                out.append(
-                    {
-                        "shard_id": f"r{rd['round']}w{w['worker']}",
-                        "worker": w["worker"],
-                        "round": rd["round"],
-                        "started_at": w["started_at"],
-                        "ended_at": w["ended_at"],
-                        "cold_start": bool(w.get("cold_start")),
-                    }
-                )
-    return out
+    return [
+        {
+            "shard_id": f"r{rd.round}w{w.worker}",
+            "worker": w.worker,
+            "round": rd.round,
+            "started_at": w.started_at,
+            "ended_at": w.ended_at,
+            "cold_start": w.cold_start,
+        }
+        for rd in round_records(result)
+        for w in rd.workers
+    ]

@@ -12,9 +12,11 @@ from typing import Any
 from matplotlib.figure import Figure
 
 from fanfit.errors import InvalidJobError
+from fanfit.jobs.documents.estimate import ShardStats
 from fanfit.report.figures import (
     as_dict,
     coef_figure,
+    round_records,
     thetas_figure,
     timeline_figure,
     train_progress_figure,
@@ -90,11 +92,11 @@ def _estimate_summary(r: Mapping[str, Any]) -> str:
 
 
 def _train_summary(r: Mapping[str, Any]) -> str:
-    rounds = list(r.get("rounds", []))
-    idle = [float(rd["idle_fraction"]) for rd in rounds if "idle_fraction" in rd]
+    rounds = round_records(r)
+    idle = [rd.idle_fraction for rd in rounds]
     final = r.get("inertia")
     if final is None:
-        losses = [rd.get("loss") for rd in rounds if rd.get("loss") is not None]
+        losses = [rd.loss for rd in rounds if rd.loss is not None]
         final = losses[-1] if losses else None
     return _table(
         ["model", "rounds", "workers", "balance", "sync", "final loss / inertia", "mean idle %"],
@@ -157,7 +159,8 @@ def write_report(
     job_id : str, optional
         Shown in the title (default: the result's ``job_id``).
     shards : sequence of dict, optional
-        Estimate shard records (default: the result's ``timings.shards``).
+        Estimate shard records (default: the result's ``timings.shards``), each parsed through
+        :class:`fanfit.jobs.documents.estimate.ShardStats` (``EstimateJob.stats()`` gives them).
     cost : dict, optional
         :meth:`fanfit.cost.JobCost.to_dict` (default: the result's ``cost``).
 
@@ -170,6 +173,8 @@ def write_report(
     ------
     fanfit.errors.InvalidJobError
         If ``result`` is neither an estimate nor a train result.
+        :class:`~fanfit.errors.InvalidDocumentError` (a subclass) when a shard record or a round
+        record is malformed, naming it and the field.
     OSError
         If ``out_dir`` cannot be written.
     """
@@ -184,7 +189,11 @@ def write_report(
         summary = _estimate_summary(r)
         figures.append(("coef.png", "Coefficient and 95 % confidence interval", coef_figure(r)))
         figures.append(("thetas.png", "Per-repetition estimates", thetas_figure(r)))
-        records = list(shards if shards is not None else r.get("timings", {}).get("shards", []))
+        given = shards if shards is not None else r.get("timings", {}).get("shards", [])
+        records = [  # each a CrossFit shard's statistics (ShardStats), drawn as a dict
+            ShardStats.parse(s, source=f"shard record {i}").to_json_dict()
+            for i, s in enumerate(given)
+        ]
         if records:
             figures.append(("timeline.png", "Shards on their workers (cold starts hatched)",
                             timeline_figure(records, lane_key="pid")))  # fmt: skip

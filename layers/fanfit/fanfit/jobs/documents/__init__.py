@@ -2,7 +2,9 @@
 
 The step inputs (the Lambda functions' events, :mod:`.events`) and one module per job kind
 (:mod:`.estimate`, :mod:`.train`): the job spec, its plan, the wave and round plans and each step's
-output. Every reader parses a document through its model, so a
+output. :mod:`.record` holds the readers' view of the job record (the DynamoDB job table's item:
+:class:`~fanfit.jobs.documents.record.JobRecord`) and the ``kind`` of a spec read before the spec
+itself. Every reader parses a document through its model, so a
 malformed document raises :class:`fanfit.errors.InvalidJobError` naming the field.
 """
 
