@@ -281,10 +281,11 @@ def steps_in_progress(client: Any, table: str) -> set[str]:
 class StoppedJobs:
     """Waits for a job stopped with ``StopExecution`` to be over, Lambda steps included.
 
-    The execution is ABORTED at once, but a Lambda step it had started runs on and may still
-    write to S3. :meth:`snapshot` (before the job is submitted) records the steps already in
-    progress on the stack; :meth:`wait` then polls until the execution is ABORTED and no other
-    step is in progress (:func:`steps_in_progress`).
+    The execution ends at once (ABORTED; the local stack reports FAILED when the stop lands in a
+    Distributed Map, whose aborted children count as failures), but a Lambda step it had started
+    runs on and may still write to S3. :meth:`snapshot` (before the job is submitted) records the
+    steps already in progress on the stack; :meth:`wait` then polls until the execution no longer
+    runs and no other step is in progress (:func:`steps_in_progress`).
     """
 
     def __init__(self, client: Any, table: str) -> None:
@@ -296,7 +297,7 @@ class StoppedJobs:
         return steps_in_progress(self.client, self.table)
 
     def wait(self, execution_arn: str, before: set[str], timeout_s: float = 120.0) -> None:
-        """Poll (bounded) until ``execution_arn`` is ABORTED and no step outside ``before`` runs.
+        """Poll (bounded) until ``execution_arn`` has ended and no step outside ``before`` runs.
 
         Raises
         ------
@@ -309,10 +310,10 @@ class StoppedJobs:
             status = self.client.sfn.describe_execution(executionArn=execution_arn)["status"]
             running = self.snapshot() - before
             last.update(status=status, steps_in_progress=sorted(running))
-            return status == "ABORTED" and not running
+            return status != "RUNNING" and not running
 
         wait_until(
-            over, timeout_s, lambda: f"{execution_arn} ABORTED, no step in progress; saw {last}"
+            over, timeout_s, lambda: f"{execution_arn} ended, no step in progress; saw {last}"
         )
 
 
