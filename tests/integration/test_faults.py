@@ -20,7 +20,6 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from fanfit.local.deploy import Deployer
 from fanfit.local.stack import LocalStack
 
 pytestmark = pytest.mark.integration
@@ -31,12 +30,14 @@ X_401K = ["age", "inc", "educ", "fsize", "marr", "twoearn", "db", "pira", "hown"
 
 
 @pytest.fixture(scope="module")
-def faulty_client(tmp_path_factory: pytest.TempPathFactory, local_client) -> Iterator[Any]:
-    """A client of a second local stack that injects faults (the session's stays fault-free)."""
-    import boto3
+def faulty_client(
+    tmp_path_factory: pytest.TempPathFactory, redeploy: Any, client_of_stack: Any
+) -> Iterator[Any]:
+    """A client of a second local stack that injects faults (the session's stays fault-free).
 
-    from fanfit.client import Client
-
+    Faults are drawn in LocalStack's process, so they need a process of their own; the project is
+    created there from the session's build and upload (no second ``sam build``/``sam deploy``).
+    """
     home = tmp_path_factory.mktemp("fanfit-faults")
     patch = pytest.MonkeyPatch()
     patch.setenv("FANFIT_LOCAL_FAULTS", FAULTS)
@@ -44,10 +45,8 @@ def faulty_client(tmp_path_factory: pytest.TempPathFactory, local_client) -> Ite
     try:
         info = stack.start()
         patch.delenv("FANFIT_LOCAL_FAULTS")  # only that stack's process has it
-        Deployer(info, ROOT / "template.yaml").run()
-        session = boto3.Session(aws_access_key_id="test", aws_secret_access_key="test",
-                                region_name=info.region)  # fmt: skip
-        yield Client("fanfit", endpoint_url=info.endpoint, session=session, local=True)
+        redeploy(info)
+        yield client_of_stack(info)
     finally:
         patch.undo()
         stack.stop()
@@ -65,14 +64,17 @@ def _injected(client: Any, execution_arn: str) -> dict[str, int]:
 
 
 def test_an_estimate_under_faults_equals_the_fault_free_run(local_client, faulty_client):
-    # GIVEN the 401(k) data and a PLR with 5 folds x 2 repetitions (dozens of invocations)
+    # GIVEN 2,000 rows of the 401(k) data and a PLR with 5 folds x 2 repetitions (dozens of
+    # invocations; what is tested is that faults change nothing, not the estimate itself)
     data = pd.read_stata(ROOT / "examples" / "data" / "sipp1991.dta")
+    data = data.sample(n=2000, random_state=0).reset_index(drop=True)
     options = dict(model="plr", y="net_tfa", d="e401", x=X_401K,
                    ml_l='Lasso:{"alpha": 1.0}', ml_m='LogisticRegression:{"max_iter": 1000}',
                    n_folds=5, n_rep=2, seed=3, units_per_shard=1)  # fmt: skip
-    # WHEN it runs on the fault-free stack and on the faulty one
-    clean = local_client.estimate(data, timeout=600, **options)
+    # WHEN it runs on the fault-free stack and on the faulty one (at the same time)
+    clean_job = local_client.submit_estimate(data, **options)
     job = faulty_client.submit_estimate(data, **options)
+    clean = clean_job.result(timeout=600)
     faulty = job.result(timeout=900)
     # THEN the estimates are identical, every unit was counted once
     np.testing.assert_array_equal(faulty.coef, clean.coef)
@@ -94,10 +96,11 @@ def test_a_train_job_under_faults_equals_the_fault_free_run(local_client, faulty
     init = X[rng.choice(len(X), 8, replace=False)] + rng.normal(0, 0.1, (8, X.shape[1]))
     options = dict(model="kmeans", features=list(frame.columns), n_clusters=8, init=init,
                    workers=4, worker_memory="1769,1769,885,885", rounds=6, balance="uniform")  # fmt: skip
-    # WHEN it runs on both stacks
-    clean = local_client.train(frame, timeout=600, **options)
+    # WHEN it runs on both stacks (at the same time)
+    clean_job = local_client.submit_train(frame, **options)
     job = faulty_client.submit_train(frame, **options)
     started = time.monotonic()
+    clean = clean_job.result(timeout=600)
     faulty = job.result(timeout=900)
     # THEN the model is identical and the faults were met and retried
     np.testing.assert_array_equal(faulty.centroids, clean.centroids)

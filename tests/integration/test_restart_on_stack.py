@@ -20,7 +20,6 @@ import contextlib
 import io
 import json
 import os
-import shutil
 import signal
 import time
 from collections.abc import Iterator
@@ -31,31 +30,11 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from fanfit.local.deploy import Deployer
 from fanfit.local.stack import LocalStack, StackInfo
 
 pytestmark = pytest.mark.integration
 
 ROOT = Path(__file__).resolve().parents[2]
-
-
-def _client(info: StackInfo) -> Any:
-    import boto3
-
-    from fanfit.client import Client
-
-    session = boto3.Session(**_credentials(info))
-    return Client("fanfit", endpoint_url=info.endpoint, session=session, local=True)
-
-
-def _deploy(info: StackInfo, session_info: StackInfo) -> dict[str, str]:
-    """Deploy into ``info``, reusing the session stack's ``sam build`` cache (no full rebuild)."""
-    work = Path(info.state_dir) / "deploy" / "fanfit"
-    session_work = Path(session_info.state_dir) / "deploy" / "fanfit"
-    for part in ("build", "cache"):
-        if (session_work / part).is_dir() and not (work / part).exists():
-            shutil.copytree(session_work / part, work / part, symlinks=True)
-    return Deployer(info, ROOT / "template.yaml").run()
 
 
 def _preds(client: Any, job_id: str) -> dict[str, tuple[str, Any]]:
@@ -112,12 +91,17 @@ def own_stack(tmp_path: Path) -> Iterator[LocalStack]:
 
 
 def test_killing_the_stack_mid_job_loses_no_completed_shard(
-    own_stack: LocalStack, local_stack: StackInfo, fanfit_outputs: dict[str, str]
+    own_stack: LocalStack,
+    local_client: Any,
+    redeploy: Any,
+    client_of_stack: Any,
+    wait_until: Any,
 ) -> None:
-    # GIVEN a PLR with 5 folds x 2 repetitions, one unit per shard (20 shards), one at a time
+    # GIVEN a PLR with 5 folds x 2 repetitions, one unit per shard (20 shards), one at a time, on a
+    # stack of its own (the project created there from the session's build and upload)
     info = own_stack.start()
-    _deploy(info, local_stack)
-    client = _client(info)
+    redeploy(info)
+    client = client_of_stack(info)
     rng = np.random.default_rng(11)
     n = 400
     x = rng.normal(size=(n, 3))
@@ -127,13 +111,16 @@ def test_killing_the_stack_mid_job_loses_no_completed_shard(
     options = dict(model="plr", y="y", d="d", x=["x0", "x1", "x2"], ml_l="LinearRegression",
                    ml_m="LinearRegression", n_folds=5, n_rep=2, seed=3, units_per_shard=1,
                    max_concurrency=1)  # fmt: skip
+    # (the uninterrupted run, on the session's stack, runs meanwhile)
+    clean_job = local_client.submit_estimate(frame, **options)
     job = client.submit_estimate(frame, **options)
     bucket = client.stack.bucket
-    deadline = time.monotonic() + 300
-    completed: set[str] = set()
-    while len(completed) < 4 and time.monotonic() < deadline:
-        time.sleep(0.2)
-        completed = _completed_preds(client, job.job_id)
+    completed: set[str] = wait_until(
+        lambda: done if len(done := _completed_preds(client, job.job_id)) >= 4 else None,
+        300,
+        f"4 completed shards of {job.job_id}",
+        interval_s=0.2,
+    )
     # WHEN LocalStack is killed mid-job (SIGKILL: no shutdown hook, no flush)
     before = _preds(client, job.job_id)
     _kill(info.pid)
@@ -143,8 +130,8 @@ def test_killing_the_stack_mid_job_loses_no_completed_shard(
     assert restarted.pid != info.pid
     restored = own_stack.s3_restored(restarted.pid)
     assert restored is not None and restored["objects"] > 0 and restored["skipped"] == 0
-    _deploy(restarted, local_stack)
-    client = _client(restarted)
+    redeploy(restarted)
+    client = client_of_stack(restarted)
     # THEN the same bucket holds the predictions of every shard completed before the kill, same
     # bytes; a write in flight at the kill is back whole or not at all
     assert client.stack.bucket == bucket
@@ -165,7 +152,7 @@ def test_killing_the_stack_mid_job_loses_no_completed_shard(
     ran = {s["shard_id"] for s in shards} - done_before
     assert len(ran) == 20 - len(back)
     # ... and the estimate equals an uninterrupted run's
-    clean = client.estimate(frame, timeout=600, **options)
+    clean = clean_job.result(timeout=600)
     np.testing.assert_array_equal(result.all_coef, clean.all_coef)
     np.testing.assert_array_equal(result.se, clean.se)
     print(json.dumps({"completed": len(completed), "listed": len(before), "restored": len(back),

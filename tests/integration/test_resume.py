@@ -16,7 +16,6 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
-import time
 from typing import Any
 
 import numpy as np
@@ -90,7 +89,9 @@ def _preds(client: Any, job_id: str) -> dict[str, str]:
     return {o["Key"]: o["ETag"] for page in pages for o in page.get("Contents", [])}
 
 
-def test_a_stopped_job_resumed_runs_only_its_missing_shards(local_client: Any) -> None:
+def test_a_stopped_job_resumed_runs_only_its_missing_shards(
+    local_client: Any, stopped_jobs: Any, wait_until: Any
+) -> None:
     # GIVEN a PLR with 5 folds x 2 repetitions, one unit per shard (20 shards), one at a time
     rng = np.random.default_rng(7)
     n = 400
@@ -101,13 +102,14 @@ def test_a_stopped_job_resumed_runs_only_its_missing_shards(local_client: Any) -
     options = dict(model="plr", y="y", d="d", x=["x0", "x1", "x2"], ml_l="LinearRegression",
                    ml_m="LinearRegression", n_folds=5, n_rep=2, seed=5, units_per_shard=1,
                    max_concurrency=1)  # fmt: skip
+    running_before = stopped_jobs.snapshot()
     job = local_client.submit_estimate(frame, **options)
     # WHEN it is stopped once a few shards have written their predictions
-    deadline = time.monotonic() + 300
-    while len(_preds(local_client, job.job_id)) < 4 and time.monotonic() < deadline:
-        time.sleep(0.5)
+    wait_until(lambda: len(_preds(local_client, job.job_id)) >= 4, 300,
+               f"4 predictions of {job.job_id}", interval_s=0.5)  # fmt: skip
     local_client.sfn.stop_execution(executionArn=job.execution_arn, error="Test.Stopped")
-    time.sleep(8)  # a shard in flight when the execution stopped may still land
+    # ... and is over: a shard in flight when the execution stopped may still land
+    stopped_jobs.wait(job.execution_arn, running_before)
     before = _preds(local_client, job.job_id)
     assert 4 <= len(before) < 20, len(before)
     # ... and resumed

@@ -12,7 +12,6 @@ alone (DoubleML with the same folds; scikit-learn's Lloyd K-Means from the same 
 from __future__ import annotations
 
 import time
-from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -23,7 +22,6 @@ from fanfit import dml, storage
 
 pytestmark = pytest.mark.integration
 
-ROOT = Path(__file__).resolve().parents[2]
 CAPACITY = 4
 STACK = "fanfit-sharing"
 LIN, LOGIT = "LinearRegression", "LogisticRegression"
@@ -31,19 +29,12 @@ KMEANS_ROUNDS = 12
 
 
 @pytest.fixture(scope="module")
-def sharing_client(local_stack) -> Any:
-    """A client of the template deployed as ``fanfit-sharing`` with AccountConcurrency=4."""
+def sharing_client(redeploy) -> Any:
+    """A client of the template deployed as ``fanfit-sharing`` with AccountConcurrency=4 (its own
+    partition table) into the session's stack, from the session's build and upload."""
     from fanfit.client import Client
-    from fanfit.local.deploy import Deployer
 
-    deployer = Deployer(
-        local_stack,
-        ROOT / "template.yaml",
-        stack_name=STACK,
-        parameters={"AccountConcurrency": str(CAPACITY)},
-    )
-    deployer.run()
-    print(f"\n{STACK} deployed: {deployer.timings}")
+    redeploy(stack_name=STACK, parameters={"AccountConcurrency": str(CAPACITY)})
     return Client.local_stack(STACK)
 
 
@@ -82,7 +73,7 @@ def _max_overlap(intervals: list[tuple[float, float]]) -> int:
     return most
 
 
-def test_three_jobs_share_four_and_each_finishes_as_it_would_alone(sharing_client):
+def test_three_jobs_share_four_and_each_finishes_as_it_would_alone(sharing_client, wait_until):
     from sklearn.cluster import KMeans
 
     client = sharing_client
@@ -95,11 +86,8 @@ def test_three_jobs_share_four_and_each_finishes_as_it_would_alone(sharing_clien
     train = client.submit_train(km, model="kmeans", features=list(km.columns), n_clusters=8,
                                 init=init, workers=4, rounds=KMEANS_ROUNDS)  # fmt: skip
     # WHEN it has started its rounds, two estimates of demand 4 arrive
-    deadline = time.monotonic() + 120
-    while time.monotonic() < deadline and not any(
-        j["job_id"] == train.job_id for j in client.jobs()
-    ):
-        time.sleep(0.5)
+    wait_until(lambda: any(j["job_id"] == train.job_id for j in client.jobs()), 120,
+               f"{train.job_id} listed with its partition", interval_s=0.5)  # fmt: skip
     running = client.jobs()
     assert [j["job_id"] for j in running] == [train.job_id]
     assert running[0]["partition"] == CAPACITY and running[0]["kind"] == "train"
@@ -194,7 +182,9 @@ def _wait_for_jobs(client: Any, job_ids: set[str], timeout: float = 180.0) -> li
     return running
 
 
-def test_a_stopped_job_gives_its_partition_back_at_the_others_next_barrier(sharing_client):
+def test_a_stopped_job_gives_its_partition_back_at_the_others_next_barrier(
+    sharing_client, wait_until
+):
     from sklearn.cluster import KMeans
 
     client = sharing_client
@@ -213,18 +203,14 @@ def test_a_stopped_job_gives_its_partition_back_at_the_others_next_barrier(shari
     assert held == {stopped.job_id: 2, other.job_id: 2}, running
     # ... and the second has run its first round at 2 (its second barrier is planned)
     second_plan = storage.train_round_plan_key(other.job_id, 1)
-    for _ in range(480):  # at most 120 s
-        if client.store.exists(second_plan):
-            break
-        time.sleep(0.25)
+    wait_until(lambda: client.store.exists(second_plan), 120, f"{second_plan} written")
     assert client.store.get_json(second_plan)["partition"]["concurrency"] == 2
     # WHEN the first is stopped from outside: no TrainFinalize, no Release on its failure path
+    stop_called_at = time.time()
     client.sfn.stop_execution(executionArn=stopped.execution_arn, error="Stopped", cause="test")
-    for _ in range(240):  # the local stack aborts asynchronously: at most 60 s
-        if stopped.status() != "RUNNING":
-            break
-        time.sleep(0.25)
-    stopped_at = time.time()
+    # (the local stack aborts asynchronously)
+    wait_until(lambda: stopped.status() != "RUNNING", 60, f"{stopped.job_id} no longer RUNNING")
+    aborted_seen_at = time.time()
     assert stopped.status() == "ABORTED"
 
     # THEN the other finishes with the result it has alone ...
@@ -232,17 +218,6 @@ def test_a_stopped_job_gives_its_partition_back_at_the_others_next_barrier(shari
     ref = KMeans(n_clusters=8, init=init, n_init=1, algorithm="lloyd", max_iter=KMEANS_ROUNDS,
                  tol=0.0).fit(X)  # fmt: skip
     np.testing.assert_allclose(res.centroids, ref.cluster_centers_, rtol=0, atol=1e-8)
-    # ... its first barrier after the stop reclaimed the stopped job's share: 4 from then on
-    plans = [
-        client.store.get_json(storage.train_round_plan_key(other.job_id, r))
-        for r in range(len(res.rounds))
-    ]
-    after = [p["partition"]["concurrency"] for p in plans if p["started_at"] > stopped_at]
-    before = [p["partition"]["concurrency"] for p in plans if p["started_at"] <= stopped_at]
-    assert after and set(after) == {CAPACITY}, (before, after)
-    assert len(before) >= 2 and set(before) == {2}, (before, after)
-    for plan in plans:
-        assert plan["max_concurrency"] == min(4, plan["partition"]["concurrency"])
     # ... the history records the drop (reason "stale") in the other job's reclaim at a barrier
     history = client.partition_history()
     drops = [h for h in history if any(d["job_id"] == stopped.job_id for d in h.get("dropped", []))]
@@ -255,6 +230,28 @@ def test_a_stopped_job_gives_its_partition_back_at_the_others_next_barrier(shari
     assert drops[0]["jobs"] == {
         other.job_id: {"kind": "train", "demand": 4, "gpu_demand": 0, "partition": 4, "gpus": 0}
     }
+    # ... its first barrier after the stop reclaimed the stopped job's share: 4 from then on. A
+    # barrier's plan is written after it read its partition (started_at < reclaim "at" < ended_at
+    # for the reclaiming one), so the reclaim entry's time splits the barriers exactly; the stop
+    # and the moment ABORTED was seen bound it.
+    reclaimed_at = drops[0]["at"]
+    assert stop_called_at < reclaimed_at, (stop_called_at, reclaimed_at)
+    plans = [
+        client.store.get_json(storage.train_round_plan_key(other.job_id, r))
+        for r in range(len(res.rounds))
+    ]
+    after = [p["partition"]["concurrency"] for p in plans if p["ended_at"] >= reclaimed_at]
+    before = [p["partition"]["concurrency"] for p in plans if p["ended_at"] < reclaimed_at]
+    assert after and set(after) == {CAPACITY}, (before, after)
+    assert len(before) >= 2 and set(before) == {2}, (before, after)
+    # ... no barrier before the stop read more than 2, and every one that began once the stop was
+    # visible read 4 (the reclaim came at the first barrier after the stop)
+    assert {p["partition"]["concurrency"] for p in plans if p["started_at"] < stop_called_at} == {2}
+    assert {p["partition"]["concurrency"] for p in plans if p["started_at"] > aborted_seen_at} <= {
+        CAPACITY
+    }
+    for plan in plans:
+        assert plan["max_concurrency"] == min(4, plan["partition"]["concurrency"])
     # ... and no partition is left behind
     assert client.jobs() == []
     print(

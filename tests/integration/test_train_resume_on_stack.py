@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import json
 import re
-import time
 from typing import Any
 
 import numpy as np
@@ -46,19 +45,22 @@ def _n_models(client: Any, job_id: str) -> int:
     return sum(1 for k in _etags(client, job_id) if "/train/state/" in k)
 
 
-def test_a_stopped_train_job_resumed_equals_the_uninterrupted_run(local_client: Any) -> None:
+def test_a_stopped_train_job_resumed_equals_the_uninterrupted_run(
+    local_client: Any, stopped_jobs: Any, wait_until: Any
+) -> None:
     from fanfit.client.train import TrainJob
     from fanfit.jobs.train import resume_point
 
     client = local_client
     # GIVEN a K-Means job that is stopped once at least 3 rounds are reduced
+    running_before = stopped_jobs.snapshot()
     job = client.submit_train(_frame(), **OPTIONS)
-    deadline = time.monotonic() + 300
-    while _n_models(client, job.job_id) < 4 and time.monotonic() < deadline:
-        time.sleep(0.2)
+    wait_until(lambda: _n_models(client, job.job_id) >= 4, 300,
+               f"4 reduced models of {job.job_id}", interval_s=0.2)  # fmt: skip
     client.sfn.stop_execution(executionArn=job.execution_arn, error="Test.Stopped")
-    # ... resuming it while it runs was refused before; now it is stopped
-    time.sleep(6)  # a step in flight when the execution stopped still lands
+    # ... resuming it while it runs was refused before; now it is stopped, and a step in flight
+    # when the execution stopped has landed
+    stopped_jobs.wait(job.execution_arn, running_before)
     assert client.sfn.describe_execution(executionArn=job.execution_arn)["status"] == "ABORTED"
     point = resume_point(client.store, job.job_id)
     assert point is not None and 3 <= point.round < 21 and point.has_next_round, point

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import warnings
 from dataclasses import dataclass
+from typing import Any
 
 import doubleml as dml
 import numpy as np
@@ -45,6 +46,8 @@ RF_CLF = 'RandomForestClassifier:{"n_estimators": 5, "max_depth": 3, "random_sta
 
 @dataclass(frozen=True)
 class Case:
+    """One row of :data:`TABLE`: a model, a score, its nuisance learners and the data's shape."""
+
     id: str
     model: str
     score: str
@@ -59,95 +62,60 @@ class Case:
     normalize_ipw: bool = False
 
 
+# One row per case: id, model, score, nuisance learners (the same for fanfit and DoubleML), and
+# what differs from Case's defaults (n_rep 1, one treatment, one instrument, continuous d and y,
+# 250 rows, trimming 0.01, no IPW normalisation). Every score DoubleML offers for PLR, IRM, PLIV
+# and IIVM is here, with linear, penalised, forest and classifier learners.
+TABLE: list[tuple[str, str, str, dict[str, str], dict[str, Any]]] = [
+    # id                        model   score              learners
+    #                           options
+    ("plr-po-lin",              "plr",  "partialling out", dict(ml_l=LIN, ml_m=LIN),
+                                {}),
+    ("plr-po-2treat-rep3",      "plr",  "partialling out", dict(ml_l=LASSO, ml_m=RF_REG),
+                                dict(n_rep=3, n_treat=2)),
+    ("plr-po-clf-m-rep3",       "plr",  "partialling out", dict(ml_l=LIN, ml_m=LOGIT),
+                                dict(n_rep=3, binary_d=True)),
+    ("plr-po-clf-l-binary-y",   "plr",  "partialling out", dict(ml_l=LOGIT, ml_m=LIN),
+                                dict(binary_y=True)),
+    ("plr-iv-lin-lasso",        "plr",  "IV-type",         dict(ml_l=LIN, ml_m=LIN, ml_g=LASSO_DEFAULT),
+                                {}),
+    ("plr-iv-2treat-rep3",      "plr",  "IV-type",         dict(ml_l=RF_REG, ml_m=LIN, ml_g=LASSO),
+                                dict(n_rep=3, n_treat=2)),
+    ("irm-ate-lin",             "irm",  "ATE",             dict(ml_g=LIN, ml_m=LOGIT),
+                                {}),
+    ("irm-ate-rf-rep3",         "irm",  "ATE",             dict(ml_g=RF_REG, ml_m=RF_CLF),
+                                dict(n_rep=3)),
+    ("irm-atte-lin",            "irm",  "ATTE",            dict(ml_g=LIN, ml_m=LOGIT),
+                                {}),
+    ("irm-atte-rep3-normalized", "irm", "ATTE",            dict(ml_g=LASSO, ml_m=LOGIT),
+                                dict(n_rep=3, normalize_ipw=True)),
+    ("irm-ate-binary-y-trim",   "irm",  "ATE",             dict(ml_g=LOGIT, ml_m=RF_CLF),
+                                dict(binary_y=True, trimming_threshold=0.05, normalize_ipw=True)),
+    ("pliv-po-lin",             "pliv", "partialling out", dict(ml_l=LIN, ml_m=LIN, ml_r=LIN),
+                                {}),
+    ("pliv-po-2treat-rep3",     "pliv", "partialling out", dict(ml_l=LASSO, ml_m=LIN, ml_r=RF_REG),
+                                dict(n_rep=3, n_treat=2)),
+    ("pliv-po-2instr-rep2",     "pliv", "partialling out", dict(ml_l=LIN, ml_m=LASSO, ml_r=LIN),
+                                dict(n_rep=2, n_instr=2)),
+    ("pliv-iv-rep2",            "pliv", "IV-type",         dict(ml_l=LIN, ml_m=LIN, ml_r=LIN, ml_g=RF_REG),
+                                dict(n_rep=2)),
+    ("iivm-late-lin",           "iivm", "LATE",            dict(ml_g=LIN, ml_m=LOGIT, ml_r=LOGIT),
+                                dict(n_obs=400)),
+    ("iivm-late-rf-rep3",       "iivm", "LATE",            dict(ml_g=RF_REG, ml_m=LOGIT, ml_r=RF_CLF),
+                                dict(n_rep=3, n_obs=400, normalize_ipw=True)),
+]  # fmt: skip
 CASES = [
-    Case("plr-po-lin", "plr", "partialling out", {"ml_l": LIN, "ml_m": LIN}),
-    Case(
-        "plr-po-2treat-rep3",
-        "plr",
-        "partialling out",
-        {"ml_l": LASSO, "ml_m": RF_REG},
-        n_rep=3,
-        n_treat=2,
-    ),
-    Case(
-        "plr-po-clf-m-rep3",
-        "plr",
-        "partialling out",
-        {"ml_l": LIN, "ml_m": LOGIT},
-        n_rep=3,
-        binary_d=True,
-    ),
-    Case(
-        "plr-po-clf-l-binary-y",
-        "plr",
-        "partialling out",
-        {"ml_l": LOGIT, "ml_m": LIN},
-        binary_y=True,
-    ),
-    Case("plr-iv-lin-lasso", "plr", "IV-type", {"ml_l": LIN, "ml_m": LIN, "ml_g": LASSO_DEFAULT}),
-    Case(
-        "plr-iv-2treat-rep3",
-        "plr",
-        "IV-type",
-        {"ml_l": RF_REG, "ml_m": LIN, "ml_g": LASSO},
-        n_rep=3,
-        n_treat=2,
-    ),
-    Case("irm-ate-lin", "irm", "ATE", {"ml_g": LIN, "ml_m": LOGIT}),
-    Case("irm-ate-rf-rep3", "irm", "ATE", {"ml_g": RF_REG, "ml_m": RF_CLF}, n_rep=3),
-    Case("irm-atte-lin", "irm", "ATTE", {"ml_g": LIN, "ml_m": LOGIT}),
-    Case(
-        "irm-atte-rep3-normalized",
-        "irm",
-        "ATTE",
-        {"ml_g": LASSO, "ml_m": LOGIT},
-        n_rep=3,
-        normalize_ipw=True,
-    ),
-    Case(
-        "irm-ate-binary-y-trim",
-        "irm",
-        "ATE",
-        {"ml_g": LOGIT, "ml_m": RF_CLF},
-        binary_y=True,
-        trimming_threshold=0.05,
-        normalize_ipw=True,
-    ),
-    Case("pliv-po-lin", "pliv", "partialling out", {"ml_l": LIN, "ml_m": LIN, "ml_r": LIN}),
-    Case(
-        "pliv-po-2treat-rep3",
-        "pliv",
-        "partialling out",
-        {"ml_l": LASSO, "ml_m": LIN, "ml_r": RF_REG},
-        n_rep=3,
-        n_treat=2,
-    ),
-    Case(
-        "pliv-po-2instr-rep2",
-        "pliv",
-        "partialling out",
-        {"ml_l": LIN, "ml_m": LASSO, "ml_r": LIN},
-        n_rep=2,
-        n_instr=2,
-    ),
-    Case(
-        "pliv-iv-rep2",
-        "pliv",
-        "IV-type",
-        {"ml_l": LIN, "ml_m": LIN, "ml_r": LIN, "ml_g": RF_REG},
-        n_rep=2,
-    ),
-    Case("iivm-late-lin", "iivm", "LATE", {"ml_g": LIN, "ml_m": LOGIT, "ml_r": LOGIT}, n_obs=400),
-    Case(
-        "iivm-late-rf-rep3",
-        "iivm",
-        "LATE",
-        {"ml_g": RF_REG, "ml_m": LOGIT, "ml_r": RF_CLF},
-        n_rep=3,
-        n_obs=400,
-        normalize_ipw=True,
-    ),
+    Case(id_, model, score, learners, **options) for id_, model, score, learners, options in TABLE
 ]
+
+# DoubleML's class of each model, and whether it takes the propensity options (IPW normalisation,
+# clipping); the learners are passed by name (ml_l, ml_m, ml_g, ml_r), as DoubleML names them.
+DOUBLEML = {
+    "plr": (dml.DoubleMLPLR, False),
+    "irm": (dml.DoubleMLIRM, True),
+    "pliv": (dml.DoubleMLPLIV, False),
+    "iivm": (dml.DoubleMLIIVM, True),
+}
 
 
 def _cols(df: pd.DataFrame, prefix: str) -> list[str]:
@@ -169,29 +137,13 @@ def _doubleml(case: Case, spec: DMLSpec, df: pd.DataFrame, folds: np.ndarray):
         z_cols=list(spec.z_cols) or None,
     )
     common = {"n_folds": spec.n_folds, "n_rep": spec.n_rep, "score": spec.score}
-    ps = {
-        "normalize_ipw": spec.normalize_ipw,
-        "ps_processor_config": PSProcessorConfig(clipping_threshold=spec.trimming_threshold),
-    }
-    if case.model == "plr":
-        obj = dml.DoubleMLPLR(
-            obj_data, learners["ml_l"], learners["ml_m"], ml_g=learners.get("ml_g"), **common
+    cls, takes_propensity = DOUBLEML[case.model]
+    if takes_propensity:
+        common["normalize_ipw"] = spec.normalize_ipw
+        common["ps_processor_config"] = PSProcessorConfig(
+            clipping_threshold=spec.trimming_threshold
         )
-    elif case.model == "irm":
-        obj = dml.DoubleMLIRM(obj_data, learners["ml_g"], learners["ml_m"], **common, **ps)
-    elif case.model == "pliv":
-        obj = dml.DoubleMLPLIV(
-            obj_data,
-            learners["ml_l"],
-            learners["ml_m"],
-            learners["ml_r"],
-            ml_g=learners.get("ml_g"),
-            **common,
-        )
-    else:
-        obj = dml.DoubleMLIIVM(
-            obj_data, learners["ml_g"], learners["ml_m"], learners["ml_r"], **common, **ps
-        )
+    obj = cls(obj_data, **learners, **common)
     obj.set_sample_splitting(folds_to_smpls(folds))
     return obj
 
