@@ -73,7 +73,7 @@ def test_status_prints_a_wave_placed_only_on_the_gpu_worker(monkeypatch, capsys)
         "left; seconds per fit 0.25"
     )
     assert waves[1] == (
-        "stage 0 wave 1: policy batch, 2 shard(s), max concurrency 2, seconds per fit n/a, "
+        "stage 0 wave 1: policy gpu, 2 shard(s), max concurrency 2, seconds per fit n/a, "
         "start-up 0.5 s, predicted makespan n/a s on gpu:g4dn.xlarge"
     )
     assert "    partition 8 of demand 8 (gpus 0, version 3)" in out
