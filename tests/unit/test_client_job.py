@@ -152,3 +152,32 @@ def test_a_commands_parser_is_generated_from_its_options_model(
     # AND the job options come first, in the model's order
     flags = [a.dest for a in sub._actions if a.dest != "help"]
     assert flags[: len(infos)] == [i.name for i in infos]
+
+
+@pytest.mark.parametrize("method", ["estimate", "submit_estimate"])
+def test_the_estimate_methods_show_every_option_with_its_default(method):
+    # GIVEN the options model WHEN a user asks for the method's signature (help(), Jupyter)
+    import inspect
+
+    from fanfit.client import Client
+    from fanfit.client.options import EstimateOptions
+
+    params = inspect.signature(getattr(Client, method)).parameters
+    # THEN every option is a keyword with the model's default, and no **kwargs is left
+    for name in EstimateOptions.names():
+        assert name in params, name
+    assert params["n_folds"].default == 5 and params["trimming_threshold"].default == 0.01
+    assert params["y"].default is inspect.Parameter.empty
+    assert not any(p.kind is p.VAR_KEYWORD for p in params.values())
+
+
+def test_the_train_methods_show_every_option():
+    import inspect
+
+    from fanfit.client import Client
+    from fanfit.client.options import TrainOptions
+
+    for method in (Client.train, Client.submit_train):
+        params = inspect.signature(method).parameters
+        assert set(TrainOptions.names()) <= set(params)
+        assert params["gpu_workers"].default == 0

@@ -23,7 +23,7 @@ from typing import Any
 from fanfit import errors, storage
 from fanfit.client.estimate import EstimateJob, EstimateResult, submit_estimate
 from fanfit.client.jobs import JobHandle
-from fanfit.client.options import EstimateOptions
+from fanfit.client.options import EstimateOptions, TrainOptions, with_option_parameters
 from fanfit.client.stack import Stack
 from fanfit.client.train import TrainJob, TrainResult, submit_train
 from fanfit.jobs.documents.record import JobRecord, SpecKind
@@ -165,7 +165,9 @@ class Client:
         """
         return self.submit_estimate(data, **options).result(timeout=timeout, progress=progress)
 
-    def submit_train(self, data: Any, **options: Any) -> TrainJob:
+    def submit_train(
+        self, data: Any, *, init: Any = None, job_id: str | None = None, **options: Any
+    ) -> TrainJob:
         """Start a train job; see :func:`fanfit.client.train.submit_train` for the options.
 
         Raises
@@ -173,7 +175,7 @@ class Client:
         fanfit.errors.InvalidJobError, InvalidDataError
             Before anything is uploaded, naming the option or column.
         """
-        return submit_train(self, data, **options)
+        return submit_train(self, data, init=init, job_id=job_id, **options)
 
     def train(
         self,
@@ -451,3 +453,13 @@ class Client:
                 kind = "estimate"
         handle = _HANDLES.get(str(kind), EstimateJob)
         return handle(self, job_id, record.execution_arn)  # type: ignore[return-value]
+
+
+# The keyword options, written out for help(), Jupyter and IDEs (defined once, on the models).
+for _method, _options in (
+    (Client.submit_estimate, EstimateOptions),
+    (Client.estimate, EstimateOptions),
+    (Client.submit_train, TrainOptions),
+    (Client.train, TrainOptions),
+):
+    setattr(_method, "__signature__", with_option_parameters(_method, _options))  # noqa: B010

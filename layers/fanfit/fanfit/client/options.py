@@ -15,6 +15,7 @@ option, never a ``TypeError`` or ``AttributeError`` from deep inside.
 from __future__ import annotations
 
 import dataclasses
+import inspect
 import numbers
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -501,3 +502,40 @@ def build_spec(
     spec.validate()
     columns = [spec.y_col, *spec.d_cols, *spec.x_cols, *spec.z_cols]
     return spec, columns
+
+
+def with_option_parameters(function: Any, options: type[_Options]) -> inspect.Signature:
+    """``function``'s signature with its ``**kwargs`` written out as the options' keywords.
+
+    The methods that take options as keywords (:meth:`fanfit.client.Client.estimate` and friends)
+    accept exactly the fields of ``options``; giving them this signature (``__signature__``) lets
+    ``help()``, Jupyter and IDEs that ask :func:`inspect.signature` show every option with its
+    default, while the fields stay defined once, on the options model.
+
+    Parameters
+    ----------
+    function : callable
+        A function whose last parameter is ``**kwargs``.
+    options : type
+        :class:`EstimateOptions` or :class:`TrainOptions`.
+
+    Returns
+    -------
+    inspect.Signature
+        The parameters of ``function`` before ``**kwargs``, then one keyword-only parameter per
+        field of ``options`` not already among them (defaults as the model's; a field without one
+        has none).
+    """
+    signature = inspect.signature(function)
+    params = [p for p in signature.parameters.values() if p.kind is not p.VAR_KEYWORD]
+    taken = {p.name for p in params}
+    for f in dataclasses.fields(options):  # type: ignore[arg-type]
+        if f.name in taken:
+            continue
+        default = inspect.Parameter.empty if f.default is dataclasses.MISSING else f.default
+        params.append(
+            inspect.Parameter(
+                f.name, inspect.Parameter.KEYWORD_ONLY, default=default, annotation=f.type
+            )
+        )
+    return signature.replace(parameters=params)

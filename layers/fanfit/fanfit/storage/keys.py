@@ -1,0 +1,234 @@
+"""The S3 key layout of a job: every key and prefix fanfit reads or writes is built here.
+
+Key layout (``<job>`` is the job id)::
+
+    data/<sha256>.npz                      the data, content-addressed: arrays ``values`` (n_obs, n_cols)
+                                           float64 and ``columns`` (n_cols,) str
+    jobs/<job>/spec.json                   the job spec the client wrote
+    jobs/<job>/plan.json                   the validated plan (Prepare)
+    jobs/<job>/input-folds.npy             the folds the user gave (client), (n_obs, n_rep) int64
+    jobs/<job>/input-init.npy              the starting centroids the user gave a K-Means job (client)
+    jobs/<job>/folds.npy                   test-fold index per row and repetition, (n_obs, n_rep) int64
+    jobs/<job>/stages/<s>/units.json       the (repetition, fold, learner) units of stage s (Prepare)
+    jobs/<job>/stages/<s>/prepare.json     Prepare's record of stage s: started_at, ended_at, memory_mb
+    jobs/<job>/stages/<s>/schedule.json    the waves of stage s so far: decision and shard ids (Schedule)
+    jobs/<job>/stages/<s>/waves/<w>.json   the shard list of wave w of stage s (the Map's ItemReader)
+    jobs/<job>/stages/<s>/inputs.json      inputs of stage s computed from earlier stages
+    jobs/<job>/stages/<s>/preds/<shard>.npz  out-of-fold predictions of one shard, one array per unit
+    jobs/<job>/map-runs/<s>/<w>/...        the Distributed Map's ResultWriter output of wave w of stage s
+    jobs/<job>/result.json                 the estimate (Aggregate) or the trained model (TrainFinalize)
+    jobs/<job>/predictions.npz             every out-of-fold prediction of an estimate (Aggregate): one
+                                           (n_obs, n_rep) float64 array per treatment and learner,
+                                           ``t<i_treat>_<key>``, and ``d_cols`` (DoubleML's
+                                           external_predictions, see fanfit.dml.interop)
+    jobs/<job>/train/state/<r>.npz         a train job's model at the start of round r (TrainInit, TrainReduce)
+    jobs/<job>/train/rounds/<r>/plan.json  round r's batches, groups and predicted throughput (TrainSchedule)
+    jobs/<job>/train/rounds/<r>/workers/<i>.npz  worker i's partial of round r (TrainShard)
+    jobs/<job>/train/rounds/<r>/record.json  what round r measured (TrainReduce)
+    jobs/<job>/train/throughput.json       the job's per-worker throughput averages (TrainSchedule)
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+from fanfit.errors import InvalidJobError
+
+
+def data_key(digest: str) -> str:
+    """Key of a content-addressed data object, from the hex SHA-256 of its bytes."""
+    return f"data/{digest}.npz"
+
+
+#: What a data key looks like: ``data/<sha256 hex>.<ext>`` (content-addressed, one level deep).
+DATA_KEY_PATTERN = re.compile(r"data/[0-9a-f]{64}\.[a-z0-9]{2,8}")
+
+
+def check_data_key(key: Any, *, field: str = "data_key") -> str:
+    """Check a data key read from a job file: ``data/<sha256>.npz`` and nothing else.
+
+    Parameters
+    ----------
+    key : any
+        The value of the job file's ``field``.
+    field : str
+        Its name, for the message.
+
+    Returns
+    -------
+    str
+        ``key``.
+
+    Raises
+    ------
+    InvalidJobError
+        ``key`` is not a string of that form (null, a path that climbs out with ``..``, another
+        job's object); the value is not echoed when long.
+    """
+    if not isinstance(key, str) or not DATA_KEY_PATTERN.fullmatch(key):
+        shown = repr(key) if len(repr(key)) <= 100 else f"a {type(key).__name__} value"
+        raise InvalidJobError(
+            f"{field} must be a data key 'data/<sha256>.npz' as the client uploads it, got {shown}"
+        )
+    return key
+
+
+def check_job_key(key: Any, job_id: str, *, field: str) -> str:
+    """Check an S3 key read from a job file lies under ``jobs/<job_id>/`` without ``..`` segments.
+
+    Raises
+    ------
+    InvalidJobError
+        It is not a string, lies outside the job's prefix, or has an empty, ``.`` or ``..`` segment.
+    """
+    if (
+        not isinstance(key, str)
+        or len(key) > 1024
+        or not key.startswith(job_prefix(job_id))
+        or any(part in ("", ".", "..") for part in key.split("/"))
+    ):
+        shown = repr(key) if len(repr(key)) <= 100 else f"a {type(key).__name__} value"
+        raise InvalidJobError(
+            f"{field} must be a key under {job_prefix(job_id)} without '..' segments, got {shown}"
+        )
+    return key
+
+
+def job_prefix(job_id: str) -> str:
+    """Prefix under which every object of ``job_id`` lives."""
+    return f"jobs/{job_id}/"
+
+
+def spec_key(job_id: str) -> str:
+    """Key of the job spec written by the client."""
+    return f"jobs/{job_id}/spec.json"
+
+
+def input_folds_key(job_id: str) -> str:
+    """Key of the folds the user gave an estimate job (int64, shape (n_obs, n_rep)), written by
+    the client."""
+    return f"{job_prefix(job_id)}input-folds.npy"
+
+
+def input_init_key(job_id: str) -> str:
+    """Key of the initial K-Means centroids the user gave a train job (float64, shape
+    (n_clusters, n_features)), written by the client."""
+    return f"{job_prefix(job_id)}input-init.npy"
+
+
+def plan_key(job_id: str) -> str:
+    """Key of the plan written by Prepare."""
+    return f"jobs/{job_id}/plan.json"
+
+
+def folds_key(job_id: str) -> str:
+    """Key of the folds array, shape (n_obs, n_rep)."""
+    return f"jobs/{job_id}/folds.npy"
+
+
+def units_key(job_id: str, stage: int) -> str:
+    """Key of a stage's (repetition, fold, learner) units, as Prepare wrote them."""
+    return f"{job_prefix(job_id)}stages/{stage}/units.json"
+
+
+def schedule_key(job_id: str, stage: int) -> str:
+    """Key of a stage's schedule: its waves so far, each with its decision and shard ids."""
+    return f"{job_prefix(job_id)}stages/{stage}/schedule.json"
+
+
+def wave_key(job_id: str, stage: int, wave: int) -> str:
+    """Key of the shard list of one wave of a stage (the Distributed Map's ItemReader input)."""
+    return f"{job_prefix(job_id)}stages/{stage}/waves/{wave}.json"
+
+
+def stage_prefix(job_id: str, stage: int) -> str:
+    """Prefix of every object of one stage of an estimate (units, schedule, waves, predictions)."""
+    return f"{job_prefix(job_id)}stages/{stage}/"
+
+
+def prepare_record_key(job_id: str, stage: int) -> str:
+    """Key of what Prepare measured while planning a stage (seconds, memory; for the cost)."""
+    return f"{stage_prefix(job_id, stage)}prepare.json"
+
+
+def preds_prefix(job_id: str, stage: int) -> str:
+    """Prefix of the predictions objects of a stage's shards (:func:`preds_key`)."""
+    return f"{stage_prefix(job_id, stage)}preds/"
+
+
+def map_runs_prefix(job_id: str, stage: int, wave: int) -> str:
+    """Prefix the Distributed Map of a wave writes its results under (its ResultWriter's Prefix)."""
+    return f"{job_prefix(job_id)}map-runs/{stage}/{wave}"
+
+
+def stage_inputs_key(job_id: str, stage: int) -> str:
+    """Key of the inputs of ``stage`` computed from the predictions of earlier stages."""
+    return f"jobs/{job_id}/stages/{stage}/inputs.json"
+
+
+def preds_key(job_id: str, stage: int, shard_id: str) -> str:
+    """Key of the out-of-fold predictions of one shard."""
+    return f"{preds_prefix(job_id, stage)}{shard_id}.npz"
+
+
+def result_key(job_id: str) -> str:
+    """Key of the job's result."""
+    return f"jobs/{job_id}/result.json"
+
+
+def predictions_key(job_id: str) -> str:
+    """Key of an estimate's out-of-fold predictions (``.npz``; :mod:`fanfit.dml.interop` layout)."""
+    return f"{job_prefix(job_id)}predictions.npz"
+
+
+def train_state_key(job_id: str, round_index: int) -> str:
+    """Key of a train job's model at the start of round ``round_index`` (``.npz``)."""
+    return f"{job_prefix(job_id)}train/state/{round_index:05d}.npz"
+
+
+def train_state_prefix(job_id: str) -> str:
+    """Prefix of a train job's model states (:func:`train_state_key`), for listing them."""
+    return f"{job_prefix(job_id)}train/state/"
+
+
+def train_state_index(job_id: str, key: str) -> int | None:
+    """The round of a model state's key (:func:`train_state_key`); None for any other key."""
+    prefix = train_state_prefix(job_id)
+    name = key[len(prefix) :] if key.startswith(prefix) else ""
+    return int(name[:-4]) if name.endswith(".npz") and name[:-4].isdigit() else None
+
+
+def train_round_plan_key(job_id: str, round_index: int) -> str:
+    """Key of a round's plan: per-worker batches, DS-Sync groups, predicted throughput."""
+    return f"{job_prefix(job_id)}train/rounds/{round_index:05d}/plan.json"
+
+
+def train_partial_key(job_id: str, round_index: int, worker: int) -> str:
+    """Key of one worker's partial of a round (``.npz``)."""
+    return f"{job_prefix(job_id)}train/rounds/{round_index:05d}/workers/{worker:03d}.npz"
+
+
+def train_round_key(job_id: str, round_index: int) -> str:
+    """Key of a round's record: per-worker batch, compute seconds, throughput; round time."""
+    return f"{job_prefix(job_id)}train/rounds/{round_index:05d}/record.json"
+
+
+def train_throughput_key(job_id: str) -> str:
+    """Key of a train job's per-worker throughput averages (an ``EwmaThroughput`` dict)."""
+    return f"{job_prefix(job_id)}train/throughput.json"
+
+
+def shard_id_of_preds_key(key: str) -> str:
+    """The shard id of a predictions key (:func:`preds_key`): ``.../preds/00012.npz`` -> ``00012``."""
+    return key.rsplit("/", 1)[-1].removesuffix(".npz")
+
+
+def train_rounds_prefix(job_id: str) -> str:
+    """Prefix of a train job's per-round objects (plans, partials, records)."""
+    return f"{job_prefix(job_id)}train/rounds/"
+
+
+def is_train_round_key(key: str) -> bool:
+    """Whether ``key`` is a round record (:func:`train_round_key`), of any job and round."""
+    return "/train/rounds/" in key and key.endswith("/record.json")
