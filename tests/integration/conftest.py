@@ -28,7 +28,8 @@ from typing import Any, TypeVar
 import pytest
 
 from fanfit.local.deploy import Deployer, local_batch_parameters, local_bucket_parameters
-from fanfit.local.stack import ARTIFACT_BUCKET_PREFIX, LocalStack, StackInfo
+from fanfit.local.process import ARTIFACT_BUCKET_PREFIX
+from fanfit.local.stack import LocalStack, StackInfo
 
 ROOT = Path(__file__).resolve().parents[2]
 TEMPLATE = ROOT / "template.yaml"

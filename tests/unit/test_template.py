@@ -180,3 +180,32 @@ def test_functions_follow_the_layout(template):
             code = res["Properties"]["CodeUri"]
             assert (ROOT / code / "app.py").is_file(), name
             assert (ROOT / "events" / f"{Path(code).name}.json").is_file(), name
+
+
+#: The functions whose steps recompute the jobs' partitions (fanfit.jobs.sharing): a recomputation
+#: that keeps losing to concurrent ones raises PartitionConflictError, which the step retries.
+PARTITION_FUNCTIONS = {
+    "${PrepareFunctionArn}",
+    "${ScheduleFunctionArn}",
+    "${AggregateFunctionArn}",
+    "${ReleaseFunctionArn}",
+    "${TrainInitFunctionArn}",
+    "${TrainScheduleFunctionArn}",
+    "${TrainFinalizeFunctionArn}",
+}
+
+
+def test_every_step_that_recomputes_partitions_retries_a_partition_conflict(machine):
+    # GIVEN each Lambda task of a function that registers, re-reads or releases a partition
+    asl = machine[2]
+    tasks = [
+        (name, state)
+        for name, state in _states(asl)
+        if state.get("Parameters", {}).get("FunctionName") in PARTITION_FUNCTIONS
+    ]
+    assert tasks
+    # THEN it retries PartitionConflictError with backoff and jitter (many jobs starting at once)
+    for name, state in tasks:
+        conflict = [r for r in state["Retry"] if "PartitionConflictError" in r["ErrorEquals"]]
+        assert conflict and conflict[0]["MaxAttempts"] >= 3, name
+        assert conflict[0].get("JitterStrategy") == "FULL" and conflict[0]["BackoffRate"] > 1, name

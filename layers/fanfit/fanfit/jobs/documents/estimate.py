@@ -158,7 +158,7 @@ class EstimateSpec(Document):
     ``dml`` is kept as the client wrote it: Prepare validates it with
     :meth:`fanfit.dml.DMLSpec.from_dict`, whose errors name the option and keep their class
     (InvalidLearnerError, ...). ``weight`` is the job's weight in the fair shares
-    (:func:`fanfit.jobs.sharing.check_weight`; None reads as 1).
+    (:func:`fanfit.limits.check_weight`; None reads as 1).
     """
 
     kind: Literal["estimate"] = "estimate"
