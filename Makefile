@@ -57,8 +57,10 @@ unit: install
 integration: install install-local
 	$(BIN)/pytest tests/integration -q -m integration
 
+# Two workers: the integration modules (mostly waiting on the local stack) in one, as one xdist group
+# sharing one local stack, and the unit tests spread over both (tests/conftest.py).
 test: lint install-local
-	$(BIN)/pytest tests -q
+	$(BIN)/pytest tests -q -n 2 --dist loadgroup
 
 bench: install install-local
 	$(BIN)/python benchmarks/estimate_vs_doubleml.py --json
