@@ -6,7 +6,7 @@ BIN := $(VENV)/bin
 export AWS_DEFAULT_REGION ?= us-east-1
 export SAM_CLI_TELEMETRY := 0
 
-.PHONY: install install-local demo test lint unit integration sam-build bench clean
+.PHONY: install install-local demo test suite lint unit integration sam-build bench clean
 
 $(BIN)/fanfit: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -57,9 +57,13 @@ unit: install
 integration: install install-local
 	$(BIN)/pytest tests/integration -q -m integration
 
-# Two workers: the integration modules (mostly waiting on the local stack) in one, as one xdist group
+# make test: lint beside the whole suite (make -j2; either failing fails the target). The suite runs on
+# two xdist workers: the integration modules (mostly waiting on the local stack) in one, as one group
 # sharing one local stack, and the unit tests spread over both (tests/conftest.py).
-test: lint install-local
+test: install install-local
+	$(MAKE) --no-print-directory -j2 lint suite
+
+suite: install install-local
 	$(BIN)/pytest tests -q -n 2 --dist loadgroup
 
 bench: install install-local
