@@ -274,7 +274,7 @@ def main() -> int:
                 data_out_mb=data_out_mb,
             )
         )
-    caps = {"lambda": n_fits, "batch": 4}
+    caps = {"lambda": n_fits, "gpu": 4}
     fastest = sum(min(c.seconds for c in stage_options(s, caps)) for s in stages)
     deadline = args.deadline
 
