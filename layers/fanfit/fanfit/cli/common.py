@@ -121,6 +121,20 @@ def add_config_options(
     config.prepare_parser(p, options)
 
 
+def add_job_options(
+    p: argparse.ArgumentParser, command: str, options: Sequence[OptionInfo]
+) -> None:
+    """The parser of a command that runs a job (``fanfit estimate``, ``fanfit train``): one flag per
+    option of its options model, then ``--stack``, ``--output``, ``--timeout``, ``--quiet``, and
+    ``--config`` / ``--dry-run`` (which must come last)."""
+    add_options(p, options)
+    add_stack_options(p)
+    p.add_argument("--output", choices=["table", "json"], default="table")
+    p.add_argument("--timeout", type=float, default=3600.0, help="seconds to wait for the job")
+    add_quiet_option(p)
+    add_config_options(p, command, options)
+
+
 def print_dry_run(command: str, args: argparse.Namespace, info: dict[str, Any]) -> int:
     info = {"command": command, "dry_run": True, "data": str(args.data), **info}
     if args.output == "json":

@@ -29,13 +29,7 @@ def add_parser(sub: Any) -> None:
         help="estimate a causal parameter by DML with repeated cross-fitting",
         description="Double/debiased machine learning on the stack; options named as DoubleML names them.",
     )
-    infos = EstimateOptions.infos()
-    common.add_options(p, infos)
-    common.add_stack_options(p)
-    p.add_argument("--output", choices=["table", "json"], default="table")
-    p.add_argument("--timeout", type=float, default=3600.0, help="seconds to wait for the job")
-    common.add_quiet_option(p)
-    common.add_config_options(p, "estimate", infos)
+    common.add_job_options(p, "estimate", EstimateOptions.infos())
     p.set_defaults(func=run)
 
 

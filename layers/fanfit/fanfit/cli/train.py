@@ -25,13 +25,7 @@ def add_parser(sub: Any) -> None:
         "logistic / least-squares regression, one Lambda per worker per round, or for an MLP "
         "classifier on the GPU worker (AWS Batch).",
     )
-    infos = TrainOptions.infos()
-    common.add_options(p, infos)
-    common.add_stack_options(p)
-    p.add_argument("--output", choices=["table", "json"], default="table")
-    p.add_argument("--timeout", type=float, default=3600.0, help="seconds to wait for the job")
-    common.add_quiet_option(p)
-    common.add_config_options(p, "train", infos)
+    common.add_job_options(p, "train", TrainOptions.infos())
     p.set_defaults(func=run)
 
 
