@@ -171,6 +171,52 @@ def partition_stack(moto_stack):
 
 
 @pytest.fixture
+def moto_client():
+    """A builder of :class:`fanfit.client.Client` s of the moto stack: no CloudFormation and no
+    functions, two pass-through state machines (estimate, train). ``moto_client()`` inside a
+    :func:`moto_stack`; ``moto_client(partition_table=...)`` also reads the partition table."""
+    import json
+
+    import boto3
+
+    from fanfit import storage
+    from fanfit.client import Client, Stack
+
+    def build(partition_table: str | None = None) -> Any:
+        session = boto3.Session()
+        sfn = session.client("stepfunctions")
+        definition = json.dumps({"StartAt": "P", "States": {"P": {"Type": "Pass", "End": True}}})
+        arns = {
+            kind: sfn.create_state_machine(
+                name=f"fanfit-{kind}",
+                definition=definition,
+                roleArn="arn:aws:iam::123456789012:role/fanfit-states",
+            )["stateMachineArn"]
+            for kind in ("estimate", "train")
+        }
+        client = Client.__new__(Client)
+        client.session = session
+        client.local = True
+        client.stack = Stack(name="fanfit", bucket="fanfit-unit", job_table="fanfit-jobs",
+                             estimate_state_machine_arn=arns["estimate"],
+                             train_state_machine_arn=arns["train"], train_worker_memory_mb=(1769,),
+                             partition_table=partition_table)  # fmt: skip
+        client.s3 = session.client("s3")
+        client.sfn = sfn
+        client.store = storage.JobStore("fanfit-unit", client.s3)
+        client.records = storage.JobRecords("fanfit-jobs", session.client("dynamodb"))
+        client.partitions = (
+            storage.Partitions(partition_table, session.client("dynamodb"))
+            if partition_table
+            else None
+        )
+        client.__dict__["_memory_mb"] = {"estimate": {}, "train": {}}  # no functions to check
+        return client
+
+    return build
+
+
+@pytest.fixture
 def make_partitions(partition_stack):
     """Factory ``make_partitions()``: a new :class:`fanfit.storage.Partitions` of the moto table."""
     from fanfit.storage import Partitions

@@ -10,7 +10,6 @@ from the job record or else from the spec in S3; and the estimate options are on
 from __future__ import annotations
 
 import argparse
-import json
 from typing import Any
 
 import pytest
@@ -22,38 +21,10 @@ ESTIMATE_OPTIONS = dict(y="y", d="d", x=["x1", "x2", "x3"], ml_l="LinearRegressi
 
 
 @pytest.fixture
-def client(moto_stack) -> Any:
+def client(moto_stack, moto_client) -> Any:
     """A :class:`fanfit.client.Client` of the moto stack (no CloudFormation, no functions)."""
-    import boto3
-
-    from fanfit import storage
-    from fanfit.client import Client, Stack
-
     with moto_stack():
-        session = boto3.Session()
-        sfn = session.client("stepfunctions")
-        definition = json.dumps({"StartAt": "P", "States": {"P": {"Type": "Pass", "End": True}}})
-        arns = {
-            kind: sfn.create_state_machine(
-                name=f"fanfit-{kind}",
-                definition=definition,
-                roleArn="arn:aws:iam::123456789012:role/fanfit-states",
-            )["stateMachineArn"]
-            for kind in ("estimate", "train")
-        }
-        c = Client.__new__(Client)
-        c.session = session
-        c.local = True
-        c.stack = Stack(name="fanfit", bucket="fanfit-unit", job_table="fanfit-jobs",
-                        estimate_state_machine_arn=arns["estimate"],
-                        train_state_machine_arn=arns["train"], train_worker_memory_mb=(1769,))  # fmt: skip
-        c.s3 = session.client("s3")
-        c.sfn = sfn
-        c.store = storage.JobStore("fanfit-unit", c.s3)
-        c.records = storage.JobRecords("fanfit-jobs", session.client("dynamodb"))
-        c.partitions = None
-        c.__dict__["_memory_mb"] = {"estimate": {}, "train": {}}  # no functions to check
-        yield c
+        yield moto_client()
 
 
 def test_job_returns_the_handle_of_the_jobs_kind_from_its_spec(client, make_plr_frame) -> None:

@@ -122,51 +122,17 @@ def test_a_job_file_weight_of_the_wrong_type_is_named(tmp_path, text) -> None:
 # ---------------------------------------------------------------- Spec and registration (moto)
 
 
-def _moto_client() -> Any:
-    """A :class:`fanfit.client.Client` of the moto bucket, tables and two state machines."""
-    import boto3
-
-    from fanfit import storage
-    from fanfit.client import Client, Stack
-
-    session = boto3.Session()
-    sfn = session.client("stepfunctions")
-    definition = json.dumps({"StartAt": "P", "States": {"P": {"Type": "Pass", "End": True}}})
-    arns = {
-        kind: sfn.create_state_machine(
-            name=f"fanfit-{kind}",
-            definition=definition,
-            roleArn="arn:aws:iam::123456789012:role/fanfit-states",
-        )["stateMachineArn"]
-        for kind in ("estimate", "train")
-    }
-    client = Client.__new__(Client)
-    client.session = session
-    client.local = True
-    client.stack = Stack(name="fanfit", bucket="fanfit-unit", job_table="fanfit-jobs",
-                         estimate_state_machine_arn=arns["estimate"],
-                         train_state_machine_arn=arns["train"], train_worker_memory_mb=(1769,),
-                         partition_table=TABLE)  # fmt: skip
-    client.s3 = session.client("s3")
-    client.sfn = sfn
-    client.store = storage.JobStore("fanfit-unit", client.s3)
-    client.records = storage.JobRecords("fanfit-jobs", session.client("dynamodb"))
-    client.partitions = storage.Partitions(TABLE, session.client("dynamodb"))
-    client.__dict__["_memory_mb"] = {"estimate": {}, "train": {}}  # no functions to check
-    return client
-
-
 ESTIMATE_OPTIONS = dict(y="y", d="d", x=["x1", "x2", "x3"], ml_l="LinearRegression",
                         ml_m="LinearRegression", n_folds=2, max_concurrency=4)  # fmt: skip
 
 
 def test_an_estimates_weight_goes_from_the_spec_to_its_registration(
-    partition_stack, make_plr_frame
+    moto_client, partition_stack, make_plr_frame
 ) -> None:
     from fanfit import storage
     from fanfit.jobs.estimate.prepare import prepare_stage
 
-    client = _moto_client()
+    client = moto_client(partition_table=TABLE)
     # WHEN an estimate is submitted with weight 2.5
     job = client.submit_estimate(
         make_plr_frame(300), weight=2.5, job_id="est-w", **ESTIMATE_OPTIONS
@@ -185,12 +151,12 @@ def test_an_estimates_weight_goes_from_the_spec_to_its_registration(
 
 
 def test_a_train_jobs_weight_goes_from_the_spec_to_its_registration(
-    partition_stack, make_plr_frame
+    moto_client, partition_stack, make_plr_frame
 ) -> None:
     from fanfit import storage
     from fanfit.jobs.train.init import init_job
 
-    client = _moto_client()
+    client = moto_client(partition_table=TABLE)
     job = client.submit_train(make_plr_frame(300), model="kmeans", features=["x1", "x2"],
                               n_clusters=3, workers=2, weight=3, job_id="train-w")  # fmt: skip
     assert client.store.get_json(storage.spec_key("train-w"))["weight"] == 3.0
@@ -201,7 +167,9 @@ def test_a_train_jobs_weight_goes_from_the_spec_to_its_registration(
     assert item["weight"] == 3.0 and item["execution_arn"] == job.execution_arn
 
 
-def test_register_job_receives_the_weight(partition_stack, make_plr_frame, monkeypatch) -> None:
+def test_register_job_receives_the_weight(
+    moto_client, partition_stack, make_plr_frame, monkeypatch
+) -> None:
     from fanfit import storage
     from fanfit.jobs import sharing
     from fanfit.jobs.estimate.prepare import prepare_stage
@@ -215,7 +183,7 @@ def test_register_job_receives_the_weight(partition_stack, make_plr_frame, monke
         return real(partitions, job_id, kind, demand, gpu_demand, weight, **kwargs)
 
     monkeypatch.setattr(sharing, "register_job", spy)
-    client = _moto_client()
+    client = moto_client(partition_table=TABLE)
     client.submit_estimate(make_plr_frame(300), weight=0.5, job_id="est-s", **ESTIMATE_OPTIONS)
     prepare_stage(client.store, client.records, "est-s", storage.spec_key("est-s"), 0,
                   partitions=client.partitions)  # fmt: skip
@@ -237,8 +205,10 @@ def test_weights_set_the_fair_shares(make_partitions) -> None:
     assert {j["job_id"]: j["partition"] for j in parts.jobs()} == {"heavy": 3, "light": 1}
 
 
-def test_a_bad_weight_uploads_and_starts_nothing(partition_stack, make_plr_frame) -> None:
-    client = _moto_client()
+def test_a_bad_weight_uploads_and_starts_nothing(
+    moto_client, partition_stack, make_plr_frame
+) -> None:
+    client = moto_client(partition_table=TABLE)
 
     class Refuse:
         def __getattr__(self, name: str) -> Any:
@@ -255,13 +225,13 @@ def test_a_bad_weight_uploads_and_starts_nothing(partition_stack, make_plr_frame
 
 @pytest.mark.parametrize("kind", ["estimate", "train"])
 def test_a_crafted_spec_with_a_bad_weight_fails_in_the_function(
-    partition_stack, make_plr_frame, kind
+    moto_client, partition_stack, make_plr_frame, kind
 ) -> None:
     from fanfit import storage
     from fanfit.jobs.estimate.prepare import prepare_stage
     from fanfit.jobs.train.init import init_job
 
-    client = _moto_client()
+    client = moto_client(partition_table=TABLE)
     if kind == "estimate":
         client.submit_estimate(make_plr_frame(300), job_id="bad", **ESTIMATE_OPTIONS)
     else:
