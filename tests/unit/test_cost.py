@@ -174,6 +174,18 @@ def test_lambda_invocations_prefer_the_handlers_own_duration_and_memory():
     assert notes == []
 
 
+def test_a_payload_whose_timing_fields_are_not_numbers_falls_back_to_the_history():
+    # GIVEN a step output whose timing fields are malformed (a string, a bool, a negative memory)
+    events = [_ev(1, "ExecutionStarted", 100.0)]
+    events += _lambda_task(2, 100.0, 101.5, "fanfit-Schedule-1",
+                           payload={"started_at": "soon", "ended_at": True, "memory_mb": -5})  # fmt: skip
+    # WHEN read through StepTiming
+    invs, notes = lambda_invocations_from_history(events, {"fanfit-Schedule-1": 512})
+    # THEN the history's interval and the configured memory are used, not the payload's values
+    assert invs[0]["duration_s"] == pytest.approx(1.5) and invs[0]["source"] == "history"
+    assert invs[0]["memory_mb"] == 512 and notes == []
+
+
 def test_lambda_invocations_count_every_attempt_and_pair_interleaved_iterations():
     # GIVEN two concurrent Map iterations whose events interleave, one of them retried
     p = json.dumps({"FunctionName": ARN + "w"})

@@ -1,7 +1,8 @@
 """Reading one Step Functions execution history: Lambda invocations, Batch jobs, state transitions.
 
-Pure: ``get_execution_history`` events (plain dicts) in, records and counts out, as
-:mod:`fanfit.cost` describes them; :mod:`fanfit.cost.collect` fetches the histories.
+Pure: ``get_execution_history`` events (plain dicts: AWS's documents, not fanfit's) in, records and
+counts out, as :mod:`fanfit.cost` describes them; a Lambda step's output is read through
+:class:`~fanfit.jobs.documents.record.StepTiming`; :mod:`fanfit.cost.collect` fetches the histories.
 """
 
 from __future__ import annotations
@@ -11,6 +12,8 @@ import math
 from collections.abc import Iterable, Mapping, Sequence
 from datetime import datetime
 from typing import Any, TypeGuard
+
+from fanfit.jobs.documents.record import StepTiming
 
 __all__ = [
     "batch_jobs_from_history",
@@ -140,11 +143,10 @@ def lambda_invocations_from_history(
             output = loads_json(event_details(last).get("output")) or {}
             payload = output.get("Payload") if isinstance(output, dict) else None
             if isinstance(payload, dict):
-                if _is_number(payload.get("started_at")) and _is_number(payload.get("ended_at")):
-                    duration = float(payload["ended_at"]) - float(payload["started_at"])
-                    source = "handler"
-                if _is_number(payload.get("memory_mb")) and payload["memory_mb"] > 0:
-                    memory = int(payload["memory_mb"])
+                timing = StepTiming.model_validate(payload)
+                if timing.duration_s is not None:
+                    duration, source = timing.duration_s, "handler"
+                memory = timing.memory_mb
         if memory is None:
             memory = memory_mb.get(arn, memory_mb.get(name))
         if memory is None:

@@ -11,14 +11,15 @@ typed; keys it does not name are kept (``extra="allow"``), since the steps add f
 
 from __future__ import annotations
 
+import math
 from typing import Any, Literal
 
-from pydantic import ConfigDict
+from pydantic import ConfigDict, field_validator
 
 from fanfit.jobs.documents import Document
 from fanfit.jobs.documents.estimate import ScheduleSummary
 
-__all__ = ["JobRecord", "SpecKind"]
+__all__ = ["JobRecord", "SpecKind", "StepTiming"]
 
 
 class JobRecord(Document):
@@ -75,3 +76,46 @@ class SpecKind(Document):
     model_config = ConfigDict(extra="ignore")
 
     kind: Literal["estimate", "train"] = "estimate"
+
+
+class StepTiming(Document):
+    """The timing fields of a Lambda step's output, as the cost collection reads them from an
+    execution history (:func:`fanfit.cost.history.lambda_invocations_from_history`).
+
+    Every step output that bills Lambda time carries them (:class:`~fanfit.jobs.documents.estimate.CrossFitOutput`,
+    :class:`~fanfit.jobs.documents.train.ShardOutput`, the stage and wave records, ...); the other
+    keys of the output belong to its own model and are ignored here. A field that is absent or not a
+    finite number reads as None (the history's own timestamps are used then).
+
+    Attributes
+    ----------
+    started_at, ended_at : float or None
+        Epoch seconds of the handler's start and end.
+    memory_mb : int or None
+        The function's MemorySize (MB), as the handler read it from its context.
+    """
+
+    model_config = ConfigDict(extra="ignore")
+
+    started_at: float | None = None
+    ended_at: float | None = None
+    memory_mb: int | None = None
+
+    @field_validator("started_at", "ended_at", mode="before")
+    @classmethod
+    def _seconds(cls, value: Any) -> float | None:
+        number = isinstance(value, int | float) and not isinstance(value, bool)
+        return float(value) if number and math.isfinite(value) else None
+
+    @field_validator("memory_mb", mode="before")
+    @classmethod
+    def _memory(cls, value: Any) -> int | None:
+        number = isinstance(value, int | float) and not isinstance(value, bool)
+        return int(value) if number and math.isfinite(value) and value > 0 else None
+
+    @property
+    def duration_s(self) -> float | None:
+        """``ended_at - started_at`` (seconds), None unless both are known."""
+        if self.started_at is None or self.ended_at is None:
+            return None
+        return self.ended_at - self.started_at
