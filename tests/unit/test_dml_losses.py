@@ -160,3 +160,28 @@ def test_nuisance_loss_names_missing_predictions(make_frame) -> None:
     # WHEN / THEN the losses are refused with the missing key named
     with pytest.raises(InvalidJobError, match="ml_m"):
         nuisance_loss(spec, data, {"ml_l": np.zeros((40, 1, 1))})
+
+
+def test_propensity_overlap_counts_every_row_of_each_group(fitted) -> None:
+    from fanfit.dml.overlap import N_BINS, propensity_overlap
+
+    spec, data, _, result = fitted
+    # WHEN the overlap histogram is computed from the out-of-fold predictions
+    ov = propensity_overlap(spec, data, result.predictions)
+    # THEN PLR and PLIV have none, IRM groups by the treatment and IIVM by the instrument
+    if spec.model in ("plr", "pliv"):
+        assert ov is None
+        return
+    group = data.d[:, 0] if spec.model == "irm" else data.z[:, 0]
+    assert ov["variable"] == (spec.d_cols[0] if spec.model == "irm" else spec.z_cols[0])
+    assert (
+        len(ov["bin_edges"]) == N_BINS + 1 and ov["trimming_threshold"] == spec.trimming_threshold
+    )
+    m_hat = result.predictions["ml_m"]
+    for level in (0, 1):
+        counts = np.array(ov["counts"][str(level)])
+        assert counts.shape == (spec.n_rep, N_BINS)
+        # ... every row of the group once per repetition, in the bin of its unclipped m_hat
+        assert (counts.sum(axis=1) == (group == level).sum()).all()
+        first = np.histogram(m_hat[group == level, 0, 0], bins=np.linspace(0, 1, N_BINS + 1))[0]
+        np.testing.assert_array_equal(counts[0], first)

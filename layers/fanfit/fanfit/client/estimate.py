@@ -176,12 +176,15 @@ class EstimateResult:
         """The ``--output json`` object: coef, se, t_stat, pval, ci_95, all_coef, all_se, n_obs,
         n_folds, n_rep, model, score, execution_arn, timings; ``nuisance_loss`` (learner ->
         ``n_rep`` lists of ``n_treat`` losses, DoubleML's layout, None for NaN) and
-        ``nuisance_metric`` when the job has them; ``ci_joint_95``, ``boot_method`` after a bootstrap."""
+        ``nuisance_metric`` when the job has them; ``ci_joint_95``, ``boot_method`` after a
+        bootstrap; ``spec`` (the job's columns, learners and seed) and ``propensity_overlap``
+        (IRM, IIVM) as ``result.json`` has them."""
         keys = ("coef", "se", "t_stat", "pval", "ci_95", "all_coef", "all_se", "n_obs", "n_folds",
                 "n_rep", "model", "score")  # fmt: skip
         doc = self.doc.to_json_dict()
         out = {k: doc[k] for k in keys}
-        for k in ("ci_joint_95", "boot_method", "nuisance_loss", "nuisance_metric"):
+        for k in ("ci_joint_95", "boot_method", "nuisance_loss", "nuisance_metric", "spec",
+                  "propensity_overlap"):  # fmt: skip
             if k in doc:
                 out[k] = doc[k]
         out["execution_arn"] = self.execution_arn

@@ -505,11 +505,20 @@ class EstimateResultDoc(_OmitNone):
     ``nuisance_loss`` (prediction key -> ``n_rep`` lists of ``n_treat`` losses, DoubleML's
     ``nuisance_loss`` layout; :func:`fanfit.dml.losses.nuisance_loss`), ``nuisance_metric``
     (prediction key -> ``'RMSE'`` or ``'Log Loss'``) and ``spec`` (the job's
-    :meth:`fanfit.dml.DMLSpec.to_dict`: columns, learners, seed) are optional, so that a
+    :meth:`fanfit.dml.DMLSpec.to_dict`: columns, learners, seed) and, for IRM and IIVM,
+    ``propensity_overlap`` (:func:`fanfit.dml.overlap.propensity_overlap`) are optional, so that a
     ``result.json`` written before they existed still parses."""
 
     OMIT_NONE: ClassVar[frozenset[str] | None] = frozenset(
-        {"ci_joint_95", "boot_method", "n_rep_boot", "nuisance_loss", "nuisance_metric", "spec"}
+        {
+            "ci_joint_95",
+            "boot_method",
+            "n_rep_boot",
+            "nuisance_loss",
+            "nuisance_metric",
+            "spec",
+            "propensity_overlap",
+        }
     )
 
     model: str
@@ -531,6 +540,7 @@ class EstimateResultDoc(_OmitNone):
     nuisance_loss: dict[str, list[list[float | None]]] | None = None
     nuisance_metric: dict[str, str] | None = None
     spec: dict[str, Any] | None = None
+    propensity_overlap: dict[str, Any] | None = None
     job_id: str
     execution_arn: str
     predictions_key: str

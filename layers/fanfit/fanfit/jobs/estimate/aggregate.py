@@ -6,7 +6,7 @@ import time
 
 from fanfit import dml, storage
 from fanfit.cost import LAMBDA_USD_PER_GB_SECOND, LAMBDA_USD_PER_REQUEST, lambda_cost_usd
-from fanfit.dml import losses
+from fanfit.dml import losses, overlap
 from fanfit.dml.interop import predictions_to_arrays
 from fanfit.jobs import sharing
 from fanfit.jobs.documents.estimate import (
@@ -45,7 +45,8 @@ def aggregate_job(
     predictions_to_arrays`), then ``result.json``
     (:class:`~fanfit.jobs.documents.estimate.EstimateResultDoc`: :meth:`fanfit.dml.DMLResult.to_dict`
     with the nuisance losses (:func:`fanfit.dml.losses.nuisance_loss`), plus ``job_id``,
-    ``execution_arn``, ``predictions_key``, ``folds_key``, ``spec`` and ``timings``: per-shard
+    ``execution_arn``, ``predictions_key``, ``folds_key``, ``spec``, the propensity overlap of IRM
+    and IIVM (:func:`fanfit.dml.overlap.propensity_overlap`) and ``timings``: per-shard
     statistics, billed GB-seconds and the estimated Lambda cost in USD), then marks the job record
     SUCCEEDED and, given the stack's ``partitions``, releases the job's partition to the jobs
     still running (:func:`fanfit.jobs.sharing.release_job`).
@@ -101,6 +102,7 @@ def aggregate_job(
         predictions_key=predictions_key,
         folds_key=plan.folds_key,
         spec=spec.to_dict(),
+        propensity_overlap=overlap.propensity_overlap(spec, data, result.predictions or preds),
         timings=EstimateTimings(
             shards=shards,
             billed_gb_s=gb_s,
