@@ -112,6 +112,11 @@ def test_pipeline_equals_doubleml_for_every_model_and_score(local_client):
         np.testing.assert_allclose(res.se, ref.se, rtol=1e-9, atol=0, err_msg=label)
         np.testing.assert_allclose(res.all_coef, ref.all_coef, rtol=1e-9, atol=0, err_msg=label)
         assert list(res.summary.columns) == list(ref.summary.columns), label
+        # ... and every learner's out-of-sample loss (n_rep x n_treat) equals DoubleML's nuisance_loss
+        assert set(res.nuisance_loss) == set(ref.nuisance_loss), label
+        for key, loss in ref.nuisance_loss.items():
+            np.testing.assert_allclose(res.nuisance_loss[key], loss, rtol=0, atol=1e-12,
+                                       err_msg=f"{label} {key}")  # fmt: skip
 
 
 def test_401k_through_the_pipeline_with_seeded_forests(local_client):
@@ -127,6 +132,10 @@ def test_401k_through_the_pipeline_with_seeded_forests(local_client):
     assert 5_000 < first.coef[0] < 13_000 and 0 < first.se[0] < 3_000
     assert first.coef[0] == second.coef[0] and first.se[0] == second.se[0]
     assert first.all_coef.shape == (1, 2) and first.n_obs == 9915
+    # ... printed as DoubleML prints a fitted model, the learners' losses and the run included
+    text = str(first)
+    assert text.startswith("================== DoubleMLPLR Object ==================")
+    assert "Learner ml_l RMSE: [[" in text and "Covariates: ['age'" in text and "Seed: 42" in text
     out = first.to_dict()
     assert set(out) >= {"coef", "se", "t_stat", "pval", "ci_95", "all_coef", "all_se", "n_obs",
                         "n_folds", "n_rep", "model", "score", "execution_arn", "timings"}  # fmt: skip
@@ -148,6 +157,10 @@ def test_cli_prints_one_json_object(local_stack_env, tmp_path):
     out = json.loads(done.stdout)
     assert out["model"] == "irm" and out["score"] == "ATE" and "e401" in out["coef"]
     assert out["execution_arn"].startswith("arn:aws:states:")
+    # ... with DoubleML's nuisance_loss: each IRM learner's loss per repetition and treatment
+    assert set(out["nuisance_loss"]) == {"ml_g0", "ml_g1", "ml_m"}
+    assert all(np.array(v).shape == (1, 1) for v in out["nuisance_loss"].values())
+    assert out["nuisance_metric"]["ml_m"] == "Log Loss"
 
 
 def _bad_frame() -> pd.DataFrame:

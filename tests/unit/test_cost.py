@@ -463,17 +463,45 @@ def test_shard_records_placed_on_the_gpu_worker_are_batch_instance_seconds():
 
 
 def _table_result(cost):
-    import types
+    from fanfit.client.estimate import EstimateResult
 
-    import pandas as pd
-
-    return types.SimpleNamespace(
-        model="plr", score="partialling out", n_obs=100, n_folds=5, n_rep=1,
-        summary=pd.DataFrame({"coef": [1.0]}, index=["d"]), execution_arn="arn:exec",
-        timings={"prepare_s": 1.0, "crossfit_s": 2.0, "aggregate_s": 0.5, "shards": [{}] * 3,
-                 "billed_gb_s": 7.25, "lambda_cost_usd": 0.000121},
-        cost=cost,
-    )  # fmt: skip
+    raw = {
+        "model": "plr",
+        "score": "partialling out",
+        "d_cols": ["d"],
+        "coef": {"d": 1.0},
+        "se": {"d": 0.5},
+        "t_stat": {"d": 2.0},
+        "pval": {"d": 0.05},
+        "ci_95": {"d": [0.0, 2.0]},
+        "all_coef": {"d": [1.0]},
+        "all_se": {"d": [0.5]},
+        "n_obs": 100,
+        "n_folds": 5,
+        "n_rep": 1,
+        "job_id": "est-1",
+        "execution_arn": "arn:exec",
+        "predictions_key": "p",
+        "folds_key": "f",
+        "timings": {
+            "shards": [],
+            "billed_gb_s": 7.25,
+            "lambda_cost_usd": 0.000121,
+            "aggregate": {"memory_mb": 1769, "peak_rss_mb": 100.0},
+            "price_usd_per_gb_s": 1.6667e-05,
+            "price_usd_per_request": 2e-07,
+        },
+    }
+    timings = {
+        "prepare_s": 1.0,
+        "crossfit_s": 2.0,
+        "aggregate_s": 0.5,
+        "total_s": 3.5,
+        "shards": [{}] * 3,
+        "billed_gb_s": 7.25,
+        "lambda_cost_usd": 0.000121,
+    }
+    return EstimateResult(raw=raw, timings=timings, cost=cost)  # fmt: skip
 
 
 def test_the_estimate_table_prints_the_whole_jobs_cost_or_says_what_it_covers(capsys):
@@ -486,18 +514,18 @@ def test_the_estimate_table_prints_the_whole_jobs_cost_or_says_what_it_covers(ca
     # WHEN the table is printed THEN the cost line is the job's total with its parts ...
     _print_table(_table_result(priced))
     out = capsys.readouterr().out
-    line = next(x for x in out.splitlines() if x.startswith("cost"))
-    assert line.startswith(f"cost: ${priced['total_usd']:.6f} at AWS list prices: Lambda ")
+    line = next(x for x in out.splitlines() if x.startswith("Cost"))
+    assert line.startswith(f"Cost: ${priced['total_usd']:.6f} at AWS list prices: Lambda ")
     assert f"in {priced['lambda_requests']} request(s), 40 state transition(s)" in line
     # ... and without it, the shards' Lambda time, said to be only that
     _print_table(_table_result(None))
     out = capsys.readouterr().out
-    line = next(x for x in out.splitlines() if x.startswith("cost"))
+    line = next(x for x in out.splitlines() if x.startswith("Cost"))
     assert line == (
-        "cost: about $0.00012 for 7.2 GB-s of cross-fitting Lambda time (the rest of the job "
-        "could not be counted)"
+        "Cost: about $0.00012 for the Lambda time (the rest of the job could not be counted)"
     )
-    assert "3 shards" in out
+    assert "Shards: 3, billed 7.2 GB-s" in out
+    assert out.startswith("================== DoubleMLPLR Object ==================")
 
 
 class _Raw:

@@ -157,3 +157,23 @@ def test_to_dict_is_json_and_round_trips(pair) -> None:
 def test_from_dict_rejects_malformed() -> None:
     with pytest.raises(InvalidJobError, match="Not a DML result"):
         DMLResult.from_dict({"coef": {"d": 1.0}})
+
+
+def test_nuisance_loss_round_trips_through_json(pair) -> None:
+    _, _, _, result, _ = pair
+    # GIVEN a result with losses, one of them NaN (a learner without target rows)
+    result.nuisance_loss = {"ml_l": np.array([[0.5, 0.25]] * 3), "ml_m": np.full((3, 2), np.nan)}
+    result.nuisance_metric = {"ml_l": "RMSE", "ml_m": "Log Loss"}
+    # WHEN it is written as strict JSON and read back
+    out = json.loads(json.dumps(result.to_dict(), allow_nan=False))
+    back = DMLResult.from_dict(out)
+    # THEN the losses keep DoubleML's (n_rep, n_coefs) layout, NaN as null in the JSON
+    assert out["nuisance_loss"]["ml_l"] == [[0.5, 0.25]] * 3
+    assert out["nuisance_loss"]["ml_m"] == [[None, None]] * 3
+    assert back.nuisance_loss is not None and back.nuisance_loss["ml_l"].shape == (3, 2)
+    assert np.isnan(back.nuisance_loss["ml_m"]).all()
+    assert back.nuisance_metric == {"ml_l": "RMSE", "ml_m": "Log Loss"}
+    # ... and a result written before losses existed reads without them
+    old = {k: v for k, v in out.items() if not k.startswith("nuisance")}
+    assert DMLResult.from_dict(old).nuisance_loss is None
+    result.nuisance_loss = result.nuisance_metric = None

@@ -121,6 +121,14 @@ def test_prepare_schedule_crossfit_aggregate_on_sample_events(aws, load_handler,
     ref = dml.estimate_in_process(spec, data, folds)
     np.testing.assert_allclose(result["coef"]["e401"], ref.coef[0], rtol=1e-12)
     np.testing.assert_allclose(result["se"]["e401"], ref.se[0], rtol=1e-12)
+    # ... with every learner's out-of-sample loss (n_rep x n_treat) and the job's spec
+    from fanfit.dml.losses import nuisance_loss
+
+    ref_loss = nuisance_loss(spec, data, ref.predictions)
+    assert set(result["nuisance_loss"]) == {"ml_l", "ml_m"}
+    for key, loss in ref_loss.items():
+        np.testing.assert_allclose(result["nuisance_loss"][key], loss, rtol=1e-12)
+    assert result["spec"] == plan["dml"]
     assert len(result["timings"]["shards"]) == len(shards0) + len(shards1)
     assert result["timings"]["billed_gb_s"] > 0
     record = storage.JobRecords("fanfit-jobs").get("example-job")

@@ -15,6 +15,7 @@ import pytest
 from fanfit.errors import InvalidJobError
 from fanfit.report import (
     coef_figure,
+    overlap_figure,
     report_kind,
     thetas_figure,
     timeline_figure,
@@ -106,6 +107,31 @@ def _result_json():
                "price_usd_per_gb_s": 1.66667e-05, "price_usd_per_request": 2e-07}  # fmt: skip
     return {**raw, "predictions_key": "jobs/est-test/predictions.npz",
             "folds_key": "jobs/est-test/folds.npy", "timings": timings}  # fmt: skip
+
+
+#: An IRM estimate as result.json has it: with nuisance losses, the spec and the propensity overlap.
+IRM = {
+    **{k: v for k, v in ESTIMATE.items() if k not in ("cost",)},
+    "model": "irm",
+    "score": "ATE",
+    "d_cols": ["d"],
+    "coef": {"d": 0.52}, "se": {"d": 0.1}, "t_stat": {"d": 5.2}, "pval": {"d": 1e-7},
+    "ci_95": {"d": [0.324, 0.716]}, "all_coef": {"d": [0.50, 0.52]}, "all_se": {"d": [0.09, 0.1]},
+    "n_rep": 2,
+    "nuisance_loss": {"ml_g0": [[1.25], [1.5]], "ml_g1": [[0.875], [0.625]],
+                      "ml_m": [[0.4375], [0.5625]]},
+    "nuisance_metric": {"ml_g0": "RMSE", "ml_g1": "RMSE", "ml_m": "Log Loss"},
+    "spec": {"model": "irm", "score": "ATE", "y_col": "net_tfa", "d_cols": ["d"],
+             "x_cols": ["age", "inc"], "z_cols": [], "n_folds": 2, "n_rep": 2, "seed": 4242,
+             "learners": {"ml_g": {"name": "LassoCV", "params": {"cv": 3}},
+                          "ml_m": {"name": "LogisticRegression", "params": {}}},
+             "trimming_threshold": 0.05, "normalize_ipw": False, "n_rep_boot": 500,
+             "boot_method": None},
+    "propensity_overlap": {"variable": "d", "bin_edges": [0.0, 0.25, 0.5, 0.75, 1.0],
+                           "counts": {"0": [[4, 3, 1, 0], [5, 2, 1, 0]],
+                                      "1": [[0, 1, 2, 3], [0, 2, 2, 2]]},
+                           "trimming_threshold": 0.05},
+}  # fmt: skip
 
 
 def _worker(i, batch, compute_s, start, memory=1769, cold=False):
@@ -336,6 +362,57 @@ def test_write_report_of_an_estimate(tmp_path):
     assert "est-test" in text and "partialling out" in text and "0.52" in text
     # AND the cost table is there, its notes escaped
     assert "CrossFit" in text and "a &lt;note&gt; to escape" in text
+
+
+def test_overlap_figure_draws_each_groups_density_and_the_clipping_bounds():
+    # GIVEN an IRM result with propensity counts per treatment group and repetition
+    # WHEN its overlap figure is drawn
+    ax = overlap_figure(IRM).axes[0]
+    # THEN one filled step per group, the counts pooled over repetitions as a density over [0, 1]
+    d0, d1 = ax.patches[0], ax.patches[1]
+    np.testing.assert_allclose(d0.get_data().values, np.array([9, 5, 2, 0]) / (16 * 0.25))
+    np.testing.assert_allclose(d1.get_data().values, np.array([0, 3, 4, 5]) / (12 * 0.25))
+    np.testing.assert_allclose(d0.get_data().edges, [0.0, 0.25, 0.5, 0.75, 1.0])
+    labels = [t.get_text() for t in ax.get_legend().get_texts()]
+    assert labels == ["d = 0 (16 rows)", "d = 1 (12 rows)"]
+    # AND dashed lines at the clipping bounds t and 1 - t
+    xs = sorted(float(line.get_xdata()[0]) for line in ax.lines)
+    assert xs == pytest.approx([0.05, 0.95])
+
+
+def test_overlap_figure_of_a_result_without_propensity_is_refused():
+    # GIVEN a PLR result WHEN / THEN the overlap figure is refused, naming the key and the models
+    with pytest.raises(InvalidJobError, match="propensity_overlap.*IRM and IIVM"):
+        overlap_figure(ESTIMATE)
+
+
+def test_report_of_an_irm_estimate_shows_overlap_learners_columns_seed_and_losses(tmp_path):
+    # GIVEN an IRM result with losses, spec and overlap WHEN its report is written
+    path = write_report(IRM, tmp_path)
+    # THEN the overlap figure is one of the inlined PNGs
+    _check_report(tmp_path, {"coef.png", "thetas.png", "overlap.png", "timeline.png"})
+    text = path.read_text()
+    # AND the page names the columns, the seed and the learners of the job
+    for expected in ("net_tfa", "age, inc", "4242", "LassoCV:{&quot;cv&quot;:3}",
+                     "LogisticRegression:{}", "trimming_threshold"):  # fmt: skip
+        assert expected in text, expected
+    # AND each learner's loss with its metric: mean, min and max over the two repetitions
+    assert re.search(
+        r"<td>ml_g0</td><td>RMSE</td><td>d</td><td>1.375</td><td>1.25</td><td>1.5</td>", text
+    )
+    assert re.search(
+        r"<td>ml_m</td><td>Log Loss</td><td>d</td><td>0.5</td><td>0.4375</td><td>0.5625</td>", text
+    )
+
+
+def test_report_of_an_older_estimate_says_what_was_not_stored(tmp_path):
+    # GIVEN a result.json from before losses and spec were stored WHEN its report is written
+    path = write_report(ESTIMATE, tmp_path)
+    text = path.read_text()
+    # THEN no overlap figure, and the page says the learners and losses were not stored
+    assert not (tmp_path / "overlap.png").exists()
+    assert "columns, learners and seed were not stored" in text
+    assert "No nuisance losses were stored" in text
 
 
 def test_write_report_of_a_train_job(tmp_path):

@@ -8,7 +8,7 @@
     fanfit local up | down | status
 
 Without ``--stack`` a command uses the running local stack, or starts one for its duration. Results go
-to stdout (a DoubleML-style table, or one JSON object with ``--output json``); logs go to stderr, and
+to stdout (DoubleML's printout of a fitted model, or one JSON object with ``--output json``); logs go to stderr, and
 so does the live progress of ``estimate`` and ``train`` (a bar on a terminal, plain lines otherwise;
 none with ``--quiet``).
 Exit codes: 0 done, 2 invalid input, 3 the job failed, 4 the stack cannot be reached.

@@ -10,7 +10,6 @@ from __future__ import annotations
 import argparse
 import json
 import logging
-from types import SimpleNamespace
 from typing import Any
 
 from fanfit.cli import common, config
@@ -68,26 +67,7 @@ def run(args: argparse.Namespace) -> int:
 
 
 def print_table(result: Any) -> None:
-    """The table of a finished estimate: DoubleML's summary, the phases' seconds, the cost."""
-    import pandas as pd
-
-    t = result.timings
-    print(f"================== fanfit {result.model.upper()} ({result.score}) ==================")
-    print(f"n_obs: {result.n_obs}   n_folds: {result.n_folds}   n_rep: {result.n_rep}")
-    print("------------------ Fit summary ------------------")
-    with pd.option_context("display.float_format", "{:.6g}".format, "display.width", 120):
-        print(result.summary.to_string())
-    print("------------------ Run ------------------")
-    print(
-        f"prepare {t.get('prepare_s', 0):.2f} s, cross-fitting {t.get('crossfit_s', 0):.2f} s, "
-        f"aggregate {t.get('aggregate_s', 0):.2f} s; {len(t.get('shards', []))} shards"
-    )
-    cost = getattr(result, "cost", None)
-    if cost:  # the whole job priced (fanfit.cost): Lambda, Step Functions, Batch
-        print(common.cost_line(SimpleNamespace(**cost), None, "SUCCEEDED"))
-    else:  # the job's cost could not be counted: the shards' billed Lambda time alone
-        print(
-            f"cost: about ${t.get('lambda_cost_usd', 0):.5f} for {t.get('billed_gb_s', 0):.1f} "
-            "GB-s of cross-fitting Lambda time (the rest of the job could not be counted)"
-        )
-    print(f"execution: {result.execution_arn}")
+    """The printout of a finished estimate: DoubleML's printout of a fitted model (data summary,
+    score, learners and their out-of-sample losses, resampling, fit summary), then the run's
+    job, seed, phases' seconds, shards and cost (:func:`fanfit.client.printout.format_estimate`)."""
+    print(str(result))

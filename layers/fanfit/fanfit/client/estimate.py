@@ -19,6 +19,7 @@ from fanfit.client.check import check_estimate
 from fanfit.client.data import read_table, to_matrix
 from fanfit.client.jobs import JobHandle, StackClient, cost_or_none
 from fanfit.client.options import EstimateOptions
+from fanfit.dml.result import loss_from_json
 from fanfit.jobs.documents.estimate import EstimatePlan, EstimateResultDoc, EstimateSpec
 from fanfit.jobs.states import EstimateState
 
@@ -58,6 +59,22 @@ class EstimateResult:
         :meth:`fanfit.cost.JobCost.to_dict` of the job (USD), when it could be counted.
     job : EstimateJob or None
         The job the result was read from (for :meth:`to_doubleml`).
+    nuisance_loss : dict of str to ndarray of shape (n_rep, n_treat), or None
+        Out-of-sample loss of every nuisance learner in every repetition, as DoubleML's
+        ``nuisance_loss``: RMSE for regressors, log loss for classifiers
+        (:func:`fanfit.dml.losses.nuisance_loss`); None for a job aggregated before losses existed.
+    nuisance_metric : dict of str to str
+        ``'RMSE'`` or ``'Log Loss'`` per key of ``nuisance_loss``.
+    y_col : str or None
+    x_cols, z_cols : list of str
+    learners : dict of str to dict
+        The job's learners (``{"name", "params"}``, keyed ``ml_l``, ``ml_m``, ``ml_g``, ``ml_r``).
+    seed : int or None
+        Columns, learners and seed of the job, from ``result.json``'s ``spec`` (None / empty for
+        a job aggregated before it was kept).
+
+    ``str(result)`` is DoubleML's printout of a fitted model (data summary, score, learners with
+    their out-of-sample losses, resampling, fit summary), then a section on the run.
     """
 
     raw: dict[str, Any]
@@ -77,6 +94,20 @@ class EstimateResult:
         self.n_obs, self.n_folds, self.n_rep = r.n_obs, r.n_folds, r.n_rep
         self.model, self.score = r.model, r.score
         self.execution_arn = r.execution_arn
+        self.nuisance_loss: dict[str, np.ndarray] | None = loss_from_json(r.nuisance_loss)
+        self.nuisance_metric: dict[str, str] = dict(r.nuisance_metric or {})
+        spec = r.spec or {}
+        self.y_col: str | None = spec.get("y_col")
+        self.x_cols: list[str] = list(spec.get("x_cols", []))
+        self.z_cols: list[str] = list(spec.get("z_cols", []))
+        self.learners: dict[str, Any] = dict(spec.get("learners", {}))
+        self.seed: int | None = spec.get("seed")
+
+    def __str__(self) -> str:
+        """DoubleML's printout of a fitted model (``print(dml_plr)`` in DoubleML 0.11), then fanfit's run."""
+        from fanfit.client.printout import format_estimate
+
+        return format_estimate(self)
 
     def confint(self, joint: bool = False, level: float = 0.95) -> pd.DataFrame:
         """Confidence intervals, as DoubleML's ``confint``.
@@ -143,12 +174,17 @@ class EstimateResult:
 
     def to_dict(self) -> dict[str, Any]:
         """The ``--output json`` object: coef, se, t_stat, pval, ci_95, all_coef, all_se, n_obs,
-        n_folds, n_rep, model, score, execution_arn, timings."""
+        n_folds, n_rep, model, score, execution_arn, timings; ``nuisance_loss`` (learner ->
+        ``n_rep`` lists of ``n_treat`` losses, DoubleML's layout, None for NaN) and
+        ``nuisance_metric`` when the job has them; ``ci_joint_95``, ``boot_method`` after a
+        bootstrap; ``spec`` (the job's columns, learners and seed) and ``propensity_overlap``
+        (IRM, IIVM) as ``result.json`` has them."""
         keys = ("coef", "se", "t_stat", "pval", "ci_95", "all_coef", "all_se", "n_obs", "n_folds",
                 "n_rep", "model", "score")  # fmt: skip
         doc = self.doc.to_json_dict()
         out = {k: doc[k] for k in keys}
-        for k in ("ci_joint_95", "boot_method"):
+        for k in ("ci_joint_95", "boot_method", "nuisance_loss", "nuisance_metric", "spec",
+                  "propensity_overlap"):  # fmt: skip
             if k in doc:
                 out[k] = doc[k]
         out["execution_arn"] = self.execution_arn

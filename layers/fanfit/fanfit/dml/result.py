@@ -12,7 +12,42 @@ from scipy.special import ndtr, ndtri
 from fanfit.dml.spec import BOOT_METHODS
 from fanfit.errors import InvalidJobError
 
-__all__ = ["DMLResult", "draw_weights"]
+__all__ = ["DMLResult", "draw_weights", "loss_from_json", "loss_to_json"]
+
+
+def loss_to_json(loss: dict[str, np.ndarray]) -> dict[str, list[list[float | None]]]:
+    """Nuisance losses as JSON: prediction key -> ``n_rep`` lists of ``n_treat`` floats (None for NaN).
+
+    Parameters
+    ----------
+    loss : dict of str to numpy.ndarray of shape (n_rep, n_treat)
+
+    Returns
+    -------
+    dict of str to list of list of float or None
+    """
+    return {
+        key: [
+            [None if np.isnan(v) else float(v) for v in row]
+            for row in np.asarray(arr, dtype=np.float64)
+        ]
+        for key, arr in loss.items()
+    }
+
+
+def loss_from_json(raw: dict[str, Any] | None) -> dict[str, np.ndarray] | None:
+    """Inverse of :func:`loss_to_json` (None stays None; None values become NaN).
+
+    Returns
+    -------
+    dict of str to numpy.ndarray of shape (n_rep, n_treat), or None
+    """
+    if raw is None:
+        return None
+    return {
+        key: np.array([[np.nan if v is None else v for v in row] for row in rows], dtype=np.float64)
+        for key, rows in raw.items()
+    }
 
 
 def draw_weights(
@@ -90,6 +125,12 @@ class DMLResult:
     predictions : dict of str to numpy.ndarray of shape (n_obs, n_rep, n_treat), or None
         The out-of-fold predictions the estimate was aggregated from (DoubleML's ``predictions``;
         IRM/IIVM ``ml_m`` before clipping); not serialized.
+    nuisance_loss : dict of str to numpy.ndarray of shape (n_rep, n_treat), or None
+        Out-of-sample loss of every nuisance learner per repetition and treatment (DoubleML's
+        ``nuisance_loss``, :func:`fanfit.dml.losses.nuisance_loss`), keyed by prediction key.
+    nuisance_metric : dict of str to str, or None
+        The loss of each prediction key: ``'RMSE'`` (regressors) or ``'Log Loss'`` (classifiers),
+        :func:`fanfit.dml.losses.loss_metrics`.
     """
 
     d_cols: tuple[str, ...]
@@ -111,6 +152,8 @@ class DMLResult:
     boot_t_stat: np.ndarray | None = field(default=None, repr=False)
     ci_joint_95: np.ndarray | None = field(default=None, repr=False)
     predictions: dict[str, np.ndarray] | None = field(default=None, repr=False)
+    nuisance_loss: dict[str, np.ndarray] | None = field(default=None, repr=False)
+    nuisance_metric: dict[str, str] | None = field(default=None, repr=False)
 
     @classmethod
     def from_estimates(
@@ -335,6 +378,10 @@ class DMLResult:
             }
             out["boot_method"] = self.boot_method
             out["n_rep_boot"] = self.n_rep_boot
+        if self.nuisance_loss is not None:
+            out["nuisance_loss"] = loss_to_json(self.nuisance_loss)
+            if self.nuisance_metric is not None:
+                out["nuisance_metric"] = dict(self.nuisance_metric)
         return out
 
     @classmethod
@@ -373,6 +420,8 @@ class DMLResult:
                 boot_method=d.get("boot_method"),
                 n_rep_boot=d.get("n_rep_boot"),
                 ci_joint_95=ci_joint,
+                nuisance_loss=loss_from_json(d.get("nuisance_loss")),
+                nuisance_metric=d.get("nuisance_metric"),
             )
         except (KeyError, TypeError) as exc:
             raise InvalidJobError(f"Not a DML result: missing or malformed {exc}.") from exc

@@ -14,6 +14,7 @@ from __future__ import annotations
 from fanfit.report.figures import (
     as_dict,
     coef_figure,
+    overlap_figure,
     round_records,
     thetas_figure,
     timeline_figure,
@@ -27,6 +28,7 @@ __all__ = [
     "REPORT_HTML",
     "as_dict",
     "coef_figure",
+    "overlap_figure",
     "report_kind",
     "round_records",
     "thetas_figure",

@@ -16,6 +16,7 @@ from fanfit.jobs.documents.estimate import ShardStats
 from fanfit.report.figures import (
     as_dict,
     coef_figure,
+    overlap_figure,
     round_records,
     thetas_figure,
     timeline_figure,
@@ -91,6 +92,53 @@ def _estimate_summary(r: Mapping[str, Any]) -> str:
     return facts + table
 
 
+def _learner_text(learner: Any) -> str:
+    """A learner as fanfit writes it (``NAME:{json}``), from the spec's ``{"name", "params"}``."""
+    from fanfit.learners import LearnerSpec
+
+    try:
+        return str(LearnerSpec.from_dict(learner))
+    except (InvalidJobError, TypeError, ValueError):
+        return str(learner)
+
+
+def _job_section(r: Mapping[str, Any]) -> str:
+    """The job's columns, learners and seed, from ``result.json``'s ``spec``."""
+    spec = r.get("spec")
+    if not spec:
+        return "<p>This job's columns, learners and seed were not stored (an older fanfit aggregated it).</p>"
+    rows = [
+        ["outcome (y_col)", spec.get("y_col")],
+        ["treatments (d_cols)", ", ".join(spec.get("d_cols", []))],
+        ["covariates (x_cols)", ", ".join(spec.get("x_cols", []))],
+        ["instruments (z_cols)", ", ".join(spec.get("z_cols", [])) or "none"],
+        ["seed", str(spec.get("seed"))],
+        ["n_folds x n_rep", f"{spec.get('n_folds')} x {spec.get('n_rep')}"],
+    ]
+    if r.get("model") in ("irm", "iivm"):
+        rows.append(["trimming_threshold", spec.get("trimming_threshold")])
+        rows.append(["normalize_ipw", spec.get("normalize_ipw")])
+    rows += [[name, _learner_text(v)] for name, v in sorted(spec.get("learners", {}).items())]
+    return _table(["option", "value"], rows)
+
+
+def _loss_section(r: Mapping[str, Any]) -> str:
+    """Every nuisance learner's out-of-sample loss (DoubleML's ``nuisance_loss``) per treatment."""
+    loss = r.get("nuisance_loss")
+    if not loss:
+        return "<p>No nuisance losses were stored for this job (an older fanfit aggregated it).</p>"
+    names = list(r.get("d_cols") or list(r["coef"]))
+    metric = r.get("nuisance_metric") or {}
+    rows = []
+    for key, per_rep in loss.items():
+        for j, d in enumerate(names):
+            values = [row[j] for row in per_rep if row[j] is not None]
+            mean = sum(values) / len(values) if values else None
+            rows.append([key, metric.get(key, "RMSE"), d, mean, min(values, default=None),
+                         max(values, default=None)])  # fmt: skip
+    return _table(["learner", "loss", "treatment", "mean over repetitions", "min", "max"], rows)
+
+
 def _train_summary(r: Mapping[str, Any]) -> str:
     rounds = round_records(r)
     idle = [rd.idle_fraction for rd in rounds]
@@ -144,8 +192,11 @@ def write_report(
     """Write the PNGs of a job's figures and ``report.html``, which inlines them.
 
     Estimate: ``coef.png`` (:func:`~fanfit.report.figures.coef_figure`), ``thetas.png``
-    (:func:`~fanfit.report.figures.thetas_figure`) and ``timeline.png`` (the shards, when there are
-    shard records). Train: ``progress.png`` (loss or inertia), ``workers.png`` (batch and compute
+    (:func:`~fanfit.report.figures.thetas_figure`), for IRM and IIVM ``overlap.png`` (the
+    propensity score overlap, :func:`~fanfit.report.figures.overlap_figure`) and ``timeline.png``
+    (the shards, when there are shard records); the page also lists the job's columns, learners
+    and seed and every nuisance learner's out-of-sample loss (RMSE or log loss, as DoubleML's
+    ``nuisance_loss``). Train: ``progress.png`` (loss or inertia), ``workers.png`` (batch and compute
     time per worker and round) and ``timeline.png`` (the worker steps). The page holds the summary
     table, the cost table and every image as a ``data:image/png;base64`` URI: it loads nothing
     from anywhere (no scripts, no external links) and can be mailed as one file.
@@ -189,6 +240,13 @@ def write_report(
         summary = _estimate_summary(r)
         figures.append(("coef.png", "Coefficient and 95 % confidence interval", coef_figure(r)))
         figures.append(("thetas.png", "Per-repetition estimates", thetas_figure(r)))
+        if r.get("propensity_overlap"):
+            figures.append(("overlap.png", "Propensity score overlap: m_hat per group",
+                            overlap_figure(r)))  # fmt: skip
+        summary += (
+            f"\n<h2>Job</h2>\n{_job_section(r)}\n"
+            f"<h2>Nuisance learners: out-of-sample loss</h2>\n{_loss_section(r)}"
+        )
         given = shards if shards is not None else r.get("timings", {}).get("shards", [])
         records = [  # each a CrossFit shard's statistics (ShardStats), drawn as a dict
             ShardStats.parse(s, source=f"shard record {i}").to_json_dict()

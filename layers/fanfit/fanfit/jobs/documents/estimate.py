@@ -501,10 +501,24 @@ class EstimateTimings(Document):
 class EstimateResultDoc(_OmitNone):
     """``result.json`` of an estimate (:func:`fanfit.storage.result_key`): the estimate as
     :meth:`fanfit.dml.DMLResult.to_dict` writes it (per treatment), with the job's keys and timings.
-    ``ci_joint_95``, ``boot_method`` and ``n_rep_boot`` are present after a bootstrap only."""
+    ``ci_joint_95``, ``boot_method`` and ``n_rep_boot`` are present after a bootstrap only.
+    ``nuisance_loss`` (prediction key -> ``n_rep`` lists of ``n_treat`` losses, DoubleML's
+    ``nuisance_loss`` layout; :func:`fanfit.dml.losses.nuisance_loss`), ``nuisance_metric``
+    (prediction key -> ``'RMSE'`` or ``'Log Loss'``) and ``spec`` (the job's
+    :meth:`fanfit.dml.DMLSpec.to_dict`: columns, learners, seed) and, for IRM and IIVM,
+    ``propensity_overlap`` (:func:`fanfit.dml.overlap.propensity_overlap`) are optional, so that a
+    ``result.json`` written before they existed still parses."""
 
     OMIT_NONE: ClassVar[frozenset[str] | None] = frozenset(
-        {"ci_joint_95", "boot_method", "n_rep_boot"}
+        {
+            "ci_joint_95",
+            "boot_method",
+            "n_rep_boot",
+            "nuisance_loss",
+            "nuisance_metric",
+            "spec",
+            "propensity_overlap",
+        }
     )
 
     model: str
@@ -523,6 +537,10 @@ class EstimateResultDoc(_OmitNone):
     ci_joint_95: dict[str, list[float]] | None = None
     boot_method: str | None = None
     n_rep_boot: int | None = None
+    nuisance_loss: dict[str, list[list[float | None]]] | None = None
+    nuisance_metric: dict[str, str] | None = None
+    spec: dict[str, Any] | None = None
+    propensity_overlap: dict[str, Any] | None = None
     job_id: str
     execution_arn: str
     predictions_key: str

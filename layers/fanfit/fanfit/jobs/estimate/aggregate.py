@@ -6,6 +6,7 @@ import time
 
 from fanfit import dml, storage
 from fanfit.cost import LAMBDA_USD_PER_GB_SECOND, LAMBDA_USD_PER_REQUEST, lambda_cost_usd
+from fanfit.dml import losses, overlap
 from fanfit.dml.interop import predictions_to_arrays
 from fanfit.jobs import sharing
 from fanfit.jobs.documents.estimate import (
@@ -43,7 +44,9 @@ def aggregate_job(
     array of shape (n_obs, n_rep) per treatment and learner, :func:`fanfit.dml.interop.
     predictions_to_arrays`), then ``result.json``
     (:class:`~fanfit.jobs.documents.estimate.EstimateResultDoc`: :meth:`fanfit.dml.DMLResult.to_dict`
-    plus ``job_id``, ``execution_arn``, ``predictions_key``, ``folds_key`` and ``timings``: per-shard
+    with the nuisance losses (:func:`fanfit.dml.losses.nuisance_loss`), plus ``job_id``,
+    ``execution_arn``, ``predictions_key``, ``folds_key``, ``spec``, the propensity overlap of IRM
+    and IIVM (:func:`fanfit.dml.overlap.propensity_overlap`) and ``timings``: per-shard
     statistics, billed GB-seconds and the estimated Lambda cost in USD), then marks the job record
     SUCCEEDED and, given the stack's ``partitions``, releases the job's partition to the jobs
     still running (:func:`fanfit.jobs.sharing.release_job`).
@@ -64,6 +67,9 @@ def aggregate_job(
     data, folds = load(store, plan)
     preds = gather_predictions(store, job_id, spec, data, folds, stages=range(plan.n_stages))
     result = dml.aggregate(spec, data, folds, preds)
+    # DoubleML's nuisance_loss: each learner's out-of-sample RMSE or log loss per repetition
+    result.nuisance_loss = losses.nuisance_loss(spec, data, result.predictions or preds)
+    result.nuisance_metric = losses.loss_metrics(spec)
     if spec.boot_method is not None:
         result.bootstrap(method=spec.boot_method, n_rep_boot=spec.n_rep_boot, seed=spec.seed)
     # the predictions the estimate was aggregated from, for DoubleML's external_predictions
@@ -95,6 +101,8 @@ def aggregate_job(
         execution_arn=execution_arn,
         predictions_key=predictions_key,
         folds_key=plan.folds_key,
+        spec=spec.to_dict(),
+        propensity_overlap=overlap.propensity_overlap(spec, data, result.predictions or preds),
         timings=EstimateTimings(
             shards=shards,
             billed_gb_s=gb_s,

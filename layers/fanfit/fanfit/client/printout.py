@@ -1,0 +1,174 @@
+"""The printout of a finished estimate, laid out as DoubleML 0.11 prints a fitted model.
+
+``print(dml_plr)`` in DoubleML 0.11 (``DoubleML.__str__``) gives a header and five sections: data
+summary, score and algorithm, machine learners with their out-of-sample losses, resampling, fit
+summary. :func:`format_estimate` writes the same sections from an
+:class:`~fanfit.client.estimate.EstimateResult`, then a section on the run (job, seed, wall
+seconds, shards, cost), which DoubleML does not have. ``str(result)`` and ``fanfit estimate``
+print it.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+__all__ = ["DOUBLEML_CLASS", "format_estimate", "learner_text", "section"]
+
+#: DoubleML's class of each fanfit model, named in the header.
+DOUBLEML_CLASS = {
+    "plr": "DoubleMLPLR",
+    "irm": "DoubleMLIRM",
+    "pliv": "DoubleMLPLIV",
+    "iivm": "DoubleMLIIVM",
+}
+
+#: Title of fanfit's own section, after DoubleML's.
+RUN_TITLE = "Run on fanfit"
+
+
+def section(title: str) -> str:
+    """A section rule as DoubleML writes it: ``'------------------ Data Summary      ------------------'``."""
+    return f"------------------ {title:<17} ------------------"
+
+
+def learner_text(learner: Any) -> str:
+    """How DoubleML shows a learner: the scikit-learn estimator's ``str``, e.g. ``LassoCV(cv=5)``.
+
+    Parameters
+    ----------
+    learner : dict or str
+        ``{"name": ..., "params": {...}}`` or ``'NAME:{json}'`` as the job's spec keeps it.
+
+    Returns
+    -------
+    str
+        The estimator's text; the spec's own text when the learner cannot be built here.
+    """
+    from fanfit.errors import FanfitError
+    from fanfit.learners import LearnerSpec
+
+    try:
+        return str(LearnerSpec.from_dict(learner).build())
+    except (FanfitError, TypeError, ValueError):
+        if isinstance(learner, dict):
+            params = ", ".join(f"{k}={v!r}" for k, v in (learner.get("params") or {}).items())
+            return f"{learner.get('name')}({params})"
+        return str(learner)
+
+
+def _learner_section(result: Any) -> str:
+    """DoubleML's ``_format_learner_info_str``: the learners, then the losses by kind."""
+    lines = [f"Learner {key}: {learner_text(value)}" for key, value in _ordered_learners(result)]
+    loss = result.nuisance_loss
+    if loss is not None:
+        lines.append("Out-of-sample Performance:")
+        metric = result.nuisance_metric
+        regressions = [k for k in loss if metric.get(k, "RMSE") == "RMSE"]
+        classifications = [k for k in loss if k not in regressions]
+        if regressions:
+            lines.append("Regression:")
+            lines += [f"Learner {k} RMSE: {loss[k]}" for k in regressions]
+        if classifications:
+            lines.append("Classification:")
+            lines += [f"Learner {k} Log Loss: {loss[k]}" for k in classifications]
+    return "\n".join(lines).strip()
+
+
+def _ordered_learners(result: Any) -> list[tuple[str, Any]]:
+    """Learners in DoubleML's order (that of the prediction keys: ml_l, ml_m, ml_r, ml_g for PLR and PLIV)."""
+    learners = dict(result.learners)
+    order: list[str] = []
+    for key in result.nuisance_loss or {}:
+        name = "ml_m" if key.startswith("ml_m_") else key[:4]
+        if name in learners and name not in order:
+            order.append(name)
+    order += [name for name in sorted(learners) if name not in order]
+    return [(name, learners[name]) for name in order]
+
+
+def _data_section(result: Any) -> str:
+    """DoubleML's ``DoubleMLData._data_summary_str``."""
+    z_cols = list(result.z_cols) or None
+    lines = []
+    if result.y_col is not None:
+        lines += [
+            f"Outcome variable: {result.y_col}",
+            f"Treatment variable(s): {list(result.d_cols)}",
+            f"Covariates: {list(result.x_cols)}",
+            f"Instrument variable(s): {z_cols}",
+        ]
+    else:  # a result.json written before the spec was kept
+        lines.append(f"Treatment variable(s): {list(result.d_cols)}")
+    lines.append(f"No. Observations: {result.n_obs}")
+    return "\n".join(lines)
+
+
+def _run_section(result: Any) -> str:
+    """fanfit's section: job, seed, bootstrap, wall seconds of the phases, shards, cost."""
+    t = result.timings or {}
+    doc = result.doc
+    lines = [f"Job: {doc.job_id}"]
+    if result.seed is not None:
+        lines.append(f"Seed: {result.seed}")
+    if doc.boot_method is not None:
+        lines.append(f"Bootstrap: {doc.boot_method}, {doc.n_rep_boot} replications")
+    if "prepare_s" in t:
+        lines.append(
+            f"Wall seconds: prepare {t.get('prepare_s', 0):.2f}, cross-fitting "
+            f"{t.get('crossfit_s', 0):.2f}, aggregate {t.get('aggregate_s', 0):.2f} "
+            f"(total {t.get('total_s', 0):.2f})"
+        )
+    shards = t.get("shards", [])
+    lines.append(f"Shards: {len(shards)}, billed {float(t.get('billed_gb_s', 0)):.1f} GB-s")
+    cost = result.cost
+    if cost:  # the whole job priced (fanfit.cost): Lambda, Step Functions, Batch
+        lines.append(
+            f"Cost: ${cost['total_usd']:.6f} at AWS list prices: Lambda {cost['billed_gb_s']:.1f} GB-s "
+            f"in {cost['lambda_requests']} request(s), {cost['state_transitions']} state "
+            f"transition(s), Batch {cost['batch_instance_s']:.0f} instance-s"
+        )
+    else:  # the shards' billed Lambda time alone
+        lines.append(
+            f"Cost: about ${float(t.get('lambda_cost_usd', 0)):.5f} for the Lambda time "
+            "(the rest of the job could not be counted)"
+        )
+    lines.append(f"Execution: {result.execution_arn}")
+    return "\n".join(lines)
+
+
+def format_estimate(result: Any) -> str:
+    """The printout of a finished estimate: DoubleML 0.11's ``DoubleML.__str__``, then the run.
+
+    Sections, as DoubleML names them: the header ``================== DoubleMLPLR Object
+    ==================``, "Data Summary" (outcome, treatments, covariates, instruments, rows),
+    "Score & Algorithm", "Machine Learner" (each learner, then "Out-of-sample Performance:" with the
+    RMSE of the regressions and the log loss of the classifications per repetition and treatment,
+    :attr:`EstimateResult.nuisance_loss`), "Resampling", "Fit Summary" (:attr:`EstimateResult.summary`);
+    then "Run on fanfit". DoubleML's IIVM adds a robust confidence set, which needs the score values
+    and is not shown here.
+
+    Parameters
+    ----------
+    result : EstimateResult
+
+    Returns
+    -------
+    str
+    """
+    name = DOUBLEML_CLASS.get(result.model, f"DoubleML{result.model.upper()}")
+    learners = _learner_section(result)
+    return (
+        f"================== {name} Object ==================\n"
+        f"\n{section('Data Summary')}\n"
+        f"{_data_section(result)}\n"
+        f"\n{section('Score & Algorithm')}\n"
+        f"Score function: {result.score}\n"
+        f"\n{section('Machine Learner')}\n"
+        f"{learners}\n"
+        f"\n{section('Resampling')}\n"
+        f"No. folds: {result.n_folds}\nNo. repeated sample splits: {result.n_rep}\n"
+        f"\n{section('Fit Summary')}\n"
+        f"{result.summary}\n"
+        f"\n{section(RUN_TITLE)}\n"
+        f"{_run_section(result)}"
+    )

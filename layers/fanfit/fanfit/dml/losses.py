@@ -1,0 +1,313 @@
+r"""Out-of-sample losses of the nuisance learners, as DoubleML 0.11's ``nuisance_loss``.
+
+After every repetition's cross-fitting DoubleML evaluates each nuisance learner on its own
+out-of-fold predictions (``DoubleML._calc_nuisance_loss``, shown by ``print(obj)`` under
+"Out-of-sample Performance" and kept in ``obj.nuisance_loss``): the root mean squared error of a
+regressor, the log loss of a classifier, over the rows where the learner has a target. Which rows
+those are, and what the target is, follows each model's ``_nuisance_est``:
+
+=============================  =============================================  ========================
+prediction key                 target                                         rows (others are NaN)
+=============================  =============================================  ========================
+``ml_l``                       :math:`Y`                                      all
+``ml_m`` (PLR, IRM)            :math:`D`                                      all
+``ml_m`` (PLIV, IIVM)          :math:`Z`                                      all
+``ml_m_<z_col>`` (PLIV)        that instrument                                all
+``ml_r`` (PLIV)                :math:`D`                                      all
+``ml_g`` (PLR, PLIV IV-type)   :math:`Y - \tilde\theta D`                     all
+``ml_g0`` / ``ml_g1`` (IRM)    :math:`Y`                                      :math:`D = 0` / :math:`D = 1`
+``ml_g0`` / ``ml_g1`` (IIVM)   :math:`Y`                                      :math:`Z = 0` / :math:`Z = 1`
+``ml_r0`` / ``ml_r1`` (IIVM)   :math:`D`                                      :math:`Z = 0` / :math:`Z = 1`
+=============================  =============================================  ========================
+
+(:math:`\tilde\theta` is the preliminary partialling-out estimate ``ml_g`` was fitted with,
+:func:`~fanfit.dml.scores.plr_theta_initial` / :func:`~fanfit.dml.scores.pliv_theta_initial`.)
+The propensity predictions of IRM and IIVM (``ml_m``) are evaluated after clipping to
+``[trimming_threshold, 1 - trimming_threshold]``, as DoubleML clips them before it computes the loss.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+
+import numpy as np
+
+from fanfit.dml.data import DMLData
+from fanfit.dml.scores import clip_propensity, pliv_theta_initial, plr_theta_initial
+from fanfit.dml.spec import DMLSpec
+from fanfit.dml.units import check_preds, learner_name, prediction_keys
+from fanfit.errors import InvalidDataError, InvalidJobError
+
+__all__ = [
+    "LOG_LOSS",
+    "RMSE",
+    "log_loss",
+    "loss_metrics",
+    "nuisance_loss",
+    "nuisance_targets",
+    "rmse",
+]
+
+#: Name of the regression loss, as DoubleML prints it ("Learner ml_l RMSE: ...").
+RMSE = "RMSE"
+#: Name of the classification loss, as DoubleML prints it ("Learner ml_m Log Loss: ...").
+LOG_LOSS = "Log Loss"
+
+# DoubleML clips probabilities to [eps, 1 - eps] before taking logarithms
+_LOG_LOSS_EPS = 1e-15
+
+
+def rmse(targets: np.ndarray, preds: np.ndarray) -> float:
+    r"""Root mean squared error over the rows with a target.
+
+    .. math::
+
+        \mathrm{RMSE} = \sqrt{\frac{1}{|S|} \sum_{i \in S} (t_i - \hat p_i)^2},
+        \qquad S = \{i : t_i \text{ not NaN}\}
+
+    Computed as DoubleML 0.11's ``DoubleML._calc_nuisance_loss`` does
+    (``sqrt(nanmean((targets - preds) ** 2))``), so the values agree to the last bit.
+
+    Parameters
+    ----------
+    targets : numpy.ndarray, shape (n_obs,)
+        NaN where the learner has no target.
+    preds : numpy.ndarray, shape (n_obs,)
+        Out-of-fold predictions.
+
+    Returns
+    -------
+    float
+        NaN when no row has a target.
+    """
+    sq_error = np.power(targets - preds, 2)
+    with np.errstate(invalid="ignore"):
+        return float(np.sqrt(_nanmean(sq_error)))
+
+
+def log_loss(targets: np.ndarray, preds: np.ndarray) -> float:
+    r"""Log loss (binary cross-entropy) over the rows with a target.
+
+    .. math::
+
+        \mathrm{LogLoss} = -\frac{1}{|S|} \sum_{i \in S} t_i \log \bar p_i + (1 - t_i) \log(1 - \bar p_i),
+        \qquad \bar p_i = \min(\max(\hat p_i, 10^{-15}), 1 - 10^{-15})
+
+    Computed as DoubleML 0.11's ``DoubleML._calc_nuisance_loss`` does.
+
+    Parameters
+    ----------
+    targets : numpy.ndarray, shape (n_obs,)
+        0/1, NaN where the learner has no target.
+    preds : numpy.ndarray, shape (n_obs,)
+        Predicted probabilities of class 1.
+
+    Returns
+    -------
+    float
+        NaN when no row has a target.
+    """
+    predictions = np.clip(preds, _LOG_LOSS_EPS, 1 - _LOG_LOSS_EPS)
+    logloss = targets * np.log(predictions) + (1 - targets) * np.log(1 - predictions)
+    return float(-_nanmean(logloss))
+
+
+def _nanmean(values: np.ndarray) -> float:
+    if np.all(np.isnan(values)):
+        return float("nan")  # np.nanmean would warn "Mean of empty slice"
+    return float(np.nanmean(values, axis=0))
+
+
+def loss_metrics(spec: DMLSpec) -> dict[str, str]:
+    """The loss each prediction key is evaluated with: :data:`RMSE` or :data:`LOG_LOSS`.
+
+    A classifier (``spec.learners[...].is_classifier``, DoubleML's ``_is_classifier``) gets the log
+    loss, a regressor the RMSE.
+
+    Parameters
+    ----------
+    spec : DMLSpec
+
+    Returns
+    -------
+    dict of str to str
+        Prediction key (:func:`~fanfit.dml.units.prediction_keys`) -> metric name, in key order.
+
+    Raises
+    ------
+    InvalidJobError
+        The spec lacks a learner its model needs.
+    """
+    out = {}
+    for key in prediction_keys(spec):
+        name = learner_name(key)
+        if name not in spec.learners:
+            raise InvalidJobError(
+                f"Prediction key {key!r} needs learner {name!r}, which the spec does not define."
+            )
+        out[key] = LOG_LOSS if spec.learners[name].is_classifier else RMSE
+    return out
+
+
+def _subgroups(spec: DMLSpec) -> tuple[bool, bool]:
+    """IIVM's (always_takers, never_takers); both True unless the spec says otherwise."""
+    groups = getattr(spec, "subgroups", None)
+    if isinstance(groups, Mapping):
+        return bool(groups.get("always_takers", True)), bool(groups.get("never_takers", True))
+    return bool(getattr(spec, "always_takers", True)), bool(getattr(spec, "never_takers", True))
+
+
+def _only(values: np.ndarray, rows: np.ndarray) -> np.ndarray:
+    """``values`` as float with NaN outside ``rows`` (DoubleML's ``_cond_targets``)."""
+    out = values.astype(float)
+    out[np.invert(rows)] = np.nan
+    return out
+
+
+def nuisance_targets(
+    spec: DMLSpec, data: DMLData, preds: Mapping[str, np.ndarray]
+) -> dict[str, np.ndarray]:
+    """The target each nuisance learner's predictions are evaluated against (DoubleML's ``nuisance_targets``).
+
+    See the module docstring for the target and rows of each prediction key.
+
+    Parameters
+    ----------
+    spec : DMLSpec
+    data : DMLData
+    preds : dict of str to numpy.ndarray of shape (n_obs, n_rep, n_treat)
+        Every prediction key of the spec (the stage-0 predictions are needed for the
+        :math:`\\tilde\\theta` of ``ml_g``).
+
+    Returns
+    -------
+    dict of str to numpy.ndarray of shape (n_obs, n_rep, n_treat)
+        NaN on the rows a learner is not evaluated on.
+
+    Raises
+    ------
+    InvalidJobError
+        Missing, misshapen or non-finite predictions.
+    InvalidDataError
+        An IV model without instrument data.
+    """
+    checked = check_preds(spec, data.n_obs, dict(preds))
+    shape = (data.n_obs, spec.n_rep, spec.n_treat)
+    model = spec.model
+    if model in ("pliv", "iivm") and data.z is None:
+        raise InvalidDataError(f"Model {model!r} needs instrument data (z).")
+    z0 = data.z[:, 0] if data.z is not None else None
+    always_takers, never_takers = _subgroups(spec)
+    out = {}
+    for key in prediction_keys(spec):
+        targets = np.full(shape, np.nan)
+        for i_treat in range(spec.n_treat):
+            d = data.d[:, i_treat]
+            for i_rep in range(spec.n_rep):
+                targets[:, i_rep, i_treat] = _target(
+                    spec, data, checked, key, d, z0, i_rep, i_treat, always_takers, never_takers
+                )
+        out[key] = targets
+    return out
+
+
+def _target(
+    spec: DMLSpec,
+    data: DMLData,
+    preds: dict[str, np.ndarray],
+    key: str,
+    d: np.ndarray,
+    z0: np.ndarray | None,
+    i_rep: int,
+    i_treat: int,
+    always_takers: bool,
+    never_takers: bool,
+) -> np.ndarray:
+    model = spec.model
+    if key == "ml_l":
+        return data.y
+    if key == "ml_r":
+        return d
+    if key == "ml_m":
+        if model in ("pliv", "iivm"):
+            assert z0 is not None
+            return z0
+        return d
+    if key.startswith("ml_m_"):
+        assert data.z is not None
+        return data.z[:, spec.z_cols.index(key[5:])]
+    if key == "ml_g":
+        l_hat = preds["ml_l"][:, i_rep, i_treat]
+        m_hat = preds["ml_m"][:, i_rep, i_treat]
+        if model == "plr":
+            theta = plr_theta_initial(data.y, d, l_hat, m_hat)
+        else:
+            assert z0 is not None
+            theta = pliv_theta_initial(
+                data.y, z0, d, l_hat, m_hat, preds["ml_r"][:, i_rep, i_treat]
+            )
+        return data.y - theta * d
+    if key in ("ml_g0", "ml_g1"):
+        level = float(key[-1])
+        if model == "irm":
+            return _only(data.y, d == level)
+        assert z0 is not None
+        return _only(data.y, z0 == level)
+    if key in ("ml_r0", "ml_r1"):
+        assert z0 is not None
+        level = float(key[-1])
+        fitted = always_takers if key == "ml_r0" else never_takers
+        # DoubleML: without the subgroup, r0 = 0 / r1 = 1 is both prediction and target
+        target = d if fitted else np.full_like(d, level)
+        return _only(target, z0 == level)
+    raise InvalidJobError(f"Unknown prediction key {key!r} for model {model!r}.")
+
+
+def nuisance_loss(
+    spec: DMLSpec, data: DMLData, preds: Mapping[str, np.ndarray]
+) -> dict[str, np.ndarray]:
+    """The out-of-sample loss of every nuisance learner in every repetition (DoubleML's ``nuisance_loss``).
+
+    For every prediction key, repetition and treatment: :func:`rmse` of a regressor or
+    :func:`log_loss` of a classifier (:func:`loss_metrics`) between the out-of-fold predictions
+    and :func:`nuisance_targets`, over the rows with a target. IRM and IIVM propensities (``ml_m``)
+    are clipped to ``[trimming_threshold, 1 - trimming_threshold]`` first. Equals
+    ``DoubleML.nuisance_loss`` after ``fit()`` on the same folds with the same learners
+    (DoubleML 0.11 ``DoubleML._calc_nuisance_loss``; shown by ``print(obj)`` and
+    ``evaluate_learners()`` computes the RMSE of the same targets and predictions).
+
+    Parameters
+    ----------
+    spec : DMLSpec
+    data : DMLData
+    preds : dict of str to numpy.ndarray of shape (n_obs, n_rep, n_treat)
+        The out-of-fold predictions of every prediction key (:attr:`DMLResult.predictions`:
+        propensities before clipping).
+
+    Returns
+    -------
+    dict of str to numpy.ndarray of shape (n_rep, n_treat)
+        Prediction key -> loss, DoubleML's layout ``(n_rep, n_coefs)``.
+
+    Raises
+    ------
+    InvalidJobError
+        Missing, misshapen or non-finite predictions, or a learner missing from the spec.
+    InvalidDataError
+        An IV model without instrument data.
+    """
+    metrics = loss_metrics(spec)
+    targets = nuisance_targets(spec, data, preds)
+    checked = check_preds(spec, data.n_obs, dict(preds))
+    out = {}
+    for key, metric in metrics.items():
+        loss = np.full((spec.n_rep, spec.n_treat), np.nan)
+        for i_rep in range(spec.n_rep):
+            for i_treat in range(spec.n_treat):
+                p = checked[key][:, i_rep, i_treat]
+                if key == "ml_m" and spec.model in ("irm", "iivm"):
+                    p = clip_propensity(p, spec.trimming_threshold)
+                t = targets[key][:, i_rep, i_treat]
+                loss[i_rep, i_treat] = log_loss(t, p) if metric == LOG_LOSS else rmse(t, p)
+        out[key] = loss
+    return out
