@@ -347,6 +347,11 @@ def _composite_to_dict(est: Any, name: str, where: str) -> dict:
                 step_cls = _lookup(step, at, ALLOWED_TRANSFORMERS)
                 d = {"name": step_cls, "params": _params_to_dict(step, step_cls, at)}
             else:
+                if ALLOWED_TRANSFORMERS.get(type(step).__name__) is type(step):
+                    raise InvalidLearnerError(
+                        f"{at}: the last step must be a learner, got {type(step).__name__}. "
+                        f"Allowed learners: {', '.join(sorted(ALLOWED_LEARNERS))}."
+                    )
                 d = estimator_to_dict(step, at)
             steps.append([step_name, d])
         params = _params_to_dict(est, name, label, skip=("steps",))
