@@ -21,6 +21,7 @@ import numbers
 from typing import Any
 
 import numpy as np
+from lightgbm import LGBMClassifier, LGBMRegressor  # the scientific layer and pyproject pin 4.7.0
 from sklearn.dummy import DummyClassifier, DummyRegressor
 from sklearn.ensemble import (
     ExtraTreesClassifier,
@@ -62,11 +63,6 @@ from sklearn.tree import DecisionTreeClassifier, DecisionTreeRegressor
 
 from fanfit.errors import InvalidLearnerError
 from fanfit.learners.torch_mlp import TorchMLPClassifier, TorchMLPRegressor
-
-try:  # LightGBM ships in the scientific layer and the client's dependencies
-    from lightgbm import LGBMClassifier, LGBMRegressor
-except ImportError:  # pragma: no cover - an install without lightgbm
-    LGBMClassifier = LGBMRegressor = None
 
 __all__ = [
     "ALLOWED_LEARNERS",
@@ -117,11 +113,10 @@ ALLOWED_LEARNERS: dict[str, type] = {
     # PyTorch networks (torch is imported when they fit; see GPU_ONLY_LEARNERS)
     "TorchMLPRegressor": TorchMLPRegressor,
     "TorchMLPClassifier": TorchMLPClassifier,
-}
-if LGBMRegressor is not None:
     # gradient boosting by LightGBM (deterministic settings: docs/estimate.md, "LightGBM")
-    ALLOWED_LEARNERS["LGBMRegressor"] = LGBMRegressor
-    ALLOWED_LEARNERS["LGBMClassifier"] = LGBMClassifier
+    "LGBMRegressor": LGBMRegressor,
+    "LGBMClassifier": LGBMClassifier,
+}
 
 #: Preprocessing steps a ``Pipeline`` may have before its last step (an allowed learner).
 ALLOWED_TRANSFORMERS: dict[str, type] = {
@@ -359,12 +354,12 @@ def _composite_to_dict(est: Any, name: str, where: str) -> dict:
     grid_key = "param_grid" if name == "GridSearchCV" else "param_distributions"
     inner = estimator_to_dict(est.estimator, f"{where} estimator")
     defaults = type(est)(estimator=None, **{grid_key: {}}).get_params(deep=False)
-    params: dict[str, Any] = {
+    out: dict[str, Any] = {
         "estimator": inner,
         grid_key: _grid_to_json(label, grid_key, getattr(est, grid_key)),
     }
     for key, value in est.get_params(deep=False).items():
         if key in ("estimator", grid_key) or _same(value, defaults.get(key)):
             continue
-        params[key] = json_value(label, key, value)
-    return {"name": name, "params": params}
+        out[key] = json_value(label, key, value)
+    return {"name": name, "params": out}
