@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -28,6 +29,7 @@ from sklearn.preprocessing import (
 )
 from sklearn.svm import SVR
 
+from fanfit.cli import build_parser, config
 from fanfit.client.options import build_spec, check_learners
 from fanfit.dml import DMLSpec
 from fanfit.errors import InvalidLearnerError
@@ -301,3 +303,33 @@ def test_estimate_options_and_the_job_spec_take_objects_and_keep_json() -> None:
     assert direct.learners["ml_l"] == LearnerSpec("RandomForestRegressor", {"n_estimators": 500})
     with pytest.raises(InvalidLearnerError, match="^ml_m: .*SVR"):
         check_learners({"ml_l": "Lasso", "ml_m": SVR()})
+
+
+def test_a_job_file_takes_composites_as_nested_yaml_and_refuses_bad_steps(tmp_path: Path) -> None:
+    # GIVEN a job file whose learners are a pipeline and a grid search, written as YAML mappings
+    path = tmp_path / "job.yaml"
+    path.write_text(
+        "data: s3://bucket/k.csv\ny: y\nd: d\nx: a, b\n"
+        "ml_l:\n  name: Pipeline\n  params:\n"
+        "    steps: [StandardScaler, {name: Lasso, params: {alpha: 0.1}}]\n"
+        "ml_m: {name: GridSearchCV, params: {estimator: LogisticRegression,"
+        " param_grid: {C: [0.1, 1.0]}, cv: 3}}\n",
+        encoding="utf-8",
+    )
+    # WHEN the command line is resolved with it
+    args = config.resolve_args(build_parser().parse_args(["estimate", "--config", str(path)]))
+    # THEN the learners are the canonical strings of the same specs as the objects'
+    assert as_learner_spec(args.ml_l) == as_learner_spec(
+        make_pipeline(StandardScaler(), Lasso(alpha=0.1))
+    )
+    assert as_learner_spec(args.ml_m) == as_learner_spec(
+        GridSearchCV(LogisticRegression(), {"C": [0.1, 1.0]}, cv=3)
+    )
+    # AND a step outside the allow-list is named with the file and key
+    path.write_text(
+        "data: s3://bucket/k.csv\ny: y\nd: d\nx: a\n"
+        "ml_l: {name: Pipeline, params: {steps: [FunctionTransformer, Lasso]}}\n",
+        encoding="utf-8",
+    )
+    with pytest.raises(InvalidLearnerError, match=r"job\.yaml: ml_l: .*FunctionTransformer"):
+        config.resolve_args(build_parser().parse_args(["estimate", "--config", str(path)]))
