@@ -23,7 +23,7 @@ from typing import Any, Self
 
 from fanfit import dml, limits
 from fanfit.errors import InvalidJobError
-from fanfit.learners import LearnerSpec
+from fanfit.learners import LearnerSpec, as_learner_spec
 from fanfit.sched.sizing import POLICIES
 
 __all__ = [
@@ -120,23 +120,25 @@ def check_weight(value: Any, name: str = "weight") -> float:
     return limits.check_weight(value, name)
 
 
-def check_learners(value: Any) -> None:
-    """``value`` must map ``ml_*`` names to learner specs (a str, a LearnerSpec, or None).
+def check_learners(value: Any) -> dict[str, LearnerSpec]:
+    """``value`` must map ``ml_*`` names to learners; returns the validated specs (None dropped).
+
+    A learner is a :class:`LearnerSpec`, ``'NAME'``/``'NAME:{json}'`` or a JSON object (the CLI's
+    and job files' form), a dict, or a scikit-learn estimator object (a pipeline or search of
+    allowed steps included): :func:`fanfit.learners.as_learner_spec`, before anything is uploaded.
 
     Raises
     ------
     InvalidJobError
-        Naming the learner, or ``learners`` itself.
+        Naming ``learners`` itself when it is not a mapping.
+    fanfit.errors.InvalidLearnerError
+        Naming the learner (and the step or parameter) and what is allowed.
     """
     if not isinstance(value, Mapping):
         raise InvalidJobError(
             f"learners must map ml_l/ml_m/ml_g/ml_r to learner specs, got {_shown(value)}"
         )
-    for key, spec in value.items():
-        if spec is not None and not isinstance(spec, str | LearnerSpec):
-            raise InvalidJobError(
-                f"learner {key} must be 'NAME' or 'NAME:{{json params}}', got {_shown(spec)}"
-            )
+    return {str(k): as_learner_spec(v, str(k)) for k, v in value.items() if v is not None}
 
 
 #: The nuisance learners an estimate job names, as DoubleML names them.
@@ -222,7 +224,8 @@ def _learner(name: str) -> Any:
         None,
         kind="learner",
         metavar="SPEC",
-        help=f"learner {name}: a scikit-learn class name, optionally NAME:{{json params}}",
+        help=f"learner {name}: a scikit-learn class name, optionally NAME:{{json params}}, or a "
+        'JSON object such as {"name": "Pipeline", "params": {"steps": ["StandardScaler", "Lasso"]}}',
     )
 
 
@@ -265,9 +268,11 @@ class EstimateOptions(_Options):
         Treatment and covariate columns (comma-separated in a str).
     z : str or sequence of str, optional
         Instrument columns (pliv, iivm).
-    ml_l, ml_m, ml_g, ml_r : str or LearnerSpec, optional
-        Nuisance learners: ``"NAME"`` or ``"NAME:{json params}"`` from the allow-list
-        (:mod:`fanfit.learners`).
+    ml_l, ml_m, ml_g, ml_r : str, dict, LearnerSpec or estimator, optional
+        Nuisance learners: ``"NAME"``, ``"NAME:{json params}"`` or a JSON object from the
+        allow-list (:mod:`fanfit.learners`), or a scikit-learn estimator object (a ``Pipeline`` or
+        ``GridSearchCV``/``RandomizedSearchCV`` of allowed steps included), converted by
+        :func:`fanfit.learners.as_learner_spec`.
     n_folds, n_rep : int
         Folds and repetitions of the cross-fitting.
     seed : int
@@ -303,10 +308,10 @@ class EstimateOptions(_Options):
     z: str | Sequence[str] | None = _option(
         None, help="instrument column(s) (pliv, iivm)", kind="columns"
     )
-    ml_l: str | LearnerSpec | None = _learner("ml_l")
-    ml_m: str | LearnerSpec | None = _learner("ml_m")
-    ml_g: str | LearnerSpec | None = _learner("ml_g")
-    ml_r: str | LearnerSpec | None = _learner("ml_r")
+    ml_l: Any = _learner("ml_l")
+    ml_m: Any = _learner("ml_m")
+    ml_g: Any = _learner("ml_g")
+    ml_r: Any = _learner("ml_r")
     n_folds: int = _option(5, kind="int")
     n_rep: int = _option(1, kind="int")
     seed: int = _option(0, kind="int", help="seed of the sample splitting and learners")
@@ -332,7 +337,7 @@ class EstimateOptions(_Options):
     weight: float = _weight()
 
     @property
-    def learners(self) -> dict[str, str | LearnerSpec | None]:
+    def learners(self) -> dict[str, Any]:
         """``{"ml_l": ..., "ml_m": ..., "ml_g": ..., "ml_r": ...}``."""
         return {k: getattr(self, k) for k in LEARNER_KEYS}
 
@@ -446,7 +451,7 @@ def build_spec(
     z: str | Sequence[str] | None,
     model: str,
     score: str | None,
-    learners: dict[str, str | LearnerSpec | None],
+    learners: Mapping[str, Any],
     n_folds: int,
     n_rep: int,
     seed: int,
@@ -473,16 +478,11 @@ def build_spec(
     check_str("model", model)
     check_str("score", score, optional=True)
     check_str("boot_method", boot_method, optional=True)
-    check_learners(learners)
+    parsed = check_learners(learners)
     for name, value in (("n_folds", n_folds), ("n_rep", n_rep), ("seed", seed),
                         ("n_rep_boot", n_rep_boot)):  # fmt: skip
         check_int(name, value)
     check_number("trimming_threshold", trimming_threshold)
-    parsed = {
-        k: (v if isinstance(v, LearnerSpec) else LearnerSpec.parse(v))
-        for k, v in learners.items()
-        if v is not None
-    }
     model = str(model).lower()
     spec = dml.DMLSpec(
         model=model,

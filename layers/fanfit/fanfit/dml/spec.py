@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from fanfit.errors import InvalidJobError, InvalidLearnerError
-from fanfit.learners import LearnerSpec
+from fanfit.learners import LearnerSpec, as_learner_spec
 
 __all__ = [
     "BOOT_METHODS",
@@ -121,16 +121,9 @@ def _as_str_tuple(value: Any) -> Any:
 
 
 def _as_learner(name: str, value: Any) -> Any:
-    if isinstance(value, LearnerSpec):
-        return value
-    if isinstance(value, str):
-        return LearnerSpec.parse(value)
-    if isinstance(value, dict):
-        return LearnerSpec.from_dict(value)
-    raise InvalidLearnerError(
-        f"Learner {name}: expected a spec string like 'LassoCV' or an object "
-        f'{{"name": ..., "params": {{...}}}}, got {value!r}.'
-    )
+    """A learner of the spec as a :class:`LearnerSpec`: :func:`fanfit.learners.as_learner_spec`
+    (a spec, ``'NAME:{json}'``, a dict, or a scikit-learn estimator object), errors naming ``name``."""
+    return as_learner_spec(value, name)
 
 
 @dataclass(frozen=True)

@@ -1,0 +1,365 @@
+"""The allow-lists of nuisance learners, pipeline steps and composites, and estimator objects as JSON.
+
+Three explicit maps from a class name to the class, and nothing else, decide what a job may name:
+
+- :data:`ALLOWED_LEARNERS`: the estimators a nuisance learner (or a pipeline's last step, or a
+  search's estimator) may be;
+- :data:`ALLOWED_TRANSFORMERS`: the preprocessing steps a pipeline may have before its estimator;
+- :data:`COMPOSITE_LEARNERS`: ``Pipeline``, ``GridSearchCV`` and ``RandomizedSearchCV`` around them.
+
+:func:`estimator_to_dict` turns a scikit-learn estimator object into the JSON form that
+:class:`fanfit.learners.LearnerSpec` reads, from its class (looked up by identity, never imported by
+name) and ``get_params(deep=False)`` (only the parameters that differ from the class's defaults).
+Objects are never pickled: what does not fit the JSON form (a callable, an array, a CV splitter, a
+class outside the lists) is refused with :class:`fanfit.errors.InvalidLearnerError`.
+"""
+
+from __future__ import annotations
+
+import math
+import numbers
+from typing import Any
+
+import numpy as np
+from lightgbm import LGBMClassifier, LGBMRegressor  # the scientific layer and pyproject pin 4.7.0
+from sklearn.dummy import DummyClassifier, DummyRegressor
+from sklearn.ensemble import (
+    ExtraTreesClassifier,
+    ExtraTreesRegressor,
+    GradientBoostingClassifier,
+    GradientBoostingRegressor,
+    HistGradientBoostingClassifier,
+    HistGradientBoostingRegressor,
+    RandomForestClassifier,
+    RandomForestRegressor,
+)
+from sklearn.linear_model import (
+    BayesianRidge,
+    ElasticNet,
+    ElasticNetCV,
+    HuberRegressor,
+    Lasso,
+    LassoCV,
+    LinearRegression,
+    LogisticRegression,
+    LogisticRegressionCV,
+    Ridge,
+    RidgeCV,
+)
+from sklearn.model_selection import GridSearchCV, RandomizedSearchCV
+from sklearn.neighbors import KNeighborsClassifier, KNeighborsRegressor
+from sklearn.neural_network import MLPClassifier, MLPRegressor
+from sklearn.pipeline import Pipeline
+from sklearn.preprocessing import (
+    MaxAbsScaler,
+    MinMaxScaler,
+    OneHotEncoder,
+    PolynomialFeatures,
+    RobustScaler,
+    SplineTransformer,
+    StandardScaler,
+)
+from sklearn.tree import DecisionTreeClassifier, DecisionTreeRegressor
+
+from fanfit.errors import InvalidLearnerError
+from fanfit.learners.torch_mlp import TorchMLPClassifier, TorchMLPRegressor
+
+__all__ = [
+    "ALLOWED_LEARNERS",
+    "ALLOWED_TRANSFORMERS",
+    "COMPOSITE_LEARNERS",
+    "EXTRA_PARAMS",
+    "GPU_ONLY_LEARNERS",
+    "SEARCH_PARAMS",
+    "allowed_names",
+    "check_json_value",
+    "estimator_to_dict",
+    "json_value",
+]
+
+#: Every estimator a job may name: an explicit map from the class name to the class. Every regressor
+#: here has ``predict``; every classifier has ``predict_proba`` (DoubleML needs it for propensities).
+ALLOWED_LEARNERS: dict[str, type] = {
+    # linear models
+    "LinearRegression": LinearRegression,
+    "Lasso": Lasso,
+    "LassoCV": LassoCV,
+    "Ridge": Ridge,
+    "RidgeCV": RidgeCV,
+    "ElasticNet": ElasticNet,
+    "ElasticNetCV": ElasticNetCV,
+    "BayesianRidge": BayesianRidge,
+    "HuberRegressor": HuberRegressor,
+    "LogisticRegression": LogisticRegression,
+    "LogisticRegressionCV": LogisticRegressionCV,
+    # trees and ensembles
+    "DecisionTreeRegressor": DecisionTreeRegressor,
+    "DecisionTreeClassifier": DecisionTreeClassifier,
+    "RandomForestRegressor": RandomForestRegressor,
+    "RandomForestClassifier": RandomForestClassifier,
+    "ExtraTreesRegressor": ExtraTreesRegressor,
+    "ExtraTreesClassifier": ExtraTreesClassifier,
+    "GradientBoostingRegressor": GradientBoostingRegressor,
+    "GradientBoostingClassifier": GradientBoostingClassifier,
+    "HistGradientBoostingRegressor": HistGradientBoostingRegressor,
+    "HistGradientBoostingClassifier": HistGradientBoostingClassifier,
+    # neighbours, neural networks, baselines
+    "KNeighborsRegressor": KNeighborsRegressor,
+    "KNeighborsClassifier": KNeighborsClassifier,
+    "MLPRegressor": MLPRegressor,
+    "MLPClassifier": MLPClassifier,
+    "DummyRegressor": DummyRegressor,
+    "DummyClassifier": DummyClassifier,
+    # PyTorch networks (torch is imported when they fit; see GPU_ONLY_LEARNERS)
+    "TorchMLPRegressor": TorchMLPRegressor,
+    "TorchMLPClassifier": TorchMLPClassifier,
+    # gradient boosting by LightGBM (deterministic settings: docs/estimate.md, "LightGBM")
+    "LGBMRegressor": LGBMRegressor,
+    "LGBMClassifier": LGBMClassifier,
+}
+
+#: Preprocessing steps a ``Pipeline`` may have before its last step (an allowed learner).
+ALLOWED_TRANSFORMERS: dict[str, type] = {
+    "StandardScaler": StandardScaler,
+    "MinMaxScaler": MinMaxScaler,
+    "RobustScaler": RobustScaler,
+    "MaxAbsScaler": MaxAbsScaler,
+    "PolynomialFeatures": PolynomialFeatures,
+    "SplineTransformer": SplineTransformer,
+    "OneHotEncoder": OneHotEncoder,
+}
+
+#: Learners built around other learners; their JSON form is in :mod:`fanfit.learners.specs`.
+COMPOSITE_LEARNERS: dict[str, type] = {
+    "Pipeline": Pipeline,
+    "GridSearchCV": GridSearchCV,
+    "RandomizedSearchCV": RandomizedSearchCV,
+}
+
+#: Learners too heavy for Lambda (PyTorch does not fit the 250 MB unzipped code limit): a stage that
+#: uses one runs on a Batch (GPU) worker. See :attr:`LearnerSpec.requires_gpu`.
+GPU_ONLY_LEARNERS: frozenset[str] = frozenset({"TorchMLPRegressor", "TorchMLPClassifier"})
+
+#: LightGBM parameters passed through the scikit-learn wrapper's ``**kwargs`` that a spec may set
+#: besides the constructor's named ones (the deterministic settings among them).
+_LGBM_EXTRA = frozenset(
+    {
+        "verbose", "verbosity", "deterministic", "force_row_wise", "force_col_wise",
+        "num_threads", "seed", "bagging_seed", "feature_fraction_seed", "data_random_seed",
+        "max_bin", "min_data_in_bin", "extra_trees", "path_smooth", "linear_tree",
+        "max_cat_to_onehot", "cat_smooth", "cat_l2", "min_sum_hessian_in_leaf",
+    }
+)  # fmt: skip
+
+#: Parameters a class takes beyond its ``get_params()`` defaults (LightGBM's ``**kwargs``).
+EXTRA_PARAMS: dict[str, frozenset[str]] = {
+    "LGBMRegressor": _LGBM_EXTRA,
+    "LGBMClassifier": _LGBM_EXTRA,
+}
+
+#: The parameters of each search class a spec may set, besides ``estimator`` and the grid.
+SEARCH_PARAMS: dict[str, tuple[str, ...]] = {
+    "GridSearchCV": ("cv", "error_score", "n_jobs", "pre_dispatch", "refit",
+                     "return_train_score", "scoring", "verbose"),
+    "RandomizedSearchCV": ("cv", "error_score", "n_iter", "n_jobs", "pre_dispatch",
+                           "random_state", "refit", "return_train_score", "scoring", "verbose"),
+}  # fmt: skip
+
+_SCALAR_TYPES = (str, int, float, bool, type(None))
+
+
+def allowed_names(kind: str = "learner") -> str:
+    """The allowed class names of ``kind`` (``'learner'``, ``'step'`` or ``'any'``), comma-separated."""
+    names = set(ALLOWED_LEARNERS)
+    if kind == "step":
+        names |= set(ALLOWED_TRANSFORMERS)
+    elif kind == "any":
+        names |= set(ALLOWED_TRANSFORMERS) | set(COMPOSITE_LEARNERS)
+    else:
+        names |= set(COMPOSITE_LEARNERS)
+    return ", ".join(sorted(names))
+
+
+def check_json_value(where: str, key: str, value: Any) -> None:
+    """Raise unless ``value`` is a JSON scalar (finite number) or a flat list of them.
+
+    Raises
+    ------
+    InvalidLearnerError
+        Naming ``where`` (the learner or step) and the parameter ``key``.
+    """
+    values = value if isinstance(value, list) else [value]
+    for item in values:
+        ok = isinstance(item, _SCALAR_TYPES) and type(item) in _SCALAR_TYPES
+        if ok and isinstance(item, float) and not math.isfinite(item):
+            ok = False
+        if not ok:
+            raise InvalidLearnerError(
+                f"Learner {where}: parameter {key!r} has value {_short(item)} of type "
+                f"{type(item).__name__}; only JSON values are allowed: str, int, finite float, bool, "
+                "null, or a flat list of those."
+            )
+
+
+def json_value(where: str, key: str, value: Any) -> Any:
+    """``value`` as a JSON value: numpy scalars as Python's, tuples as lists; else refused.
+
+    Raises
+    ------
+    InvalidLearnerError
+        A callable, an array, an estimator or any other object, naming ``where`` and ``key``.
+    """
+    if isinstance(value, tuple | list):
+        out: Any = [json_value(where, key, v) for v in value]
+    elif isinstance(value, np.bool_):
+        out = bool(value)
+    elif isinstance(value, numbers.Integral) and not isinstance(value, bool):
+        out = int(value)
+    elif isinstance(value, np.floating):
+        out = float(value)
+    else:
+        out = value
+    check_json_value(where, key, out)
+    return out
+
+
+def _short(value: Any) -> str:
+    text = repr(value)
+    return text if len(text) <= 80 else text[:77] + "..."
+
+
+def _same(a: Any, b: Any) -> bool:
+    """Whether a parameter value equals the class default (arrays and objects never do)."""
+    if a is b:
+        return True
+    try:
+        return type(a) is type(b) and bool(a == b)
+    except (TypeError, ValueError):
+        return False
+
+
+def _lookup(est: Any, where: str, table: dict[str, type]) -> str:
+    cls = type(est)
+    name = cls.__name__
+    if table.get(name) is not cls:
+        what = "a step" if table is ALLOWED_TRANSFORMERS else "a learner"
+        raise InvalidLearnerError(
+            f"{where}: {cls.__module__}.{name} is not allowed as {what}. "
+            f"Allowed: {', '.join(sorted(table))}."
+        )
+    return name
+
+
+def _params_to_dict(est: Any, name: str, where: str, skip: tuple[str, ...] = ()) -> dict:
+    """The parameters of ``est`` that differ from its class's defaults, as JSON values."""
+    if name == "Pipeline":
+        defaults = Pipeline([("step", None)]).get_params(deep=False)
+    else:
+        defaults = type(est)().get_params(deep=False)
+    params = {}
+    for key, value in est.get_params(deep=False).items():
+        if key in skip or (key in defaults and _same(value, defaults[key])):
+            continue
+        params[key] = json_value(where, key, value)
+    return params
+
+
+def _grid_to_json(where: str, key: str, grid: Any) -> Any:
+    """A search's ``param_grid``/``param_distributions``: dicts of lists of JSON values."""
+    grids = grid if isinstance(grid, list | tuple) else [grid]
+    out = []
+    for one in grids:
+        if not isinstance(one, dict):
+            raise InvalidLearnerError(
+                f"Learner {where}: {key} must be a dict (or a list of dicts) of parameter names to "
+                f"lists of JSON values, got {_short(one)}."
+            )
+        entry = {}
+        for name, values in one.items():
+            if not isinstance(values, list | tuple | np.ndarray):
+                raise InvalidLearnerError(
+                    f"Learner {where}: {key}[{name!r}] is {_short(values)}; only lists of JSON "
+                    "values are allowed (no scipy.stats distributions or other objects)."
+                )
+            entry[str(name)] = json_value(where, f"{key}[{name!r}]", list(values))
+        out.append(entry)
+    return out if isinstance(grid, list | tuple) else out[0]
+
+
+def estimator_to_dict(est: Any, where: str = "learner") -> dict:
+    """A scikit-learn estimator object as the JSON form ``{"name": ..., "params": {...}}``.
+
+    The class is matched by identity against :data:`ALLOWED_LEARNERS` and
+    :data:`COMPOSITE_LEARNERS`; ``params`` holds what ``get_params(deep=False)`` gives that differs
+    from the class's defaults (so a ``random_state`` the user did not set stays unset, and fanfit
+    seeds it). A ``Pipeline``'s steps and a search's estimator are converted the same way, steps
+    as ``[step_name, {...}]`` pairs. A fitted estimator is converted from its parameters only.
+
+    Parameters
+    ----------
+    est : estimator
+        E.g. ``RandomForestRegressor(n_estimators=500)`` or ``make_pipeline(StandardScaler(), Lasso())``.
+    where : str
+        How errors name the learner (e.g. ``'ml_l'``).
+
+    Returns
+    -------
+    dict
+        JSON-safe; read by :meth:`fanfit.learners.LearnerSpec.from_dict`, which validates it.
+
+    Raises
+    ------
+    InvalidLearnerError
+        An object without ``get_params``, a class outside the allow-lists, or a parameter value
+        that is not JSON (a callable, an array, a CV splitter, ...), naming the learner, step and
+        parameter.
+    """
+    if isinstance(est, type) or not callable(getattr(est, "get_params", None)):
+        raise InvalidLearnerError(
+            f"{where}: {_short(est)} ({type(est).__name__}) is not a scikit-learn estimator object "
+            "(no get_params). Give an unfitted estimator of an allowed class, 'NAME' or "
+            f"'NAME:{{json}}'. Allowed learners: {allowed_names()}."
+        )
+    name = type(est).__name__
+    if COMPOSITE_LEARNERS.get(name) is type(est):
+        return _composite_to_dict(est, name, where)
+    _lookup(est, where, ALLOWED_LEARNERS)
+    return {"name": name, "params": _params_to_dict(est, name, f"{where} ({name})")}
+
+
+def _composite_to_dict(est: Any, name: str, where: str) -> dict:
+    label = f"{where} ({name})"
+    if name == "Pipeline":
+        steps = []
+        for i, (step_name, step) in enumerate(est.steps):
+            at = f"{where} step {i} {step_name!r}"
+            if i < len(est.steps) - 1:
+                if step is None or isinstance(step, str):
+                    raise InvalidLearnerError(
+                        f"{at}: {step!r} steps are not allowed; give a transformer of: "
+                        f"{', '.join(sorted(ALLOWED_TRANSFORMERS))}."
+                    )
+                step_cls = _lookup(step, at, ALLOWED_TRANSFORMERS)
+                d = {"name": step_cls, "params": _params_to_dict(step, step_cls, at)}
+            else:
+                if ALLOWED_TRANSFORMERS.get(type(step).__name__) is type(step):
+                    raise InvalidLearnerError(
+                        f"{at}: the last step must be a learner, got {type(step).__name__}. "
+                        f"Allowed learners: {', '.join(sorted(ALLOWED_LEARNERS))}."
+                    )
+                d = estimator_to_dict(step, at)
+            steps.append([step_name, d])
+        params = _params_to_dict(est, name, label, skip=("steps",))
+        return {"name": name, "params": {"steps": steps, **params}}
+    grid_key = "param_grid" if name == "GridSearchCV" else "param_distributions"
+    inner = estimator_to_dict(est.estimator, f"{where} estimator")
+    defaults = type(est)(estimator=None, **{grid_key: {}}).get_params(deep=False)
+    out: dict[str, Any] = {
+        "estimator": inner,
+        grid_key: _grid_to_json(label, grid_key, getattr(est, grid_key)),
+    }
+    for key, value in est.get_params(deep=False).items():
+        if key in ("estimator", grid_key) or _same(value, defaults.get(key)):
+            continue
+        out[key] = json_value(label, key, value)
+    return {"name": name, "params": out}
