@@ -61,7 +61,10 @@ def test_a_stopped_train_job_resumed_equals_the_uninterrupted_run(
     # ... resuming it while it runs was refused before; now it is stopped, and a step in flight
     # when the execution stopped has landed
     stopped_jobs.wait(job.execution_arn, running_before)
-    assert client.sfn.describe_execution(executionArn=job.execution_arn)["status"] == "ABORTED"
+    # (AWS reports ABORTED; the local stack's interpreter reports FAILED when the stop lands while
+    # a round's Distributed Map runs: StoppedJobs in conftest.py)
+    status = client.sfn.describe_execution(executionArn=job.execution_arn)["status"]
+    assert status in ("ABORTED", "FAILED"), status
     point = resume_point(client.store, job.job_id)
     assert point is not None and 3 <= point.round < 21 and point.has_next_round, point
     before = _etags(client, job.job_id)

@@ -90,7 +90,7 @@ def test_dry_run_checks_given_folds(tmp_path: Path, capsys) -> None:
     ("argv", "named"),
     [
         ([*PLR, "--x", "age,income"], r"InvalidDataError: .*'income'"),
-        ([*PLR, "--ml-l", "SVR"], r"InvalidLearnerError: Unknown learner 'SVR'"),
+        ([*PLR, "--ml-l", "SVR"], r"InvalidLearnerError: ml_l: Unknown learner 'SVR'"),
         (
             [*IRM, "--ml-m", "LassoCV"],
             r"InvalidLearnerError: Learner ml_m \(LassoCV\) must be a classifier",
