@@ -38,6 +38,7 @@ __all__ = [
     "check_number",
     "check_str",
     "check_weight",
+    "parse_subgroups",
 ]
 
 
@@ -265,6 +266,9 @@ class EstimateOptions(_Options):
         Treatment and covariate columns (comma-separated in a str).
     z : str or sequence of str, optional
         Instrument columns (pliv, iivm).
+    cluster_cols : str or sequence of str, optional
+        One or two cluster columns (numeric ids): DoubleML's ``DoubleMLClusterData`` cluster
+        variables; folds are drawn per cluster and the standard errors are cluster-robust.
     ml_l, ml_m, ml_g, ml_r : str or LearnerSpec, optional
         Nuisance learners: ``"NAME"`` or ``"NAME:{json params}"`` from the allow-list
         (:mod:`fanfit.learners`).
@@ -276,6 +280,12 @@ class EstimateOptions(_Options):
         Each row's 0-based test fold, shape (n_obs, n_rep), or a CSV file of it.
     trimming_threshold : float
         Propensity trimming (irm, iivm).
+    normalize_ipw : bool
+        Normalize the inverse probability weights (irm, iivm), DoubleML's ``normalize_ipw``.
+    subgroups : dict or str, optional
+        iivm: DoubleML's ``{"always_takers": bool, "never_takers": bool}``, or the command line's
+        ``"always_takers=false,never_takers=true"`` (a key left out stays true). Set
+        ``always_takers`` false under one-sided noncompliance (nobody with ``z == 0`` treated).
     boot_method : {'normal', 'Bayes', 'wild'}, optional
         Multiplier bootstrap of the joint confidence intervals.
     n_rep_boot : int
@@ -303,6 +313,12 @@ class EstimateOptions(_Options):
     z: str | Sequence[str] | None = _option(
         None, help="instrument column(s) (pliv, iivm)", kind="columns"
     )
+    cluster_cols: str | Sequence[str] | None = _option(
+        None,
+        kind="columns",
+        help="one or two cluster columns (numeric ids): folds drawn per cluster, cluster-robust "
+        "standard errors (DoubleML's DoubleMLClusterData)",
+    )
     ml_l: str | LearnerSpec | None = _learner("ml_l")
     ml_m: str | LearnerSpec | None = _learner("ml_m")
     ml_g: str | LearnerSpec | None = _learner("ml_g")
@@ -317,6 +333,15 @@ class EstimateOptions(_Options):
         "fold of that row",
     )
     trimming_threshold: float = _option(0.01, kind="float")
+    normalize_ipw: bool = _option(
+        False, kind="bool", help="irm, iivm: normalize the inverse probability weights"
+    )
+    subgroups: str | Mapping[str, bool] | None = _option(
+        None,
+        metavar="always_takers=BOOL,never_takers=BOOL",
+        help="iivm: which subgroups exist (default both true); always_takers=false under "
+        "one-sided noncompliance (nobody with z=0 treated)",
+    )
     boot_method: str | None = _option(None, choices=("normal", "Bayes", "wild"))
     n_rep_boot: int = _option(500, kind="int")
     max_concurrency: int | None = _option(
@@ -342,7 +367,8 @@ class EstimateOptions(_Options):
             y=self.y, d=self.d, x=self.x, z=self.z, model=self.model, score=self.score,
             learners=self.learners, n_folds=self.n_folds, n_rep=self.n_rep, seed=self.seed,
             trimming_threshold=self.trimming_threshold, boot_method=self.boot_method,
-            n_rep_boot=self.n_rep_boot,
+            n_rep_boot=self.n_rep_boot, cluster_cols=self.cluster_cols,
+            normalize_ipw=self.normalize_ipw, subgroups=self.subgroups,
         )  # fmt: skip
 
     def check(self) -> tuple[dml.DMLSpec, list[str], float]:
@@ -453,13 +479,19 @@ def build_spec(
     trimming_threshold: float = 0.01,
     boot_method: str | None = None,
     n_rep_boot: int = 500,
+    cluster_cols: str | Sequence[str] | None = None,
+    normalize_ipw: bool = False,
+    subgroups: str | Mapping[str, Any] | None = None,
 ) -> tuple[dml.DMLSpec, list[str]]:
     """Build and validate a :class:`fanfit.dml.DMLSpec` from user options.
+
+    ``subgroups`` may be a dict (DoubleML's, both keys) or the command line's string
+    (:func:`parse_subgroups`).
 
     Returns
     -------
     (spec, columns) : DMLSpec, list of str
-        The spec and the data columns it uses (y, d, x, z in that order).
+        The spec and the data columns it uses (y, d, x, z, then the cluster columns).
 
     Raises
     ------
@@ -478,6 +510,9 @@ def build_spec(
                         ("n_rep_boot", n_rep_boot)):  # fmt: skip
         check_int(name, value)
     check_number("trimming_threshold", trimming_threshold)
+    check_columns("cluster_cols", cluster_cols, optional=True)
+    if not isinstance(normalize_ipw, bool):
+        raise InvalidJobError(f"normalize_ipw must be True or False, got {_shown(normalize_ipw)}")
     parsed = {
         k: (v if isinstance(v, LearnerSpec) else LearnerSpec.parse(v))
         for k, v in learners.items()
@@ -498,10 +533,52 @@ def build_spec(
         trimming_threshold=float(trimming_threshold),
         n_rep_boot=int(n_rep_boot),
         boot_method=boot_method,
+        cluster_cols=tuple(_as_list(cluster_cols)),
+        normalize_ipw=normalize_ipw,
+        subgroups=parse_subgroups(subgroups),
     )
     spec.validate()
-    columns = [spec.y_col, *spec.d_cols, *spec.x_cols, *spec.z_cols]
+    columns = list(spec.used_cols)
     return spec, columns
+
+
+def parse_subgroups(value: str | Mapping[str, Any] | None) -> dict[str, Any] | None:
+    """IIVM's ``subgroups`` from a dict (DoubleML's form, checked by the spec) or the command
+    line's ``"always_takers=false,never_takers=true"`` (``true``/``false``, any case; a key left
+    out is true, as in DoubleML's default).
+
+    Returns
+    -------
+    dict or None
+        None for None.
+
+    Raises
+    ------
+    InvalidJobError
+        Naming ``subgroups``: not a dict or string, an unknown key, or a value that is not
+        true/false.
+    """
+    if value is None:
+        return None
+    if isinstance(value, Mapping):
+        return dict(value)
+    if not isinstance(value, str):
+        raise InvalidJobError(
+            "subgroups must be a dict {'always_takers': bool, 'never_takers': bool} or a string "
+            f"'always_takers=false,never_takers=true', got {_shown(value)}"
+        )
+    out = dict(dml.DEFAULT_SUBGROUPS)
+    for item in (part.strip() for part in value.split(",")):
+        if not item:
+            continue
+        key, sep, flag = (t.strip() for t in item.partition("="))
+        if not sep or key not in out or flag.lower() not in ("true", "false"):
+            raise InvalidJobError(
+                f"subgroups: {item!r} is not KEY=true|false with KEY always_takers or "
+                "never_takers (e.g. --subgroups always_takers=false)"
+            )
+        out[key] = flag.lower() == "true"
+    return out
 
 
 def with_option_parameters(function: Any, options: type[_Options]) -> inspect.Signature:

@@ -20,7 +20,15 @@ from fanfit.dml.folds import (
     validate_folds,
 )
 from fanfit.dml.result import DMLResult
-from fanfit.dml.spec import BOOT_METHODS, DEFAULT_SCORE, MODELS, SCORES, DMLSpec, required_learners
+from fanfit.dml.spec import (
+    BOOT_METHODS,
+    DEFAULT_SCORE,
+    DEFAULT_SUBGROUPS,
+    MODELS,
+    SCORES,
+    DMLSpec,
+    required_learners,
+)
 from fanfit.dml.units import (
     FitUnit,
     check_preds,
@@ -41,6 +49,7 @@ from fanfit.dml.units import (
 __all__ = [
     "BOOT_METHODS",
     "DEFAULT_SCORE",
+    "DEFAULT_SUBGROUPS",
     "MODELS",
     "SCORES",
     "DMLData",

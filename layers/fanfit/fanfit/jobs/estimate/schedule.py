@@ -394,7 +394,7 @@ def size(
             seconds,
             startup_s,
             policy=plan.sharding,
-            n_folds=plan.dml.n_folds,
+            n_folds=plan.dml.n_cross_folds,
             account_concurrency=account_concurrency,
             job_concurrency=placement.job_concurrency,
         )
