@@ -39,7 +39,9 @@ def _one_sided_frame(n_obs: int = 600, seed: int = 4, never_takers: bool = True)
     y = 2.0 * p + x[:, 1] + rng.normal(size=n_obs)
     if not never_takers:  # the mirror case: everybody eligible participates, some others too
         p = np.where(e == 1, 1.0, (x[:, 2] + rng.normal(size=n_obs) > 0.5).astype(float))
-    return pd.DataFrame({"y": y, "p401": p, "e401": e, **{c: x[:, i] for i, c in enumerate(X_COLS)}})
+    return pd.DataFrame(
+        {"y": y, "p401": p, "e401": e, **{c: x[:, i] for i, c in enumerate(X_COLS)}}
+    )
 
 
 def _spec(subgroups: dict | None) -> DMLSpec:
@@ -106,7 +108,9 @@ def test_missing_never_takers_are_named_too() -> None:
     # WHEN / THEN the error names never_takers
     with pytest.raises(OneSidedNoncomplianceError, match=r"subgroups=\{'never_takers': False\}"):
         validate_data(_spec(None), list(df.columns), df.to_numpy())
-    validate_data(_spec({"always_takers": True, "never_takers": False}), list(df.columns), df.to_numpy())
+    validate_data(
+        _spec({"always_takers": True, "never_takers": False}), list(df.columns), df.to_numpy()
+    )
 
 
 @pytest.mark.parametrize(
@@ -120,7 +124,9 @@ def test_missing_never_takers_are_named_too() -> None:
 )  # fmt: skip
 def test_bad_subgroups_are_named_errors(model: str, subgroups: dict, message: str) -> None:
     # GIVEN a spec with subgroups that DoubleML would refuse
-    learners = LEARNERS if model == "iivm" else dict(ml_l="LinearRegression", ml_m="LinearRegression")
+    learners = (
+        LEARNERS if model == "iivm" else dict(ml_l="LinearRegression", ml_m="LinearRegression")
+    )
     spec = DMLSpec(
         model=model, score="LATE" if model == "iivm" else "partialling out", y_col="y",
         d_cols=("p401",), x_cols=tuple(X_COLS), z_cols=("e401",) if model == "iivm" else (),

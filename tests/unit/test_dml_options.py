@@ -8,8 +8,9 @@ import pandas as pd
 import pytest
 
 from fanfit.client.check import check_estimate
-from fanfit.client.options import EstimateOptions, parse_subgroups
+from fanfit.client.options import EstimateOptions
 from fanfit.dml import draw_cluster_folds
+from fanfit.dml.spec import parse_subgroups
 from fanfit.errors import InvalidFoldsError, InvalidJobError, OneSidedNoncomplianceError
 
 LIN = "LinearRegression"

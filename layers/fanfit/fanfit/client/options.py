@@ -22,6 +22,7 @@ from dataclasses import dataclass, field
 from typing import Any, Self
 
 from fanfit import dml, limits
+from fanfit.dml.spec import parse_subgroups
 from fanfit.errors import InvalidJobError
 from fanfit.learners import LearnerSpec
 from fanfit.sched.sizing import POLICIES
@@ -38,7 +39,6 @@ __all__ = [
     "check_number",
     "check_str",
     "check_weight",
-    "parse_subgroups",
 ]
 
 
@@ -540,45 +540,6 @@ def build_spec(
     spec.validate()
     columns = list(spec.used_cols)
     return spec, columns
-
-
-def parse_subgroups(value: str | Mapping[str, Any] | None) -> dict[str, Any] | None:
-    """IIVM's ``subgroups`` from a dict (DoubleML's form, checked by the spec) or the command
-    line's ``"always_takers=false,never_takers=true"`` (``true``/``false``, any case; a key left
-    out is true, as in DoubleML's default).
-
-    Returns
-    -------
-    dict or None
-        None for None.
-
-    Raises
-    ------
-    InvalidJobError
-        Naming ``subgroups``: not a dict or string, an unknown key, or a value that is not
-        true/false.
-    """
-    if value is None:
-        return None
-    if isinstance(value, Mapping):
-        return dict(value)
-    if not isinstance(value, str):
-        raise InvalidJobError(
-            "subgroups must be a dict {'always_takers': bool, 'never_takers': bool} or a string "
-            f"'always_takers=false,never_takers=true', got {_shown(value)}"
-        )
-    out = dict(dml.DEFAULT_SUBGROUPS)
-    for item in (part.strip() for part in value.split(",")):
-        if not item:
-            continue
-        key, sep, flag = (t.strip() for t in item.partition("="))
-        if not sep or key not in out or flag.lower() not in ("true", "false"):
-            raise InvalidJobError(
-                f"subgroups: {item!r} is not KEY=true|false with KEY always_takers or "
-                "never_takers (e.g. --subgroups always_takers=false)"
-            )
-        out[key] = flag.lower() == "true"
-    return out
 
 
 def with_option_parameters(function: Any, options: type[_Options]) -> inspect.Signature:

@@ -9,6 +9,7 @@ rule, ``normalize_ipw=False``, ``n_folds=5``, ``n_rep=1``, ``n_rep_boot=500``.
 from __future__ import annotations
 
 import numbers
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -24,6 +25,7 @@ __all__ = [
     "SCORES",
     "DMLSpec",
     "learner_roles",
+    "parse_subgroups",
     "required_learners",
 ]
 
@@ -110,6 +112,45 @@ def required_learners(model: str, score: str) -> tuple[str, ...]:
     if model == "iivm":
         return ("ml_g", "ml_m", "ml_r")
     raise InvalidJobError(f"Unknown model {model!r}; choose one of {', '.join(MODELS)}.")
+
+
+def parse_subgroups(value: str | Mapping[str, Any] | None) -> dict[str, Any] | None:
+    """IIVM's ``subgroups`` from a dict (DoubleML's form, checked by the spec) or the command
+    line's ``"always_takers=false,never_takers=true"`` (``true``/``false``, any case; a key left
+    out is true, as in DoubleML's default).
+
+    Returns
+    -------
+    dict or None
+        None for None.
+
+    Raises
+    ------
+    InvalidJobError
+        Naming ``subgroups``: not a dict or string, an unknown key, or a value that is not
+        true/false.
+    """
+    if value is None:
+        return None
+    if isinstance(value, Mapping):
+        return dict(value)
+    if not isinstance(value, str):
+        raise InvalidJobError(
+            "subgroups must be a dict {'always_takers': bool, 'never_takers': bool} or a string "
+            f"'always_takers=false,never_takers=true', got {type(value).__name__}"
+        )
+    out = dict(DEFAULT_SUBGROUPS)
+    for item in (part.strip() for part in value.split(",")):
+        if not item:
+            continue
+        key, sep, flag = (t.strip() for t in item.partition("="))
+        if not sep or key not in out or flag.lower() not in ("true", "false"):
+            raise InvalidJobError(
+                f"subgroups: {item!r} is not KEY=true|false with KEY always_takers or "
+                "never_takers (e.g. --subgroups always_takers=false)"
+            )
+        out[key] = flag.lower() == "true"
+    return out
 
 
 def learner_roles(model: str) -> dict[str, str]:
