@@ -289,7 +289,8 @@ def test_clustered_pliv_and_one_sided_iivm_through_the_pipeline_equal_doubleml(l
     np.testing.assert_allclose(res.coef, obj.coef, rtol=1e-9, atol=0)
     np.testing.assert_allclose(res.se, obj.se, rtol=1e-9, atol=0)
     # and the one-sided IIVM equals DoubleML's with the same subgroups and folds
-    df401 = pd.read_stata(DATA_401K)
+    # (as float64, as fanfit reads it: DoubleML would fit the Stata file's float32 columns in float32)
+    df401 = pd.read_stata(DATA_401K).astype(float)
     ref = doubleml.DoubleMLIIVM(
         doubleml.DoubleMLData(df401, "net_tfa", "p401", x_cols=X_401K, z_cols="e401"),
         **{k: LearnerSpec.parse(v).build() for k, v in iivm_learners.items()}, n_folds=3,

@@ -135,3 +135,39 @@ def test_bad_subgroups_are_named_errors(model: str, subgroups: dict, message: st
     # WHEN / THEN validation names the option
     with pytest.raises(InvalidJobError, match=message):
         spec.validate()
+
+
+def test_doublemls_401k_iivm_example_runs_with_subgroups_and_equals_doubleml() -> None:
+    # GIVEN DoubleML's 401(k) IIVM example: p401 instrumented by e401 on the SIPP 1991 data
+    from pathlib import Path
+
+    from fanfit.client.check import check_estimate
+
+    path = Path(__file__).resolve().parents[2] / "examples" / "data" / "sipp1991.dta"
+    x_cols = ["age", "inc", "educ", "fsize", "marr", "twoearn", "db", "pira", "hown"]
+    learners = dict(ml_g="LinearRegression", ml_m='LogisticRegression:{"max_iter": 1000}',
+                    ml_r='LogisticRegression:{"max_iter": 1000}')  # fmt: skip
+    opts = dict(model="iivm", y="net_tfa", d="p401", z="e401", x=x_cols, n_folds=3, seed=4)
+    # WHEN the client checks it as DoubleML's default subgroups would run it
+    # THEN it is refused before upload, naming the option
+    with pytest.raises(OneSidedNoncomplianceError, match="always_takers"):
+        check_estimate(path, **opts, **learners)
+    # WHEN subgroups={'always_takers': False} is set
+    subgroups = {"always_takers": False, "never_takers": True}
+    checked = check_estimate(path, **opts, **learners, subgroups=subgroups)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        result = estimate_in_process(checked.spec, checked.data)
+        # (as float64, as fanfit reads it: DoubleML fits the Stata file's float32 columns in float32)
+        df = pd.read_stata(path).astype(float)
+        obj = dml.DoubleMLIIVM(
+            dml.DoubleMLData(df, "net_tfa", "p401", x_cols=x_cols, z_cols="e401"),
+            **{k: checked.spec.learners[k].build() for k in learners},
+            n_folds=3,
+            subgroups=subgroups,
+        )
+        obj.set_sample_splitting(folds_to_smpls(draw_folds(len(df), 3, 1, 4)))
+        obj.fit()
+    # THEN the example runs and equals DoubleML
+    np.testing.assert_allclose(result.coef, obj.coef, rtol=1e-9, atol=0)
+    np.testing.assert_allclose(result.se, obj.se, rtol=1e-9, atol=0)
