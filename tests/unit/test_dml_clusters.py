@@ -307,3 +307,20 @@ def test_units_run_over_all_multiway_folds() -> None:
     assert len(fit_units(spec, 0)) == 18
     assert spec.to_dict()["cluster_cols"] == list(CLUSTERS_2)
     assert DMLSpec.from_dict(spec.to_dict()) == spec
+
+
+def test_to_doubleml_of_a_clustered_fit_is_doubleml_cluster_model_with_fanfits_estimate(
+    fitted: Fitted,
+) -> None:
+    # GIVEN fanfit's clustered fit WHEN it is handed to DoubleML (external predictions, same splits)
+    from fanfit.dml.interop import to_doubleml
+
+    spec = fitted.spec
+    data = validate_data(spec, list(fitted.df.columns), fitted.df.to_numpy(dtype=float))
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        obj = to_doubleml(spec, data, fitted.folds, fitted.result.predictions)
+    # THEN DoubleML sees clustered data and gives fanfit's coefficient and standard error
+    assert obj._dml_data.is_cluster_data
+    np.testing.assert_allclose(obj.all_coef, fitted.result.all_coef, rtol=RTOL, atol=0)
+    np.testing.assert_allclose(obj.all_se, fitted.result.all_se, rtol=RTOL, atol=0)

@@ -171,3 +171,22 @@ def test_doublemls_401k_iivm_example_runs_with_subgroups_and_equals_doubleml() -
     # THEN the example runs and equals DoubleML
     np.testing.assert_allclose(result.coef, obj.coef, rtol=1e-9, atol=0)
     np.testing.assert_allclose(result.se, obj.se, rtol=1e-9, atol=0)
+
+
+def test_to_doubleml_keeps_the_subgroups() -> None:
+    # GIVEN fanfit's fit of one-sided data with always_takers=False
+    from fanfit.dml.interop import to_doubleml
+
+    df = _one_sided_frame()
+    spec = _spec({"always_takers": False, "never_takers": True})
+    data = validate_data(spec, list(df.columns), df.to_numpy())
+    folds = draw_folds(len(df), 3, 1, 2)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        result = estimate_in_process(spec, data, folds)
+        # WHEN it is handed to DoubleML
+        obj = to_doubleml(spec, data, folds, result.predictions)
+    # THEN DoubleML has the same subgroups and fanfit's estimate
+    assert obj.subgroups == {"always_takers": False, "never_takers": True}
+    np.testing.assert_allclose(obj.coef, result.coef, rtol=1e-9, atol=0)
+    np.testing.assert_allclose(obj.se, result.se, rtol=1e-9, atol=0)
