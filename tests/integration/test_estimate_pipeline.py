@@ -17,6 +17,7 @@ import pandas as pd
 import pytest
 
 from fanfit import dml, errors, storage
+from fanfit.learners import LearnerSpec
 
 pytestmark = pytest.mark.integration
 
@@ -263,3 +264,52 @@ def test_a_job_the_stack_rejects_fails_with_a_named_error_and_no_result(local_cl
     record = local_client.records.get(job_id)
     assert record["status"] == "FAILED" and record["error"] == "InvalidDataError"
     assert not local_client.store.exists(storage.result_key(job_id))
+
+
+def test_clustered_pliv_and_one_sided_iivm_through_the_pipeline_equal_doubleml(local_client):
+    # GIVEN DoubleML's two-way cluster data (12 x 12) for PLIV with folds the pipeline draws from
+    # the seed, and the 401(k) data for IIVM (p401 instrumented by e401) with subgroups set
+    import doubleml
+    from doubleml.plm.datasets import make_pliv_multiway_cluster_CKMS2021
+
+    np.random.seed(3)
+    cdf = make_pliv_multiway_cluster_CKMS2021(N=12, M=12, dim_X=4, return_type="DataFrame")
+    cx = [c for c in cdf.columns if c.startswith("X")]
+    clusters = ["cluster_var_i", "cluster_var_j"]
+    learners = {"ml_l": LIN, "ml_m": LIN, "ml_r": LIN}
+    subgroups = {"always_takers": False, "never_takers": True}
+    iivm_learners = {"ml_g": LIN, "ml_m": 'LogisticRegression:{"max_iter": 1000}',
+                     "ml_r": 'LogisticRegression:{"max_iter": 1000}'}  # fmt: skip
+    # WHEN both jobs run on the stack
+    clustered = local_client.submit_estimate(
+        cdf, model="pliv", y="Y", d="D", z="Z", x=cx, cluster_cols=clusters, n_folds=2, n_rep=1,
+        seed=9, **learners,
+    )  # fmt: skip
+    iivm = local_client.submit_estimate(
+        DATA_401K, model="iivm", y="net_tfa", d="p401", z="e401", x=X_401K, n_folds=3, seed=4,
+        subgroups=subgroups, normalize_ipw=True, **iivm_learners,
+    )  # fmt: skip
+    res, res_iivm = clustered.result(timeout=600), iivm.result(timeout=600)
+    # THEN the clustered estimate equals DoubleML's on the same (seed-drawn) cluster folds
+    folds = dml.draw_cluster_folds(cdf[clusters].to_numpy(dtype=float), 2, 1, 9)
+    smpls, smpls_cluster = dml.cluster_folds_to_smpls(folds, cdf[clusters].to_numpy(dtype=float), 2)
+    obj = doubleml.DoubleMLPLIV(
+        doubleml.DoubleMLData(cdf, "Y", "D", x_cols=cx, z_cols="Z", cluster_cols=clusters),
+        **{k: LearnerSpec.parse(v).build() for k, v in learners.items()}, n_folds=2,
+    )  # fmt: skip
+    obj.set_sample_splitting(smpls, smpls_cluster)
+    obj.fit()
+    np.testing.assert_allclose(res.coef, obj.coef, rtol=1e-9, atol=0)
+    np.testing.assert_allclose(res.se, obj.se, rtol=1e-9, atol=0)
+    # and the one-sided IIVM equals DoubleML's with the same subgroups and folds
+    # (as float64, as fanfit reads it: DoubleML would fit the Stata file's float32 columns in float32)
+    df401 = pd.read_stata(DATA_401K).astype(float)
+    ref = doubleml.DoubleMLIIVM(
+        doubleml.DoubleMLData(df401, "net_tfa", "p401", x_cols=X_401K, z_cols="e401"),
+        **{k: LearnerSpec.parse(v).build() for k, v in iivm_learners.items()}, n_folds=3,
+        subgroups=subgroups, normalize_ipw=True,
+    )  # fmt: skip
+    ref.set_sample_splitting(dml.folds_to_smpls(dml.draw_folds(len(df401), 3, 1, 4)))
+    ref.fit()
+    np.testing.assert_allclose(res_iivm.coef, ref.coef, rtol=1e-9, atol=0)
+    np.testing.assert_allclose(res_iivm.se, ref.se, rtol=1e-9, atol=0)

@@ -20,6 +20,13 @@ class InvalidDataError(InvalidJobError):
     """The data is wrong: a missing or non-numeric column, NaN or inf, a non-binary treatment, ..."""
 
 
+class OneSidedNoncomplianceError(InvalidDataError):
+    """IIVM data without always takers (nobody with ``z == 0`` is treated) or without never takers
+    (everybody with ``z == 1`` is treated) while ``subgroups`` says they exist: ``ml_r0`` (or
+    ``ml_r1``) would be fitted on one class only. Set ``subgroups={'always_takers': False}`` (or
+    ``{'never_takers': False}``), as DoubleML's documentation does for one-sided noncompliance."""
+
+
 class InvalidLearnerError(InvalidJobError):
     """A learner spec names an estimator outside the allow-list, a parameter it does not take, or the
     wrong kind of estimator (a classifier where a regressor is needed, or the reverse)."""

@@ -30,7 +30,8 @@ class CheckedEstimate:
     data : fanfit.dml.DMLData
         The validated arrays.
     folds : ndarray of int64, shape (n_obs, n_rep), or None
-        The user's folds, validated; None when Prepare draws them from the seed.
+        The user's folds, validated (with ``cluster_cols``: multiway cluster folds,
+        :func:`fanfit.dml.validate_cluster_folds`); None when Prepare draws them from the seed.
     sharding : str
     max_concurrency, units_per_shard : int or None
     weight : float
@@ -49,7 +50,8 @@ class CheckedEstimate:
 
     @property
     def n_fits(self) -> int:
-        """Nuisance fits the job runs: n_treat x n_rep x prediction keys x n_folds, over all stages."""
+        """Nuisance fits the job runs: n_treat x n_rep x prediction keys x cross-fitting folds
+        (``n_folds ** len(cluster_cols)`` with clusters), over all stages."""
         return sum(len(dml.fit_units(self.spec, s)) for s in range(dml.n_stages(self.spec)))
 
     def describe(self) -> dict[str, Any]:
@@ -57,10 +59,14 @@ class CheckedEstimate:
         n_rep, n_treat, prediction_keys, n_fits, fits`` (the product spelled out), ``learners``
         (name -> canonical spec string),
         ``folds`` (``'drawn from seed <seed>'`` or ``'given'``), ``seed``, ``sharding``,
-        ``max_concurrency``, ``units_per_shard``, ``weight``, ``boot_method``, ``n_rep_boot``."""
+        ``max_concurrency``, ``units_per_shard``, ``weight``, ``boot_method``, ``n_rep_boot``,
+        ``cluster_cols``, ``normalize_ipw``, ``subgroups`` (IIVM: the subgroups in effect)."""
         spec = self.spec
         keys = dml.prediction_keys(spec)
-        fits = f"{spec.n_folds} folds x {spec.n_rep} repetitions x {len(keys)} learners ({', '.join(keys)})"
+        folds = f"{spec.n_folds} folds"
+        if spec.cluster_cols:
+            folds = f"{spec.n_cross_folds} folds ({spec.n_folds} per cluster variable)"
+        fits = f"{folds} x {spec.n_rep} repetitions x {len(keys)} learners ({', '.join(keys)})"
         if spec.n_treat > 1:
             fits += f" x {spec.n_treat} treatments"
         return {
@@ -86,6 +92,13 @@ class CheckedEstimate:
             "weight": self.weight,
             "boot_method": spec.boot_method,
             "n_rep_boot": spec.n_rep_boot if spec.boot_method else None,
+            "cluster_cols": list(spec.cluster_cols),
+            "normalize_ipw": spec.normalize_ipw,
+            "subgroups": (
+                {"always_takers": spec.always_takers, "never_takers": spec.never_takers}
+                if spec.model == "iivm"
+                else None
+            ),
         }
 
 
@@ -96,7 +109,8 @@ def check_estimate(
     checks before it uploads, and what ``fanfit estimate --dry-run`` runs.
 
     Reads the data (a local file or DataFrame; an ``s3://`` URI through ``s3``), keeps the columns
-    the job uses, and validates them (:func:`fanfit.dml.validate_data`) with the options
+    the job uses, and validates them (:func:`fanfit.dml.validate_data`: also IIVM one-sided
+    noncompliance, :class:`fanfit.errors.OneSidedNoncomplianceError` naming ``subgroups``) with the options
     (:meth:`EstimateOptions.check`: the spec, the sharding options and the weight) and the folds
     (:func:`fanfit.dml.validate_folds`).
 
@@ -116,7 +130,8 @@ def check_estimate(
     Raises
     ------
     fanfit.errors.InvalidJobError, InvalidDataError, InvalidLearnerError, InvalidFoldsError
-        Naming the option, column, learner or fold that is wrong.
+        Naming the option, column, learner or fold that is wrong; OneSidedNoncomplianceError
+        (an InvalidDataError) for IIVM data without always or never takers, naming ``subgroups``.
     TypeError
         An unknown keyword, or a required one (y, d, x) missing.
     """
@@ -133,7 +148,7 @@ def check_estimate(
     if options.folds is not None:
         folds = options.folds
         raw = folds if isinstance(folds, np.ndarray) else dml.read_folds_csv(folds)
-        fold_array = dml.validate_folds(raw, dml_data.y.shape[0], spec.n_folds, spec.n_rep)
+        fold_array = dml.validate_spec_folds(spec, dml_data, raw)
     return CheckedEstimate(
         spec=spec,
         columns=names,

@@ -22,6 +22,7 @@ from dataclasses import dataclass, field
 from typing import Any, Self
 
 from fanfit import dml, limits
+from fanfit.dml.spec import parse_subgroups
 from fanfit.errors import InvalidJobError
 from fanfit.learners import LearnerSpec, as_learner_spec
 from fanfit.sched.sizing import POLICIES
@@ -268,6 +269,9 @@ class EstimateOptions(_Options):
         Treatment and covariate columns (comma-separated in a str).
     z : str or sequence of str, optional
         Instrument columns (pliv, iivm).
+    cluster_cols : str or sequence of str, optional
+        One or two cluster columns (numeric ids): DoubleML's ``DoubleMLClusterData`` cluster
+        variables; folds are drawn per cluster and the standard errors are cluster-robust.
     ml_l, ml_m, ml_g, ml_r : str, dict, LearnerSpec or estimator, optional
         Nuisance learners: ``"NAME"``, ``"NAME:{json params}"`` or a JSON object from the
         allow-list (:mod:`fanfit.learners`), or a scikit-learn estimator object (a ``Pipeline`` or
@@ -281,6 +285,12 @@ class EstimateOptions(_Options):
         Each row's 0-based test fold, shape (n_obs, n_rep), or a CSV file of it.
     trimming_threshold : float
         Propensity trimming (irm, iivm).
+    normalize_ipw : bool
+        Normalize the inverse probability weights (irm, iivm), DoubleML's ``normalize_ipw``.
+    subgroups : dict or str, optional
+        iivm: DoubleML's ``{"always_takers": bool, "never_takers": bool}``, or the command line's
+        ``"always_takers=false,never_takers=true"`` (a key left out stays true). Set
+        ``always_takers`` false under one-sided noncompliance (nobody with ``z == 0`` treated).
     boot_method : {'normal', 'Bayes', 'wild'}, optional
         Multiplier bootstrap of the joint confidence intervals.
     n_rep_boot : int
@@ -308,6 +318,12 @@ class EstimateOptions(_Options):
     z: str | Sequence[str] | None = _option(
         None, help="instrument column(s) (pliv, iivm)", kind="columns"
     )
+    cluster_cols: str | Sequence[str] | None = _option(
+        None,
+        kind="columns",
+        help="one or two cluster columns (numeric ids): folds drawn per cluster, cluster-robust "
+        "standard errors (DoubleML's DoubleMLClusterData)",
+    )
     ml_l: Any = _learner("ml_l")
     ml_m: Any = _learner("ml_m")
     ml_g: Any = _learner("ml_g")
@@ -322,6 +338,15 @@ class EstimateOptions(_Options):
         "fold of that row",
     )
     trimming_threshold: float = _option(0.01, kind="float")
+    normalize_ipw: bool = _option(
+        False, kind="bool", help="irm, iivm: normalize the inverse probability weights"
+    )
+    subgroups: str | Mapping[str, bool] | None = _option(
+        None,
+        metavar="always_takers=BOOL,never_takers=BOOL",
+        help="iivm: which subgroups exist (default both true); always_takers=false under "
+        "one-sided noncompliance (nobody with z=0 treated)",
+    )
     boot_method: str | None = _option(None, choices=("normal", "Bayes", "wild"))
     n_rep_boot: int = _option(500, kind="int")
     max_concurrency: int | None = _option(
@@ -347,7 +372,8 @@ class EstimateOptions(_Options):
             y=self.y, d=self.d, x=self.x, z=self.z, model=self.model, score=self.score,
             learners=self.learners, n_folds=self.n_folds, n_rep=self.n_rep, seed=self.seed,
             trimming_threshold=self.trimming_threshold, boot_method=self.boot_method,
-            n_rep_boot=self.n_rep_boot,
+            n_rep_boot=self.n_rep_boot, cluster_cols=self.cluster_cols,
+            normalize_ipw=self.normalize_ipw, subgroups=self.subgroups,
         )  # fmt: skip
 
     def check(self) -> tuple[dml.DMLSpec, list[str], float]:
@@ -458,13 +484,19 @@ def build_spec(
     trimming_threshold: float = 0.01,
     boot_method: str | None = None,
     n_rep_boot: int = 500,
+    cluster_cols: str | Sequence[str] | None = None,
+    normalize_ipw: bool = False,
+    subgroups: str | Mapping[str, Any] | None = None,
 ) -> tuple[dml.DMLSpec, list[str]]:
     """Build and validate a :class:`fanfit.dml.DMLSpec` from user options.
+
+    ``subgroups`` may be a dict (DoubleML's, both keys) or the command line's string
+    (:func:`parse_subgroups`).
 
     Returns
     -------
     (spec, columns) : DMLSpec, list of str
-        The spec and the data columns it uses (y, d, x, z in that order).
+        The spec and the data columns it uses (y, d, x, z, then the cluster columns).
 
     Raises
     ------
@@ -483,6 +515,9 @@ def build_spec(
                         ("n_rep_boot", n_rep_boot)):  # fmt: skip
         check_int(name, value)
     check_number("trimming_threshold", trimming_threshold)
+    check_columns("cluster_cols", cluster_cols, optional=True)
+    if not isinstance(normalize_ipw, bool):
+        raise InvalidJobError(f"normalize_ipw must be True or False, got {_shown(normalize_ipw)}")
     model = str(model).lower()
     spec = dml.DMLSpec(
         model=model,
@@ -498,9 +533,12 @@ def build_spec(
         trimming_threshold=float(trimming_threshold),
         n_rep_boot=int(n_rep_boot),
         boot_method=boot_method,
+        cluster_cols=tuple(_as_list(cluster_cols)),
+        normalize_ipw=normalize_ipw,
+        subgroups=parse_subgroups(subgroups),
     )
     spec.validate()
-    columns = [spec.y_col, *spec.d_cols, *spec.x_cols, *spec.z_cols]
+    columns = list(spec.used_cols)
     return spec, columns
 
 

@@ -7,14 +7,32 @@ here. References: Chernozhukov et al. (2018), The Econometrics Journal 21(1), C1
 (2022), "DoubleML - An object-oriented implementation of double machine learning in Python", JMLR 23.
 """
 
-from fanfit.dml.data import DMLData, check_columns, validate_data
+from fanfit.dml.data import DMLData, check_columns, check_noncompliance, validate_data
 from fanfit.dml.estimate import aggregate, estimate_in_process, score_elements
-from fanfit.dml.folds import draw_folds, folds_to_smpls, read_folds_csv, validate_folds
+from fanfit.dml.folds import (
+    cluster_folds_to_smpls,
+    cluster_train_mask,
+    draw_cluster_folds,
+    draw_folds,
+    folds_to_smpls,
+    read_folds_csv,
+    validate_cluster_folds,
+    validate_folds,
+)
 from fanfit.dml.result import DMLResult
-from fanfit.dml.spec import BOOT_METHODS, DEFAULT_SCORE, MODELS, SCORES, DMLSpec, required_learners
+from fanfit.dml.spec import (
+    BOOT_METHODS,
+    DEFAULT_SCORE,
+    DEFAULT_SUBGROUPS,
+    MODELS,
+    SCORES,
+    DMLSpec,
+    required_learners,
+)
 from fanfit.dml.units import (
     FitUnit,
     check_preds,
+    draw_spec_folds,
     fit_predict,
     fit_units,
     init_preds,
@@ -23,12 +41,15 @@ from fanfit.dml.units import (
     prediction_keys,
     put_predictions,
     stage_inputs,
+    train_mask,
     unit_seed,
+    validate_spec_folds,
 )
 
 __all__ = [
     "BOOT_METHODS",
     "DEFAULT_SCORE",
+    "DEFAULT_SUBGROUPS",
     "MODELS",
     "SCORES",
     "DMLData",
@@ -37,8 +58,13 @@ __all__ = [
     "FitUnit",
     "aggregate",
     "check_columns",
+    "check_noncompliance",
     "check_preds",
+    "cluster_folds_to_smpls",
+    "cluster_train_mask",
+    "draw_cluster_folds",
     "draw_folds",
+    "draw_spec_folds",
     "estimate_in_process",
     "fit_predict",
     "fit_units",
@@ -52,7 +78,10 @@ __all__ = [
     "required_learners",
     "score_elements",
     "stage_inputs",
+    "train_mask",
     "unit_seed",
+    "validate_cluster_folds",
     "validate_data",
     "validate_folds",
+    "validate_spec_folds",
 ]

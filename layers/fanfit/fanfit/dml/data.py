@@ -8,9 +8,14 @@ from dataclasses import dataclass
 import numpy as np
 
 from fanfit.dml.spec import DMLSpec
-from fanfit.errors import InvalidDataError, InvalidJobError, InvalidLearnerError
+from fanfit.errors import (
+    InvalidDataError,
+    InvalidJobError,
+    InvalidLearnerError,
+    OneSidedNoncomplianceError,
+)
 
-__all__ = ["DMLData", "check_columns", "is_binary", "validate_data"]
+__all__ = ["DMLData", "check_columns", "check_noncompliance", "is_binary", "validate_data"]
 
 
 @dataclass
@@ -27,12 +32,16 @@ class DMLData:
         Covariates, in the order of ``spec.x_cols``.
     z : numpy.ndarray of shape (n_obs, n_z), or None
         Instrument(s), in the order of ``spec.z_cols``; None for PLR and IRM.
+    cluster_vars : numpy.ndarray of shape (n_obs, n_cluster_vars), or None
+        Cluster ids, in the order of ``spec.cluster_cols`` (DoubleML's ``cluster_vars``); None
+        without clusters.
     """
 
     y: np.ndarray
     d: np.ndarray
     x: np.ndarray
     z: np.ndarray | None = None
+    cluster_vars: np.ndarray | None = None
 
     @property
     def n_obs(self) -> int:
@@ -99,6 +108,7 @@ def check_columns(spec: DMLSpec, columns: Sequence[str]) -> None:
         ("d_cols", spec.d_cols),
         ("x_cols", spec.x_cols),
         ("z_cols", spec.z_cols),
+        ("cluster_cols", spec.cluster_cols),
     ]
     for role, cols in roles:
         for c in cols:
@@ -141,7 +151,10 @@ def validate_data(spec: DMLSpec, columns: Sequence[str], values: np.ndarray) -> 
         whose target is not binary (e.g. a classifier ``ml_m`` for PLR with a non-binary treatment, a
         classifier ``ml_g``/``ml_l`` with a non-binary outcome); PLR ``'IV-type'`` with a binary
         outcome (DoubleML refuses additive probability models there); ``n_folds`` larger than the
-        number of rows.
+        number of rows; a cluster column (``cluster_cols``) with fewer clusters than ``n_folds``.
+    OneSidedNoncomplianceError
+        IIVM data without always (never) takers while ``subgroups`` says they exist
+        (:func:`check_noncompliance`).
     """
     check_columns(spec, columns)
     values = np.asarray(values)
@@ -175,9 +188,62 @@ def validate_data(spec: DMLSpec, columns: Sequence[str], values: np.ndarray) -> 
     d = _take(values, index, spec.d_cols)
     x = _take(values, index, spec.x_cols)
     z = _take(values, index, spec.z_cols) if spec.z_cols else None
+    cluster_vars = _take(values, index, spec.cluster_cols) if spec.cluster_cols else None
 
     _check_binary_roles(spec, y, d, z)
-    return DMLData(y=y, d=d, x=x, z=z)
+    if spec.model == "iivm":
+        assert z is not None
+        check_noncompliance(spec, d[:, 0], z[:, 0])
+    if cluster_vars is not None:
+        _check_clusters(spec, cluster_vars)
+    return DMLData(y=y, d=d, x=x, z=z, cluster_vars=cluster_vars)
+
+
+def check_noncompliance(spec: DMLSpec, d: np.ndarray, z: np.ndarray) -> None:
+    """Refuse IIVM data whose missing subgroup ``spec.subgroups`` says exists.
+
+    Without always takers (one-sided noncompliance: ``d == 0`` wherever ``z == 0``, as in
+    DoubleML's 401(k) example, p401 instrumented by e401) ``ml_r0`` would be fitted on one class
+    only and every shard would fail; likewise ``ml_r1`` without never takers (``d == 1`` wherever
+    ``z == 1``). DoubleML's documentation sets ``subgroups={'always_takers': False}`` there.
+
+    Parameters
+    ----------
+    spec : DMLSpec
+        An IIVM spec.
+    d, z : numpy.ndarray, shape (n_obs,)
+        Binary treatment and instrument.
+
+    Raises
+    ------
+    OneSidedNoncomplianceError
+        Naming the option ``subgroups`` and the value to set.
+    """
+    d_col, z_col = spec.d_cols[0], spec.z_cols[0]
+    if spec.always_takers and not np.any(d[z == 0] == 1):
+        raise OneSidedNoncomplianceError(
+            f"No row with {z_col} == 0 has {d_col} == 1: there are no always takers (one-sided "
+            f"noncompliance), so ml_r cannot be fitted on the rows with {z_col} == 0 (one class "
+            "only). Set subgroups={'always_takers': False} (CLI: --subgroups "
+            "always_takers=false), as DoubleML does for this design."
+        )
+    if spec.never_takers and not np.any(d[z == 1] == 0):
+        raise OneSidedNoncomplianceError(
+            f"Every row with {z_col} == 1 has {d_col} == 1: there are no never takers, so ml_r "
+            f"cannot be fitted on the rows with {z_col} == 1 (one class only). Set "
+            "subgroups={'never_takers': False} (CLI: --subgroups never_takers=false)."
+        )
+
+
+def _check_clusters(spec: DMLSpec, cluster_vars: np.ndarray) -> None:
+    for j, col in enumerate(spec.cluster_cols):
+        n_clusters = np.unique(cluster_vars[:, j]).size
+        if n_clusters < spec.n_folds:
+            raise InvalidDataError(
+                f"Cluster column {col!r} (cluster_cols) has {n_clusters} cluster(s), fewer than "
+                f"n_folds={spec.n_folds}: the folds are drawn per cluster; use n_folds of at most "
+                f"{n_clusters} or more clusters."
+            )
 
 
 def _require_binary(

@@ -5,10 +5,12 @@ from __future__ import annotations
 import numpy as np
 
 from fanfit.dml.data import DMLData
-from fanfit.dml.folds import draw_folds, validate_folds
+from fanfit.dml.folds import cluster_folds_to_smpls
 from fanfit.dml.result import DMLResult
 from fanfit.dml.scores import (
     clip_propensity,
+    cluster_est_coef,
+    cluster_var_est,
     est_coef,
     iivm_score_elements,
     irm_score_elements,
@@ -19,12 +21,14 @@ from fanfit.dml.scores import (
 from fanfit.dml.spec import DMLSpec
 from fanfit.dml.units import (
     check_preds,
+    draw_spec_folds,
     fit_predict,
     fit_units,
     init_preds,
     n_stages,
     put_predictions,
     stage_inputs,
+    validate_spec_folds,
 )
 from fanfit.errors import InvalidDataError
 
@@ -37,7 +41,9 @@ def score_elements(
     """Score elements ``psi_a``, ``psi_b`` of one repetition and treatment.
 
     Dispatches to :mod:`fanfit.dml.scores` (formulas there); IRM and IIVM propensities are
-    clipped to ``[trimming_threshold, 1 - trimming_threshold]`` first, as DoubleML does.
+    clipped to ``[trimming_threshold, 1 - trimming_threshold]`` first, as DoubleML does. IIVM
+    without always takers (``subgroups['always_takers']`` False) takes :math:`\\hat r(0, X) = 0`,
+    without never takers :math:`\\hat r(1, X) = 1` (DoubleML ``DoubleMLIIVM._nuisance_est``).
 
     Parameters
     ----------
@@ -81,8 +87,10 @@ def score_elements(
     # iivm
     z = data.z[:, 0]
     m_hat = clip_propensity(p("ml_m"), spec.trimming_threshold)
+    r_hat0 = p("ml_r0") if spec.always_takers else np.zeros_like(d)
+    r_hat1 = p("ml_r1") if spec.never_takers else np.ones_like(d)
     return iivm_score_elements(
-        y, z, d, p("ml_g0"), p("ml_g1"), m_hat, p("ml_r0"), p("ml_r1"), spec.normalize_ipw
+        y, z, d, p("ml_g0"), p("ml_g1"), m_hat, r_hat0, r_hat1, spec.normalize_ipw
     )
 
 
@@ -94,7 +102,10 @@ def aggregate(
     For every repetition :math:`r` and treatment :math:`j`: the score elements
     :math:`\psi_a, \psi_b` (:func:`score_elements`), :math:`\hat\theta_{j,r} = -\bar\psi_b/\bar\psi_a`,
     :math:`\psi = \psi_a \hat\theta_{j,r} + \psi_b`, and :math:`\hat\sigma_{j,r}` from
-    :func:`~fanfit.dml.scores.var_est`; then the median aggregation over repetitions
+    :func:`~fanfit.dml.scores.var_est`; with ``spec.cluster_cols`` the cluster-robust
+    :func:`~fanfit.dml.scores.cluster_est_coef` and :func:`~fanfit.dml.scores.cluster_var_est`
+    (one- and two-way, DoubleML's ``_est_causal_pars`` and ``_var_est``) instead; then the
+    median aggregation over repetitions
     (:func:`~fanfit.dml.scores.aggregate_coefs_and_ses`). Equals DoubleML's ``fit(external_predictions=preds)``.
     If ``spec.boot_method`` is set, the result is bootstrapped with ``spec.n_rep_boot`` draws from
     ``numpy.random.RandomState(spec.seed)``.
@@ -119,8 +130,12 @@ def aggregate(
         Folds that do not fit the data or the spec.
     """
     n_obs = data.n_obs
-    validate_folds(folds, n_obs, spec.n_folds, spec.n_rep)
+    folds = validate_spec_folds(spec, data, folds)
     checked = check_preds(spec, n_obs, preds)
+    clusters = None
+    if spec.cluster_cols:
+        assert data.cluster_vars is not None
+        clusters = cluster_folds_to_smpls(folds, data.cluster_vars, spec.n_folds)
     score_dim = (n_obs, spec.n_rep, spec.n_treat)
     psi_a_all = np.full(score_dim, np.nan)
     psi_b_all = np.full(score_dim, np.nan)
@@ -136,13 +151,28 @@ def aggregate(
             )
             psi_a = psi_a_all[:, i_rep, i_treat]
             psi_b = psi_b_all[:, i_rep, i_treat]
-            coef = est_coef(psi_a, psi_b)
+            if clusters is None:
+                coef = est_coef(psi_a, psi_b)
+            else:
+                test_sets = [test for _, test in clusters[0][i_rep]]
+                test_clusters = [test for _, test in clusters[1][i_rep]]
+                coef = cluster_est_coef(psi_a, psi_b, test_sets, test_clusters)
             all_coef[i_treat, i_rep] = coef
             psi[:, i_rep, i_treat] = psi_a * all_coef[i_treat, i_rep] + psi_b
             psi_deriv[:, i_rep, i_treat] = psi_a
-            all_se[i_treat, i_rep] = np.sqrt(
-                var_est(psi[:, i_rep, i_treat], psi_deriv[:, i_rep, i_treat])
-            )
+            if clusters is None:
+                sigma2 = var_est(psi[:, i_rep, i_treat], psi_deriv[:, i_rep, i_treat])
+            else:
+                assert data.cluster_vars is not None
+                sigma2, _ = cluster_var_est(
+                    psi[:, i_rep, i_treat],
+                    psi_deriv[:, i_rep, i_treat],
+                    test_sets,
+                    test_clusters,
+                    data.cluster_vars,
+                    spec.n_folds,
+                )
+            all_se[i_treat, i_rep] = np.sqrt(sigma2)
     result = DMLResult.from_estimates(
         d_cols=spec.d_cols,
         all_coef=all_coef,
@@ -150,7 +180,7 @@ def aggregate(
         psi=psi,
         psi_deriv=psi_deriv,
         n_obs=n_obs,
-        n_folds=spec.n_folds,
+        n_folds=spec.n_cross_folds,
         model=spec.model,
         score=spec.score,
     )
@@ -170,7 +200,8 @@ def estimate_in_process(spec: DMLSpec, data: DMLData, folds: np.ndarray | None =
     data : DMLData
         From :func:`~fanfit.dml.data.validate_data`.
     folds : numpy.ndarray of int, shape (n_obs, n_rep), or None
-        None draws them with :func:`~fanfit.dml.folds.draw_folds` from ``spec.seed``.
+        None draws them from ``spec.seed`` (:func:`~fanfit.dml.units.draw_spec_folds`: with
+        ``cluster_cols``, multiway cluster folds).
 
     Returns
     -------
@@ -178,8 +209,8 @@ def estimate_in_process(spec: DMLSpec, data: DMLData, folds: np.ndarray | None =
     """
     spec.validate()
     if folds is None:
-        folds = draw_folds(data.n_obs, spec.n_folds, spec.n_rep, spec.seed)
-    folds = validate_folds(folds, data.n_obs, spec.n_folds, spec.n_rep)
+        folds = draw_spec_folds(spec, data)
+    folds = validate_spec_folds(spec, data, folds)
     preds = init_preds(spec, data.n_obs)
     for stage in range(n_stages(spec)):
         inputs = stage_inputs(spec, stage, data, folds, preds)

@@ -4,6 +4,13 @@ fanfit keeps the sample splitting as one integer array ``folds`` of shape ``(n_o
 ``folds[i, r]`` is the 0-based fold in which row ``i`` is a *test* row in repetition ``r``. The
 training rows of fold ``k`` in repetition ``r`` are all other rows, as in K-fold cross-fitting
 (Chernozhukov et al. 2018, Definition 3.1, DML2).
+
+Clustered data (``cluster_cols``, one or two cluster variables) keeps the same array: with ``K``
+folds per cluster variable, ``folds[i, r]`` is the index of the row's cell in the cartesian
+product of its clusters' folds (``n_folds ** n_cluster_vars`` test sets, DoubleML's
+``DoubleMLClusterResampling`` order; :func:`cluster_fold_digits` unpacks it). The test sets still
+partition the rows, but the training rows of a fold are only those in none of its test clusters
+(:func:`cluster_train_mask`), not all other rows.
 """
 
 from __future__ import annotations
@@ -17,7 +24,17 @@ import numpy as np
 
 from fanfit.errors import InvalidFoldsError
 
-__all__ = ["draw_folds", "folds_to_smpls", "read_folds_csv", "validate_folds"]
+__all__ = [
+    "cluster_fold_digits",
+    "cluster_folds_to_smpls",
+    "cluster_train_mask",
+    "draw_cluster_folds",
+    "draw_folds",
+    "folds_to_smpls",
+    "read_folds_csv",
+    "validate_cluster_folds",
+    "validate_folds",
+]
 
 # first word of every SeedSequence spawn key fanfit derives from the job seed (see units.unit_seed)
 _FOLDS_STREAM = 0
@@ -228,3 +245,233 @@ def folds_to_smpls(folds: np.ndarray) -> list[list[tuple[np.ndarray, np.ndarray]
         col = folds[:, i_rep]
         smpls.append([(np.flatnonzero(col != k), np.flatnonzero(col == k)) for k in range(n_folds)])
     return smpls
+
+
+# --------------------------------------------------------------------------- clustered data
+# first word of the SeedSequence spawn key of cluster folds (plain folds use 0, units 1)
+_CLUSTER_FOLDS_STREAM = 2
+
+
+def cluster_fold_digits(folds: np.ndarray, n_folds: int, n_cluster_vars: int) -> np.ndarray:
+    """The per-cluster-variable folds packed in multiway cluster folds.
+
+    With ``m`` cluster variables and ``K = n_folds`` folds per variable, a row's cross-fitting
+    fold is ``f = sum_v k_v * K**(m - 1 - v)``, where ``k_v`` is the fold of its cluster of
+    variable ``v``: the order of DoubleML's cartesian product of the folds
+    (``DoubleMLClusterResampling.split_samples``, first variable slowest).
+
+    Parameters
+    ----------
+    folds : numpy.ndarray of int, shape (n_obs, n_rep) or (n_obs,)
+        Values in ``0 .. K**m - 1``.
+    n_folds : int
+        ``K``, folds per cluster variable.
+    n_cluster_vars : int
+        ``m``, 1 or 2.
+
+    Returns
+    -------
+    numpy.ndarray of int64, shape ``folds.shape + (m,)``
+        ``k_v`` of every row (and repetition) in the last axis.
+    """
+    folds = np.asarray(folds, dtype=np.int64)
+    powers = n_folds ** np.arange(n_cluster_vars - 1, -1, -1, dtype=np.int64)
+    return (folds[..., None] // powers) % n_folds
+
+
+def cluster_train_mask(
+    fold_col: np.ndarray, i_fold: int, n_folds: int, n_cluster_vars: int
+) -> np.ndarray:
+    """Training rows of one multiway cluster fold: the rows in none of its test clusters.
+
+    Test rows of cross-fitting fold ``f = (k_1, ..., k_m)`` are those whose cluster of every
+    variable ``v`` lies in fold ``k_v``; its training rows are those whose cluster of every
+    variable lies outside fold ``k_v`` (Chiang, Kato, Ma and Sasaki 2021, "Multiway cluster robust
+    double/debiased machine learning", JBES, Section 3; DoubleML's ``DoubleMLClusterResampling``).
+    With two variables the rows sharing one cluster with the test rows but not the other are in
+    neither set, so the folds' train sets are not the complements of their test sets.
+
+    Parameters
+    ----------
+    fold_col : numpy.ndarray of int, shape (n_obs,)
+        One repetition of the folds (:func:`draw_cluster_folds`).
+    i_fold : int
+        The cross-fitting fold, ``0 .. n_folds**n_cluster_vars - 1``.
+    n_folds, n_cluster_vars : int
+
+    Returns
+    -------
+    numpy.ndarray of bool, shape (n_obs,)
+    """
+    digits = cluster_fold_digits(fold_col, n_folds, n_cluster_vars)
+    fold_digits = cluster_fold_digits(np.asarray([i_fold]), n_folds, n_cluster_vars)[0]
+    return np.all(digits != fold_digits, axis=-1)
+
+
+def draw_cluster_folds(cluster_vars: np.ndarray, n_folds: int, n_rep: int, seed: int) -> np.ndarray:
+    """Draw multiway cluster folds: every cluster variable's clusters split into ``n_folds`` folds.
+
+    For repetition ``r`` and cluster variable ``v`` the sorted distinct cluster ids are permuted
+    with ``np.random.default_rng(SeedSequence(seed, spawn_key=(2, r, v)))`` and cut into
+    ``n_folds`` blocks sized as scikit-learn's ``KFold`` (as DoubleML's
+    ``DoubleMLClusterResampling``, which shuffles with ``KFold(shuffle=True)``); a row's fold is
+    then the cartesian-product index of its clusters' folds (:func:`cluster_fold_digits`), so
+    there are ``n_folds ** n_cluster_vars`` cross-fitting folds, each a test set.
+
+    Parameters
+    ----------
+    cluster_vars : numpy.ndarray, shape (n_obs, n_cluster_vars)
+        Numeric cluster ids, one column per cluster variable (1 or 2).
+    n_folds : int
+        Folds per cluster variable, at least 2 and at most the number of clusters of every
+        variable.
+    n_rep : int
+        Repetitions, at least 1.
+    seed : int
+        Non-negative.
+
+    Returns
+    -------
+    numpy.ndarray of int64, shape (n_obs, n_rep)
+
+    Raises
+    ------
+    InvalidFoldsError
+        Arguments out of range, or a cluster variable with fewer than ``n_folds`` clusters.
+    """
+    cluster_vars = np.asarray(cluster_vars)
+    if cluster_vars.ndim == 1:
+        cluster_vars = cluster_vars.reshape(-1, 1)
+    n_obs, n_vars = cluster_vars.shape
+    for name, value, low in (("n_folds", n_folds, 2), ("n_rep", n_rep, 1), ("seed", seed, 0)):
+        if isinstance(value, bool) or not isinstance(value, int | np.integer) or value < low:
+            raise InvalidFoldsError(f"{name} must be an integer of at least {low}, got {value!r}.")
+    if not 1 <= n_vars <= 2:
+        raise InvalidFoldsError(f"cluster_vars must have 1 or 2 columns, got {n_vars}.")
+    folds = np.zeros((n_obs, n_rep), dtype=np.int64)
+    codes = []
+    for v in range(n_vars):
+        uniques, inverse = np.unique(cluster_vars[:, v], return_inverse=True)
+        if uniques.size < n_folds:
+            raise InvalidFoldsError(
+                f"Cluster variable {v} has {uniques.size} cluster(s), fewer than n_folds={n_folds}."
+            )
+        codes.append((uniques.size, inverse.reshape(-1)))
+    for i_rep in range(n_rep):
+        for v, (n_clusters, inverse) in enumerate(codes):
+            sizes = np.full(n_folds, n_clusters // n_folds, dtype=np.int64)
+            sizes[: n_clusters % n_folds] += 1
+            fold_of_position = np.repeat(np.arange(n_folds, dtype=np.int64), sizes)
+            rng = np.random.default_rng(
+                np.random.SeedSequence(int(seed), spawn_key=(_CLUSTER_FOLDS_STREAM, i_rep, v))
+            )
+            cluster_fold = np.empty(n_clusters, dtype=np.int64)
+            cluster_fold[rng.permutation(n_clusters)] = fold_of_position
+            folds[:, i_rep] += cluster_fold[inverse] * n_folds ** (n_vars - 1 - v)
+    return folds
+
+
+def validate_cluster_folds(
+    folds: Any, cluster_vars: np.ndarray, n_folds: int, n_rep: int
+) -> np.ndarray:
+    """Check folds of clustered data: :func:`validate_folds` with ``n_folds ** n_cluster_vars``
+    folds, and every cluster of every variable in one fold of that variable per repetition.
+
+    Parameters
+    ----------
+    folds : array-like, shape (n_obs, n_rep)
+        Cross-fitting folds as :func:`draw_cluster_folds` writes them.
+    cluster_vars : numpy.ndarray, shape (n_obs, n_cluster_vars)
+    n_folds : int
+        Folds per cluster variable.
+    n_rep : int
+
+    Returns
+    -------
+    numpy.ndarray of int64, shape (n_obs, n_rep)
+
+    Raises
+    ------
+    InvalidFoldsError
+        What :func:`validate_folds` raises, or a cluster split over two folds (named by its
+        variable, id and repetition).
+    """
+    cluster_vars = np.asarray(cluster_vars)
+    if cluster_vars.ndim == 1:
+        cluster_vars = cluster_vars.reshape(-1, 1)
+    n_vars = cluster_vars.shape[1]
+    out = validate_folds(folds, cluster_vars.shape[0], n_folds**n_vars, n_rep)
+    digits = cluster_fold_digits(out, n_folds, n_vars)
+    for v in range(n_vars):
+        uniques, inverse = np.unique(cluster_vars[:, v], return_inverse=True)
+        inverse = inverse.reshape(-1)
+        for i_rep in range(n_rep):
+            k = digits[:, i_rep, v]
+            low = np.full(uniques.size, n_folds, dtype=np.int64)
+            high = np.full(uniques.size, -1, dtype=np.int64)
+            np.minimum.at(low, inverse, k)
+            np.maximum.at(high, inverse, k)
+            split = np.flatnonzero(low != high)
+            if split.size:
+                raise InvalidFoldsError(
+                    f"Cluster {uniques[split[0]].item()!r} of cluster variable {v} lies in folds "
+                    f"{int(low[split[0]])} and {int(high[split[0]])} of that variable in repetition "
+                    f"{i_rep}; with cluster_cols every cluster must lie in one fold (draw the folds "
+                    "with draw_cluster_folds, or give none)."
+                )
+    return out
+
+
+def cluster_folds_to_smpls(
+    folds: np.ndarray, cluster_vars: np.ndarray, n_folds: int
+) -> tuple[list, list]:
+    """Convert multiway cluster folds to DoubleML's ``(smpls, smpls_cluster)``.
+
+    The result can be passed to DoubleML's ``set_sample_splitting(smpls, smpls_cluster)`` of a
+    model on ``DoubleMLClusterData``; the per-fold test clusters are also what the
+    cluster-robust coefficient and variance read.
+
+    Parameters
+    ----------
+    folds : numpy.ndarray of int, shape (n_obs, n_rep)
+        Valid cluster folds (:func:`validate_cluster_folds`).
+    cluster_vars : numpy.ndarray, shape (n_obs, n_cluster_vars)
+    n_folds : int
+        Folds per cluster variable.
+
+    Returns
+    -------
+    smpls : list of n_rep lists of ``n_folds ** n_cluster_vars`` tuples (train_idx, test_idx)
+        Sorted int64 row indices; the train rows are those of :func:`cluster_train_mask`.
+    smpls_cluster : list of n_rep lists of tuples (train_clusters, test_clusters)
+        Each a list with one sorted array of cluster ids per cluster variable.
+    """
+    folds = np.asarray(folds)
+    if folds.ndim == 1:
+        folds = folds.reshape(-1, 1)
+    cluster_vars = np.asarray(cluster_vars)
+    if cluster_vars.ndim == 1:
+        cluster_vars = cluster_vars.reshape(-1, 1)
+    n_vars = cluster_vars.shape[1]
+    n_cross = n_folds**n_vars
+    uniques = [np.unique(cluster_vars[:, v]) for v in range(n_vars)]
+    all_smpls, all_smpls_cluster = [], []
+    for i_rep in range(folds.shape[1]):
+        col = folds[:, i_rep]
+        digits = cluster_fold_digits(col, n_folds, n_vars)
+        # the clusters of every variable in each of its folds
+        in_fold = [
+            [np.unique(cluster_vars[digits[:, v] == k, v]) for k in range(n_folds)]
+            for v in range(n_vars)
+        ]
+        smpls, smpls_cluster = [], []
+        for i_fold in range(n_cross):
+            train = np.flatnonzero(cluster_train_mask(col, i_fold, n_folds, n_vars))
+            smpls.append((train, np.flatnonzero(col == i_fold)))
+            fold_digits = cluster_fold_digits(np.asarray([i_fold]), n_folds, n_vars)[0]
+            test_clusters = [in_fold[v][fold_digits[v]] for v in range(n_vars)]
+            train_clusters = [np.setdiff1d(uniques[v], test_clusters[v]) for v in range(n_vars)]
+            smpls_cluster.append((train_clusters, test_clusters))
+        all_smpls.append(smpls)
+        all_smpls_cluster.append(smpls_cluster)
+    return all_smpls, all_smpls_cluster

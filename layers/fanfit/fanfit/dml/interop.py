@@ -24,9 +24,9 @@ from typing import Any
 import numpy as np
 
 from fanfit.dml.data import DMLData
-from fanfit.dml.folds import folds_to_smpls, validate_folds
+from fanfit.dml.folds import cluster_folds_to_smpls, folds_to_smpls
 from fanfit.dml.spec import DMLSpec
-from fanfit.dml.units import check_preds, prediction_keys
+from fanfit.dml.units import check_preds, prediction_keys, validate_spec_folds
 from fanfit.errors import FanfitError, InvalidJobError
 
 __all__ = [
@@ -193,6 +193,8 @@ def _data_frame(spec: DMLSpec, data: DMLData) -> Any:
     cols.update({c: data.x[:, j] for j, c in enumerate(spec.x_cols)})
     if data.z is not None:
         cols.update({c: data.z[:, j] for j, c in enumerate(spec.z_cols)})
+    if data.cluster_vars is not None:
+        cols.update({c: data.cluster_vars[:, j] for j, c in enumerate(spec.cluster_cols)})
     return pd.DataFrame(cols)
 
 
@@ -238,7 +240,9 @@ def to_doubleml(
 
     Builds ``DoubleMLData`` from the spec's columns, the model's class (:data:`DOUBLEML_CLASSES`)
     with the spec's learners (unfitted; DoubleML checks their kind), ``n_folds``, ``n_rep``,
-    ``score``, and for IRM/IIVM ``normalize_ipw`` and the clipping threshold, with
+    ``score``, and for IRM/IIVM ``normalize_ipw`` and the clipping threshold (IIVM: ``subgroups``;
+    with ``cluster_cols`` the data are clustered and the splits are
+    :func:`~fanfit.dml.folds.cluster_folds_to_smpls`'s), with
     ``draw_sample_splitting=False``; then ``set_sample_splitting(folds_to_smpls(folds))`` and
     ``fit(external_predictions=...)``: no learner is fitted, and ``coef``/``se`` equal
     :func:`fanfit.dml.aggregate` on the same inputs. If ``spec.boot_method`` is set and
@@ -279,7 +283,7 @@ def to_doubleml(
     dml_pkg = import_doubleml()
     spec.validate()
     n_obs = data.n_obs
-    folds = validate_folds(folds, n_obs, spec.n_folds, spec.n_rep)
+    folds = validate_spec_folds(spec, data, folds)
     if predictions and all(isinstance(v, Mapping) for v in predictions.values()):
         external = _check_external(spec, n_obs, predictions)
     else:
@@ -291,6 +295,7 @@ def to_doubleml(
         list(spec.d_cols),
         x_cols=list(spec.x_cols),
         z_cols=list(spec.z_cols) or None,
+        cluster_cols=list(spec.cluster_cols) or None,
     )
     learners = {k: v.build() for k, v in spec.learners.items()}
     common: dict[str, Any] = {
@@ -306,6 +311,8 @@ def to_doubleml(
         common["ps_processor_config"] = PSProcessorConfig(
             clipping_threshold=spec.trimming_threshold
         )
+    if spec.model == "iivm" and spec.subgroups is not None:
+        common["subgroups"] = dict(spec.subgroups)
     cls = getattr(dml_pkg, DOUBLEML_CLASSES[spec.model])
     if spec.model == "plr":
         obj = cls(obj_data, learners["ml_l"], learners["ml_m"], ml_g=learners.get("ml_g"), **common)
@@ -322,7 +329,11 @@ def to_doubleml(
         )
     else:
         obj = cls(obj_data, learners["ml_g"], learners["ml_m"], learners["ml_r"], **common)
-    obj.set_sample_splitting(folds_to_smpls(folds))
+    if spec.cluster_cols:
+        assert data.cluster_vars is not None
+        obj.set_sample_splitting(*cluster_folds_to_smpls(folds, data.cluster_vars, spec.n_folds))
+    else:
+        obj.set_sample_splitting(folds_to_smpls(folds))
     obj.fit(external_predictions=external)
     if bootstrap and spec.boot_method is not None:
         state = np.random.get_state()

@@ -26,6 +26,8 @@ import numpy as np
 __all__ = [
     "aggregate_coefs_and_ses",
     "clip_propensity",
+    "cluster_est_coef",
+    "cluster_var_est",
     "est_coef",
     "iivm_score_elements",
     "irm_score_elements",
@@ -403,6 +405,129 @@ def var_est(psi: np.ndarray, psi_deriv: np.ndarray) -> float:
     gamma_hat = np.mean(np.square(psi))
     scaling = np.divide(1.0, np.multiply(var_scaling_factor, np.square(j_hat)))
     return np.multiply(scaling, gamma_hat)
+
+
+def cluster_est_coef(
+    psi_a: np.ndarray,
+    psi_b: np.ndarray,
+    test_sets: list[np.ndarray],
+    test_clusters: list[list[np.ndarray]],
+) -> float:
+    r"""Root of the linear score on clustered data: the fold means weighted by the test clusters.
+
+    .. math::
+
+        \hat\theta = -\frac{\sum_f s_f \sum_{i \in T_f} \psi_b(W_i)}
+                            {\sum_f s_f \sum_{i \in T_f} \psi_a(W_i)},
+        \qquad s_f = \Bigl(\prod_v |I_{f,v}|\Bigr)^{-1},
+
+    with :math:`T_f` the test rows of cross-fitting fold :math:`f` and :math:`I_{f,v}` its test
+    clusters of cluster variable :math:`v` (Chiang, Kato, Ma and Sasaki 2021, "Multiway cluster
+    robust double/debiased machine learning", JBES 40(3), eq. (3.3); DoubleML
+    ``LinearScoreMixin._est_coef`` with ``DoubleML._est_causal_pars``'s scaling factors).
+
+    Parameters
+    ----------
+    psi_a, psi_b : numpy.ndarray, shape (n_obs,)
+    test_sets : list of numpy.ndarray of int
+        Test rows of every fold (DoubleML's ``smpls[i_rep][f][1]``).
+    test_clusters : list of list of numpy.ndarray
+        Test clusters of every fold, one array per cluster variable (``smpls_cluster[i_rep][f][1]``;
+        :func:`~fanfit.dml.folds.cluster_folds_to_smpls`).
+
+    Returns
+    -------
+    float
+    """
+    psi_a_subsample_mean = 0.0
+    psi_b_subsample_mean = 0.0
+    for test_index, clusters in zip(test_sets, test_clusters, strict=True):
+        scaling_factor = 1.0 / np.prod(np.array([len(inds) for inds in clusters]))
+        psi_a_subsample_mean += scaling_factor * np.sum(psi_a[test_index])
+        psi_b_subsample_mean += scaling_factor * np.sum(psi_b[test_index])
+    return float(-psi_b_subsample_mean / psi_a_subsample_mean)
+
+
+def cluster_var_est(
+    psi: np.ndarray,
+    psi_deriv: np.ndarray,
+    test_sets: list[np.ndarray],
+    test_clusters: list[list[np.ndarray]],
+    cluster_vars: np.ndarray,
+    n_folds_per_cluster: int,
+) -> tuple[float, int]:
+    r"""Cluster-robust variance of :math:`\hat\theta`, one- or two-way (DoubleML ``_var_est``).
+
+    One cluster variable, folds :math:`f = k` with test clusters :math:`I_k`:
+
+    .. math::
+
+        \hat J = \frac{1}{K}\sum_k \frac{1}{|I_k|}\sum_{i \in T_k}\psi_a(W_i), \qquad
+        \hat\Gamma = \frac{1}{K}\sum_k \frac{1}{|I_k|}\sum_{c \in I_k}
+                      \Bigl(\sum_{i \in c}\psi(W_i)\Bigr)^2, \qquad
+        \hat\sigma^2 = \frac{\hat\Gamma}{C\, \hat J^2},
+
+    :math:`C` the number of clusters. Two cluster variables, folds :math:`f = (k, l)` with test
+    clusters :math:`I_k, J_l`: :math:`\hat J = K^{-2}\sum_{k,l} (|I_k||J_l|)^{-1} \sum_{i \in T_{kl}}
+    \psi_a`, and :math:`\hat\Gamma = K^{-2}\sum_{k,l} \frac{\min(|I_k|, |J_l|)}{(|I_k||J_l|)^2}
+    \bigl(\sum_{c \in I_k} (\sum_{i \in T_{kl}, i \in c} \psi_i)^2 + \sum_{c \in J_l}
+    (\sum_{i \in T_{kl}, i \in c} \psi_i)^2\bigr)`, :math:`C = \min(C_1, C_2)` (Chiang et al.
+    2021, Section 3, the variance estimator of Theorem 3; DoubleML ``utils/_estimation._var_est``).
+
+    DoubleML sums ``np.outer(psi_c, psi_c)``; the square of the cluster sum used here is the
+    same number (up to rounding, far below 1e-9) without the ``(n_c, n_c)`` matrix. It relies on
+    every cluster lying in one fold of its variable (:func:`~fanfit.dml.folds.validate_cluster_folds`),
+    so the rows of a test cluster within the fold's test set are all of DoubleML's rows.
+
+    Parameters
+    ----------
+    psi, psi_deriv : numpy.ndarray, shape (n_obs,)
+        Score and its derivative (``psi_a``) at :math:`\hat\theta`.
+    test_sets, test_clusters : list
+        As :func:`cluster_est_coef`.
+    cluster_vars : numpy.ndarray, shape (n_obs, n_cluster_vars)
+        1 or 2 columns.
+    n_folds_per_cluster : int
+        :math:`K`.
+
+    Returns
+    -------
+    sigma2_hat : float
+        The squared standard error.
+    var_scaling_factor : int
+        :math:`C`.
+    """
+    cluster_vars = np.asarray(cluster_vars)
+    n_vars = cluster_vars.shape[1]
+    codes = []
+    for v in range(n_vars):
+        uniques, inverse = np.unique(cluster_vars[:, v], return_inverse=True)
+        codes.append((uniques.size, inverse.reshape(-1)))
+    gamma_hat = 0.0
+    j_hat = 0.0
+    for test_index, clusters in zip(test_sets, test_clusters, strict=True):
+        sizes = [len(c) for c in clusters]
+        if n_vars == 1:
+            const = 1 / sizes[0]
+            weight = sizes[0]
+        else:
+            const = np.divide(min(sizes[0], sizes[1]), np.square(sizes[0] * sizes[1]))
+            weight = sizes[0] * sizes[1]
+        psi_test = psi[test_index]
+        for n_clusters, inverse in codes:
+            sums = np.bincount(inverse[test_index], weights=psi_test, minlength=n_clusters)
+            gamma_hat += const * np.sum(np.square(sums))
+        j_hat += np.sum(psi_deriv[test_index]) / weight
+    if n_vars == 1:
+        var_scaling_factor = codes[0][0]
+        j = np.divide(j_hat, n_folds_per_cluster)
+        gamma_hat = np.divide(gamma_hat, n_folds_per_cluster)
+    else:
+        var_scaling_factor = min(codes[0][0], codes[1][0])
+        j = np.divide(j_hat, np.square(n_folds_per_cluster))
+        gamma_hat = np.divide(gamma_hat, np.square(n_folds_per_cluster))
+    scaling = np.divide(1.0, np.multiply(var_scaling_factor, np.square(j)))
+    return float(np.multiply(scaling, gamma_hat)), int(var_scaling_factor)
 
 
 def aggregate_coefs_and_ses(

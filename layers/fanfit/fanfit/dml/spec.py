@@ -9,6 +9,7 @@ rule, ``normalize_ipw=False``, ``n_folds=5``, ``n_rep=1``, ``n_rep_boot=500``.
 from __future__ import annotations
 
 import numbers
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -17,11 +18,14 @@ from fanfit.learners import LearnerSpec, as_learner_spec
 
 __all__ = [
     "BOOT_METHODS",
+    "DEFAULT_SUBGROUPS",
+    "MAX_CLUSTER_VARS",
     "DEFAULT_SCORE",
     "MODELS",
     "SCORES",
     "DMLSpec",
     "learner_roles",
+    "parse_subgroups",
     "required_learners",
 ]
 
@@ -67,6 +71,13 @@ _LEARNER_PURPOSE = {
     ("iivm", "ml_r"): "P(D=1|Z,X)",
 }
 
+#: Most cluster variables (DoubleML 0.11 implements one- and two-way clustering only).
+MAX_CLUSTER_VARS = 2
+
+#: IIVM's subgroups when none are given (DoubleML's ``subgroups=None``): both always takers and
+#: never takers may exist.
+DEFAULT_SUBGROUPS = {"always_takers": True, "never_takers": True}
+
 _INT_MAX_SEED = 2**32 - 1
 #: Most cross-fitting folds a job may ask for (checked before any fold array is allocated).
 MAX_N_FOLDS = 100
@@ -101,6 +112,45 @@ def required_learners(model: str, score: str) -> tuple[str, ...]:
     if model == "iivm":
         return ("ml_g", "ml_m", "ml_r")
     raise InvalidJobError(f"Unknown model {model!r}; choose one of {', '.join(MODELS)}.")
+
+
+def parse_subgroups(value: str | Mapping[str, Any] | None) -> dict[str, Any] | None:
+    """IIVM's ``subgroups`` from a dict (DoubleML's form, checked by the spec) or the command
+    line's ``"always_takers=false,never_takers=true"`` (``true``/``false``, any case; a key left
+    out is true, as in DoubleML's default).
+
+    Returns
+    -------
+    dict or None
+        None for None.
+
+    Raises
+    ------
+    InvalidJobError
+        Naming ``subgroups``: not a dict or string, an unknown key, or a value that is not
+        true/false.
+    """
+    if value is None:
+        return None
+    if isinstance(value, Mapping):
+        return dict(value)
+    if not isinstance(value, str):
+        raise InvalidJobError(
+            "subgroups must be a dict {'always_takers': bool, 'never_takers': bool} or a string "
+            f"'always_takers=false,never_takers=true', got {type(value).__name__}"
+        )
+    out = dict(DEFAULT_SUBGROUPS)
+    for item in (part.strip() for part in value.split(",")):
+        if not item:
+            continue
+        key, sep, flag = (t.strip() for t in item.partition("="))
+        if not sep or key not in out or flag.lower() not in ("true", "false"):
+            raise InvalidJobError(
+                f"subgroups: {item!r} is not KEY=true|false with KEY always_takers or "
+                "never_takers (e.g. --subgroups always_takers=false)"
+            )
+        out[key] = flag.lower() == "true"
+    return out
 
 
 def learner_roles(model: str) -> dict[str, str]:
@@ -168,6 +218,19 @@ class DMLSpec:
         Bootstrap replications when ``boot_method`` is set. Default 500.
     boot_method : str or None
         ``'normal'``, ``'Bayes'``, ``'wild'``, or None for no bootstrap (then no joint intervals).
+    cluster_cols : tuple of str
+        Cluster variable(s), one or two (DoubleML's ``DoubleMLClusterData(cluster_cols=...)``);
+        empty for independent rows. With clusters the folds are drawn per cluster variable
+        (:func:`~fanfit.dml.draw_cluster_folds`), there are ``n_folds ** len(cluster_cols)``
+        cross-fitting folds (:attr:`n_cross_folds`), and the coefficient and its variance are
+        DoubleML's cluster-robust ones (:func:`~fanfit.dml.scores.cluster_est_coef`,
+        :func:`~fanfit.dml.scores.cluster_var_est`). Cluster ids must be numeric.
+    subgroups : dict or None
+        IIVM only: ``{"always_takers": bool, "never_takers": bool}`` (DoubleML's ``subgroups``);
+        None means :data:`DEFAULT_SUBGROUPS`. ``always_takers=False`` (one-sided noncompliance:
+        nobody with ``z == 0`` is treated) does not fit ``ml_r0`` and sets
+        :math:`\\hat r(0, X) = 0`; ``never_takers=False`` does not fit ``ml_r1`` and sets
+        :math:`\\hat r(1, X) = 1`.
     """
 
     model: str
@@ -184,9 +247,11 @@ class DMLSpec:
     normalize_ipw: bool = False
     n_rep_boot: int = 500
     boot_method: str | None = None
+    cluster_cols: tuple[str, ...] = ()
+    subgroups: dict[str, bool] | None = None
 
     def __post_init__(self) -> None:
-        for name in ("d_cols", "x_cols", "z_cols"):
+        for name in ("d_cols", "x_cols", "z_cols", "cluster_cols"):
             value = getattr(self, name)
             object.__setattr__(self, name, () if value is None else _as_str_tuple(value))
         if isinstance(self.learners, dict):
@@ -202,8 +267,25 @@ class DMLSpec:
 
     @property
     def used_cols(self) -> tuple[str, ...]:
-        """All columns the estimate reads: y, d, x, z (in that order)."""
-        return (self.y_col, *self.d_cols, *self.x_cols, *self.z_cols)
+        """All columns the estimate reads: y, d, x, z, then the cluster columns (in that order)."""
+        return (self.y_col, *self.d_cols, *self.x_cols, *self.z_cols, *self.cluster_cols)
+
+    @property
+    def n_cross_folds(self) -> int:
+        """Number of cross-fitting folds (test sets) per repetition: ``n_folds`` without clusters,
+        ``n_folds ** len(cluster_cols)`` with them (DoubleML's ``n_folds`` of a model on
+        clustered data; ``n_folds`` is then its ``n_folds_per_cluster``)."""
+        return int(self.n_folds ** max(len(self.cluster_cols), 1))
+
+    @property
+    def always_takers(self) -> bool:
+        """IIVM: whether always takers may exist (``subgroups['always_takers']``, default True)."""
+        return bool((self.subgroups or DEFAULT_SUBGROUPS)["always_takers"])
+
+    @property
+    def never_takers(self) -> bool:
+        """IIVM: whether never takers may exist (``subgroups['never_takers']``, default True)."""
+        return bool((self.subgroups or DEFAULT_SUBGROUPS)["never_takers"])
 
     # ------------------------------------------------------------------ validation
     def validate(self) -> None:
@@ -217,7 +299,10 @@ class DMLSpec:
             ``n_folds`` outside ``[2, MAX_N_FOLDS]`` (100), ``n_rep`` outside ``[1, MAX_N_REP]``
             (100), ``seed`` outside ``[0, 2**32 - 1]``,
             ``trimming_threshold`` outside ``(0, 0.5)``, bad ``normalize_ipw``, ``n_rep_boot`` or
-            ``boot_method``; a learner missing for the model and score (the message names it and
+            ``boot_method``; more than two ``cluster_cols``, ``boot_method`` with
+            ``cluster_cols``, or ``n_folds ** len(cluster_cols)`` above ``MAX_N_FOLDS``;
+            ``subgroups`` for a model other than IIVM or not of the form
+            ``{"always_takers": bool, "never_takers": bool}``; a learner missing for the model and score (the message names it and
             what it estimates) or one the model does not use.
         InvalidLearnerError
             A classifier where the model needs a regressor, or the reverse.
@@ -235,12 +320,14 @@ class DMLSpec:
             )
         self._validate_columns()
         self._validate_options()
+        self._validate_clusters()
+        self._validate_subgroups()
         self._validate_learners()
 
     def _validate_columns(self) -> None:
         if not isinstance(self.y_col, str) or not self.y_col:
             raise InvalidJobError(f"y_col must be a non-empty column name, got {self.y_col!r}.")
-        for name in ("d_cols", "x_cols", "z_cols"):
+        for name in ("d_cols", "x_cols", "z_cols", "cluster_cols"):
             cols = getattr(self, name)
             if not isinstance(cols, tuple) or not all(isinstance(c, str) and c for c in cols):
                 raise InvalidJobError(
@@ -258,6 +345,7 @@ class DMLSpec:
             "d_cols": self.d_cols,
             "x_cols": self.x_cols,
             "z_cols": self.z_cols,
+            "cluster_cols": self.cluster_cols,
         }
         names = list(roles)
         for i, a in enumerate(names):
@@ -290,6 +378,46 @@ class DMLSpec:
                 f"Model 'pliv' with score 'IV-type' needs exactly one instrument, got {len(self.z_cols)}; "
                 "use score 'partialling out' with several instruments."
             )
+
+    def _validate_clusters(self) -> None:
+        if len(self.cluster_cols) > MAX_CLUSTER_VARS:
+            raise InvalidJobError(
+                f"cluster_cols names {len(self.cluster_cols)} cluster variables "
+                f"({', '.join(self.cluster_cols)}); DoubleML implements one- and two-way clustering "
+                f"only: give at most {MAX_CLUSTER_VARS}."
+            )
+        if self.cluster_cols and self.boot_method is not None:
+            raise InvalidJobError(
+                f"boot_method={self.boot_method!r} with cluster_cols: the multiplier bootstrap of "
+                "clustered data is not implemented; set boot_method to null (the cluster-robust "
+                "standard errors and pointwise confidence intervals are computed)."
+            )
+        if self.cluster_cols and self.n_cross_folds > MAX_N_FOLDS:
+            raise InvalidJobError(
+                f"n_folds={self.n_folds} with {len(self.cluster_cols)} cluster variables gives "
+                f"{self.n_cross_folds} cross-fitting folds (n_folds ** len(cluster_cols)), more "
+                f"than {MAX_N_FOLDS}; use n_folds of at most {int(MAX_N_FOLDS**0.5)}."
+            )
+
+    def _validate_subgroups(self) -> None:
+        if self.subgroups is None:
+            return
+        if self.model != "iivm":
+            raise InvalidJobError(
+                f"subgroups is an option of model 'iivm' only, but the model is {self.model!r}; "
+                "leave subgroups unset."
+            )
+        keys = set(DEFAULT_SUBGROUPS)
+        if not isinstance(self.subgroups, dict) or set(self.subgroups) != keys:
+            raise InvalidJobError(
+                f"subgroups must be an object with exactly the keys always_takers and never_takers, "
+                f"e.g. {{'always_takers': False, 'never_takers': True}}; got {self.subgroups!r}."
+            )
+        for key in sorted(keys):
+            if not isinstance(self.subgroups[key], bool):
+                raise InvalidJobError(
+                    f"subgroups['{key}'] must be true or false, got {self.subgroups[key]!r}."
+                )
 
     def _validate_options(self) -> None:
         if not _is_int(self.n_folds) or not 2 <= self.n_folds <= MAX_N_FOLDS:
@@ -378,6 +506,8 @@ class DMLSpec:
             "normalize_ipw": self.normalize_ipw,
             "n_rep_boot": self.n_rep_boot,
             "boot_method": self.boot_method,
+            "cluster_cols": list(self.cluster_cols),
+            "subgroups": None if self.subgroups is None else dict(self.subgroups),
         }
 
     @classmethod

@@ -26,13 +26,20 @@ from typing import Any
 import numpy as np
 
 from fanfit.dml.data import DMLData
-from fanfit.dml.folds import validate_folds
+from fanfit.dml.folds import (
+    cluster_train_mask,
+    draw_cluster_folds,
+    draw_folds,
+    validate_cluster_folds,
+    validate_folds,
+)
 from fanfit.dml.scores import pliv_theta_initial, plr_theta_initial
 from fanfit.dml.spec import DMLSpec
 from fanfit.errors import InvalidDataError, InvalidFoldsError, InvalidJobError
 
 __all__ = [
     "FitUnit",
+    "draw_spec_folds",
     "fit_predict",
     "fit_units",
     "init_preds",
@@ -40,7 +47,9 @@ __all__ = [
     "prediction_keys",
     "put_predictions",
     "stage_inputs",
+    "train_mask",
     "unit_seed",
+    "validate_spec_folds",
 ]
 
 # first word of the SeedSequence spawn key of unit seeds (folds use 0, see folds.draw_folds)
@@ -124,7 +133,11 @@ def prediction_keys(spec: DMLSpec, stage: int | None = None) -> tuple[str, ...]:
     tuple of str
         E.g. PLR partialling out: ``('ml_l', 'ml_m')``; IRM: ``('ml_g0', 'ml_g1', 'ml_m')``;
         PLIV with instruments ``Z1, Z2``: ``('ml_l', 'ml_r', 'ml_m_Z1', 'ml_m_Z2')``; IIVM:
-        ``('ml_g0', 'ml_g1', 'ml_m', 'ml_r0', 'ml_r1')``.
+        ``('ml_g0', 'ml_g1', 'ml_m', 'ml_r0', 'ml_r1')``, without ``ml_r0`` when
+        ``subgroups['always_takers']`` is False and without ``ml_r1`` when
+        ``subgroups['never_takers']`` is False (DoubleML then sets :math:`\\hat r(0, X) = 0`,
+        :math:`\\hat r(1, X) = 1` without fitting; :func:`~fanfit.dml.estimate.score_elements`
+        does too).
     """
     if spec.model == "plr":
         keys = [("ml_l", 0), ("ml_m", 0)] + ([("ml_g", 1)] if spec.score == "IV-type" else [])
@@ -138,7 +151,9 @@ def prediction_keys(spec: DMLSpec, stage: int | None = None) -> tuple[str, ...]:
                 [("ml_g", 1)] if spec.score == "IV-type" else []
             )
     elif spec.model == "iivm":
-        keys = [("ml_g0", 0), ("ml_g1", 0), ("ml_m", 0), ("ml_r0", 0), ("ml_r1", 0)]
+        keys = [("ml_g0", 0), ("ml_g1", 0), ("ml_m", 0)]
+        keys += [("ml_r0", 0)] if spec.always_takers else []
+        keys += [("ml_r1", 0)] if spec.never_takers else []
     else:
         raise InvalidJobError(f"Unknown model {spec.model!r}.")
     return tuple(k for k, s in keys if stage is None or s == stage)
@@ -161,7 +176,8 @@ def fit_units(spec: DMLSpec, stage: int) -> list[FitUnit]:
     Returns
     -------
     list of FitUnit
-        ``n_treat * n_rep * len(prediction_keys(spec, stage)) * n_folds`` units.
+        ``n_treat * n_rep * len(prediction_keys(spec, stage)) * n_cross_folds`` units
+        (``n_cross_folds = n_folds ** len(cluster_cols)`` with clusters, else ``n_folds``).
     """
     if not 0 <= stage < n_stages(spec):
         raise InvalidJobError(
@@ -173,8 +189,62 @@ def fit_units(spec: DMLSpec, stage: int) -> list[FitUnit]:
         for i_treat in range(spec.n_treat)
         for i_rep in range(spec.n_rep)
         for key in keys
-        for i_fold in range(spec.n_folds)
+        for i_fold in range(spec.n_cross_folds)
     ]
+
+
+def draw_spec_folds(spec: DMLSpec, data: DMLData) -> np.ndarray:
+    """The folds a job draws from its seed: :func:`~fanfit.dml.folds.draw_folds`, or
+    :func:`~fanfit.dml.folds.draw_cluster_folds` of ``data.cluster_vars`` with ``cluster_cols``.
+
+    Returns
+    -------
+    numpy.ndarray of int64, shape (n_obs, n_rep)
+    """
+    if spec.cluster_cols:
+        assert data.cluster_vars is not None
+        return draw_cluster_folds(data.cluster_vars, spec.n_folds, spec.n_rep, spec.seed)
+    return draw_folds(data.n_obs, spec.n_folds, spec.n_rep, spec.seed)
+
+
+def validate_spec_folds(spec: DMLSpec, data: DMLData, folds: Any) -> np.ndarray:
+    """Check folds against a spec and its data: :func:`~fanfit.dml.folds.validate_folds`, or with
+    ``cluster_cols`` :func:`~fanfit.dml.folds.validate_cluster_folds` (``n_folds **
+    len(cluster_cols)`` folds, every cluster in one fold of its variable).
+
+    Returns
+    -------
+    numpy.ndarray of int64, shape (n_obs, n_rep)
+
+    Raises
+    ------
+    InvalidFoldsError
+        Naming the row, fold or cluster that is wrong.
+    """
+    if spec.cluster_cols:
+        if data.cluster_vars is None:
+            raise InvalidDataError(
+                f"cluster_cols is {list(spec.cluster_cols)}, but the data has no cluster columns."
+            )
+        return validate_cluster_folds(folds, data.cluster_vars, spec.n_folds, spec.n_rep)
+    return validate_folds(folds, data.n_obs, spec.n_folds, spec.n_rep)
+
+
+def train_mask(spec: DMLSpec, folds: np.ndarray, i_rep: int, i_fold: int) -> np.ndarray:
+    """The training rows of fold ``i_fold`` of repetition ``i_rep`` (before any restriction to a
+    treatment or instrument level).
+
+    Without clusters all rows outside the fold; with ``cluster_cols`` the rows in none of the
+    fold's test clusters (:func:`~fanfit.dml.folds.cluster_train_mask`).
+
+    Returns
+    -------
+    numpy.ndarray of bool, shape (n_obs,)
+    """
+    col = np.asarray(folds)[:, i_rep]
+    if spec.cluster_cols:
+        return cluster_train_mask(col, i_fold, spec.n_folds, len(spec.cluster_cols))
+    return col != i_fold
 
 
 def unit_seed(seed: int, unit: FitUnit) -> int:
@@ -268,7 +338,8 @@ def fit_predict(
     that fold, bit for bit: the learner ``spec.learners[...].build(random_state=unit_seed(...))``
     is fitted on ``X[train]`` where ``train`` are the sorted rows outside fold ``i_fold`` of
     repetition ``i_rep`` (for ``ml_g0``/``ml_g1``/``ml_r0``/``ml_r1`` only those with ``d`` (IRM) or
-    ``z`` (IIVM) equal to 0 / 1), ``X`` being the covariates plus the other treatments
+    ``z`` (IIVM) equal to 0 / 1; with ``cluster_cols`` only the rows in none of the fold's test
+    clusters, :func:`train_mask`), ``X`` being the covariates plus the other treatments
     (:meth:`DMLData.xd`). Regressors predict with ``predict``; classifiers are fitted on the
     label-encoded target and give ``predict_proba[:, 1]`` (0 where the training rows lack class 1,
     as ``cross_val_predict`` fills it).
@@ -307,10 +378,10 @@ def fit_predict(
     test = np.flatnonzero(col == unit.i_fold)
     if test.size == 0:
         raise InvalidFoldsError(f"Fold {unit.i_fold} has no rows in repetition {unit.i_rep}.")
-    train_mask = col != unit.i_fold
+    rows = train_mask(spec, folds, unit.i_rep, unit.i_fold)
     if cond is not None:
-        train_mask &= cond
-    train = np.flatnonzero(train_mask)
+        rows &= cond
+    train = np.flatnonzero(rows)
     if train.size == 0:
         raise InvalidFoldsError(
             f"Unit {unit.key}: no training rows outside fold {unit.i_fold} of repetition {unit.i_rep}"
@@ -433,7 +504,7 @@ def stage_inputs(spec: DMLSpec, stage: int, data: DMLData, folds: np.ndarray, pr
         )
     if stage == 0:
         return {}
-    validate_folds(folds, data.n_obs, spec.n_folds, spec.n_rep)
+    validate_spec_folds(spec, data, folds)
     p = check_preds(spec, data.n_obs, preds, stage=0)
     theta = []
     for i_treat in range(spec.n_treat):

@@ -130,6 +130,9 @@ def unit_signature(spec: dml.DMLSpec, unit: dml.FitUnit, n_obs: int, n_features:
     )
 
 
-def n_train(folds: np.ndarray, unit: dml.FitUnit) -> int:
-    """Training rows of a unit: the rows of its repetition outside its fold."""
+def n_train(folds: np.ndarray, unit: dml.FitUnit, spec: dml.DMLSpec | None = None) -> int:
+    """Training rows of a unit: the rows of its repetition outside its fold (with the spec's
+    ``cluster_cols``: outside its test clusters, :func:`fanfit.dml.train_mask`)."""
+    if spec is not None and spec.cluster_cols:
+        return int(np.count_nonzero(dml.train_mask(spec, folds, unit.i_rep, unit.i_fold)))
     return int(np.count_nonzero(folds[:, unit.i_rep] != unit.i_fold))

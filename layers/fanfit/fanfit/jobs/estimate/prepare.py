@@ -38,8 +38,10 @@ def prepare_stage(
     """Plan one stage of an estimate job.
 
     Stage 0 validates the spec (:class:`~fanfit.jobs.documents.estimate.EstimateSpec`, its ``dml``
-    section by :meth:`fanfit.dml.DMLSpec.from_dict`) and the data, writes the folds (drawn from
-    the seed, or the validated folds the client uploaded) and the plan
+    section by :meth:`fanfit.dml.DMLSpec.from_dict`) and the data (:func:`fanfit.dml.validate_data`,
+    which also refuses IIVM one-sided noncompliance without ``subgroups``), writes the folds (drawn
+    from the seed, multiway cluster folds with ``cluster_cols``, or the validated folds the client
+    uploaded) and the plan
     (:class:`~fanfit.jobs.documents.estimate.EstimatePlan`), and marks the job RUNNING.
     A later stage computes its inputs from the predictions of the stages before it
     (:func:`fanfit.dml.stage_inputs`). Every stage writes its units (:func:`fanfit.storage.units_key`)
@@ -165,11 +167,12 @@ def _write_plan(store: storage.JobStore, job_id: str, spec_key: str) -> Estimate
     columns, values = cached_data(store.bucket, job.data_key)
     data = dml.validate_data(spec, list(columns), values)
     n_obs = data.y.shape[0]
-    del data
+    # with cluster_cols: multiway cluster folds (n_folds ** len(cluster_cols) of them)
     if job.folds_key:
-        folds = dml.validate_folds(store.get_array(job.folds_key), n_obs, spec.n_folds, spec.n_rep)
+        folds = dml.validate_spec_folds(spec, data, store.get_array(job.folds_key))
     else:
-        folds = dml.draw_folds(n_obs, spec.n_folds, spec.n_rep, spec.seed)
+        folds = dml.draw_spec_folds(spec, data)
+    del data
     plan = EstimatePlan(
         job_id=job_id,
         dml=spec,

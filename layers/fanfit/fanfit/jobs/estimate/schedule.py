@@ -283,7 +283,7 @@ def _observe_wave(
             entry = by_signature.setdefault(
                 unit_signature(ctx.plan.dml, unit, ctx.n_obs, ctx.n_features), [0.0, 0.0]
             )
-            entry[0] += n_train(ctx.folds, unit)
+            entry[0] += n_train(ctx.folds, unit, ctx.plan.dml)
             entry[1] += seconds
         memory_mb = stats.memory_mb or 1
         for signature, (samples, compute_s) in by_signature.items():
@@ -360,7 +360,12 @@ def size(
     seconds = None
     if not unknown:
         seconds = float(
-            np.mean([n_train(ctx.folds, u) / predicted[signatures[u.key]] for u in remaining])  # type: ignore[operator]
+            np.mean(
+                [
+                    n_train(ctx.folds, u, plan.dml) / predicted[signatures[u.key]]  # type: ignore[operator]
+                    for u in remaining
+                ]
+            )
         )
     fixed = plan.units_per_shard
     shards: list[list[dml.FitUnit]]
@@ -394,7 +399,7 @@ def size(
             seconds,
             startup_s,
             policy=plan.sharding,
-            n_folds=plan.dml.n_folds,
+            n_folds=plan.dml.n_cross_folds,
             account_concurrency=account_concurrency,
             job_concurrency=placement.job_concurrency,
         )
