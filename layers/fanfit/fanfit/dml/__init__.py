@@ -9,7 +9,13 @@ here. References: Chernozhukov et al. (2018), The Econometrics Journal 21(1), C1
 
 from fanfit.dml.data import DMLData, check_columns, validate_data
 from fanfit.dml.estimate import aggregate, estimate_in_process, score_elements
-from fanfit.dml.folds import draw_folds, folds_to_smpls, read_folds_csv, validate_folds
+from fanfit.dml.folds import (
+    draw_folds,
+    folds_to_smpls,
+    read_folds_csv,
+    smpls_to_folds,
+    validate_folds,
+)
 from fanfit.dml.result import DMLResult
 from fanfit.dml.spec import BOOT_METHODS, DEFAULT_SCORE, MODELS, SCORES, DMLSpec, required_learners
 from fanfit.dml.units import (
@@ -51,6 +57,7 @@ __all__ = [
     "read_folds_csv",
     "required_learners",
     "score_elements",
+    "smpls_to_folds",
     "stage_inputs",
     "unit_seed",
     "validate_data",
