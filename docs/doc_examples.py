@@ -315,8 +315,8 @@ def workdir(path: Path) -> Path:
 
 def documents() -> list[Path]:
     """The guide's documents, ``index.md`` first, then in reading order, then any others."""
-    order = ["index.md", "estimate.md", "train.md", "python.md", "cli.md", "deploy.md",
-             "local.md", "limits.md", "architecture.md"]  # fmt: skip
+    order = ["index.md", "estimate.md", "train.md", "python.md", "doubleml.md", "cli.md",
+             "deploy.md", "local.md", "limits.md", "architecture.md"]  # fmt: skip
     found = {p.name: p for p in DOCS.glob("*.md")}
     return [found[n] for n in order if n in found] + [
         found[n] for n in sorted(found) if n not in order

@@ -174,11 +174,12 @@ def test_train_types_are_checked(tmp_path: Path) -> None:
 
 
 def test_required_options_come_from_either_place(tmp_path: Path) -> None:
-    # GIVEN a file without the data and the covariates
+    # GIVEN a file without the data and the covariates (x is optional: every other column)
     path = _write(tmp_path, "y: y\nd: d\n")
     # THEN the command names what is missing, as flag and key, and the file
-    with pytest.raises(InvalidJobError, match=r"missing --data \(data:\), --x \(x:\).*job\.yaml"):
+    with pytest.raises(InvalidJobError, match=r"missing --data \(data:\): .*job\.yaml"):
         _resolve(["estimate", "--config", str(path)])
+    assert _resolve(["estimate", "--config", str(path), "--data", "f.csv"]).x is None
     # ... and the command line can complete it
     args = _resolve(["estimate", "--config", str(path), "--data", "f.csv", "--x", "a"])
     assert (args.data, args.y, args.d, args.x) == ("f.csv", "y", "d", "a")

@@ -11,7 +11,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from sklearn.linear_model import LinearRegression
 
-from fanfit.dml import draw_folds, folds_to_smpls, read_folds_csv, validate_folds
+from fanfit.dml import draw_folds, folds_to_smpls, read_folds_csv, smpls_to_folds, validate_folds
 from fanfit.errors import InvalidFoldsError
 
 
@@ -160,3 +160,67 @@ def test_folds_to_smpls_is_doubleml_layout_and_accepted_by_doubleml(make_frame) 
     obj = dml.DoubleMLPLR(dml.DoubleMLData(df, "y", "d"), LinearRegression(), LinearRegression())
     obj.set_sample_splitting(smpls)
     assert obj.n_folds == 4 and obj.n_rep == 2
+
+
+@settings(max_examples=30, deadline=None)
+@given(
+    n_obs=st.integers(4, 60), n_folds=st.integers(2, 4), n_rep=st.integers(1, 3),
+    seed=st.integers(0, 2**32 - 1),
+)  # fmt: skip
+def test_smpls_to_folds_inverts_folds_to_smpls(n_obs, n_folds, n_rep, seed) -> None:
+    # GIVEN drawn folds
+    folds = draw_folds(n_obs, n_folds, n_rep, seed=seed)
+    # WHEN converted to DoubleML's smpls and back
+    back = smpls_to_folds(folds_to_smpls(folds))
+    # THEN the folds come back unchanged
+    assert back.dtype == np.int64
+    np.testing.assert_array_equal(back, folds)
+
+
+def test_smpls_to_folds_reads_the_smpls_doubleml_draws(make_plr_frame) -> None:
+    # GIVEN a DoubleML model that drew its own sample splitting (2 repetitions, 3 folds)
+    np.random.seed(3)
+    data = dml.DoubleMLData(make_plr_frame(40), "y", "d")
+    obj = dml.DoubleMLPLR(data, LinearRegression(), LinearRegression(), n_folds=3, n_rep=2)
+    # WHEN its smpls become folds and the folds smpls again
+    folds = smpls_to_folds(obj.smpls)
+    # THEN each row's fold is the fold whose test set holds it, and the round trip is exact
+    assert folds.shape == (40, 2)
+    for i_rep, rep in enumerate(obj.smpls):
+        for i_fold, (train, test) in enumerate(rep):
+            assert np.all(folds[test, i_rep] == i_fold)
+            np.testing.assert_array_equal(folds_to_smpls(folds)[i_rep][i_fold][0], np.sort(train))
+
+
+def test_smpls_to_folds_takes_one_repetition_without_the_outer_list() -> None:
+    # GIVEN one repetition's list of (train, test) tuples
+    folds = draw_folds(10, 2, 1, seed=0)
+    # WHEN converted THEN it is the (n_obs, 1) folds
+    np.testing.assert_array_equal(smpls_to_folds(folds_to_smpls(folds)[0]), folds)
+
+
+@pytest.mark.parametrize(
+    ("smpls", "match"),
+    [
+        ("abc", "list of n_rep lists"),
+        ([[(np.array([2, 3]), np.array([0, 1]))]], "at least 2"),
+        ([[(np.array([1]), np.array([0])), (np.array([0]), np.array([0]))]], "partition"),
+        ([[(np.array([1, 2]), np.array([0])), (np.array([0, 2]), np.array([1]))]], "no test set"),
+        (
+            [[(np.array([], dtype=int), np.array([0, 2])), (np.array([0, 2]), np.array([1]))]],
+            "training rows",
+        ),
+        ([[(np.array([0.5]), np.array([1])), (np.array([1]), np.array([0]))]], "integer index"),
+    ],
+)
+def test_smpls_to_folds_refuses_what_is_not_a_cross_fitting_partition(smpls, match) -> None:
+    # GIVEN smpls that are not K-fold cross-fitting WHEN converted THEN a named error says why
+    with pytest.raises(InvalidFoldsError, match=match):
+        smpls_to_folds(smpls)
+
+
+def test_smpls_to_folds_can_leave_training_sets_unchecked() -> None:
+    # GIVEN cluster-style smpls whose training sets leave out more than the test rows
+    smpls = [[(np.array([2]), np.array([0, 1])), (np.array([0]), np.array([2]))]]
+    # WHEN converted without the training check THEN the test partition gives the folds
+    np.testing.assert_array_equal(smpls_to_folds(smpls, check_train=False), [[0], [0], [1]])

@@ -12,8 +12,16 @@ from fanfit.errors import (
 
 __version__ = "0.1.0"
 
+#: DoubleML's classes on a stack (:mod:`fanfit.client.doubleml`), imported on first use: they
+#: import DoubleML and pandas, which ``import fanfit`` (and the Lambda layer) never loads.
+_DOUBLEML_NAMES = ("DoubleMLIIVM", "DoubleMLIRM", "DoubleMLPLIV", "DoubleMLPLR", "from_doubleml")
+
 __all__ = [
     "Client",
+    "DoubleMLIIVM",
+    "DoubleMLIRM",
+    "DoubleMLPLIV",
+    "DoubleMLPLR",
     "FanfitError",
     "InvalidDataError",
     "InvalidFoldsError",
@@ -22,6 +30,7 @@ __all__ = [
     "JobFailedError",
     "StackError",
     "__version__",
+    "from_doubleml",
 ]
 
 
@@ -30,4 +39,8 @@ def __getattr__(name: str):  # lazy: the Lambda layer never imports the client's
         from fanfit.client import Client
 
         return Client
+    if name in _DOUBLEML_NAMES:
+        from fanfit.client import doubleml
+
+        return getattr(doubleml, name)
     raise AttributeError(name)

@@ -104,3 +104,14 @@ class ShardFailedError(JobFailedError):
         self.stage = stage
         self.wave = wave
         self.last_error = last_error
+
+
+class UnsupportedArgumentError(InvalidJobError):
+    """A DoubleML argument that fanfit's classes (:mod:`fanfit.client.doubleml`) cannot honour on a
+    stack: a callable score, IRM weights, ``store_models``, ``external_predictions``, a
+    propensity calibration, ...; the message names the argument and what fanfit does instead."""
+
+
+class ParityError(FanfitError):
+    """fanfit's estimate and DoubleML's on the same data, folds and out-of-fold predictions differ
+    (more than a relative 1e-9): a bug in fanfit, never in the user's input; please report it."""

@@ -53,8 +53,9 @@ def run(args: argparse.Namespace) -> int:
         from fanfit.client.check import check_estimate
 
         return common.print_dry_run("estimate", args, check_estimate(options=options).describe())
-    # Reject bad options before any stack is touched.
-    options.build_spec()
+    # Reject bad options before any stack is touched (without --x, once the data's columns are read).
+    if options.x is not None:
+        options.build_spec()
     with common.stack_client(args) as client:
         job = client.submit_estimate(args.data, options=options)
         log.info("started job %s (%s)", job.job_id, job.execution_arn)

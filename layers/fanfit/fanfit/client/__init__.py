@@ -16,10 +16,15 @@ Modules, bottom to top (each imports only those before it):
 - :mod:`~fanfit.client.jobs`: :class:`JobHandle` (polling, failures, cost, record of any kind);
 - :mod:`~fanfit.client.estimate` and :mod:`~fanfit.client.train`: each job kind's handle,
   result and submission;
-- :mod:`~fanfit.client.client`: :class:`Client`, which delegates to them.
+- :mod:`~fanfit.client.client`: :class:`Client`, which delegates to them;
+- :mod:`~fanfit.client.doubleml`: DoubleML's classes fitted on a stack (:class:`DoubleMLPLR`,
+  :class:`DoubleMLIRM`, :class:`DoubleMLPLIV`, :class:`DoubleMLIIVM`, :func:`from_doubleml`),
+  imported on first use (they need the ``doubleml`` extra).
 
 This package only re-exports their public names.
 """
+
+from typing import Any
 
 from fanfit.client.check import CheckedEstimate, check_estimate
 from fanfit.client.client import Client
@@ -29,9 +34,15 @@ from fanfit.client.options import EstimateOptions, build_spec
 from fanfit.client.stack import Stack
 from fanfit.client.train import TrainJob, TrainResult
 
+_DOUBLEML_NAMES = ("DoubleMLIIVM", "DoubleMLIRM", "DoubleMLPLIV", "DoubleMLPLR", "from_doubleml")
+
 __all__ = [
     "CheckedEstimate",
     "Client",
+    "DoubleMLIIVM",
+    "DoubleMLIRM",
+    "DoubleMLPLIV",
+    "DoubleMLPLR",
     "EstimateJob",
     "EstimateOptions",
     "EstimateResult",
@@ -41,4 +52,13 @@ __all__ = [
     "TrainResult",
     "build_spec",
     "check_estimate",
+    "from_doubleml",
 ]
+
+
+def __getattr__(name: str) -> Any:  # lazy: DoubleML is a client extra
+    if name in _DOUBLEML_NAMES:
+        from fanfit.client import doubleml
+
+        return getattr(doubleml, name)
+    raise AttributeError(name)

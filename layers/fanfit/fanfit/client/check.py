@@ -121,7 +121,10 @@ def check_estimate(
         For an ``s3://`` URI.
     options : EstimateOptions, optional
         The options (its ``data`` is used when ``data`` is None); or give them as keywords
-        (those of :class:`EstimateOptions`), as :meth:`Client.submit_estimate` takes them.
+        (those of :class:`EstimateOptions`, or DoubleML's ``y_col``, ``d_cols``, ``x_cols``,
+        ``z_cols``: :meth:`EstimateOptions.from_keywords`), as :meth:`Client.submit_estimate`
+        takes them. Without ``x``, every column not y, d or z is a covariate
+        (:meth:`EstimateOptions.with_data_columns`).
 
     Returns
     -------
@@ -133,16 +136,22 @@ def check_estimate(
         Naming the option, column, learner or fold that is wrong; OneSidedNoncomplianceError
         (an InvalidDataError) for IIVM data without always or never takers, naming ``subgroups``.
     TypeError
-        An unknown keyword, or a required one (y, d, x) missing.
+        An unknown keyword, or a required one (y, d) missing.
     """
     if options is None:
-        options = EstimateOptions(data=data, **kwargs)
+        options = EstimateOptions.from_keywords(data=data, **kwargs)
     elif kwargs:
         raise TypeError(f"check_estimate: give options or keywords, not both ({', '.join(kwargs)})")
     elif data is not None:
         options = options.replace(data=data)
+    frame = None
+    if options.x is None:  # DoubleML's x_cols=None: every other column of the data
+        frame = read_table(options.data, s3)
+        options = options.with_data_columns(list(frame.columns))
     spec, columns, weight = options.check()
-    names, values = to_matrix(read_table(options.data, s3), columns)
+    if frame is None:
+        frame = read_table(options.data, s3)
+    names, values = to_matrix(frame, columns)
     dml_data = dml.validate_data(spec, names, values)
     fold_array = None
     if options.folds is not None:

@@ -117,7 +117,9 @@ class Client:
 
         The options are those of :class:`fanfit.client.options.EstimateOptions`, as keywords (or
         one ``options=EstimateOptions(...)``), named as DoubleML names them. ``data`` is a path (.csv, .parquet, .dta), an
-        ``s3://`` URI or a DataFrame; ``d`` and ``z`` take one column or several; learners are
+        ``s3://`` URI or a DataFrame; ``d`` and ``z`` take one column or several; ``x`` defaults to
+        every other column (DoubleML's ``x_cols=None``); DoubleML's ``y_col``, ``d_cols``,
+        ``x_cols`` and ``z_cols`` are aliases of ``y``, ``d``, ``x`` and ``z``; learners are
         ``"NAME"`` or ``"NAME:{json params}"`` from the allow-list (:mod:`fanfit.learners`); ``folds``
         is an array or CSV path of shape (n_obs, n_rep) holding each row's 0-based test fold.
 
@@ -138,7 +140,7 @@ class Client:
         fanfit.errors.InvalidJobError, InvalidDataError, InvalidLearnerError, InvalidFoldsError
             Before anything is uploaded, when an option, a column, a learner or the folds are wrong.
         TypeError
-            An unknown option, or a required one (y, d, x) missing.
+            An unknown option, or a required one (y, d) missing.
         """
         return submit_estimate(self, data, job_id=job_id, options=options, **kwargs)
 

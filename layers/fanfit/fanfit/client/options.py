@@ -28,6 +28,7 @@ from fanfit.learners import LearnerSpec, as_learner_spec
 from fanfit.sched.sizing import POLICIES
 
 __all__ = [
+    "COLUMN_ALIASES",
     "LEARNER_KEYS",
     "EstimateOptions",
     "OptionInfo",
@@ -141,6 +142,9 @@ def check_learners(value: Any) -> dict[str, LearnerSpec]:
         )
     return {str(k): as_learner_spec(v, str(k)) for k, v in value.items() if v is not None}
 
+
+#: DoubleML's names of the column options (``DoubleMLData``'s), accepted in Python as aliases.
+COLUMN_ALIASES = {"y_col": "y", "d_cols": "d", "x_cols": "x", "z_cols": "z"}
 
 #: The nuisance learners an estimate job names, as DoubleML names them.
 LEARNER_KEYS = ("ml_l", "ml_m", "ml_g", "ml_r")
@@ -265,8 +269,11 @@ class EstimateOptions(_Options):
         default DoubleML's.
     y : str
         Outcome column.
-    d, x : str or sequence of str
-        Treatment and covariate columns (comma-separated in a str).
+    d : str or sequence of str
+        Treatment column(s) (comma-separated in a str).
+    x : str or sequence of str, optional
+        Covariate columns (comma-separated in a str); default None: every column of the data that
+        is not y, d or z, as DoubleML's ``x_cols=None`` (resolved by :meth:`with_data_columns`).
     z : str or sequence of str, optional
         Instrument columns (pliv, iivm).
     cluster_cols : str or sequence of str, optional
@@ -314,7 +321,12 @@ class EstimateOptions(_Options):
     )
     y: str = _option(help="outcome column")
     d: str | Sequence[str] = _option(help="treatment column(s), comma-separated", kind="columns")
-    x: str | Sequence[str] = _option(help="covariate columns, comma-separated", kind="columns")
+    x: str | Sequence[str] | None = _option(
+        None,
+        help="covariate columns, comma-separated; default: every other column of the data "
+        "(DoubleML's x_cols=None)",
+        kind="columns",
+    )
     z: str | Sequence[str] | None = _option(
         None, help="instrument column(s) (pliv, iivm)", kind="columns"
     )
@@ -360,6 +372,62 @@ class EstimateOptions(_Options):
     )
     units_per_shard: int | None = _option(None, kind="int", help="fixed fits per invocation")
     weight: float = _weight()
+
+    @classmethod
+    def from_keywords(cls, **kwargs: Any) -> Self:
+        """Options from keywords, taking DoubleML's ``DoubleMLData`` names as aliases.
+
+        ``y_col``, ``d_cols``, ``x_cols`` and ``z_cols`` (:data:`COLUMN_ALIASES`) stand for ``y``,
+        ``d``, ``x`` and ``z``, so that a DoubleML user's column arguments work as they are.
+
+        Raises
+        ------
+        InvalidJobError
+            An option given under both its names (``y`` and ``y_col``).
+        TypeError
+            An unknown keyword, or ``y`` or ``d`` missing (the dataclass's own check).
+        """
+        for alias, name in COLUMN_ALIASES.items():
+            if alias not in kwargs:
+                continue
+            if name in kwargs:
+                raise InvalidJobError(
+                    f"{name} and {alias} name the same option (DoubleML's {alias} is fanfit's "
+                    f"{name}); give one of them, not both"
+                )
+            kwargs[name] = kwargs.pop(alias)
+        return cls(**kwargs)
+
+    def with_data_columns(self, columns: Sequence[str]) -> Self:
+        """These options with ``x`` defaulted from the data's columns, as DoubleML's ``x_cols=None``.
+
+        Parameters
+        ----------
+        columns : sequence of str
+            The data's columns, in order.
+
+        Returns
+        -------
+        EstimateOptions
+            Unchanged when ``x`` is given; else ``x`` is every column not named as y, d, z (or a
+            cluster column), in the data's order.
+
+        Raises
+        ------
+        InvalidJobError
+            ``x`` is None and no column is left for it.
+        """
+        if self.x is not None:
+            return self
+        taken = {self.y, *_as_list(self.d), *_as_list(self.z)}
+        taken.update(_as_list(getattr(self, "cluster_cols", None)))
+        x = [str(c) for c in columns if str(c) not in taken]
+        if not x:
+            raise InvalidJobError(
+                "x is not given and the data has no column besides y, d and z to use as covariates; "
+                "name the covariate columns with x"
+            )
+        return self.replace(x=x)
 
     @property
     def learners(self) -> dict[str, Any]:
@@ -473,7 +541,7 @@ def build_spec(
     *,
     y: str,
     d: str | Sequence[str],
-    x: Sequence[str] | str,
+    x: Sequence[str] | str | None,
     z: str | Sequence[str] | None,
     model: str,
     score: str | None,
@@ -505,6 +573,11 @@ def build_spec(
     """
     check_str("y", y)
     check_columns("d", d)
+    if x is None:
+        raise InvalidJobError(
+            "x is not given: name the covariate columns, or let the data's other columns be used "
+            "(EstimateOptions.with_data_columns, which check_estimate applies)"
+        )
     check_columns("x", x)
     check_columns("z", z, optional=True)
     check_str("model", model)

@@ -16,6 +16,7 @@ from fanfit.dml.folds import (
     draw_folds,
     folds_to_smpls,
     read_folds_csv,
+    smpls_to_folds,
     validate_cluster_folds,
     validate_folds,
 )
@@ -77,6 +78,7 @@ __all__ = [
     "read_folds_csv",
     "required_learners",
     "score_elements",
+    "smpls_to_folds",
     "stage_inputs",
     "train_mask",
     "unit_seed",

@@ -32,6 +32,7 @@ __all__ = [
     "draw_folds",
     "folds_to_smpls",
     "read_folds_csv",
+    "smpls_to_folds",
     "validate_cluster_folds",
     "validate_folds",
 ]
@@ -225,7 +226,7 @@ def folds_to_smpls(folds: np.ndarray) -> list[list[tuple[np.ndarray, np.ndarray]
     """Convert folds to DoubleML's ``smpls``: ``[i_rep][i_fold] -> (train_idx, test_idx)``.
 
     The result can be passed to DoubleML's ``set_sample_splitting``. Indices are sorted int64
-    arrays, as DoubleML sorts them.
+    arrays, as DoubleML sorts them. :func:`smpls_to_folds` is the inverse.
 
     Parameters
     ----------
@@ -245,6 +246,108 @@ def folds_to_smpls(folds: np.ndarray) -> list[list[tuple[np.ndarray, np.ndarray]
         col = folds[:, i_rep]
         smpls.append([(np.flatnonzero(col != k), np.flatnonzero(col == k)) for k in range(n_folds)])
     return smpls
+
+
+def smpls_to_folds(smpls: Any, n_obs: int | None = None, *, check_train: bool = True) -> np.ndarray:
+    """Convert DoubleML's ``smpls`` to folds: the inverse of :func:`folds_to_smpls`.
+
+    Takes the sample splitting in any layout DoubleML's ``set_sample_splitting`` takes (DoubleML
+    0.11, ``DoubleML.set_sample_splitting``): a list of ``n_rep`` lists of ``n_folds``
+    ``(train_idx, test_idx)`` tuples, one such list (``n_rep == 1``), or one tuple (one fold and
+    one repetition is not cross-fitting and is refused below). The test sets of a repetition must
+    partition the rows; with ``check_train`` every training set must be the complement of its test
+    set, as fanfit's K-fold cross-fitting trains on all other rows.
+
+    Parameters
+    ----------
+    smpls : list of list of (array-like, array-like), or list of (array-like, array-like)
+        ``smpls[i_rep][i_fold] = (train_idx, test_idx)``, 0-based row indices.
+    n_obs : int, optional
+        Number of rows; default: one more than the largest index.
+    check_train : bool
+        Check that each training set is the complement of its test set (False for cluster
+        samples, whose training sets also leave out rows that share a cluster with the test rows).
+
+    Returns
+    -------
+    numpy.ndarray of int64, shape (n_obs, n_rep)
+        ``folds[i, r]``: the fold in which row ``i`` is a test row in repetition ``r``.
+
+    Raises
+    ------
+    InvalidFoldsError
+        Not DoubleML's layout, repetitions with different numbers of folds, fewer than 2 folds, an
+        index outside ``0 .. n_obs - 1``, a row in no test set or in two, or (``check_train``) a
+        training set that is not the complement of its test set; named by repetition and fold.
+    """
+    if isinstance(smpls, tuple):
+        smpls = [[smpls]]
+    elif isinstance(smpls, list) and smpls and isinstance(smpls[0], tuple):
+        smpls = [smpls]
+    if not isinstance(smpls, list | tuple) or not smpls:
+        raise InvalidFoldsError(
+            "smpls must be a list of n_rep lists of n_folds (train_idx, test_idx) tuples, as "
+            f"DoubleML's set_sample_splitting takes; got {type(smpls).__name__}."
+        )
+    reps: list[list[tuple[np.ndarray, np.ndarray]]] = []
+    for i_rep, rep in enumerate(smpls):
+        if not isinstance(rep, list | tuple) or not all(
+            isinstance(s, list | tuple) and len(s) == 2 for s in rep
+        ):
+            raise InvalidFoldsError(
+                f"smpls[{i_rep}] must be a list of (train_idx, test_idx) tuples, one per fold."
+            )
+        reps.append(
+            [(_indices(tr, i_rep, k), _indices(te, i_rep, k)) for k, (tr, te) in enumerate(rep)]
+        )
+    n_folds = len(reps[0])
+    if n_folds < 2 or any(len(rep) != n_folds for rep in reps):
+        counts = sorted({len(rep) for rep in reps})
+        raise InvalidFoldsError(
+            f"Every repetition of smpls needs the same number of folds, at least 2; got {counts}."
+        )
+    if n_obs is None:
+        n_obs = 1 + max(int(idx.max(initial=-1)) for rep in reps for pair in rep for idx in pair)
+    folds = np.full((n_obs, len(reps)), -1, dtype=np.int64)
+    for i_rep, rep in enumerate(reps):
+        for i_fold, (train, test) in enumerate(rep):
+            for name, idx in (("train", train), ("test", test)):
+                if idx.size and (idx.min() < 0 or idx.max() >= n_obs):
+                    raise InvalidFoldsError(
+                        f"smpls[{i_rep}][{i_fold}] has a {name} index outside 0..{n_obs - 1} "
+                        f"(n_obs={n_obs})."
+                    )
+            if np.any(folds[test, i_rep] >= 0) or np.unique(test).size != test.size:
+                raise InvalidFoldsError(
+                    f"smpls[{i_rep}][{i_fold}]: a test row is also a test row of another fold; the "
+                    "test sets of a repetition must partition the rows."
+                )
+            folds[test, i_rep] = i_fold
+        missing = np.flatnonzero(folds[:, i_rep] < 0)
+        if missing.size:
+            raise InvalidFoldsError(
+                f"smpls[{i_rep}]: row {int(missing[0])} is in no test set; the test sets of a "
+                "repetition must partition the rows."
+            )
+        if check_train:
+            for i_fold, (train, _test) in enumerate(rep):
+                expected = np.flatnonzero(folds[:, i_rep] != i_fold)
+                if not np.array_equal(np.unique(train), expected) or train.size != expected.size:
+                    raise InvalidFoldsError(
+                        f"smpls[{i_rep}][{i_fold}]: the training rows are not all rows outside the "
+                        "test set; fanfit's cross-fitting trains each fold on every other row."
+                    )
+    return folds
+
+
+def _indices(value: Any, i_rep: int, i_fold: int) -> np.ndarray:
+    arr = np.asarray(value)
+    if arr.ndim != 1 or not (arr.size == 0 or np.issubdtype(arr.dtype, np.integer)):
+        raise InvalidFoldsError(
+            f"smpls[{i_rep}][{i_fold}] must hold 1-d integer index arrays, got {arr.dtype} of "
+            f"shape {arr.shape}."
+        )
+    return arr.astype(np.int64)
 
 
 # --------------------------------------------------------------------------- clustered data

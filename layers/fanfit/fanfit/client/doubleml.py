@@ -1,0 +1,662 @@
+"""DoubleML's classes on a fanfit stack: a DoubleML script runs with only its class names changed.
+
+>>> import fanfit                                                      # doctest: +SKIP
+>>> dml_plr = fanfit.DoubleMLPLR(obj_dml_data, ml_l, ml_m, n_folds=3)  # DoubleML 0.11's signature
+>>> dml_plr.fit()                  # on the stack: FANFIT_STACK, else the local stack
+>>> dml_plr.summary, dml_plr.confint(), dml_plr.bootstrap(), dml_plr.sensitivity_analysis()
+
+:class:`DoubleMLPLR`, :class:`DoubleMLIRM`, :class:`DoubleMLPLIV` and :class:`DoubleMLIIVM` are
+subclasses of DoubleML 0.11's classes of the same names, with their constructors (plus
+``y_col``/``d_cols``/``x_cols``/``z_cols`` when ``obj_dml_data`` is a DataFrame). Only
+:meth:`~_OnStack.fit` differs: it sends the data, DoubleML's sample splitting (``smpls``, drawn at
+construction as DoubleML draws it, or given with ``set_sample_splitting``) and the learners (as
+allow-listed specs, never pickles) to an estimate job on the stack; the job's out-of-fold
+predictions then go to DoubleML's own ``fit(external_predictions=...)`` (DoubleML user guide,
+"External predictions"; Bach et al. 2022, JMLR 23), so that coef, se, summary, confint, bootstrap,
+sensitivity_analysis, evaluate_learners and nuisance_loss are DoubleML's numbers by construction.
+The fit checks that coef and se also equal the job's own result (relative 1e-9) and raises
+:class:`fanfit.errors.ParityError` otherwise.
+
+Importing this module imports DoubleML (a client extra: ``pip install 'fanfit[doubleml]'``);
+without it, :class:`fanfit.dml.interop.MissingDependencyError` gives the pip command.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from fanfit import errors
+from fanfit.client.options import EstimateOptions
+from fanfit.dml.folds import smpls_to_folds
+from fanfit.dml.interop import import_doubleml
+from fanfit.learners import LearnerSpec
+
+import_doubleml()  # without DoubleML: MissingDependencyError, with the pip command
+import doubleml as _doubleml  # noqa: E402 - after the check that names the extra
+
+__all__ = [
+    "DoubleMLIIVM",
+    "DoubleMLIRM",
+    "DoubleMLPLIV",
+    "DoubleMLPLR",
+    "default_client",
+    "from_doubleml",
+]
+
+#: Relative tolerance of the check that DoubleML's coef and se equal the job's.
+RTOL = 1e-9
+#: Options of the estimate job that ``fit`` passes on (they do not change the numbers).
+JOB_OPTIONS = ("max_concurrency", "sharding", "units_per_shard", "weight")
+_SUBGROUPS_DEFAULT = {"always_takers": True, "never_takers": True}
+
+
+def default_client() -> Any:
+    """The client ``fit()`` uses when it is given none.
+
+    The stack named by the ``FANFIT_STACK`` environment variable (``fanfit.Client(stack=...)``,
+    a stack deployed with ``sam deploy``); else the local stack, started (``fanfit local up``)
+    when none is running.
+
+    Returns
+    -------
+    fanfit.client.Client
+
+    Raises
+    ------
+    fanfit.errors.StackError
+        The stack cannot be reached, started or read.
+    """
+    from fanfit.client.client import Client
+
+    name = os.environ.get("FANFIT_STACK")
+    if name:
+        return Client(stack=name)
+    from fanfit.local import stack as local_stack
+
+    if not local_stack.status().get("running"):
+        local_stack.up()
+    return Client.local_stack()
+
+
+def _learner_spec(name: str, learner: Any) -> LearnerSpec:
+    """The allow-listed spec of a learner: an estimator object from its class and
+    ``get_params(deep=False)`` (a ``random_state`` of None is left to the job's seed).
+
+    TODO(lead): swap for ``fanfit.learners.as_learner_spec`` once branch ``learners`` is merged.
+
+    Raises
+    ------
+    fanfit.errors.InvalidLearnerError
+        The class or a parameter value is outside the allow-list (the message says what is allowed).
+    """
+    if isinstance(learner, LearnerSpec):
+        return learner
+    if isinstance(learner, str):
+        return LearnerSpec.parse(learner)
+    if not hasattr(learner, "get_params"):
+        raise errors.InvalidLearnerError(
+            f"learner {name} must be a scikit-learn estimator or 'NAME:{{json params}}', got "
+            f"{type(learner).__name__}"
+        )
+    params = dict(learner.get_params(deep=False))
+    if params.get("random_state", 0) is None:
+        del params["random_state"]
+    try:
+        return LearnerSpec(type(learner).__name__, params)
+    except errors.InvalidLearnerError as exc:
+        raise errors.InvalidLearnerError(f"learner {name}: {exc}") from exc
+
+
+def _estimator(name: str, learner: Any) -> Any:
+    """A learner as DoubleML takes it: spec strings and specs built (unfitted), objects as given."""
+    if learner is None or not isinstance(learner, str | LearnerSpec):
+        return learner
+    return _learner_spec(name, learner).build()
+
+
+def _dml_data(
+    obj_dml_data: Any, y_col: Any, d_cols: Any, x_cols: Any, z_cols: Any, cluster_cols: Any
+) -> Any:
+    """``obj_dml_data`` as a DoubleMLData: one given, or built from a DataFrame and the columns.
+
+    Raises
+    ------
+    fanfit.errors.InvalidDataError
+        A DataFrame without ``y_col`` or ``d_cols``, columns given next to a DoubleMLData, or
+        something else.
+    """
+    columns = {"y_col": y_col, "d_cols": d_cols, "x_cols": x_cols, "z_cols": z_cols,
+               "cluster_cols": cluster_cols}  # fmt: skip
+    given = [k for k, v in columns.items() if v is not None]
+    if isinstance(obj_dml_data, pd.DataFrame):
+        if y_col is None or d_cols is None:
+            raise errors.InvalidDataError(
+                "obj_dml_data is a DataFrame: name its columns with y_col and d_cols (and x_cols, "
+                "z_cols, cluster_cols as DoubleMLData takes them)"
+            )
+        return _doubleml.DoubleMLData(obj_dml_data, **columns)
+    if isinstance(obj_dml_data, _doubleml.DoubleMLData):
+        if given:
+            raise errors.InvalidDataError(
+                f"{', '.join(given)} given with a DoubleMLData, which names its columns itself; "
+                "give them with a DataFrame only"
+            )
+        return obj_dml_data
+    raise errors.InvalidDataError(
+        "obj_dml_data must be a doubleml.DoubleMLData (or DoubleMLClusterData) or a pandas "
+        f"DataFrame with y_col and d_cols, got {type(obj_dml_data).__name__}"
+    )
+
+
+def _unsupported(argument: str, instead: str) -> errors.UnsupportedArgumentError:
+    return errors.UnsupportedArgumentError(
+        f"{argument} is not supported on a fanfit stack; {instead}"
+    )
+
+
+def _check_arguments(data: Any, score: Any) -> None:
+    """Refuse, before anything runs, what a stack cannot honour.
+
+    Raises
+    ------
+    fanfit.errors.UnsupportedArgumentError
+    """
+    if callable(score):
+        raise _unsupported("a callable score", "give one of DoubleML's score names")
+    if getattr(data, "is_cluster_data", False) and "cluster_cols" not in EstimateOptions.names():
+        raise _unsupported(
+            "cluster data (DoubleMLClusterData or cluster_cols)",
+            "this fanfit has no cluster_cols option yet; use DoubleML in-process for clustered data",
+        )
+    if not data.use_other_treat_as_covariate:
+        raise _unsupported(
+            "use_other_treat_as_covariate=False",
+            "fanfit uses the other treatments as covariates, as DoubleML's default",
+        )
+
+
+class _OnStack:
+    """What fanfit's DoubleML classes add to DoubleML's: :meth:`fit` on a stack.
+
+    Attributes
+    ----------
+    fanfit_job : fanfit.client.EstimateJob or None
+        The job of the last fit.
+    fanfit_result : fanfit.client.EstimateResult or None
+        Its result (timings, cost, execution ARN).
+    """
+
+    _fanfit_model = ""
+    _predictions: Any  # DoubleML's, set by its fit
+    _nuisance_targets: Any
+    fanfit_job: Any = None
+    fanfit_result: Any = None
+
+    def _fanfit_check_learners(self) -> None:
+        for name, learner in self._learner.items():  # type: ignore[attr-defined]
+            _learner_spec(name, learner)
+
+    def _fanfit_model_options(self) -> dict[str, Any]:
+        return {}
+
+    def fanfit_options(self, seed: int = 0) -> dict[str, Any]:
+        """The estimate job's options (:class:`fanfit.client.EstimateOptions`) of this model.
+
+        Parameters
+        ----------
+        seed : int
+            The job's seed (learners without a ``random_state``).
+
+        Returns
+        -------
+        dict
+            model, score, y, d, x, z, the learners as specs, n_folds, n_rep, seed, folds
+            (:func:`fanfit.dml.smpls_to_folds` of ``smpls``) and the model's own options.
+
+        Raises
+        ------
+        fanfit.errors.InvalidFoldsError
+            No sample splitting drawn or set, or one that is not K-fold cross-fitting.
+        fanfit.errors.InvalidLearnerError
+            A learner outside the allow-list.
+        """
+        data: Any = self._dml_data  # type: ignore[attr-defined]
+        if self._smpls is None:  # type: ignore[attr-defined]
+            raise errors.InvalidFoldsError(
+                "no sample splitting: construct with draw_sample_splitting=True or call "
+                "set_sample_splitting(all_smpls) before fit()"
+            )
+        cluster = bool(getattr(data, "is_cluster_data", False))
+        options: dict[str, Any] = {
+            "model": self._fanfit_model,
+            "score": self.score,  # type: ignore[attr-defined]
+            "y": data.y_col,
+            "d": list(data.d_cols),
+            "x": list(data.x_cols),
+            "z": list(data.z_cols) if data.z_cols else None,
+            "n_folds": self.n_folds,  # type: ignore[attr-defined]
+            "n_rep": self.n_rep,  # type: ignore[attr-defined]
+            "seed": seed,
+            "folds": smpls_to_folds(self._smpls, data.n_obs, check_train=not cluster),  # type: ignore[attr-defined]
+        }
+        for name, learner in self._learner.items():  # type: ignore[attr-defined]
+            options[name] = _learner_spec(name, learner)
+        if cluster:
+            options["cluster_cols"] = list(data.cluster_cols)
+        options.update(self._fanfit_model_options())
+        return options
+
+    def fit(
+        self,
+        client: Any = None,
+        n_jobs_cv: int | None = None,
+        store_predictions: bool = True,
+        external_predictions: Any = None,
+        store_models: bool = False,
+        *,
+        seed: int = 0,
+        timeout: float = 3600.0,
+        progress: bool | str | Any = False,
+        **job_options: Any,
+    ) -> Any:
+        """Estimate the model on a stack, then hand the out-of-fold predictions to DoubleML.
+
+        Parameters
+        ----------
+        client : fanfit.client.Client, optional
+            The stack to run on; default :func:`default_client` (``FANFIT_STACK``, else the local
+            stack, started if needed).
+        n_jobs_cv : int or None
+            Accepted for DoubleML's signature; the stack decides its own parallelism.
+        store_predictions : bool
+            Keep ``predictions`` and ``nuisance_targets`` (``evaluate_learners`` needs them).
+        external_predictions, store_models
+            Not supported on a stack (:class:`fanfit.errors.UnsupportedArgumentError`): use
+            DoubleML's own class, which takes them in-process.
+        seed : int
+            The job's seed: ``random_state`` of the learners that have none (the splitting is
+            ``smpls``, DoubleML's, and the bootstrap runs afterwards on the client).
+        timeout : float
+            Seconds to wait for the job.
+        progress : bool or str
+            Live progress on stderr, as :meth:`fanfit.client.EstimateJob.wait`.
+        **job_options
+            ``max_concurrency``, ``sharding``, ``units_per_shard``, ``weight``
+            (:class:`fanfit.client.EstimateOptions`).
+
+        Returns
+        -------
+        self
+
+        Raises
+        ------
+        fanfit.errors.UnsupportedArgumentError
+            ``external_predictions`` or ``store_models=True``.
+        fanfit.errors.InvalidJobError (or a subclass)
+            An option, column, learner or the sample splitting is wrong (before any upload), or
+            the job was rejected.
+        fanfit.errors.JobFailedError
+            The job failed or did not end within ``timeout``.
+        fanfit.errors.ParityError
+            DoubleML's coef or se differ from the job's (a bug).
+        """
+        if external_predictions is not None:
+            raise _unsupported("external_predictions", "the stack computes the predictions")
+        if store_models:
+            raise _unsupported("store_models=True", "the fitted models stay on the stack")
+        if not isinstance(store_predictions, bool):
+            raise errors.InvalidJobError(
+                f"store_predictions must be True or False, got {store_predictions!r}"
+            )
+        unknown = sorted(set(job_options) - set(JOB_OPTIONS))
+        if unknown:
+            raise errors.InvalidJobError(
+                f"fit() takes no option {', '.join(unknown)}; job options: {', '.join(JOB_OPTIONS)}"
+            )
+        options = self.fanfit_options(seed)
+        if client is None:
+            client = default_client()
+        job = client.submit_estimate(self._dml_data.data, **options, **job_options)  # type: ignore[attr-defined]
+        result = job.result(timeout=timeout, progress=progress)
+        super().fit(  # type: ignore[misc]
+            store_predictions=True, external_predictions=job.predictions()
+        )
+        self._fanfit_nuisance_loss()
+        self._fanfit_check_parity(result)
+        if not store_predictions:
+            self._predictions = None
+            self._nuisance_targets = None
+        self.fanfit_job, self.fanfit_result = job, result
+        return self
+
+    def _fanfit_check_parity(self, result: Any) -> None:
+        d_cols = list(self._dml_data.d_cols)  # type: ignore[attr-defined]
+        order = [list(result.d_cols).index(d) for d in d_cols]
+        for name in ("coef", "se"):
+            ours = np.asarray(getattr(result, name))[order]
+            theirs = np.asarray(getattr(self, name))
+            if not np.allclose(theirs, ours, rtol=RTOL, atol=0.0):
+                raise errors.ParityError(
+                    f"DoubleML's {name} {theirs} differs from job {result.execution_arn}'s {ours} "
+                    f"(relative tolerance {RTOL}) on the same data, folds and predictions"
+                )
+
+    # ---------------------------------------------------------------- nuisance losses
+    def _fanfit_targets(
+        self, y: np.ndarray, d: np.ndarray, z: np.ndarray | None, preds: Mapping[str, np.ndarray]
+    ) -> dict[str, np.ndarray]:
+        raise NotImplementedError
+
+    def _fanfit_nuisance_loss(self) -> None:
+        """DoubleML's ``nuisance_targets`` and ``nuisance_loss`` of the external predictions.
+
+        DoubleML leaves both empty (NaN) for external predictions; they are filled here with the
+        targets DoubleML's ``_nuisance_est`` of each model uses (the outcome, the treatment, the
+        instrument, restricted to the treatment or instrument group for IRM's ``ml_g0``/``ml_g1``
+        and IIVM's ``ml_g*``/``ml_r*``), and the loss by DoubleML's own ``_calc_nuisance_loss``
+        (RMSE for regressions, log loss for classifiers), per repetition and treatment.
+        """
+        data: Any = self._dml_data  # type: ignore[attr-defined]
+        frame = data.data
+        y = frame[data.y_col].to_numpy(dtype=float)
+        z = frame[list(data.z_cols)].to_numpy(dtype=float) if data.z_cols else None
+        predictions: dict[str, np.ndarray] = self._predictions
+        targets = {k: np.full_like(v, np.nan) for k, v in predictions.items()}
+        for i_treat, d_col in enumerate(data.d_cols):
+            d = frame[d_col].to_numpy(dtype=float)
+            for i_rep in range(self.n_rep):  # type: ignore[attr-defined]
+                self._i_rep, self._i_treat = i_rep, i_treat
+                preds = {k: v[:, i_rep, i_treat] for k, v in predictions.items()}
+                rep_targets = self._fanfit_targets(y, d, z, preds)
+                self._calc_nuisance_loss(preds, rep_targets)  # type: ignore[attr-defined]
+                for k, t in rep_targets.items():
+                    targets[k][:, i_rep, i_treat] = t
+        self._nuisance_targets = targets
+
+    def __str__(self) -> str:
+        text = super().__str__()
+        if self.fanfit_result is None:
+            return text
+        r = self.fanfit_result
+        t = r.timings
+        return (
+            f"{text}\n\n------------------ fanfit            ------------------\n"
+            f"Job: {self.fanfit_job.job_id}\nExecution: {r.execution_arn}\n"
+            f"Wall time: prepare {t.get('prepare_s', 0):.2f} s, cross-fitting "
+            f"{t.get('crossfit_s', 0):.2f} s, aggregate {t.get('aggregate_s', 0):.2f} s"
+        )
+
+
+def _theta_initial(psi_a: np.ndarray, psi_b: np.ndarray) -> float:
+    """The partialling-out estimate DoubleML fits ``ml_g`` of the IV-type score against."""
+    return float(-np.nanmean(psi_b) / np.nanmean(psi_a))
+
+
+def _where(values: np.ndarray, keep: np.ndarray) -> np.ndarray:
+    out = values.astype(float)
+    out[~keep] = np.nan
+    return out
+
+
+class DoubleMLPLR(_OnStack, _doubleml.DoubleMLPLR):  # type: ignore[misc]
+    """DoubleML's partially linear regression model, fitted on a fanfit stack.
+
+    Parameters as ``doubleml.DoubleMLPLR`` (0.11): ``obj_dml_data, ml_l, ml_m, ml_g=None,
+    n_folds=5, n_rep=1, score='partialling out', draw_sample_splitting=True``; learners are
+    scikit-learn estimators of the allow-list (:mod:`fanfit.learners`) or ``'NAME:{json}'``
+    strings. With a DataFrame as ``obj_dml_data``, name its columns with ``y_col``, ``d_cols``,
+    ``x_cols`` (default: all others), ``z_cols``, ``cluster_cols``.
+
+    Raises
+    ------
+    fanfit.errors.UnsupportedArgumentError
+        A callable score, cluster data (until fanfit has ``cluster_cols``), or
+        ``use_other_treat_as_covariate=False``.
+    fanfit.errors.InvalidLearnerError, InvalidDataError
+        A learner outside the allow-list; ``obj_dml_data`` of the wrong kind.
+    """
+
+    _fanfit_model = "plr"
+
+    def __init__(
+        self, obj_dml_data: Any, ml_l: Any, ml_m: Any, ml_g: Any = None, n_folds: int = 5,
+        n_rep: int = 1, score: Any = "partialling out", draw_sample_splitting: bool = True, *,
+        y_col: Any = None, d_cols: Any = None, x_cols: Any = None, z_cols: Any = None,
+        cluster_cols: Any = None,
+    ) -> None:  # fmt: skip
+        data = _dml_data(obj_dml_data, y_col, d_cols, x_cols, z_cols, cluster_cols)
+        _check_arguments(data, score)
+        super().__init__(
+            data, _estimator("ml_l", ml_l), _estimator("ml_m", ml_m), _estimator("ml_g", ml_g),
+            n_folds, n_rep, score, draw_sample_splitting,
+        )  # fmt: skip
+        self._fanfit_check_learners()
+
+    def _fanfit_targets(self, y, d, z, preds):  # type: ignore[no-untyped-def]
+        targets = {"ml_l": y, "ml_m": d}
+        if "ml_g" in preds:
+            v_hat = d - preds["ml_m"]
+            theta = _theta_initial(-v_hat * v_hat, v_hat * (y - preds["ml_l"]))
+            targets["ml_g"] = y - theta * d
+        return targets
+
+
+class DoubleMLPLIV(_OnStack, _doubleml.DoubleMLPLIV):  # type: ignore[misc]
+    """DoubleML's partially linear IV regression model, fitted on a fanfit stack.
+
+    Parameters as ``doubleml.DoubleMLPLIV`` (0.11): ``obj_dml_data, ml_l, ml_m, ml_r, ml_g=None,
+    n_folds=5, n_rep=1, score='partialling out', draw_sample_splitting=True``, and the DataFrame
+    columns as :class:`DoubleMLPLR`. Raises as :class:`DoubleMLPLR`.
+    """
+
+    _fanfit_model = "pliv"
+
+    def __init__(
+        self, obj_dml_data: Any, ml_l: Any, ml_m: Any, ml_r: Any, ml_g: Any = None,
+        n_folds: int = 5, n_rep: int = 1, score: Any = "partialling out",
+        draw_sample_splitting: bool = True, *, y_col: Any = None, d_cols: Any = None,
+        x_cols: Any = None, z_cols: Any = None, cluster_cols: Any = None,
+    ) -> None:  # fmt: skip
+        data = _dml_data(obj_dml_data, y_col, d_cols, x_cols, z_cols, cluster_cols)
+        _check_arguments(data, score)
+        super().__init__(
+            data, _estimator("ml_l", ml_l), _estimator("ml_m", ml_m), _estimator("ml_r", ml_r),
+            _estimator("ml_g", ml_g), n_folds, n_rep, score, draw_sample_splitting,
+        )  # fmt: skip
+        self._fanfit_check_learners()
+
+    def _fanfit_targets(self, y, d, z, preds):  # type: ignore[no-untyped-def]
+        z_cols = list(self._dml_data.z_cols)
+        targets = {"ml_l": y, "ml_r": d}
+        if len(z_cols) == 1:
+            targets["ml_m"] = z[:, 0]
+        else:
+            targets.update({f"ml_m_{c}": z[:, j] for j, c in enumerate(z_cols)})
+        if "ml_g" in preds:
+            z1 = z[:, 0] - preds["ml_m"]
+            theta = _theta_initial(-(d - preds["ml_r"]) * z1, z1 * (y - preds["ml_l"]))
+            targets["ml_g"] = y - theta * d
+        return targets
+
+
+class _PropensityOptions:
+    """IRM's and IIVM's options on the stack: clipping, normalize_ipw (and IIVM's subgroups)."""
+
+    def _fanfit_check_ps(self, weights: Any, normalize_ipw: Any, ps_processor_config: Any) -> None:
+        if weights is not None:
+            raise _unsupported("weights", "fanfit's IRM scores weight every observation equally")
+        if ps_processor_config is not None and ps_processor_config.calibration_method is not None:
+            raise _unsupported(
+                "a propensity calibration (ps_processor_config.calibration_method)",
+                "fanfit clips the propensities at clipping_threshold only",
+            )
+        if normalize_ipw and "normalize_ipw" not in EstimateOptions.names():
+            raise _unsupported("normalize_ipw=True", "this fanfit has no normalize_ipw option yet")
+
+    def _fanfit_model_options(self) -> dict[str, Any]:
+        options: dict[str, Any] = {
+            "trimming_threshold": float(self.ps_processor_config.clipping_threshold)  # type: ignore[attr-defined]
+        }
+        if "normalize_ipw" in EstimateOptions.names():
+            options["normalize_ipw"] = bool(self.normalize_ipw)  # type: ignore[attr-defined]
+        return options
+
+
+class DoubleMLIRM(_PropensityOptions, _OnStack, _doubleml.DoubleMLIRM):  # type: ignore[misc]
+    """DoubleML's interactive regression model, fitted on a fanfit stack.
+
+    Parameters as ``doubleml.DoubleMLIRM`` (0.11): ``obj_dml_data, ml_g, ml_m, n_folds=5, n_rep=1,
+    score='ATE', weights=None, normalize_ipw=False, trimming_rule='truncate',
+    trimming_threshold=1e-2, ps_processor_config=None, draw_sample_splitting=True``, and the
+    DataFrame columns as :class:`DoubleMLPLR`.
+
+    Raises
+    ------
+    fanfit.errors.UnsupportedArgumentError
+        As :class:`DoubleMLPLR`; also ``weights``, a propensity calibration, or ``normalize_ipw``
+        while the stack's fanfit has no such option.
+    """
+
+    _fanfit_model = "irm"
+
+    def __init__(
+        self, obj_dml_data: Any, ml_g: Any, ml_m: Any, n_folds: int = 5, n_rep: int = 1,
+        score: Any = "ATE", weights: Any = None, normalize_ipw: bool = False,
+        trimming_rule: str = "truncate", trimming_threshold: float = 1e-2,
+        ps_processor_config: Any = None, draw_sample_splitting: bool = True, *, y_col: Any = None,
+        d_cols: Any = None, x_cols: Any = None, z_cols: Any = None, cluster_cols: Any = None,
+    ) -> None:  # fmt: skip
+        data = _dml_data(obj_dml_data, y_col, d_cols, x_cols, z_cols, cluster_cols)
+        _check_arguments(data, score)
+        self._fanfit_check_ps(weights, normalize_ipw, ps_processor_config)
+        super().__init__(
+            data, _estimator("ml_g", ml_g), _estimator("ml_m", ml_m), n_folds, n_rep, score,
+            weights, normalize_ipw, trimming_rule, trimming_threshold, ps_processor_config,
+            draw_sample_splitting,
+        )  # fmt: skip
+        self._fanfit_check_learners()
+
+    def _fanfit_targets(self, y, d, z, preds):  # type: ignore[no-untyped-def]
+        return {"ml_g0": _where(y, d == 0), "ml_g1": _where(y, d == 1), "ml_m": d}
+
+
+class DoubleMLIIVM(_PropensityOptions, _OnStack, _doubleml.DoubleMLIIVM):  # type: ignore[misc]
+    """DoubleML's interactive IV model, fitted on a fanfit stack.
+
+    Parameters as ``doubleml.DoubleMLIIVM`` (0.11): ``obj_dml_data, ml_g, ml_m, ml_r, n_folds=5,
+    n_rep=1, score='LATE', subgroups=None, normalize_ipw=False, trimming_rule='truncate',
+    trimming_threshold=1e-2, ps_processor_config=None, draw_sample_splitting=True``, and the
+    DataFrame columns as :class:`DoubleMLPLR`.
+
+    Raises
+    ------
+    fanfit.errors.UnsupportedArgumentError
+        As :class:`DoubleMLIRM`; also ``subgroups`` other than DoubleML's default while the
+        stack's fanfit has no such option.
+    """
+
+    _fanfit_model = "iivm"
+
+    def __init__(
+        self, obj_dml_data: Any, ml_g: Any, ml_m: Any, ml_r: Any, n_folds: int = 5,
+        n_rep: int = 1, score: Any = "LATE", subgroups: Any = None, normalize_ipw: bool = False,
+        trimming_rule: str = "truncate", trimming_threshold: float = 1e-2,
+        ps_processor_config: Any = None, draw_sample_splitting: bool = True, *, y_col: Any = None,
+        d_cols: Any = None, x_cols: Any = None, z_cols: Any = None, cluster_cols: Any = None,
+    ) -> None:  # fmt: skip
+        data = _dml_data(obj_dml_data, y_col, d_cols, x_cols, z_cols, cluster_cols)
+        _check_arguments(data, score)
+        self._fanfit_check_ps(None, normalize_ipw, ps_processor_config)
+        if (
+            subgroups not in (None, _SUBGROUPS_DEFAULT)
+            and "subgroups" not in EstimateOptions.names()
+        ):
+            raise _unsupported(
+                "subgroups", "this fanfit estimates with both subgroups (the default)"
+            )
+        super().__init__(
+            data, _estimator("ml_g", ml_g), _estimator("ml_m", ml_m), _estimator("ml_r", ml_r),
+            n_folds, n_rep, score, subgroups, normalize_ipw, trimming_rule, trimming_threshold,
+            ps_processor_config, draw_sample_splitting,
+        )  # fmt: skip
+        self._fanfit_check_learners()
+
+    def _fanfit_model_options(self) -> dict[str, Any]:
+        options = super()._fanfit_model_options()
+        if "subgroups" in EstimateOptions.names():
+            options["subgroups"] = dict(self.subgroups)
+        return options
+
+    def _fanfit_targets(self, y, d, z, preds):  # type: ignore[no-untyped-def]
+        z0, z1 = z[:, 0] == 0, z[:, 0] == 1
+        r0 = d if self.subgroups["always_takers"] else np.zeros_like(d)
+        r1 = d if self.subgroups["never_takers"] else np.ones_like(d)
+        return {"ml_g0": _where(y, z0), "ml_g1": _where(y, z1), "ml_m": z[:, 0],
+                "ml_r0": _where(r0, z0), "ml_r1": _where(r1, z1)}  # fmt: skip
+
+
+#: fanfit's class of each DoubleML class.
+_CLASSES: dict[type, type] = {
+    _doubleml.DoubleMLPLR: DoubleMLPLR,
+    _doubleml.DoubleMLIRM: DoubleMLIRM,
+    _doubleml.DoubleMLPLIV: DoubleMLPLIV,
+    _doubleml.DoubleMLIIVM: DoubleMLIIVM,
+}
+
+
+def from_doubleml(model: Any, client: Any = None, **fit_options: Any) -> Any:
+    """Run an unfitted DoubleML model on a stack and return its fitted fanfit counterpart.
+
+    The counterpart (:class:`DoubleMLPLR`, :class:`DoubleMLIRM`, :class:`DoubleMLPLIV` or
+    :class:`DoubleMLIIVM`) takes the model's data, learners (its ``learner`` dict), n_folds,
+    n_rep, score and model options, and its sample splitting when it has one (``smpls``); it is
+    then fitted with :meth:`_OnStack.fit`.
+
+    Parameters
+    ----------
+    model : doubleml.DoubleMLPLR, DoubleMLIRM, DoubleMLPLIV or DoubleMLIIVM
+    client : fanfit.client.Client, optional
+        As :meth:`_OnStack.fit`.
+    **fit_options
+        Further arguments of :meth:`_OnStack.fit` (``seed``, ``timeout``, job options).
+
+    Returns
+    -------
+    DoubleMLPLR, DoubleMLIRM, DoubleMLPLIV or DoubleMLIIVM
+        Fitted.
+
+    Raises
+    ------
+    fanfit.errors.UnsupportedArgumentError
+        A model of another class, or with an argument a stack cannot honour.
+    fanfit.errors.InvalidLearnerError
+        A learner outside the allow-list.
+    """
+    if isinstance(model, _OnStack):
+        return model.fit(client, **fit_options)
+    cls = _CLASSES.get(type(model))
+    if cls is None:
+        raise _unsupported(
+            f"a {type(model).__name__}",
+            "fanfit runs DoubleMLPLR, DoubleMLIRM, DoubleMLPLIV and DoubleMLIIVM",
+        )
+    kwargs: dict[str, Any] = dict(model.learner)
+    kwargs.update(n_folds=model.n_folds, n_rep=model.n_rep, score=model.score,
+                  draw_sample_splitting=False)  # fmt: skip
+    if isinstance(model, _doubleml.DoubleMLIRM | _doubleml.DoubleMLIIVM):
+        kwargs.update(
+            normalize_ipw=model.normalize_ipw, ps_processor_config=model.ps_processor_config
+        )
+    if isinstance(model, _doubleml.DoubleMLIRM) and not np.all(model._weights["weights"] == 1.0):
+        raise _unsupported("weights", "fanfit's IRM scores weight every observation equally")
+    if isinstance(model, _doubleml.DoubleMLIIVM):
+        kwargs["subgroups"] = dict(model.subgroups)
+    ours = cls(model._dml_data, **kwargs)
+    if model._smpls is not None:
+        ours.set_sample_splitting(model.smpls)
+    return ours.fit(client, **fit_options)

@@ -1,0 +1,107 @@
+"""fanfit's DoubleML classes through the local pipeline equal DoubleML 0.11 run in-process.
+
+GIVEN DoubleML's getting-started data (PLR on make_plr_CCDDHNR2018, IRM on make_irm_data), the
+learners as scikit-learn objects and the folds given with ``set_sample_splitting``, WHEN
+``fanfit.DoubleMLPLR`` / ``fanfit.DoubleMLIRM`` are fitted on the local stack (Prepare ->
+CrossFit Lambdas -> Aggregate) and DoubleML's classes of the same names in-process, THEN coef, se,
+confint, the bootstrap from the same global seed, the sensitivity analysis and nuisance_loss agree
+to a relative 1e-9.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+pytestmark = pytest.mark.integration
+
+RTOL = 1e-9
+N_OBS = 500
+
+
+def _check_equal(ours, theirs) -> None:
+    np.testing.assert_allclose(ours.coef, theirs.coef, rtol=RTOL, atol=0)
+    np.testing.assert_allclose(ours.se, theirs.se, rtol=RTOL, atol=0)
+    np.testing.assert_allclose(ours.all_coef, theirs.all_coef, rtol=RTOL, atol=0)
+    np.testing.assert_allclose(ours.confint(), theirs.confint(), rtol=RTOL)
+    np.random.seed(31)
+    ours.bootstrap(method="normal", n_rep_boot=300)
+    np.random.seed(31)
+    theirs.bootstrap(method="normal", n_rep_boot=300)
+    np.testing.assert_allclose(ours.confint(joint=True), theirs.confint(joint=True), rtol=RTOL)
+    ours.sensitivity_analysis(cf_y=0.03, cf_d=0.03)
+    theirs.sensitivity_analysis(cf_y=0.03, cf_d=0.03)
+    for key in ("theta", "se", "ci"):
+        for side in ("lower", "upper"):
+            np.testing.assert_allclose(
+                ours.sensitivity_params[key][side], theirs.sensitivity_params[key][side], rtol=RTOL
+            )
+    np.testing.assert_allclose(
+        ours.sensitivity_params["rv"], theirs.sensitivity_params["rv"], rtol=RTOL
+    )
+    for key, loss in theirs.nuisance_loss.items():
+        assert np.all(np.isfinite(loss))
+        np.testing.assert_allclose(ours.nuisance_loss[key], loss, rtol=RTOL)
+
+
+def test_plr_and_irm_on_the_stack_equal_doubleml(local_client) -> None:
+    import doubleml as dml
+    from doubleml.irm.datasets import make_irm_data
+    from doubleml.plm.datasets import make_plr_CCDDHNR2018
+    from sklearn.linear_model import Lasso, LinearRegression, LogisticRegression
+
+    import fanfit
+
+    # GIVEN DoubleML's simulated data, fast deterministic learners and given folds (3 x 2)
+    np.random.seed(3141)
+    plr_data = dml.DoubleMLData(
+        make_plr_CCDDHNR2018(n_obs=N_OBS, dim_x=10, return_type="DataFrame"), "y", "d"
+    )
+    irm_data = dml.DoubleMLData(
+        make_irm_data(n_obs=N_OBS, dim_x=10, return_type="DataFrame"), "y", "d"
+    )
+    smpls = fanfit.dml.folds_to_smpls(fanfit.dml.draw_folds(N_OBS, 3, 2, seed=11))
+    runs = []
+    for cls, data, learners in (
+        ("DoubleMLPLR", plr_data, (Lasso(alpha=0.05), LinearRegression())),
+        ("DoubleMLIRM", irm_data, (LinearRegression(), LogisticRegression())),
+    ):
+        ours = getattr(fanfit, cls)(
+            data, *learners, n_folds=3, n_rep=2, draw_sample_splitting=False
+        )
+        theirs = getattr(dml, cls)(data, *learners, n_folds=3, n_rep=2, draw_sample_splitting=False)
+        ours.set_sample_splitting(smpls)
+        theirs.set_sample_splitting(smpls)
+        runs.append((ours, theirs))
+    # WHEN fanfit's run on the local stack and DoubleML's in-process
+    for ours, theirs in runs:
+        ours.fit(client=local_client, max_concurrency=2, timeout=300)
+        theirs.fit()
+    # THEN every number is DoubleML's, and the job's own result is the one checked in fit()
+    for ours, theirs in runs:
+        _check_equal(ours, theirs)
+        assert ours.fanfit_result.execution_arn.endswith(ours.fanfit_job.job_id)
+        np.testing.assert_allclose(ours.fanfit_result.coef, theirs.coef, rtol=RTOL, atol=0)
+        assert "------------------ fanfit" in str(ours)
+
+
+def test_from_doubleml_runs_an_unfitted_model_on_the_stack(local_client) -> None:
+    import doubleml as dml
+    from doubleml.plm.datasets import make_plr_CCDDHNR2018
+    from sklearn.ensemble import RandomForestRegressor
+
+    import fanfit
+
+    # GIVEN an unfitted DoubleML PLR with seeded forests and its own (global-seed) splitting
+    np.random.seed(5)
+    data = dml.DoubleMLData(
+        make_plr_CCDDHNR2018(n_obs=N_OBS, dim_x=5, return_type="DataFrame"), "y", "d"
+    )
+    forest = RandomForestRegressor(n_estimators=20, max_depth=4, random_state=1)
+    model = dml.DoubleMLPLR(data, forest, forest, n_folds=3)
+    # WHEN it runs through fanfit, and the same model in-process
+    ours = fanfit.from_doubleml(model, client=local_client, max_concurrency=2, timeout=300)
+    model.fit()
+    # THEN the estimates agree
+    np.testing.assert_allclose(ours.coef, model.coef, rtol=RTOL, atol=0)
+    np.testing.assert_allclose(ours.se, model.se, rtol=RTOL, atol=0)
