@@ -6,7 +6,7 @@ BIN := $(VENV)/bin
 export AWS_DEFAULT_REGION ?= us-east-1
 export SAM_CLI_TELEMETRY := 0
 
-.PHONY: install install-local demo test suite lint unit integration sam-build bench clean
+.PHONY: install install-local deps demo test suite lint unit integration sam-build bench clean
 
 $(BIN)/fanfit: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -16,8 +16,9 @@ $(BIN)/fanfit: pyproject.toml
 
 install: $(BIN)/fanfit
 
-# LocalStack core (Python 3.13) with fanfit's plugins, and the Lambda runtime interpreter (Python 3.12).
-install-local: install
+# LocalStack core (Python 3.13) with fanfit's plugins, and the Lambda runtime interpreter (Python 3.12);
+# independent of .venv, so that `make -j3 deps` builds the virtualenvs side by side.
+install-local:
 	bash scripts/install_local_stack.sh
 
 # The 401(k) data (Chernozhukov et al. 2018), DoubleML's covariates, random forests, 5 folds x 3 repetitions.
@@ -57,10 +58,15 @@ unit: install
 integration: install install-local
 	$(BIN)/pytest tests/integration -q -m integration
 
-# make test: lint beside the whole suite (make -j2; either failing fails the target). The suite runs on
-# two xdist workers: the integration modules (mostly waiting on the local stack) in one, as one group
-# sharing one local stack, and the unit tests spread over both (tests/conftest.py).
-test: install install-local
+# Every virtualenv make test needs, built side by side (pip downloads and unpacks; three at once).
+deps: install install-local $(CHECKOV_VENV)/bin/checkov
+
+# make test: the virtualenvs (make -j3 deps), then lint beside the whole suite (make -j2; either
+# failing fails the target). The suite runs on two xdist workers: the integration modules in two
+# groups, one local stack per worker shared by its group's modules, and the unit tests spread over
+# both (tests/conftest.py).
+test:
+	$(MAKE) --no-print-directory -j3 deps
 	$(MAKE) --no-print-directory -j2 lint suite
 
 suite: install install-local

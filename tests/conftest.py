@@ -1,16 +1,36 @@
-"""Suite-wide test setup: the integration modules share one worker under pytest-xdist.
+"""Suite-wide test setup: the integration modules run on two pytest-xdist workers, a local stack each.
 
-``make test`` runs ``pytest -n 2 --dist loadgroup``: the unit tests spread over both workers while
-every integration test (marked ``integration``) goes to one worker, in one group, so the session's
-local stack is started and the project deployed once, as in a run without xdist.
+``make test`` runs ``pytest -n 2 --dist loadgroup``. The integration tests (marked ``integration``)
+are split by module into two xdist groups; each group runs on one worker, whose session fixtures
+(tests/integration/conftest.py) start one local stack and deploy the project once for every module
+of the group. The unit tests spread over both workers around them. Why two: the integration modules
+spend much of their time waiting on the stack (process starts, polling, one shard at a time), so
+one worker's stack left a core idle for most of the run; a second stack costs one more start and
+deploy (about a minute) and lets both cores work. The groups are balanced by the modules' measured
+durations (``--durations`` in every run); a module not listed goes to the first group. Without
+xdist (``pytest tests/integration``) every module shares one stack, as before.
 """
 
 from __future__ import annotations
 
 import pytest
 
+#: Integration modules of the second group (the first takes the others): the slow modules that
+#: start LocalStacks of their own (faults, restart), the GPU worker's, and the train jobs'.
+SECOND_STACK_MODULES = frozenset(
+    {
+        "test_faults.py",
+        "test_restart_on_stack.py",
+        "test_train_mlp_on_stack.py",
+        "test_batch_pipeline.py",
+        "test_train_resume_on_stack.py",
+        "test_local_stack.py",
+    }
+)
+
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     for item in items:
         if item.get_closest_marker("integration"):
-            item.add_marker(pytest.mark.xdist_group("local-stack"))
+            second = item.path.name in SECOND_STACK_MODULES
+            item.add_marker(pytest.mark.xdist_group("local-stack-2" if second else "local-stack-1"))

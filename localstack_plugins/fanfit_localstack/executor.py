@@ -109,6 +109,27 @@ def runtime_path(function_version: FunctionVersion) -> list[str]:
     return entries
 
 
+def layer_library_path(function_version: FunctionVersion) -> list[str]:
+    """The layers' ``lib`` directories (Lambda's ``/opt/lib``, on ``LD_LIBRARY_PATH`` after the
+    system's own directories: AWS Lambda developer guide, "Defined runtime environment variables").
+
+    Parameters
+    ----------
+    function_version : FunctionVersion
+        The function version, its layers prepared (unzipped).
+
+    Returns
+    -------
+    list of str
+        Absolute directories, the last layer first.
+    """
+    return [
+        str(Path(layer.code.get_unzipped_code_location()) / "lib")
+        for layer in reversed(function_version.config.layers or [])
+        if layer.code is not None
+    ]
+
+
 class LocalRuntimeExecutor(RuntimeExecutor):
     """Runs one execution environment as a process tree: ``lambda_init`` and the handler's child.
 
@@ -170,6 +191,11 @@ class LocalRuntimeExecutor(RuntimeExecutor):
                 "FANFIT_INIT_TIMEOUT": str(config.LAMBDA_RUNTIME_ENVIRONMENT_TIMEOUT),
             }
         )
+        library_path = [
+            os.environ.get("LD_LIBRARY_PATH", ""),
+            *layer_library_path(self.function_version),
+        ]
+        env["LD_LIBRARY_PATH"] = os.pathsep.join(p for p in library_path if p)
         if self.cgroups is not None:
             env["FANFIT_CGROUP_MEMORY"] = str(self.cgroups.memory)
             env["FANFIT_CGROUP_CPU"] = str(self.cgroups.cpu)

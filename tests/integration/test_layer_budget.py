@@ -113,3 +113,5 @@ def test_every_function_with_its_layers_stays_within_the_budget(
     assert (fanfit_layer / "fanfit").is_dir()
     assert not (fanfit_layer / "botocore").exists()
     assert not (fanfit_layer / "boto3").exists()
+    # AND the scientific layer ships the GNU OpenMP runtime LightGBM links (lib/ is Lambda's /opt/lib)
+    assert (build_dir / "ScientificLayer" / "lib" / "libgomp.so.1").is_file()
