@@ -179,6 +179,35 @@ def test_the_job_gets_learners_as_specs_and_the_model_options() -> None:
     assert options["folds"].shape == (N_OBS, 1)
 
 
+@pytest.mark.filterwarnings("ignore::DeprecationWarning")
+def test_pipelines_and_searches_travel_as_specs_and_give_doublemls_numbers() -> None:
+    from sklearn.model_selection import GridSearchCV
+    from sklearn.pipeline import make_pipeline
+    from sklearn.preprocessing import StandardScaler
+
+    # GIVEN a grid search as ml_l and a Pipeline as ml_m (scikit-learn objects, as DoubleML takes)
+    data = _data("plr")
+    ml_l = GridSearchCV(Lasso(), {"alpha": [0.01, 0.1]}, cv=3)
+    ml_m = make_pipeline(StandardScaler(), Lasso(alpha=0.02))
+    np.random.seed(42)
+    ours = fanfit.DoubleMLPLR(data, ml_l, ml_m, n_folds=3)
+    np.random.seed(42)
+    theirs = dml.DoubleMLPLR(data, ml_l, ml_m, n_folds=3)
+    # WHEN fanfit's is fitted on the fake stack and DoubleML's in-process
+    client = FakeClient()
+    ours.fit(client=client)
+    theirs.fit()
+    # THEN they reached the job as allow-listed specs of the composite classes
+    sent = client.submitted[0]
+    assert (sent["ml_l"].name, sent["ml_m"].name) == ("GridSearchCV", "Pipeline")
+    # AND the estimate is DoubleML's
+    np.testing.assert_allclose(ours.coef, theirs.coef, rtol=RTOL)
+    np.testing.assert_allclose(ours.se, theirs.se, rtol=RTOL)
+    # AND a Pipeline with a step outside the allow-list is refused by the learner's name
+    with pytest.raises(errors.InvalidLearnerError, match=r"ml_m step 1 .svr.: .*SVR"):
+        fanfit.DoubleMLPLR(data, LIN, make_pipeline(StandardScaler(), SVR()))
+
+
 def test_a_learner_without_random_state_takes_the_jobs_seed() -> None:
     from sklearn.ensemble import RandomForestRegressor
 
