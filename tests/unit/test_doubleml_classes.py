@@ -408,6 +408,21 @@ def test_from_doubleml_runs_the_models_own_setup() -> None:
     assert np.all(np.isnan(model.coef))  # the user's model is left unfitted
 
 
+@pytest.mark.filterwarnings("ignore::DeprecationWarning")
+def test_from_doubleml_takes_a_clustered_models_splitting() -> None:
+    # GIVEN an unfitted DoubleML PLIV on two-way clustered data, with its own cluster splitting
+    np.random.seed(8)
+    model = dml.DoubleMLPLIV(_cluster_pliv(), LIN, LIN, LIN, n_folds=2)
+    # WHEN it runs through fanfit, and the same model in-process
+    client = FakeClient()
+    ours = fanfit.from_doubleml(model, client=client)
+    model.fit()
+    # THEN the job got 2 folds per cluster variable and the estimate is DoubleML's
+    assert client.submitted[0]["n_folds"] == 2 and len(ours.smpls[0]) == 4
+    np.testing.assert_allclose(ours.coef, model.coef, rtol=RTOL)
+    np.testing.assert_allclose(ours.se, model.se, rtol=RTOL)
+
+
 def test_str_adds_the_run_after_doublemls_summary() -> None:
     obj = fanfit.DoubleMLPLR(_data("plr"), LIN, LIN, n_folds=2)
     assert "fanfit" not in str(obj)

@@ -636,7 +636,9 @@ def from_doubleml(model: Any, client: Any = None, **fit_options: Any) -> Any:
             "fanfit runs DoubleMLPLR, DoubleMLIRM, DoubleMLPLIV and DoubleMLIIVM",
         )
     kwargs: dict[str, Any] = dict(model.learner)
-    kwargs.update(n_folds=model.n_folds, n_rep=model.n_rep, score=model.score,
+    cluster = bool(getattr(model._dml_data, "is_cluster_data", False))
+    n_folds = model._n_folds_per_cluster if cluster else model.n_folds  # per cluster variable
+    kwargs.update(n_folds=n_folds, n_rep=model.n_rep, score=model.score,
                   draw_sample_splitting=False)  # fmt: skip
     if isinstance(model, _doubleml.DoubleMLIRM | _doubleml.DoubleMLIIVM):
         kwargs.update(
@@ -647,6 +649,8 @@ def from_doubleml(model: Any, client: Any = None, **fit_options: Any) -> Any:
     if isinstance(model, _doubleml.DoubleMLIIVM):
         kwargs["subgroups"] = dict(model.subgroups)
     ours = cls(model._dml_data, **kwargs)
-    if model._smpls is not None:
+    if model._smpls is not None and cluster:
+        ours.set_sample_splitting(model.smpls, model.smpls_cluster)
+    elif model._smpls is not None:
         ours.set_sample_splitting(model.smpls)
     return ours.fit(client, **fit_options)
