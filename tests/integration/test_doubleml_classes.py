@@ -1,7 +1,8 @@
 """fanfit's DoubleML classes through the local pipeline equal DoubleML 0.11 run in-process.
 
 GIVEN DoubleML's getting-started data (PLR on make_plr_CCDDHNR2018, IRM on make_irm_data), the
-learners as scikit-learn objects and the folds given with ``set_sample_splitting``, WHEN
+learners as scikit-learn objects (IRM's ``ml_m`` a ``Pipeline``: StandardScaler then
+LogisticRegression) and the folds given with ``set_sample_splitting``, WHEN
 ``fanfit.DoubleMLPLR`` / ``fanfit.DoubleMLIRM`` are fitted on the local stack (Prepare ->
 CrossFit Lambdas -> Aggregate) and DoubleML's classes of the same names in-process, THEN coef, se,
 confint, the bootstrap from the same global seed, the sensitivity analysis and nuisance_loss agree
@@ -49,10 +50,13 @@ def test_plr_and_irm_on_the_stack_equal_doubleml(local_client) -> None:
     from doubleml.irm.datasets import make_irm_data
     from doubleml.plm.datasets import make_plr_CCDDHNR2018
     from sklearn.linear_model import Lasso, LinearRegression, LogisticRegression
+    from sklearn.pipeline import make_pipeline
+    from sklearn.preprocessing import StandardScaler
 
     import fanfit
 
-    # GIVEN DoubleML's simulated data, fast deterministic learners and given folds (3 x 2)
+    # GIVEN DoubleML's simulated data, fast deterministic learners (one a Pipeline) and given
+    # folds (3 x 2)
     np.random.seed(3141)
     plr_data = dml.DoubleMLData(
         make_plr_CCDDHNR2018(n_obs=N_OBS, dim_x=10, return_type="DataFrame"), "y", "d"
@@ -64,7 +68,11 @@ def test_plr_and_irm_on_the_stack_equal_doubleml(local_client) -> None:
     runs = []
     for cls, data, learners in (
         ("DoubleMLPLR", plr_data, (Lasso(alpha=0.05), LinearRegression())),
-        ("DoubleMLIRM", irm_data, (LinearRegression(), LogisticRegression())),
+        (
+            "DoubleMLIRM",
+            irm_data,
+            (LinearRegression(), make_pipeline(StandardScaler(), LogisticRegression())),
+        ),
     ):
         ours = getattr(fanfit, cls)(
             data, *learners, n_folds=3, n_rep=2, draw_sample_splitting=False
@@ -77,7 +85,9 @@ def test_plr_and_irm_on_the_stack_equal_doubleml(local_client) -> None:
     for ours, theirs in runs:
         ours.fit(client=local_client, max_concurrency=2, timeout=300)
         theirs.fit()
-    # THEN every number is DoubleML's, and the job's own result is the one checked in fit()
+    # THEN the Pipeline travelled as an allow-listed spec
+    assert runs[1][0].fanfit_options()["ml_m"].name == "Pipeline"
+    # AND every number is DoubleML's, and the job's own result is the one checked in fit()
     for ours, theirs in runs:
         _check_equal(ours, theirs)
         assert ours.fanfit_result.execution_arn.endswith(ours.fanfit_job.job_id)

@@ -21,14 +21,18 @@ import pytest
 dml = pytest.importorskip("doubleml")
 
 from doubleml.irm.datasets import make_iivm_data, make_irm_data  # noqa: E402
-from doubleml.plm.datasets import make_pliv_CHS2015, make_plr_CCDDHNR2018  # noqa: E402
+from doubleml.plm.datasets import (  # noqa: E402
+    make_pliv_CHS2015,
+    make_pliv_multiway_cluster_CKMS2021,
+    make_plr_CCDDHNR2018,
+)
 from sklearn.linear_model import Lasso, LinearRegression, LogisticRegression  # noqa: E402
 from sklearn.svm import SVR  # noqa: E402
 
 import fanfit  # noqa: E402
 from fanfit import dml as fdml  # noqa: E402
 from fanfit import errors  # noqa: E402
-from fanfit.client import EstimateOptions, check_estimate  # noqa: E402
+from fanfit.client import check_estimate  # noqa: E402
 from fanfit.client import doubleml as fdoubleml  # noqa: E402
 from fanfit.dml.interop import MissingDependencyError, external_predictions  # noqa: E402
 
@@ -175,6 +179,35 @@ def test_the_job_gets_learners_as_specs_and_the_model_options() -> None:
     assert options["folds"].shape == (N_OBS, 1)
 
 
+@pytest.mark.filterwarnings("ignore::DeprecationWarning")
+def test_pipelines_and_searches_travel_as_specs_and_give_doublemls_numbers() -> None:
+    from sklearn.model_selection import GridSearchCV
+    from sklearn.pipeline import make_pipeline
+    from sklearn.preprocessing import StandardScaler
+
+    # GIVEN a grid search as ml_l and a Pipeline as ml_m (scikit-learn objects, as DoubleML takes)
+    data = _data("plr")
+    ml_l = GridSearchCV(Lasso(), {"alpha": [0.01, 0.1]}, cv=3)
+    ml_m = make_pipeline(StandardScaler(), Lasso(alpha=0.02))
+    np.random.seed(42)
+    ours = fanfit.DoubleMLPLR(data, ml_l, ml_m, n_folds=3)
+    np.random.seed(42)
+    theirs = dml.DoubleMLPLR(data, ml_l, ml_m, n_folds=3)
+    # WHEN fanfit's is fitted on the fake stack and DoubleML's in-process
+    client = FakeClient()
+    ours.fit(client=client)
+    theirs.fit()
+    # THEN they reached the job as allow-listed specs of the composite classes
+    sent = client.submitted[0]
+    assert (sent["ml_l"].name, sent["ml_m"].name) == ("GridSearchCV", "Pipeline")
+    # AND the estimate is DoubleML's
+    np.testing.assert_allclose(ours.coef, theirs.coef, rtol=RTOL)
+    np.testing.assert_allclose(ours.se, theirs.se, rtol=RTOL)
+    # AND a Pipeline with a step outside the allow-list is refused by the learner's name
+    with pytest.raises(errors.InvalidLearnerError, match=r"ml_m step 1 .svr.: .*SVR"):
+        fanfit.DoubleMLPLR(data, LIN, make_pipeline(StandardScaler(), SVR()))
+
+
 def test_a_learner_without_random_state_takes_the_jobs_seed() -> None:
     from sklearn.ensemble import RandomForestRegressor
 
@@ -246,13 +279,76 @@ def test_a_learner_outside_the_allow_list_is_refused_at_construction() -> None:
         fanfit.DoubleMLPLR(_data("plr"), SVR(), LIN)
 
 
-def test_cluster_data_until_the_stack_has_cluster_cols() -> None:
-    if "cluster_cols" in EstimateOptions.names():
-        pytest.skip("clustered data is an estimate option: tested with it")
-    df = _data("plr").data.assign(cl=np.arange(N_OBS) % 10)
-    data = dml.DoubleMLData(df, "y", "d", x_cols=["X1", "X2"], cluster_cols="cl")
-    with pytest.raises(errors.UnsupportedArgumentError, match="cluster"):
-        fanfit.DoubleMLPLR(data, LIN, LIN)
+def _cluster_plr():
+    np.random.seed(1234)
+    df = make_plr_CCDDHNR2018(n_obs=N_OBS, dim_x=4, return_type="DataFrame")
+    df["cl"] = np.arange(N_OBS) % 10  # ten clusters of twenty rows
+    return dml.DoubleMLClusterData(df, "y", "d", x_cols=["X1", "X2", "X3", "X4"], cluster_cols="cl")
+
+
+def _cluster_pliv():
+    np.random.seed(1234)  # 12 x 12 two-way clustered rows (Chiang et al. 2021's design)
+    return make_pliv_multiway_cluster_CKMS2021(N=12, M=12, dim_X=5)
+
+
+# (class name, data, learners, keywords, the options the job must get)
+OPTION_CASES = {
+    "plr-one-way-cluster": (
+        "DoubleMLPLR", _cluster_plr, (LIN, LIN), {}, {"cluster_cols": ["cl"], "n_folds": 3},
+    ),
+    "pliv-two-way-cluster": (
+        "DoubleMLPLIV", _cluster_pliv, (LIN, LIN, LIN), {},
+        {"cluster_cols": ["cluster_var_i", "cluster_var_j"], "n_folds": 3},
+    ),
+    "iivm-no-always-takers": (
+        "DoubleMLIIVM", lambda: _data("iivm"), (LIN, LOGIT, LOGIT),
+        {"subgroups": {"always_takers": False, "never_takers": True}},
+        {"subgroups": {"always_takers": False, "never_takers": True}, "normalize_ipw": False},
+    ),
+    "irm-normalize-ipw": (
+        "DoubleMLIRM", lambda: _data("irm"), (LIN, LOGIT), {"normalize_ipw": True},
+        {"normalize_ipw": True, "trimming_threshold": 0.01},
+    ),
+}  # fmt: skip
+
+
+@pytest.mark.filterwarnings("ignore::DeprecationWarning")
+@pytest.mark.parametrize("case", list(OPTION_CASES))
+def test_clusters_subgroups_and_normalize_ipw_reach_the_job(case) -> None:
+    # GIVEN clustered data (one- or two-way), IIVM subgroups or IRM's normalize_ipw, and a
+    # fanfit class and DoubleML's from the same global seed
+    name, make_data, learners, kwargs, expected = OPTION_CASES[case]
+    data = make_data()
+    np.random.seed(42)
+    ours = getattr(fanfit, name)(data, *learners, n_folds=3, n_rep=2, **kwargs)
+    np.random.seed(42)
+    theirs = getattr(dml, name)(data, *learners, n_folds=3, n_rep=2, **kwargs)
+    # WHEN fanfit's is fitted on the fake stack and DoubleML's in-process
+    client = FakeClient()
+    ours.fit(client=client)
+    theirs.fit()
+    # THEN the job got the options (n_folds per cluster variable) ...
+    sent = client.submitted[0]
+    for key, value in expected.items():
+        assert sent[key] == value, key
+    # ... and DoubleML's sample splitting: with clusters, the cartesian-product fold index
+    if "cluster_cols" in expected:
+        cluster_vars = data.data[expected["cluster_cols"]].to_numpy()
+        folds = fdml.validate_cluster_folds(sent["folds"], cluster_vars, 3, 2)
+        smpls, _ = fdml.cluster_folds_to_smpls(folds, cluster_vars, 3)
+        assert len(smpls[1]) == len(theirs.smpls[1]) == 3 ** len(expected["cluster_cols"])
+        for (train, test), (their_train, their_test) in zip(smpls[1], theirs.smpls[1], strict=True):
+            np.testing.assert_array_equal(test, np.sort(their_test))
+            np.testing.assert_array_equal(train, np.sort(their_train))
+    else:
+        np.testing.assert_array_equal(sent["folds"], fdml.smpls_to_folds(theirs.smpls))
+    # AND coef, se (cluster-robust with clusters), the intervals and the losses are DoubleML's
+    np.testing.assert_allclose(ours.coef, theirs.coef, rtol=RTOL)
+    np.testing.assert_allclose(ours.se, theirs.se, rtol=RTOL)
+    np.testing.assert_allclose(ours.confint(), theirs.confint(), rtol=RTOL)
+    for key, value in theirs.predictions.items():
+        np.testing.assert_allclose(ours.predictions[key], value, rtol=RTOL, atol=1e-12)
+        np.testing.assert_allclose(ours.nuisance_loss[key], theirs.nuisance_loss[key], rtol=RTOL)
 
 
 def test_fit_without_sample_splitting_says_how_to_set_it() -> None:
@@ -310,6 +406,21 @@ def test_from_doubleml_runs_the_models_own_setup() -> None:
     np.testing.assert_allclose(ours.coef, reference.coef, rtol=RTOL)
     np.testing.assert_allclose(ours.se, reference.se, rtol=RTOL)
     assert np.all(np.isnan(model.coef))  # the user's model is left unfitted
+
+
+@pytest.mark.filterwarnings("ignore::DeprecationWarning")
+def test_from_doubleml_takes_a_clustered_models_splitting() -> None:
+    # GIVEN an unfitted DoubleML PLIV on two-way clustered data, with its own cluster splitting
+    np.random.seed(8)
+    model = dml.DoubleMLPLIV(_cluster_pliv(), LIN, LIN, LIN, n_folds=2)
+    # WHEN it runs through fanfit, and the same model in-process
+    client = FakeClient()
+    ours = fanfit.from_doubleml(model, client=client)
+    model.fit()
+    # THEN the job got 2 folds per cluster variable and the estimate is DoubleML's
+    assert client.submitted[0]["n_folds"] == 2 and len(ours.smpls[0]) == 4
+    np.testing.assert_allclose(ours.coef, model.coef, rtol=RTOL)
+    np.testing.assert_allclose(ours.se, model.se, rtol=RTOL)
 
 
 def test_str_adds_the_run_after_doublemls_summary() -> None:

@@ -31,10 +31,9 @@ import numpy as np
 import pandas as pd
 
 from fanfit import errors
-from fanfit.client.options import EstimateOptions
-from fanfit.dml.folds import smpls_to_folds
+from fanfit.dml.folds import smpls_to_folds, validate_cluster_folds
 from fanfit.dml.interop import import_doubleml
-from fanfit.learners import LearnerSpec
+from fanfit.learners import LearnerSpec, as_learner_spec
 
 import_doubleml()  # without DoubleML: MissingDependencyError, with the pip command
 import doubleml as _doubleml  # noqa: E402 - after the check that names the extra
@@ -52,7 +51,6 @@ __all__ = [
 RTOL = 1e-9
 #: Options of the estimate job that ``fit`` passes on (they do not change the numbers).
 JOB_OPTIONS = ("max_concurrency", "sharding", "units_per_shard", "weight")
-_SUBGROUPS_DEFAULT = {"always_takers": True, "never_takers": True}
 
 
 def default_client() -> Any:
@@ -84,32 +82,19 @@ def default_client() -> Any:
 
 
 def _learner_spec(name: str, learner: Any) -> LearnerSpec:
-    """The allow-listed spec of a learner: an estimator object from its class and
-    ``get_params(deep=False)`` (a ``random_state`` of None is left to the job's seed).
+    """The allow-listed spec of learner ``name`` (:func:`fanfit.learners.as_learner_spec`).
 
-    TODO(lead): swap for ``fanfit.learners.as_learner_spec`` once branch ``learners`` is merged.
+    Estimator objects of the allow-list, ``Pipeline``, ``GridSearchCV``/``RandomizedSearchCV``
+    and LightGBM's become specs (parameters that differ from the class's defaults, so an unset
+    ``random_state`` is left to the job's seed); strings and specs are parsed.
 
     Raises
     ------
     fanfit.errors.InvalidLearnerError
-        The class or a parameter value is outside the allow-list (the message says what is allowed).
+        The class, a step or a parameter value is outside the allow-list (the message names
+        ``name`` and says what is allowed).
     """
-    if isinstance(learner, LearnerSpec):
-        return learner
-    if isinstance(learner, str):
-        return LearnerSpec.parse(learner)
-    if not hasattr(learner, "get_params"):
-        raise errors.InvalidLearnerError(
-            f"learner {name} must be a scikit-learn estimator or 'NAME:{{json params}}', got "
-            f"{type(learner).__name__}"
-        )
-    params = dict(learner.get_params(deep=False))
-    if params.get("random_state", 0) is None:
-        del params["random_state"]
-    try:
-        return LearnerSpec(type(learner).__name__, params)
-    except errors.InvalidLearnerError as exc:
-        raise errors.InvalidLearnerError(f"learner {name}: {exc}") from exc
+    return as_learner_spec(learner, name)
 
 
 def _estimator(name: str, learner: Any) -> Any:
@@ -168,11 +153,6 @@ def _check_arguments(data: Any, score: Any) -> None:
     """
     if callable(score):
         raise _unsupported("a callable score", "give one of DoubleML's score names")
-    if getattr(data, "is_cluster_data", False) and "cluster_cols" not in EstimateOptions.names():
-        raise _unsupported(
-            "cluster data (DoubleMLClusterData or cluster_cols)",
-            "this fanfit has no cluster_cols option yet; use DoubleML in-process for clustered data",
-        )
     if not data.use_other_treat_as_covariate:
         raise _unsupported(
             "use_other_treat_as_covariate=False",
@@ -216,7 +196,11 @@ class _OnStack:
         -------
         dict
             model, score, y, d, x, z, the learners as specs, n_folds, n_rep, seed, folds
-            (:func:`fanfit.dml.smpls_to_folds` of ``smpls``) and the model's own options.
+            (:func:`fanfit.dml.smpls_to_folds` of ``smpls``) and the model's own options
+            (trimming_threshold, normalize_ipw, subgroups); on clustered data also
+            ``cluster_cols``, with ``n_folds`` per cluster variable (DoubleML's
+            ``n_folds_per_cluster``) and the cartesian-product fold index of
+            :mod:`fanfit.dml.folds`.
 
         Raises
         ------
@@ -231,7 +215,6 @@ class _OnStack:
                 "no sample splitting: construct with draw_sample_splitting=True or call "
                 "set_sample_splitting(all_smpls) before fit()"
             )
-        cluster = bool(getattr(data, "is_cluster_data", False))
         options: dict[str, Any] = {
             "model": self._fanfit_model,
             "score": self.score,  # type: ignore[attr-defined]
@@ -242,14 +225,36 @@ class _OnStack:
             "n_folds": self.n_folds,  # type: ignore[attr-defined]
             "n_rep": self.n_rep,  # type: ignore[attr-defined]
             "seed": seed,
-            "folds": smpls_to_folds(self._smpls, data.n_obs, check_train=not cluster),  # type: ignore[attr-defined]
         }
+        if getattr(data, "is_cluster_data", False):
+            options.update(self._fanfit_cluster_folds(data))
+        else:
+            options["folds"] = smpls_to_folds(self._smpls, data.n_obs)  # type: ignore[attr-defined]
         for name, learner in self._learner.items():  # type: ignore[attr-defined]
             options[name] = _learner_spec(name, learner)
-        if cluster:
-            options["cluster_cols"] = list(data.cluster_cols)
         options.update(self._fanfit_model_options())
         return options
+
+    def _fanfit_cluster_folds(self, data: Any) -> dict[str, Any]:
+        """``cluster_cols``, ``n_folds`` (per cluster variable) and the folds of clustered data.
+
+        DoubleML's cluster ``smpls`` (``DoubleMLClusterResampling``) hold ``n_folds ** m`` test
+        sets per repetition in the order of the cartesian product of the ``m`` cluster variables'
+        folds, first variable slowest: the fold index is the encoding of
+        :mod:`fanfit.dml.folds` (:func:`~fanfit.dml.cluster_fold_digits`). Their training sets
+        leave out every row sharing a cluster with the test rows, so they are not complements.
+
+        Raises
+        ------
+        fanfit.errors.InvalidFoldsError
+            A cluster split over two folds of its variable (:func:`~fanfit.dml.validate_cluster_folds`).
+        """
+        cluster_cols = list(data.cluster_cols)
+        n_folds = int(self._n_folds_per_cluster)  # type: ignore[attr-defined]
+        folds = smpls_to_folds(self._smpls, data.n_obs, check_train=False)  # type: ignore[attr-defined]
+        cluster_vars = data.data[cluster_cols].to_numpy()
+        folds = validate_cluster_folds(folds, cluster_vars, n_folds, self.n_rep)  # type: ignore[attr-defined]
+        return {"cluster_cols": cluster_cols, "n_folds": n_folds, "folds": folds}
 
     def fit(
         self,
@@ -415,8 +420,7 @@ class DoubleMLPLR(_OnStack, _doubleml.DoubleMLPLR):  # type: ignore[misc]
     Raises
     ------
     fanfit.errors.UnsupportedArgumentError
-        A callable score, cluster data (until fanfit has ``cluster_cols``), or
-        ``use_other_treat_as_covariate=False``.
+        A callable score or ``use_other_treat_as_covariate=False``.
     fanfit.errors.InvalidLearnerError, InvalidDataError
         A learner outside the allow-list; ``obj_dml_data`` of the wrong kind.
     """
@@ -495,16 +499,12 @@ class _PropensityOptions:
                 "a propensity calibration (ps_processor_config.calibration_method)",
                 "fanfit clips the propensities at clipping_threshold only",
             )
-        if normalize_ipw and "normalize_ipw" not in EstimateOptions.names():
-            raise _unsupported("normalize_ipw=True", "this fanfit has no normalize_ipw option yet")
 
     def _fanfit_model_options(self) -> dict[str, Any]:
-        options: dict[str, Any] = {
-            "trimming_threshold": float(self.ps_processor_config.clipping_threshold)  # type: ignore[attr-defined]
+        return {
+            "trimming_threshold": float(self.ps_processor_config.clipping_threshold),  # type: ignore[attr-defined]
+            "normalize_ipw": bool(self.normalize_ipw),  # type: ignore[attr-defined]
         }
-        if "normalize_ipw" in EstimateOptions.names():
-            options["normalize_ipw"] = bool(self.normalize_ipw)  # type: ignore[attr-defined]
-        return options
 
 
 class DoubleMLIRM(_PropensityOptions, _OnStack, _doubleml.DoubleMLIRM):  # type: ignore[misc]
@@ -518,8 +518,7 @@ class DoubleMLIRM(_PropensityOptions, _OnStack, _doubleml.DoubleMLIRM):  # type:
     Raises
     ------
     fanfit.errors.UnsupportedArgumentError
-        As :class:`DoubleMLPLR`; also ``weights``, a propensity calibration, or ``normalize_ipw``
-        while the stack's fanfit has no such option.
+        As :class:`DoubleMLPLR`; also ``weights`` or a propensity calibration.
     """
 
     _fanfit_model = "irm"
@@ -556,8 +555,7 @@ class DoubleMLIIVM(_PropensityOptions, _OnStack, _doubleml.DoubleMLIIVM):  # typ
     Raises
     ------
     fanfit.errors.UnsupportedArgumentError
-        As :class:`DoubleMLIRM`; also ``subgroups`` other than DoubleML's default while the
-        stack's fanfit has no such option.
+        As :class:`DoubleMLIRM`.
     """
 
     _fanfit_model = "iivm"
@@ -572,13 +570,6 @@ class DoubleMLIIVM(_PropensityOptions, _OnStack, _doubleml.DoubleMLIIVM):  # typ
         data = _dml_data(obj_dml_data, y_col, d_cols, x_cols, z_cols, cluster_cols)
         _check_arguments(data, score)
         self._fanfit_check_ps(None, normalize_ipw, ps_processor_config)
-        if (
-            subgroups not in (None, _SUBGROUPS_DEFAULT)
-            and "subgroups" not in EstimateOptions.names()
-        ):
-            raise _unsupported(
-                "subgroups", "this fanfit estimates with both subgroups (the default)"
-            )
         super().__init__(
             data, _estimator("ml_g", ml_g), _estimator("ml_m", ml_m), _estimator("ml_r", ml_r),
             n_folds, n_rep, score, subgroups, normalize_ipw, trimming_rule, trimming_threshold,
@@ -588,8 +579,7 @@ class DoubleMLIIVM(_PropensityOptions, _OnStack, _doubleml.DoubleMLIIVM):  # typ
 
     def _fanfit_model_options(self) -> dict[str, Any]:
         options = super()._fanfit_model_options()
-        if "subgroups" in EstimateOptions.names():
-            options["subgroups"] = dict(self.subgroups)
+        options["subgroups"] = dict(self.subgroups)
         return options
 
     def _fanfit_targets(self, y, d, z, preds):  # type: ignore[no-untyped-def]
@@ -646,7 +636,9 @@ def from_doubleml(model: Any, client: Any = None, **fit_options: Any) -> Any:
             "fanfit runs DoubleMLPLR, DoubleMLIRM, DoubleMLPLIV and DoubleMLIIVM",
         )
     kwargs: dict[str, Any] = dict(model.learner)
-    kwargs.update(n_folds=model.n_folds, n_rep=model.n_rep, score=model.score,
+    cluster = bool(getattr(model._dml_data, "is_cluster_data", False))
+    n_folds = model._n_folds_per_cluster if cluster else model.n_folds  # per cluster variable
+    kwargs.update(n_folds=n_folds, n_rep=model.n_rep, score=model.score,
                   draw_sample_splitting=False)  # fmt: skip
     if isinstance(model, _doubleml.DoubleMLIRM | _doubleml.DoubleMLIIVM):
         kwargs.update(
@@ -657,6 +649,8 @@ def from_doubleml(model: Any, client: Any = None, **fit_options: Any) -> Any:
     if isinstance(model, _doubleml.DoubleMLIIVM):
         kwargs["subgroups"] = dict(model.subgroups)
     ours = cls(model._dml_data, **kwargs)
-    if model._smpls is not None:
+    if model._smpls is not None and cluster:
+        ours.set_sample_splitting(model.smpls, model.smpls_cluster)
+    elif model._smpls is not None:
         ours.set_sample_splitting(model.smpls)
     return ours.fit(client, **fit_options)
