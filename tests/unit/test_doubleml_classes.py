@@ -6,7 +6,7 @@ estimator (:func:`fanfit.dml.estimate_in_process`, what the pipeline computes) o
 global NumPy seed and fitted, THEN every post-estimation number (coef, se, predictions, nuisance
 targets and loss, evaluate_learners, bootstrap intervals, sensitivity analysis) is DoubleML's;
 what a stack cannot honour is refused with a named error. The same run through the local
-pipeline is tests/integration/test_doubleml_classes.py.
+pipeline is tests/integration/test_doubleml_classes_on_stack.py.
 """
 
 from __future__ import annotations
