@@ -6,6 +6,7 @@ import numpy as np
 
 from fanfit.dml.data import DMLData
 from fanfit.dml.folds import cluster_folds_to_smpls
+from fanfit.dml.losses import loss_metrics, nuisance_loss
 from fanfit.dml.result import DMLResult
 from fanfit.dml.scores import (
     clip_propensity,
@@ -121,6 +122,8 @@ def aggregate(
     Returns
     -------
     DMLResult
+        With ``predictions``, ``nuisance_loss`` and ``nuisance_metric``
+        (:func:`fanfit.dml.losses.nuisance_loss`) and, when ``spec.boot_method`` is set, the bootstrap.
 
     Raises
     ------
@@ -185,6 +188,9 @@ def aggregate(
         score=spec.score,
     )
     result.predictions = checked
+    # DoubleML's nuisance_loss: each learner's out-of-sample RMSE or log loss per repetition
+    result.nuisance_loss = nuisance_loss(spec, data, checked)
+    result.nuisance_metric = loss_metrics(spec)
     if spec.boot_method is not None:
         result.bootstrap(spec.boot_method, spec.n_rep_boot, spec.seed)
     return result

@@ -6,7 +6,7 @@ import time
 
 from fanfit import dml, storage
 from fanfit.cost import LAMBDA_USD_PER_GB_SECOND, LAMBDA_USD_PER_REQUEST, lambda_cost_usd
-from fanfit.dml import losses, overlap
+from fanfit.dml import overlap
 from fanfit.dml.interop import predictions_to_arrays
 from fanfit.jobs import sharing
 from fanfit.jobs.documents.estimate import (
@@ -44,7 +44,7 @@ def aggregate_job(
     array of shape (n_obs, n_rep) per treatment and learner, :func:`fanfit.dml.interop.
     predictions_to_arrays`), then ``result.json``
     (:class:`~fanfit.jobs.documents.estimate.EstimateResultDoc`: :meth:`fanfit.dml.DMLResult.to_dict`
-    with the nuisance losses (:func:`fanfit.dml.losses.nuisance_loss`), plus ``job_id``,
+    with the nuisance losses (:func:`fanfit.dml.losses.nuisance_loss`, computed there), plus ``job_id``,
     ``execution_arn``, ``predictions_key``, ``folds_key``, ``spec``, the propensity overlap of IRM
     and IIVM (:func:`fanfit.dml.overlap.propensity_overlap`) and ``timings``: per-shard
     statistics, billed GB-seconds and the estimated Lambda cost in USD), then marks the job record
@@ -66,12 +66,8 @@ def aggregate_job(
     spec = plan.dml
     data, folds = load(store, plan)
     preds = gather_predictions(store, job_id, spec, data, folds, stages=range(plan.n_stages))
+    # the estimate, its nuisance losses and (with boot_method) its bootstrap: dml.aggregate
     result = dml.aggregate(spec, data, folds, preds)
-    # DoubleML's nuisance_loss: each learner's out-of-sample RMSE or log loss per repetition
-    result.nuisance_loss = losses.nuisance_loss(spec, data, result.predictions or preds)
-    result.nuisance_metric = losses.loss_metrics(spec)
-    if spec.boot_method is not None:
-        result.bootstrap(method=spec.boot_method, n_rep_boot=spec.n_rep_boot, seed=spec.seed)
     # the predictions the estimate was aggregated from, for DoubleML's external_predictions
     predictions_key = store.put_arrays(
         storage.predictions_key(job_id),
