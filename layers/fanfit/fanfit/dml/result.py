@@ -7,7 +7,6 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
-from scipy.special import ndtr, ndtri
 
 from fanfit.dml.spec import BOOT_METHODS
 from fanfit.errors import InvalidJobError
@@ -183,6 +182,8 @@ class DMLResult:
         -------
         DMLResult
         """
+        from scipy.special import ndtr  # here: Lambda steps that never compute a result skip scipy
+
         from fanfit.dml.scores import aggregate_coefs_and_ses
 
         coef, se = aggregate_coefs_and_ses(all_coef, all_se)
@@ -316,6 +317,8 @@ class DMLResult:
             max_abs_t = np.amax(np.abs(self.boot_t_stat), axis=1)
             critical_values = np.quantile(a=max_abs_t, q=level, axis=0)
         else:
+            from scipy.special import ndtri
+
             critical_values = np.repeat(ndtri(1.0 - alpha / 2), self.n_rep)
         all_cis = np.stack(
             (

@@ -18,56 +18,19 @@ from __future__ import annotations
 
 import math
 import numbers
+from collections.abc import Callable, Iterator, Mapping
+from types import ModuleType
 from typing import Any
 
 import numpy as np
-from lightgbm import LGBMClassifier, LGBMRegressor  # the scientific layer and pyproject pin 4.7.0
-from sklearn.dummy import DummyClassifier, DummyRegressor
-from sklearn.ensemble import (
-    ExtraTreesClassifier,
-    ExtraTreesRegressor,
-    GradientBoostingClassifier,
-    GradientBoostingRegressor,
-    HistGradientBoostingClassifier,
-    HistGradientBoostingRegressor,
-    RandomForestClassifier,
-    RandomForestRegressor,
-)
-from sklearn.linear_model import (
-    BayesianRidge,
-    ElasticNet,
-    ElasticNetCV,
-    HuberRegressor,
-    Lasso,
-    LassoCV,
-    LinearRegression,
-    LogisticRegression,
-    LogisticRegressionCV,
-    Ridge,
-    RidgeCV,
-)
-from sklearn.model_selection import GridSearchCV, RandomizedSearchCV
-from sklearn.neighbors import KNeighborsClassifier, KNeighborsRegressor
-from sklearn.neural_network import MLPClassifier, MLPRegressor
-from sklearn.pipeline import Pipeline
-from sklearn.preprocessing import (
-    MaxAbsScaler,
-    MinMaxScaler,
-    OneHotEncoder,
-    PolynomialFeatures,
-    RobustScaler,
-    SplineTransformer,
-    StandardScaler,
-)
-from sklearn.tree import DecisionTreeClassifier, DecisionTreeRegressor
 
 from fanfit.errors import InvalidLearnerError
-from fanfit.learners.torch_mlp import TorchMLPClassifier, TorchMLPRegressor
 
 __all__ = [
     "ALLOWED_LEARNERS",
     "ALLOWED_TRANSFORMERS",
     "COMPOSITE_LEARNERS",
+    "ClassMap",
     "EXTRA_PARAMS",
     "GPU_ONLY_LEARNERS",
     "SEARCH_PARAMS",
@@ -77,64 +40,171 @@ __all__ = [
     "json_value",
 ]
 
-#: Every estimator a job may name: an explicit map from the class name to the class. Every regressor
-#: here has ``predict``; every classifier has ``predict_proba`` (DoubleML needs it for propensities).
-ALLOWED_LEARNERS: dict[str, type] = {
-    # linear models
-    "LinearRegression": LinearRegression,
-    "Lasso": Lasso,
-    "LassoCV": LassoCV,
-    "Ridge": Ridge,
-    "RidgeCV": RidgeCV,
-    "ElasticNet": ElasticNet,
-    "ElasticNetCV": ElasticNetCV,
-    "BayesianRidge": BayesianRidge,
-    "HuberRegressor": HuberRegressor,
-    "LogisticRegression": LogisticRegression,
-    "LogisticRegressionCV": LogisticRegressionCV,
-    # trees and ensembles
-    "DecisionTreeRegressor": DecisionTreeRegressor,
-    "DecisionTreeClassifier": DecisionTreeClassifier,
-    "RandomForestRegressor": RandomForestRegressor,
-    "RandomForestClassifier": RandomForestClassifier,
-    "ExtraTreesRegressor": ExtraTreesRegressor,
-    "ExtraTreesClassifier": ExtraTreesClassifier,
-    "GradientBoostingRegressor": GradientBoostingRegressor,
-    "GradientBoostingClassifier": GradientBoostingClassifier,
-    "HistGradientBoostingRegressor": HistGradientBoostingRegressor,
-    "HistGradientBoostingClassifier": HistGradientBoostingClassifier,
-    # neighbours, neural networks, baselines
-    "KNeighborsRegressor": KNeighborsRegressor,
-    "KNeighborsClassifier": KNeighborsClassifier,
-    "MLPRegressor": MLPRegressor,
-    "MLPClassifier": MLPClassifier,
-    "DummyRegressor": DummyRegressor,
-    "DummyClassifier": DummyClassifier,
-    # PyTorch networks (torch is imported when they fit; see GPU_ONLY_LEARNERS)
-    "TorchMLPRegressor": TorchMLPRegressor,
-    "TorchMLPClassifier": TorchMLPClassifier,
-    # gradient boosting by LightGBM (deterministic settings: docs/estimate.md, "LightGBM")
-    "LGBMRegressor": LGBMRegressor,
-    "LGBMClassifier": LGBMClassifier,
-}
+
+# The modules the classes live in, each imported when a class of it is first looked up: a cold
+# Lambda that never builds a learner (Release, the train steps) then never imports scikit-learn or
+# LightGBM, which take most of a handler's start-up. The names are this module's constants; a
+# name from a job only ever selects one of them.
+def _sklearn_dummy() -> ModuleType:
+    import sklearn.dummy
+
+    return sklearn.dummy
+
+
+def _sklearn_ensemble() -> ModuleType:
+    import sklearn.ensemble
+
+    return sklearn.ensemble
+
+
+def _sklearn_linear_model() -> ModuleType:
+    import sklearn.linear_model
+
+    return sklearn.linear_model
+
+
+def _sklearn_model_selection() -> ModuleType:
+    import sklearn.model_selection
+
+    return sklearn.model_selection
+
+
+def _sklearn_neighbors() -> ModuleType:
+    import sklearn.neighbors
+
+    return sklearn.neighbors
+
+
+def _sklearn_neural_network() -> ModuleType:
+    import sklearn.neural_network
+
+    return sklearn.neural_network
+
+
+def _sklearn_pipeline() -> ModuleType:
+    import sklearn.pipeline
+
+    return sklearn.pipeline
+
+
+def _sklearn_preprocessing() -> ModuleType:
+    import sklearn.preprocessing
+
+    return sklearn.preprocessing
+
+
+def _sklearn_tree() -> ModuleType:
+    import sklearn.tree
+
+    return sklearn.tree
+
+
+def _lightgbm() -> ModuleType:
+    import lightgbm  # the scientific layer and pyproject pin 4.7.0
+
+    return lightgbm
+
+
+def _torch_mlp() -> ModuleType:
+    from fanfit.learners import torch_mlp
+
+    return torch_mlp
+
+
+class ClassMap(Mapping[str, type]):
+    """A fixed map from class names to classes, each class imported on its first lookup.
+
+    Iterating, ``len`` and ``in`` need no import (the names are fixed here); ``table[name]`` and
+    ``table.get(name)`` import the class's module once. A name that is not a key raises
+    ``KeyError`` (``get`` returns the default), as a ``dict`` does.
+    """
+
+    def __init__(self, modules: dict[str, Callable[[], ModuleType]]) -> None:
+        self._modules = dict(modules)
+        self._classes: dict[str, type] = {}
+
+    def __getitem__(self, name: str) -> type:
+        cls = self._classes.get(name)
+        if cls is None:
+            cls = getattr(self._modules[name](), name)
+            self._classes[name] = cls
+        return cls
+
+    def __contains__(self, name: object) -> bool:
+        return name in self._modules
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._modules)
+
+    def __len__(self) -> int:
+        return len(self._modules)
+
+
+#: Every estimator a job may name: an explicit map from the class name to the module that holds it
+#: (imported on first lookup, :class:`ClassMap`). Every regressor here has ``predict``; every
+#: classifier has ``predict_proba`` (DoubleML needs it for propensities).
+ALLOWED_LEARNERS: ClassMap = ClassMap(
+    {
+        # linear models
+        "LinearRegression": _sklearn_linear_model,
+        "Lasso": _sklearn_linear_model,
+        "LassoCV": _sklearn_linear_model,
+        "Ridge": _sklearn_linear_model,
+        "RidgeCV": _sklearn_linear_model,
+        "ElasticNet": _sklearn_linear_model,
+        "ElasticNetCV": _sklearn_linear_model,
+        "BayesianRidge": _sklearn_linear_model,
+        "HuberRegressor": _sklearn_linear_model,
+        "LogisticRegression": _sklearn_linear_model,
+        "LogisticRegressionCV": _sklearn_linear_model,
+        # trees and ensembles
+        "DecisionTreeRegressor": _sklearn_tree,
+        "DecisionTreeClassifier": _sklearn_tree,
+        "RandomForestRegressor": _sklearn_ensemble,
+        "RandomForestClassifier": _sklearn_ensemble,
+        "ExtraTreesRegressor": _sklearn_ensemble,
+        "ExtraTreesClassifier": _sklearn_ensemble,
+        "GradientBoostingRegressor": _sklearn_ensemble,
+        "GradientBoostingClassifier": _sklearn_ensemble,
+        "HistGradientBoostingRegressor": _sklearn_ensemble,
+        "HistGradientBoostingClassifier": _sklearn_ensemble,
+        # neighbours, neural networks, baselines
+        "KNeighborsRegressor": _sklearn_neighbors,
+        "KNeighborsClassifier": _sklearn_neighbors,
+        "MLPRegressor": _sklearn_neural_network,
+        "MLPClassifier": _sklearn_neural_network,
+        "DummyRegressor": _sklearn_dummy,
+        "DummyClassifier": _sklearn_dummy,
+        # PyTorch networks (torch is imported when they fit; see GPU_ONLY_LEARNERS)
+        "TorchMLPRegressor": _torch_mlp,
+        "TorchMLPClassifier": _torch_mlp,
+        # gradient boosting by LightGBM (deterministic settings: docs/estimate.md, "LightGBM")
+        "LGBMRegressor": _lightgbm,
+        "LGBMClassifier": _lightgbm,
+    }
+)
 
 #: Preprocessing steps a ``Pipeline`` may have before its last step (an allowed learner).
-ALLOWED_TRANSFORMERS: dict[str, type] = {
-    "StandardScaler": StandardScaler,
-    "MinMaxScaler": MinMaxScaler,
-    "RobustScaler": RobustScaler,
-    "MaxAbsScaler": MaxAbsScaler,
-    "PolynomialFeatures": PolynomialFeatures,
-    "SplineTransformer": SplineTransformer,
-    "OneHotEncoder": OneHotEncoder,
-}
+ALLOWED_TRANSFORMERS: ClassMap = ClassMap(
+    {
+        "StandardScaler": _sklearn_preprocessing,
+        "MinMaxScaler": _sklearn_preprocessing,
+        "RobustScaler": _sklearn_preprocessing,
+        "MaxAbsScaler": _sklearn_preprocessing,
+        "PolynomialFeatures": _sklearn_preprocessing,
+        "SplineTransformer": _sklearn_preprocessing,
+        "OneHotEncoder": _sklearn_preprocessing,
+    }
+)
 
 #: Learners built around other learners; their JSON form is in :mod:`fanfit.learners.specs`.
-COMPOSITE_LEARNERS: dict[str, type] = {
-    "Pipeline": Pipeline,
-    "GridSearchCV": GridSearchCV,
-    "RandomizedSearchCV": RandomizedSearchCV,
-}
+COMPOSITE_LEARNERS: ClassMap = ClassMap(
+    {
+        "Pipeline": _sklearn_pipeline,
+        "GridSearchCV": _sklearn_model_selection,
+        "RandomizedSearchCV": _sklearn_model_selection,
+    }
+)
 
 #: Learners too heavy for Lambda (PyTorch does not fit the 250 MB unzipped code limit): a stage that
 #: uses one runs on a Batch (GPU) worker. See :attr:`LearnerSpec.requires_gpu`.
@@ -238,7 +308,7 @@ def _same(a: Any, b: Any) -> bool:
         return False
 
 
-def _lookup(est: Any, where: str, table: dict[str, type]) -> str:
+def _lookup(est: Any, where: str, table: ClassMap) -> str:
     cls = type(est)
     name = cls.__name__
     if table.get(name) is not cls:
@@ -253,7 +323,7 @@ def _lookup(est: Any, where: str, table: dict[str, type]) -> str:
 def _params_to_dict(est: Any, name: str, where: str, skip: tuple[str, ...] = ()) -> dict:
     """The parameters of ``est`` that differ from its class's defaults, as JSON values."""
     if name == "Pipeline":
-        defaults = Pipeline([("step", None)]).get_params(deep=False)
+        defaults = COMPOSITE_LEARNERS["Pipeline"]([("step", None)]).get_params(deep=False)
     else:
         defaults = type(est)().get_params(deep=False)
     params = {}

@@ -36,10 +36,7 @@ from __future__ import annotations
 import copy
 import json
 from dataclasses import dataclass, field
-from typing import Any
-
-from sklearn.base import BaseEstimator, is_classifier, is_regressor
-from sklearn.metrics import get_scorer_names
+from typing import TYPE_CHECKING, Any
 
 from fanfit.errors import InvalidLearnerError
 from fanfit.learners.allowlist import (
@@ -53,6 +50,11 @@ from fanfit.learners.allowlist import (
     check_json_value,
     estimator_to_dict,
 )
+
+if (
+    TYPE_CHECKING
+):  # scikit-learn is imported when a learner is built (see fanfit.learners.allowlist)
+    from sklearn.base import BaseEstimator
 
 __all__ = [
     "ALLOWED_LEARNERS",
@@ -226,12 +228,16 @@ class LearnerSpec:
     def is_classifier(self) -> bool:
         """Whether the estimator (a composite's final one) is a classifier (DoubleML then uses
         ``predict_proba[:, 1]``)."""
+        from sklearn.base import is_classifier
+
         return bool(is_classifier(self.build()))
 
     @property
     def is_regressor(self) -> bool:
         """Whether the estimator (a composite's final one) is a regressor (DoubleML then uses
         ``predict``)."""
+        from sklearn.base import is_regressor
+
         return bool(is_regressor(self.build()))
 
     @property
@@ -489,7 +495,7 @@ def _search_params(name: str, params: dict) -> dict:
             raise InvalidLearnerError(
                 f"Learner {name}: cv must be an integer of at least 2 (or null for 5), got {value!r}."
             )
-        if key == "scoring" and value is not None and value not in get_scorer_names():
+        if key == "scoring" and value is not None and value not in _scorer_names():
             raise InvalidLearnerError(
                 f"Learner {name}: scoring must be a scikit-learn scorer name (or null), got "
                 f"{value!r}; e.g. neg_mean_squared_error, neg_log_loss, r2, roc_auc."
@@ -545,6 +551,12 @@ def _check_grid_value(where: str, inner: LearnerSpec, key: str, value: Any) -> N
         _check_params(name, cls, {**target["params"], leaf: value})
     except InvalidLearnerError as exc:
         raise InvalidLearnerError(f"Learner {where}: {exc}") from exc
+
+
+def _scorer_names() -> set[str]:
+    from sklearn.metrics import get_scorer_names
+
+    return set(get_scorer_names())
 
 
 def _names(name: str, params: dict) -> set[str]:

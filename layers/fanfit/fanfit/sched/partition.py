@@ -76,13 +76,17 @@ from __future__ import annotations
 
 import time
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 import numpy as np
 from numpy.typing import ArrayLike
-from scipy.optimize import Bounds, LinearConstraint, milp
-from scipy.sparse import coo_array, vstack
 
 from fanfit.errors import InvalidJobError
+
+if (
+    TYPE_CHECKING
+):  # scipy is imported by dorm_partitions: a Lambda that only reads partitions skips it
+    from scipy.sparse import coo_array
 
 __all__ = [
     "DEFAULT_BETA",
@@ -461,6 +465,9 @@ def dorm_partitions(
     The MILP is solved to optimality (relative gap 0); HiGHS is deterministic, so the same input
     gives the same partitions.
     """
+    from scipy.optimize import Bounds, LinearConstraint, milp
+    from scipy.sparse import coo_array, vstack
+
     started = time.perf_counter()
     d, cap, _w = _as_inputs(demand, capacity, weight)
     n, n_res = d.shape

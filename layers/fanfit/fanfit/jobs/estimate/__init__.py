@@ -19,13 +19,35 @@ no predictions travel in Step Functions state (its limit is 256 KB).
 - :mod:`.data`: what the steps share: the plan, the cached data and folds, the shards' predictions.
 
 Lambda handlers import the submodule they need; this package re-exports the five step functions
-for tests and benchmarks.
+for tests and benchmarks, each imported on first use, so that a handler's cold start loads only
+its own step's dependencies (Schedule does not import the estimate's maths, nor Prepare the
+partition solver).
 """
 
-from fanfit.jobs.estimate.aggregate import aggregate_job
-from fanfit.jobs.estimate.crossfit import crossfit_shard
-from fanfit.jobs.estimate.failure import describe_failure
-from fanfit.jobs.estimate.prepare import prepare_stage
-from fanfit.jobs.estimate.schedule import schedule_wave
+from typing import Any
 
 __all__ = ["aggregate_job", "crossfit_shard", "describe_failure", "prepare_stage", "schedule_wave"]
+
+
+def __getattr__(name: str) -> Any:
+    if name == "aggregate_job":
+        from fanfit.jobs.estimate.aggregate import aggregate_job
+
+        return aggregate_job
+    if name == "crossfit_shard":
+        from fanfit.jobs.estimate.crossfit import crossfit_shard
+
+        return crossfit_shard
+    if name == "describe_failure":
+        from fanfit.jobs.estimate.failure import describe_failure
+
+        return describe_failure
+    if name == "prepare_stage":
+        from fanfit.jobs.estimate.prepare import prepare_stage
+
+        return prepare_stage
+    if name == "schedule_wave":
+        from fanfit.jobs.estimate.schedule import schedule_wave
+
+        return schedule_wave
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
