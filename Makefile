@@ -62,15 +62,15 @@ integration: install install-local
 deps: install install-local $(CHECKOV_VENV)/bin/checkov
 
 # make test: the virtualenvs (make -j3 deps), then lint beside the whole suite (make -j2; either
-# failing fails the target). The suite runs on two xdist workers: the integration modules in two
-# groups, one local stack per worker shared by its group's modules, and the unit tests spread over
-# both (tests/conftest.py).
+# failing fails the target). The suite runs on three xdist workers: the integration modules in two
+# groups, one local stack per group shared by its modules, and the unit tests on the third worker
+# and on the others once their group is done (tests/conftest.py).
 test:
 	$(MAKE) --no-print-directory -j3 deps
 	$(MAKE) --no-print-directory -j2 lint suite
 
 suite: install install-local
-	$(BIN)/pytest tests -q -n 2 --dist loadgroup
+	$(BIN)/pytest tests -q -n 3 --dist loadgroup
 
 bench: install install-local
 	$(BIN)/python benchmarks/estimate_vs_doubleml.py --json

@@ -1,14 +1,16 @@
 """Suite-wide test setup: the integration modules run on two pytest-xdist workers, a local stack each.
 
-``make test`` runs ``pytest -n 2 --dist loadgroup``. The integration tests (marked ``integration``)
+``make test`` runs ``pytest -n 3 --dist loadgroup``. The integration tests (marked ``integration``)
 are split by module into two xdist groups; each group runs on one worker, whose session fixtures
 (tests/integration/conftest.py) start one local stack and deploy the project once for every module
-of the group. The unit tests spread over both workers around them. Why two: the integration modules
-spend much of their time waiting on the stack (process starts, polling, one shard at a time), so
-one worker's stack left a core idle for most of the run; a second stack costs one more start and
-deploy (about a minute) and lets both cores work. The groups are balanced by the modules' measured
-durations (``--durations`` in every run); a module not listed goes to the first group. Without
-xdist (``pytest tests/integration``) every module shares one stack, as before.
+of the group. The unit tests go to the third worker from the start, and to the other two as they
+finish their groups. Why two stacks: the integration modules spend much of their time waiting on the
+stack (process starts, polling, one shard at a time), so one worker's stack left a core idle for
+most of the run; a second stack costs one more start and deploy (about a minute) and lets both cores
+work. Why a third worker: the unit tests (CPU-bound, about four minutes of it) then fill the time the
+two stacks wait instead of running after both groups. The groups are balanced by the modules'
+measured durations (``--durations`` in every run); a module not listed goes to the first group.
+Without xdist (``pytest tests/integration``) every module shares one stack, as before.
 """
 
 from __future__ import annotations

@@ -1,8 +1,8 @@
 """An mlp train job on the local stack, every worker on the GPU worker (AWS Batch).
 
 GIVEN scikit-learn's digits (1,797 8x8 images, 10 classes; 80 % train, 20 % test, stratified),
-WHEN a 64-256-256-256-10 ReLU network trains for 12 rounds of plain SGD (global batch 512, about
-4.3 epochs, lr 0.2) on 2 workers, both Batch jobs (locally host processes with the CPU build of
+WHEN a 64-256-256-256-10 ReLU network trains for 8 rounds of plain SGD (global batch 512, about
+2.9 epochs, lr 0.3) on 2 workers, both Batch jobs (locally host processes with the CPU build of
 torch, so float64), THEN
 
 - the model equals an in-process reference run of the same rounds
@@ -27,7 +27,9 @@ import pytest
 pytestmark = pytest.mark.integration
 
 HIDDEN = (256, 256, 256)
-ROUNDS, GLOBAL_BATCH, LR, WORKERS, SEED = 12, 512, 0.2, 2, 0
+# 8 rounds (16 Batch jobs, each a process that imports torch): in-process, this network reaches
+# 0.886 test accuracy and scikit-learn's 0.867 (mean of seeds 0..2), as 12 rounds at lr 0.2 did.
+ROUNDS, GLOBAL_BATCH, LR, WORKERS, SEED = 8, 512, 0.3, 2, 0
 
 
 @pytest.fixture(scope="module")

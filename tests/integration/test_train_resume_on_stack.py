@@ -1,6 +1,6 @@
 """A train job stopped mid-run and resumed on the local stack ends as an uninterrupted run.
 
-On the session's local stack: a K-Means job (600 rows, 8 clusters, 20 rounds, 2 workers) is
+On the session's local stack: a K-Means job (600 rows, 8 clusters, 10 rounds, 2 workers) is
 stopped with ``StopExecution`` once a few rounds are reduced, then resumed (``Client.resume``,
 a new execution ``<job>-r<epoch s>``). The resumed execution must start at the first round whose
 reduced model is not in S3, leave every reduced round's objects as they were (same ETags), and end
@@ -23,12 +23,12 @@ from fanfit import errors
 
 pytestmark = pytest.mark.integration
 
-OPTIONS = dict(model="kmeans", features=["u", "v"], n_clusters=8, workers=2, rounds=20,
+OPTIONS = dict(model="kmeans", features=["u", "v"], n_clusters=8, workers=2, rounds=10,
                balance="uniform", seed=1)  # fmt: skip
 
 
 def _frame() -> pd.DataFrame:
-    """Uniform points in the unit square: Lloyd takes more than 20 iterations on them (33)."""
+    """Uniform points in the unit square: Lloyd takes more than 10 iterations on them (33)."""
     X = np.random.default_rng(2).random((600, 2))
     return pd.DataFrame({"u": X[:, 0], "v": X[:, 1]})
 
@@ -66,7 +66,7 @@ def test_a_stopped_train_job_resumed_equals_the_uninterrupted_run(
     status = client.sfn.describe_execution(executionArn=job.execution_arn)["status"]
     assert status in ("ABORTED", "FAILED"), status
     point = resume_point(client.store, job.job_id)
-    assert point is not None and 3 <= point.round < 21 and point.has_next_round, point
+    assert point is not None and 3 <= point.round < 11 and point.has_next_round, point
     before = _etags(client, job.job_id)
     reduced = {k: v for k, v in before.items()
                if (m := re.search(r"/(state|rounds)/(\d{5})", k))
@@ -99,7 +99,7 @@ def test_a_stopped_train_job_resumed_equals_the_uninterrupted_run(
     np.testing.assert_array_equal(result.centroids, clean.centroids)
     assert result.inertia == clean.inertia
     assert (result.n_iter, result.raw["converged"]) == (clean.n_iter, clean.raw["converged"])
-    assert result.n_iter == 20 and len(result.rounds) == 21  # 20 Lloyd rounds + the final E-step
+    assert result.n_iter == 10 and len(result.rounds) == 11  # 10 Lloyd rounds + the final E-step
     assert [r["inertia"] for r in result.rounds] == [r["inertia"] for r in clean.rounds]
     assert [[w["batch"] for w in r["workers"]] for r in result.rounds] == [
         [w["batch"] for w in r["workers"]] for r in clean.rounds]  # fmt: skip
