@@ -426,7 +426,12 @@ def cancel_job(client: StackClient, job_id: str, execution_arn: str) -> dict[str
         cause=f"job {job_id} was cancelled by the user (fanfit cancel)",
     )
     terminated = []
-    for batch_job in batch_jobs_of(client, job_id):
+    try:
+        batch_jobs = batch_jobs_of(client, job_id)
+    except Exception as exc:  # no Batch permission, stack outputs unreadable: the stop stands
+        log.warning("job %s: cannot list its GPU worker (Batch) jobs: %s", job_id, exc)
+        batch_jobs = []
+    for batch_job in batch_jobs:
         _batch(client).terminate_job(
             jobId=batch_job["jobId"], reason=f"fanfit job {job_id} was cancelled"
         )

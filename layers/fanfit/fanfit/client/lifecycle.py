@@ -174,15 +174,6 @@ def job_history(client: StackClient, *, limit: int | None = None) -> list[dict[s
         duration = None
         if started is not None:
             duration = max((time.time() if running else float(ended or started)) - started, 0.0)
-        cost = record.cost
-        if cost is None and record.execution_arn and desc is not None:
-            kind = "train" if record.kind == "train" else "estimate"
-            try:
-                cost = collect_cost(
-                    client, record.job_id, record.execution_arn, None, False, kind=kind
-                ).to_dict()
-            except Exception as exc:  # history not readable: the row says n/a
-                log.debug("cannot count the cost of job %s: %s", record.job_id, exc)
         rows.append(
             {
                 "job_id": record.job_id,
@@ -191,12 +182,28 @@ def job_history(client: StackClient, *, limit: int | None = None) -> list[dict[s
                 "started_at": None if started is None else float(started),
                 "ended_at": None if running or ended is None else float(ended),
                 "duration_s": duration,
-                "cost_usd": None if cost is None else float(cost.get("total_usd", 0.0)),
+                "cost_usd": None if record.cost is None else _usd(record.cost),
                 "execution_arn": record.execution_arn,
+                "_countable": desc is not None and not running and record.cost is None,
             }
         )
-    rows.sort(key=lambda r: (-(r["started_at"] or 0.0), r["job_id"]))
-    return rows if limit is None else rows[: max(int(limit), 0)]
+    rows.sort(key=lambda r: (-float(r["started_at"] or 0.0), str(r["job_id"])))
+    rows = rows if limit is None else rows[: max(int(limit), 0)]
+    for row in rows:
+        if row.pop("_countable"):  # an ended job whose cost is not kept yet: count it, keep it
+            kind = "train" if row["kind"] == "train" else "estimate"
+            try:
+                job_id, arn = str(row["job_id"]), str(row["execution_arn"])
+                cost = collect_cost(client, job_id, arn, None, False, kind)
+                row["cost_usd"] = float(cost.total_usd)
+            except Exception as exc:  # history not readable: the row says n/a
+                log.debug("cannot count the cost of job %s: %s", row["job_id"], exc)
+    return rows
+
+
+def _usd(cost: dict[str, Any]) -> float | None:
+    value = cost.get("total_usd")
+    return float(value) if isinstance(value, int | float) else None
 
 
 def _kind_of(client: StackClient, job_id: str) -> str:
