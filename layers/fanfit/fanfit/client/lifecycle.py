@@ -293,6 +293,8 @@ def job_logs(
             )
             for page in pages:
                 for ev in page.get("events", []):
+                    if job_id not in str(ev.get("message", "")):
+                        continue  # an emulator's filter may match more loosely than CloudWatch's
                     events.append({"timestamp": int(ev["timestamp"]), "log_group": group,
                                    "log_stream": ev.get("logStreamName", ""),
                                    "message": str(ev.get("message", "")).rstrip("\n")})  # fmt: skip
