@@ -174,7 +174,6 @@ def test_logs_show_the_functions_lines_of_a_job_and_of_one_shard(
         return [json.loads(li) for li in done.stdout.splitlines()]
 
     events = wait_until(lines, 60, f"log lines of {detached['job_id']}", interval_s=2.0)
-    print("\n".join(f"{e['log_group']}: {e['message'][:200]}" for e in events[:40]))
     # THEN they are the functions' lines naming the job, from the stack's Lambda log groups
     assert all(detached["job_id"] in e["message"] for e in events)
     assert any(e["log_group"].startswith("/aws/lambda/") for e in events)

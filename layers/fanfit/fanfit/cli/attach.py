@@ -55,7 +55,7 @@ def follow(args: argparse.Namespace, job: Any, print_table: Callable[[Any], None
     (:data:`EXIT_INTERRUPTED`), detach: the job keeps running, and stderr says how to wait for,
     fetch or cancel it. On AWS, log the execution's page in the Step Functions console first.
     """
-    url = job.console_url
+    url = getattr(job, "console_url", None)
     if url:
         log.info("console: %s", url)
     if getattr(args, "detach", False):
