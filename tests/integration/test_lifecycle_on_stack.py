@@ -91,6 +91,9 @@ def test_detach_wait_result_gives_the_attached_runs_json(
     table = _fanfit(local_stack_env, "result", detached["job_id"])
     assert table.returncode == 0 and "DoubleMLPLR Object" in table.stdout
     assert f"Job: {detached['job_id']}" in table.stdout
+    # AND cancelling the ended job leaves it as it is
+    cancel = _fanfit(local_stack_env, "cancel", detached["job_id"])
+    assert cancel.returncode == 0 and "had already ended (SUCCEEDED)" in cancel.stdout
 
 
 def test_cancel_stops_a_running_job_and_delete_removes_it(
@@ -104,6 +107,10 @@ def test_cancel_stops_a_running_job_and_delete_removes_it(
     )  # fmt: skip
     wait_until(lambda: local_client.partitions.get(job.job_id), 120,
                f"the partition of {job.job_id}", interval_s=0.5)  # fmt: skip
+    # ... which cannot be deleted while it runs (one line naming the error and the fix, exit 2)
+    refused = _fanfit(local_stack_env, "delete", job.job_id)
+    assert refused.returncode == 2 and "JobRunningError" in refused.stderr, refused.stderr
+    assert f"fanfit cancel {job.job_id}" in refused.stderr
     # WHEN it is cancelled from the CLI
     done = _fanfit(local_stack_env, "cancel", job.job_id, "--output", "json")
     # THEN the execution stopped, the partition was released, and its status says CANCELLED
@@ -123,7 +130,7 @@ def test_cancel_stops_a_running_job_and_delete_removes_it(
     assert waited.returncode == 3 and "cancelled" in waited.stderr
     assert len(waited.stderr.strip().splitlines()) == 1, waited.stderr
     # ... and fanfit jobs --all lists it as CANCELLED
-    listed = _fanfit(local_stack_env, "jobs", "--all", "--output", "json")
+    listed = _fanfit(local_stack_env, "jobs", "--all", "--limit", "5", "--output", "json")
     assert listed.returncode == 0, listed.stderr
     rows = {r["job_id"]: r for r in json.loads(listed.stdout)}
     assert rows[job.job_id]["status"] == "CANCELLED" and rows[job.job_id]["duration_s"] > 0
@@ -147,12 +154,12 @@ def test_jobs_all_lists_the_ended_job_with_duration_and_cost(
     local_stack_env: dict[str, str], detached: dict
 ) -> None:
     # GIVEN the detached job, ended WHEN fanfit jobs --all lists the history
-    listed = _fanfit(local_stack_env, "jobs", "--all")
+    listed = _fanfit(local_stack_env, "jobs", "--all", "--limit", "5")
     # THEN its line has its status, a duration and a cost
     assert listed.returncode == 0, listed.stderr
     line = next(li for li in listed.stdout.splitlines() if li.startswith(detached["job_id"]))
     assert "SUCCEEDED" in line and "n/a" not in line
-    as_json = _fanfit(local_stack_env, "jobs", "--all", "--output", "json")
+    as_json = _fanfit(local_stack_env, "jobs", "--all", "--limit", "5", "--output", "json")
     row = next(r for r in json.loads(as_json.stdout) if r["job_id"] == detached["job_id"])
     assert row["duration_s"] > 0 and row["cost_usd"] > 0 and row["ended_at"] > row["started_at"]
     # AND fanfit jobs, with no job of this module running, prints its table or its one line
