@@ -165,16 +165,15 @@ class JobStore:
         targets: list[dict[str, str]] = [{"Key": k} for k in sorted(wanted)]
         if all_versions and wanted:
             versions: list[dict[str, str]] = []
-            for prefix in (os.path.commonprefix(sorted(wanted)),):
-                pages = self.s3.get_paginator("list_object_versions").paginate(
-                    Bucket=self.bucket, Prefix=prefix
-                )
-                for page in pages:
-                    for entry in [*page.get("Versions", []), *page.get("DeleteMarkers", [])]:
-                        if entry["Key"] in wanted and entry.get("VersionId") not in (None, "null"):
-                            versions.append({"Key": entry["Key"], "VersionId": entry["VersionId"]})
-            if versions:  # a versioned bucket: removing every version removes the object
-                targets = versions
+            pages = self.s3.get_paginator("list_object_versions").paginate(
+                Bucket=self.bucket, Prefix=os.path.commonprefix(sorted(wanted))
+            )
+            for page in pages:
+                for entry in [*page.get("Versions", []), *page.get("DeleteMarkers", [])]:
+                    if entry["Key"] in wanted and entry.get("VersionId"):
+                        versions.append({"Key": entry["Key"], "VersionId": entry["VersionId"]})
+            if any(v["VersionId"] != "null" for v in versions):
+                targets = versions  # a versioned bucket: every version (a pre-versioning one too)
         removed = 0
         for start in range(0, len(targets), 1000):
             chunk = targets[start : start + 1000]
