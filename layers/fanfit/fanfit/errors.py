@@ -115,3 +115,18 @@ class UnsupportedArgumentError(InvalidJobError):
 class ParityError(FanfitError):
     """fanfit's estimate and DoubleML's on the same data, folds and out-of-fold predictions differ
     (more than a relative 1e-9): a bug in fanfit, never in the user's input; please report it."""
+
+
+class JobCancelledError(JobFailedError):
+    """A job was cancelled (``fanfit cancel JOB``, :meth:`fanfit.client.JobHandle.cancel`): its
+    execution was stopped and it has no result; its record's status is ``CANCELLED``."""
+
+
+class WaitTimeoutError(JobFailedError):
+    """Waiting for a job ran past its ``timeout`` (``--timeout`` on the command line) while the job
+    still runs: the job goes on; wait again (``fanfit wait JOB``) or cancel it."""
+
+
+class JobRunningError(InvalidJobError):
+    """An operation that needs an ended job (``fanfit delete JOB``, :meth:`fanfit.client.Client.delete`)
+    was asked of a job whose execution still runs: cancel it first (``fanfit cancel JOB``)."""

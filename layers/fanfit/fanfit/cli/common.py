@@ -125,12 +125,19 @@ def add_job_options(
     p: argparse.ArgumentParser, command: str, options: Sequence[OptionInfo]
 ) -> None:
     """The parser of a command that runs a job (``fanfit estimate``, ``fanfit train``): one flag per
-    option of its options model, then ``--stack``, ``--output``, ``--timeout``, ``--quiet``, and
+    option of its options model, then ``--stack``, ``--output``, ``--timeout``, ``--detach``,
+    ``--quiet``, and
     ``--config`` / ``--dry-run`` (which must come last)."""
     add_options(p, options)
     add_stack_options(p)
     p.add_argument("--output", choices=["table", "json"], default="table")
-    p.add_argument("--timeout", type=float, default=3600.0, help="seconds to wait for the job")
+    p.add_argument("--timeout", type=float, default=3600.0,
+                   help="seconds to wait for the job; when they run out the command detaches "
+                   "(the job keeps running), prints how to wait for, fetch or cancel it, and "
+                   "exits 4 (default: 3600)")  # fmt: skip
+    p.add_argument("--detach", action="store_true",
+                   help="print the job id (with --output json: job_id and execution_arn) as "
+                   "soon as the job starts, and exit 0 without waiting")  # fmt: skip
     add_quiet_option(p)
     add_config_options(p, command, options)
 

@@ -8,11 +8,10 @@ default, choices, help), so the command line, ``--config`` files, ``--dry-run`` 
 from __future__ import annotations
 
 import argparse
-import json
 import logging
 from typing import Any
 
-from fanfit.cli import common, config
+from fanfit.cli import attach, common, config
 from fanfit.client.options import EstimateOptions, check_weight
 
 __all__ = ["add_parser", "print_table", "run"]
@@ -46,7 +45,8 @@ def options_from_args(args: argparse.Namespace) -> EstimateOptions:
 
 
 def run(args: argparse.Namespace) -> int:
-    """Run ``fanfit estimate``; returns the exit code (0)."""
+    """Run ``fanfit estimate``; returns the exit code: 0 done (or started, with ``--detach``),
+    4 ``--timeout`` ran out, 130 Ctrl-C (both detach: the job keeps running)."""
     config.resolve_args(args)  # --config FILE; flags on the command line win
     options = options_from_args(args)
     if args.dry_run:
@@ -59,12 +59,8 @@ def run(args: argparse.Namespace) -> int:
     with common.stack_client(args) as client:
         job = client.submit_estimate(args.data, options=options)
         log.info("started job %s (%s)", job.job_id, job.execution_arn)
-        result = job.result(timeout=args.timeout, progress=common.progress(args))
-    if args.output == "json":
-        print(json.dumps(result.to_dict(), allow_nan=False))
-    else:
-        print_table(result)
-    return 0
+        # --detach, --timeout and Ctrl-C: the job keeps running; the command says what next
+        return attach.follow(args, job, print_table)
 
 
 def print_table(result: Any) -> None:

@@ -3,11 +3,10 @@
 from __future__ import annotations
 
 import argparse
-import json
 import logging
 from typing import Any
 
-from fanfit.cli import common, config
+from fanfit.cli import attach, common, config
 from fanfit.client.options import TrainOptions
 from fanfit.jobs.documents.train import RoundRecord
 
@@ -30,7 +29,8 @@ def add_parser(sub: Any) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    """Run ``fanfit train``; returns the exit code (0)."""
+    """Run ``fanfit train``; returns the exit code: 0 done (or started, with ``--detach``), 4
+    ``--timeout`` ran out, 130 Ctrl-C (both detach: the job keeps running)."""
     config.resolve_args(args)  # --config FILE; flags on the command line win
     options = TrainOptions(**{k: getattr(args, k) for k in TrainOptions.names()}).spec_options()
     # Reject bad options before any stack is touched (memory sizes are checked against the stack's).
@@ -44,12 +44,8 @@ def run(args: argparse.Namespace) -> int:
     with common.stack_client(args) as client:
         job = client.submit_train(args.data, weight=weight, **options)
         log.info("started job %s (%s)", job.job_id, job.execution_arn)
-        result = job.result(timeout=args.timeout, progress=common.progress(args))
-    if args.output == "json":
-        print(json.dumps(result.to_dict(), allow_nan=False))
-        return 0
-    print_train(result, job.job_id)
-    return 0
+        # --detach, --timeout and Ctrl-C: the job keeps running; the command says what next
+        return attach.follow(args, job, lambda result: print_train(result, job.job_id))
 
 
 def print_train(result: Any, job_id: str) -> None:

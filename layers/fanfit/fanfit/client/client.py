@@ -243,6 +243,76 @@ class Client:
             )
         return out
 
+    def history(self, limit: int | None = None) -> list[dict[str, Any]]:
+        """Every job on the stack, running or ended, newest first, with its status, duration and
+        cost (:func:`fanfit.client.lifecycle.job_history`; ``fanfit jobs --all``).
+
+        Parameters
+        ----------
+        limit : int, optional
+            At most this many (the newest).
+
+        Returns
+        -------
+        list of dict
+            ``job_id``, ``kind``, ``status``, ``started_at``, ``ended_at`` (epoch s),
+            ``duration_s`` (s), ``cost_usd`` (USD at AWS list prices, None when unknown),
+            ``execution_arn``.
+        """
+        from fanfit.client.lifecycle import job_history
+
+        return job_history(self, limit=limit)
+
+    def delete(self, job_id: str) -> dict[str, Any]:
+        """Remove a job that has ended: every object under its prefix ``jobs/<job>/`` (every
+        version, in a versioned bucket), its uploaded data unless another job's spec names the
+        same content-hash key, and its records (``fanfit delete JOB``).
+
+        Parameters
+        ----------
+        job_id : str
+
+        Returns
+        -------
+        dict
+            ``job_id``, ``objects_removed``, ``data_removed``, ``data_kept``, ``record_removed``.
+
+        Raises
+        ------
+        fanfit.errors.JobRunningError
+            The job still runs: cancel it first (``client.job(job_id).cancel()``).
+        fanfit.errors.JobNotFoundError
+            The stack has neither a record nor an object of the job.
+        """
+        from fanfit.client.lifecycle import delete_job
+
+        return delete_job(self, job_id)
+
+    def logs(self, job_id: str, shard_id: str | None = None) -> list[dict[str, Any]]:
+        """The CloudWatch Logs events of a job's functions and Batch jobs, oldest first
+        (:func:`fanfit.client.lifecycle.job_logs`; ``fanfit logs JOB [--shard ID]``).
+
+        Parameters
+        ----------
+        job_id : str
+        shard_id : str, optional
+            Only the lines naming this shard.
+
+        Returns
+        -------
+        list of dict
+            ``timestamp`` (epoch ms), ``log_group``, ``log_stream``, ``message``.
+
+        Raises
+        ------
+        fanfit.errors.InvalidJobError
+            The stack has no record of the job.
+        """
+        from fanfit.client.lifecycle import job_logs
+
+        job = self.job(job_id)
+        return job_logs(self, job_id, job.execution_arn, shard_id=shard_id)
+
     def partition_history(self) -> list[dict[str, Any]]:
         """The recorded recomputations of the partitions, oldest first (the last 100); see
         :func:`fanfit.jobs.sharing.recompute` for an entry's fields.

@@ -17,7 +17,7 @@ import pandas as pd
 from fanfit import dml, errors, storage
 from fanfit.client.check import check_estimate
 from fanfit.client.data import read_table, to_matrix
-from fanfit.client.jobs import JobHandle, StackClient, cost_or_none
+from fanfit.client.jobs import JobHandle, StackClient, cost_or_none, record_submission
 from fanfit.client.options import EstimateOptions
 from fanfit.dml.result import loss_from_json
 from fanfit.jobs.documents.estimate import EstimatePlan, EstimateResultDoc, EstimateSpec
@@ -173,8 +173,8 @@ class EstimateResult:
         return self.job.to_doubleml(data, bootstrap=bootstrap)
 
     def to_dict(self) -> dict[str, Any]:
-        """The ``--output json`` object: coef, se, t_stat, pval, ci_95, all_coef, all_se, n_obs,
-        n_folds, n_rep, model, score, execution_arn, timings; ``nuisance_loss`` (learner ->
+        """The ``--output json`` object: job_id, coef, se, t_stat, pval, ci_95, all_coef, all_se,
+        n_obs, n_folds, n_rep, model, score, execution_arn, timings; ``nuisance_loss`` (learner ->
         ``n_rep`` lists of ``n_treat`` losses, DoubleML's layout, None for NaN) and
         ``nuisance_metric`` when the job has them; ``ci_joint_95``, ``boot_method`` after a
         bootstrap; ``spec`` (the job's columns, learners and seed) and ``propensity_overlap``
@@ -182,7 +182,7 @@ class EstimateResult:
         keys = ("coef", "se", "t_stat", "pval", "ci_95", "all_coef", "all_se", "n_obs", "n_folds",
                 "n_rep", "model", "score")  # fmt: skip
         doc = self.doc.to_json_dict()
-        out = {k: doc[k] for k in keys}
+        out = {"job_id": doc["job_id"], **{k: doc[k] for k in keys}}
         for k in ("ci_joint_95", "boot_method", "nuisance_loss", "nuisance_metric", "spec",
                   "propensity_overlap"):  # fmt: skip
             if k in doc:
@@ -397,4 +397,5 @@ def submit_estimate(
         name=job_id,
         input=json.dumps({"job_id": job_id, "spec_key": key}),
     )
+    record_submission(client, job_id, "estimate", started["executionArn"])
     return EstimateJob(client, job_id, started["executionArn"])

@@ -1,7 +1,12 @@
-"""What the handles of both job kinds share: polling the execution, its failure, its cost and record.
+"""What the handles of both job kinds share: polling the execution, its failure, its cost and record,
+cancelling it.
 
 :class:`JobHandle` is the base of :class:`fanfit.client.estimate.EstimateJob` and
-:class:`fanfit.client.train.TrainJob`; :func:`collect_cost` counts either kind's cost.
+:class:`fanfit.client.train.TrainJob`; :func:`collect_cost` counts either kind's cost;
+:func:`cancel_job` stops a job (``states:StopExecution``, ``batch:TerminateJob`` of its GPU worker
+jobs, found on the stack's job queue by the job id their task carries, its partition released as
+the failure branch's Release function releases it, :func:`fanfit.jobs.sharing.release_job`, and
+its record's status set to ``CANCELLED``); :func:`record_submission` records a job as it starts.
 """
 
 from __future__ import annotations
@@ -12,6 +17,7 @@ import math
 import re
 import time
 from typing import TYPE_CHECKING, Any, Protocol, Self
+from urllib.parse import quote
 
 from fanfit import errors, storage
 from fanfit.client.stack import Stack
@@ -22,9 +28,24 @@ if TYPE_CHECKING:
     from fanfit.cost import JobCost
     from fanfit.prices import PriceTable
 
-__all__ = ["JobHandle", "StackClient", "collect_cost", "cost_or_none"]
+__all__ = [
+    "BATCH_ACTIVE_STATUSES",
+    "JobHandle",
+    "StackClient",
+    "batch_jobs_of",
+    "batch_task",
+    "cancel_job",
+    "collect_cost",
+    "console_url",
+    "cost_or_none",
+    "record_submission",
+    "stack_capacity",
+]
 
 log = logging.getLogger("fanfit")
+
+#: AWS Batch statuses of a job that has not ended (TerminateJob stops each of them).
+BATCH_ACTIVE_STATUSES = ("SUBMITTED", "PENDING", "RUNNABLE", "STARTING", "RUNNING")
 
 
 class StackClient(Protocol):
@@ -78,8 +99,46 @@ class JobHandle:
         self.execution_arn = execution_arn
 
     def status(self) -> str:
-        """The execution's status: RUNNING, SUCCEEDED, FAILED, TIMED_OUT or ABORTED."""
-        return self.client.sfn.describe_execution(executionArn=self.execution_arn)["status"]
+        """The execution's status: RUNNING, SUCCEEDED, FAILED, TIMED_OUT or ABORTED; CANCELLED
+        once the job was cancelled (:meth:`cancel`; its record says so)."""
+        status = str(self.client.sfn.describe_execution(executionArn=self.execution_arn)["status"])
+        if status != "RUNNING" and self._cancelled():
+            return storage.JOB_STATUS_CANCELLED
+        return status
+
+    @property
+    def console_url(self) -> str | None:
+        """The execution's page in the AWS Step Functions console; None on the local stack."""
+        if self.client.local:
+            return None
+        return console_url(self.execution_arn)
+
+    def cancel(self) -> dict[str, Any]:
+        """Cancel the job: stop its execution (``states:StopExecution``), terminate its GPU worker
+        jobs (``batch:TerminateJob``), release its partition of the shared capacity as the
+        failure branch does (:func:`fanfit.jobs.sharing.release_job`), and set its record's
+        status to ``CANCELLED``. A job that has already ended is left as it is.
+
+        Returns
+        -------
+        dict
+            ``job_id``, ``status``, ``stopped``, ``batch_jobs_terminated``,
+            ``partition_released`` (:func:`fanfit.client.lifecycle.cancel_job`).
+
+        Raises
+        ------
+        botocore.exceptions.ClientError
+            A call was refused (e.g. AccessDenied).
+        """
+        return cancel_job(self.client, self.job_id, self.execution_arn)
+
+    def _cancelled(self) -> bool:
+        """Whether the job's record says it was cancelled."""
+        try:
+            got = self.client.records.get(self.job_id) or {}
+        except Exception:  # a record that cannot be read: not known to be cancelled
+            return False
+        return got.get("status") == storage.JOB_STATUS_CANCELLED
 
     def wait(
         self, timeout: float = 3600.0, poll: float = 0.25, *, progress: bool | str | Any = False
@@ -87,8 +146,8 @@ class JobHandle:
         """Poll until the execution ends (at most ``timeout`` seconds).
 
         The pause between polls starts at ``poll`` seconds and grows by half each time, to 2 s
-        (estimate) or 1 s (train); the loop makes at most ``timeout / poll + 1`` polls, whatever
-        the clock does.
+        (estimate) or 1 s (train); the loop makes at least one poll (``timeout=0``: is it over
+        now?) and at most ``timeout / poll + 1``, whatever the clock does.
 
         Parameters
         ----------
@@ -109,8 +168,12 @@ class JobHandle:
         ------
         fanfit.errors.InvalidJobError (or a subclass)
             If the job was rejected; the message names the option or column.
+        fanfit.errors.JobCancelledError
+            If the job was cancelled (:meth:`cancel`).
+        fanfit.errors.WaitTimeoutError
+            If the job still runs after ``timeout`` seconds (it goes on running).
         fanfit.errors.JobFailedError
-            If the execution failed otherwise, timed out, was aborted, or did not end in time.
+            If the execution failed otherwise, timed out or was aborted.
         """
         from fanfit.progress import PROGRESS_INTERVAL_S, ProgressTracker, make_renderer
 
@@ -122,8 +185,8 @@ class JobHandle:
         deadline = time.monotonic() + timeout
         shown_at = -math.inf
         try:
-            for _ in range(int(max(timeout, 0.0) / max(poll, 1e-3)) + 1):
-                if time.monotonic() >= deadline:
+            for attempt in range(int(max(timeout, 0.0) / max(poll, 1e-3)) + 1):
+                if attempt and time.monotonic() >= deadline:  # poll at least once
                     break
                 desc = self.client.sfn.describe_execution(executionArn=self.execution_arn)
                 status = desc["status"]
@@ -140,7 +203,9 @@ class JobHandle:
         finally:
             if renderer is not None:
                 renderer.close()
-        raise errors.JobFailedError(f"job {self.job_id} did not end within {timeout:.0f} s")
+        raise errors.WaitTimeoutError(
+            f"job {self.job_id} did not end within {timeout:g} s; it is still running"
+        )
 
     def _failure(self, desc: dict[str, Any]) -> errors.FanfitError:
         name = desc.get("error") or desc["status"]
@@ -149,6 +214,10 @@ class JobHandle:
             message = json.loads(cause).get("errorMessage", cause)
         except (ValueError, AttributeError):
             message = cause
+        if name == "JobCancelledError" or self._cancelled():
+            return errors.JobCancelledError(
+                f"job {self.job_id} was cancelled (status CANCELLED); it has no result"
+            )
         if name == "ShardFailedError":
             return self._shard_failure(message)
         exc_type = self._ERRORS.get(name, errors.JobFailedError)
@@ -209,6 +278,200 @@ class JobHandle:
     def record(self) -> dict[str, Any]:
         """The job record in the job table (``{"job_id": ...}`` when there is none)."""
         return self.client.records.get(self.job_id) or {"job_id": self.job_id}
+
+
+def record_submission(client: StackClient, job_id: str, kind: str, execution_arn: str) -> None:
+    """Write the job's kind, execution and submission time into its record as it starts, so that
+    ``fanfit wait JOB`` or ``client.job(JOB)`` find a job whose first step has not run yet.
+
+    The status is left to the steps (Prepare, TrainInit and the failure branch write it): a
+    failure recorded before this write is never overwritten. A role that cannot write the table
+    only loses that early record (logged).
+    """
+    try:
+        client.records.update(
+            job_id, kind=kind, execution_arn=execution_arn, submitted_at=time.time()
+        )
+    except Exception as exc:  # a read-only role: the first step records the job
+        log.warning("cannot record the start of job %s: %s", job_id, exc)
+
+
+def console_url(execution_arn: str) -> str:
+    """The page of a Step Functions execution in the AWS console (its region from the ARN).
+
+    Parameters
+    ----------
+    execution_arn : str
+        ``arn:aws:states:<region>:<account>:execution:<machine>:<name>``.
+
+    Returns
+    -------
+    str
+    """
+    parts = execution_arn.split(":")
+    region = parts[3] if len(parts) > 3 and parts[3] else "us-east-1"
+    return (
+        f"https://{region}.console.aws.amazon.com/states/home?region={region}"
+        f"#/v2/executions/details/{quote(execution_arn, safe='')}"
+    )
+
+
+def _outputs(client: StackClient) -> dict[str, str]:
+    """The stack's CloudFormation outputs (cached on the client)."""
+    cache: dict[str, dict[str, str]] = client.__dict__.setdefault("_lifecycle_outputs", {})
+    if "outputs" not in cache:
+        cfn = client.session.client("cloudformation", endpoint_url=client.stack.endpoint_url)
+        try:
+            desc = cfn.describe_stacks(StackName=client.stack.name)["Stacks"][0]
+        except Exception as exc:  # botocore ClientError, EndpointConnectionError
+            raise errors.StackError(f"cannot read stack {client.stack.name!r}: {exc}") from exc
+        cache["outputs"] = {o["OutputKey"]: o["OutputValue"] for o in desc.get("Outputs", [])}
+    return cache["outputs"]
+
+
+def _batch(client: StackClient) -> Any:
+    return client.session.client("batch", endpoint_url=client.stack.endpoint_url)
+
+
+def batch_jobs_of(
+    client: StackClient, job_id: str, statuses: tuple[str, ...] = BATCH_ACTIVE_STATUSES
+) -> list[dict[str, Any]]:
+    """The GPU worker (AWS Batch) jobs of a fanfit job on the stack's job queue.
+
+    A Batch job belongs to the fanfit job whose id its task carries (the ``task`` parameter the
+    state machines pass: a shard's or a worker's input, with ``job_id``).
+
+    Parameters
+    ----------
+    client : StackClient
+    job_id : str
+    statuses : tuple of str
+        Batch statuses to list (default: those not ended).
+
+    Returns
+    -------
+    list of dict
+        Batch's ``DescribeJobs`` entries; empty on a stack without a GPU worker (no
+        ``GpuJobQueueArn`` output).
+    """
+    queue = _outputs(client).get("GpuJobQueueArn")
+    if not queue:
+        return []
+    batch = _batch(client)
+    ids: list[str] = []
+    for status in statuses:
+        pages = batch.get_paginator("list_jobs").paginate(jobQueue=queue, jobStatus=status)
+        ids += [j["jobId"] for page in pages for j in page.get("jobSummaryList", [])]
+    found = []
+    for start in range(0, len(ids), 100):
+        for job in batch.describe_jobs(jobs=ids[start : start + 100]).get("jobs", []):
+            if _task_job_id(job) == job_id:
+                found.append(job)
+    return found
+
+
+def batch_task(batch_job: dict[str, Any]) -> str:
+    """A Batch job's ``task`` parameter (the JSON of the shard's or worker's input), or ''."""
+    task = (batch_job.get("parameters") or {}).get("task")
+    return task if isinstance(task, str) else ""
+
+
+def _task_job_id(batch_job: dict[str, Any]) -> str | None:
+    """The fanfit job id a Batch job's ``task`` parameter names, or None."""
+    try:
+        parsed = json.loads(batch_task(batch_job) or "null")
+    except ValueError:
+        return None
+    if not isinstance(parsed, dict):
+        return None
+    found = parsed.get("job_id")
+    return str(found) if found is not None else None
+
+
+def cancel_job(client: StackClient, job_id: str, execution_arn: str) -> dict[str, Any]:
+    """Stop a running job: its execution, its Batch jobs, its partition; status ``CANCELLED``.
+
+    Parameters
+    ----------
+    client : StackClient
+    job_id, execution_arn : str
+
+    Returns
+    -------
+    dict
+        ``job_id``, ``status`` (``'CANCELLED'``, or the status of a job that had already ended,
+        which is left as it was), ``stopped`` (whether this call stopped the execution),
+        ``batch_jobs_terminated`` (Batch job ids) and ``partition_released`` (bool).
+
+    Raises
+    ------
+    botocore.exceptions.ClientError
+        A call was refused (e.g. AccessDenied on ``states:StopExecution``).
+    """
+    from fanfit.jobs.sharing import capacity_from_env, release_job
+
+    status = client.sfn.describe_execution(executionArn=execution_arn)["status"]
+    if status != "RUNNING":
+        got = client.records.get(job_id) or {}
+        return {
+            "job_id": job_id,
+            "status": got.get("status") or status,
+            "stopped": False,
+            "batch_jobs_terminated": [],
+            "partition_released": False,
+        }
+    client.sfn.stop_execution(
+        executionArn=execution_arn,
+        error="JobCancelledError",
+        cause=f"job {job_id} was cancelled by the user (fanfit cancel)",
+    )
+    terminated = []
+    try:
+        batch_jobs = batch_jobs_of(client, job_id)
+    except Exception as exc:  # no Batch permission, stack outputs unreadable: the stop stands
+        log.warning("job %s: cannot list its GPU worker (Batch) jobs: %s", job_id, exc)
+        batch_jobs = []
+    for batch_job in batch_jobs:
+        _batch(client).terminate_job(
+            jobId=batch_job["jobId"], reason=f"fanfit job {job_id} was cancelled"
+        )
+        terminated.append(str(batch_job["jobId"]))
+    released = False
+    partitions = getattr(client, "partitions", None)
+    if partitions is not None:
+        entry = release_job(
+            partitions, job_id, stack_capacity(client) or capacity_from_env(), client.sfn
+        )
+        released = entry is not None
+    client.records.update(job_id, status=storage.JOB_STATUS_CANCELLED, ended_at=time.time())
+    return {
+        "job_id": job_id,
+        "status": storage.JOB_STATUS_CANCELLED,
+        "stopped": True,
+        "batch_jobs_terminated": terminated,
+        "partition_released": released,
+    }
+
+
+def stack_capacity(client: StackClient) -> tuple[int, int] | None:
+    """The stack's shared capacity as its functions see it (``FANFIT_ACCOUNT_CONCURRENCY``,
+    ``FANFIT_BATCH_MAX_VCPUS`` of the Prepare function), so that a release from the client
+    recomputes the other jobs' partitions as the Release function would; None if unreadable."""
+    from fanfit.jobs.sharing import GPU_WORKER_VCPUS
+
+    try:
+        name = _outputs(client).get("PrepareFunctionName")
+        if not name:
+            return None
+        lam = client.session.client("lambda", endpoint_url=client.stack.endpoint_url)
+        env = lam.get_function_configuration(FunctionName=name).get("Environment", {})
+        variables = env.get("Variables", {})
+        concurrency = int(variables.get("FANFIT_ACCOUNT_CONCURRENCY", "1000"))
+        gpus = int(variables.get("FANFIT_BATCH_MAX_VCPUS", "0")) // GPU_WORKER_VCPUS
+    except Exception as exc:  # no permission, no such function: the client's defaults
+        log.debug("cannot read the stack's capacity: %s", exc)
+        return None
+    return concurrency, gpus
 
 
 def collect_cost(

@@ -24,7 +24,7 @@ import numpy as np
 
 from fanfit import errors, storage
 from fanfit.client.data import read_table, to_matrix
-from fanfit.client.jobs import JobHandle, StackClient, cost_or_none
+from fanfit.client.jobs import JobHandle, StackClient, cost_or_none, record_submission
 from fanfit.client.options import (
     TrainOptions,
     check_columns,
@@ -429,4 +429,5 @@ def submit_train(
         name=job_id,
         input=json.dumps({"job_id": job_id, "spec_key": key}),
     )
+    record_submission(client, job_id, "train", started["executionArn"])
     return TrainJob(client, job_id, started["executionArn"])

@@ -50,6 +50,7 @@ from fanfit.storage.objects import (
     encode_data,
 )
 from fanfit.storage.tables import (
+    JOB_STATUS_CANCELLED,
     JOB_STATUS_FAILED,
     JOB_STATUS_RUNNING,
     JOB_STATUS_SUCCEEDED,
@@ -62,6 +63,7 @@ from fanfit.storage.tables import (
 
 __all__ = [
     "DATA_KEY_PATTERN",
+    "JOB_STATUS_CANCELLED",
     "JOB_STATUS_FAILED",
     "JOB_STATUS_RUNNING",
     "JOB_STATUS_SUCCEEDED",

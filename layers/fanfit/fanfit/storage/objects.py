@@ -9,6 +9,7 @@ from __future__ import annotations
 import hashlib
 import io
 import json
+import os
 from typing import Any
 
 import numpy as np
@@ -130,6 +131,65 @@ class JobStore:
         """Every key under ``prefix``, sorted."""
         pages = self.s3.get_paginator("list_objects_v2").paginate(Bucket=self.bucket, Prefix=prefix)
         return sorted(o["Key"] for page in pages for o in page.get("Contents", []))
+
+    def list_prefixes(self, prefix: str) -> list[str]:
+        """The "folders" one level under ``prefix`` (``jobs/`` -> ``['jobs/a/', 'jobs/b/']``), sorted."""
+        pages = self.s3.get_paginator("list_objects_v2").paginate(
+            Bucket=self.bucket, Prefix=prefix, Delimiter="/"
+        )
+        return sorted(p["Prefix"] for page in pages for p in page.get("CommonPrefixes", []))
+
+    def delete_keys(self, keys: list[str], *, all_versions: bool = True) -> int:
+        """Remove objects, at most 1,000 per ``DeleteObjects`` call.
+
+        Parameters
+        ----------
+        keys : list of str
+            Keys to remove (a key with no object is ignored).
+        all_versions : bool
+            In a versioned bucket, also remove every earlier version and delete marker of the keys
+            (``ListObjectVersions``), so that nothing of them is left or billed; in a bucket
+            without versioning this removes the objects alone.
+
+        Returns
+        -------
+        int
+            Object versions (or objects) removed.
+
+        Raises
+        ------
+        botocore.exceptions.ClientError
+            A removal was refused (e.g. AccessDenied); the message names the first key.
+        """
+        wanted = set(keys)
+        targets: list[dict[str, str]] = [{"Key": k} for k in sorted(wanted)]
+        if all_versions and wanted:
+            versions: list[dict[str, str]] = []
+            pages = self.s3.get_paginator("list_object_versions").paginate(
+                Bucket=self.bucket, Prefix=os.path.commonprefix(sorted(wanted))
+            )
+            for page in pages:
+                for entry in [*page.get("Versions", []), *page.get("DeleteMarkers", [])]:
+                    if entry["Key"] in wanted and entry.get("VersionId"):
+                        versions.append({"Key": entry["Key"], "VersionId": entry["VersionId"]})
+            if any(v["VersionId"] != "null" for v in versions):
+                targets = versions  # a versioned bucket: every version (a pre-versioning one too)
+        removed = 0
+        for start in range(0, len(targets), 1000):
+            chunk = targets[start : start + 1000]
+            got = self.s3.delete_objects(
+                Bucket=self.bucket, Delete={"Objects": chunk, "Quiet": True}
+            )
+            failed = got.get("Errors", [])
+            if failed:
+                first = failed[0]
+                raise self.s3.exceptions.ClientError(
+                    {"Error": {"Code": first.get("Code", "DeleteFailed"),
+                               "Message": f"{first.get('Key')}: {first.get('Message', '')}"}},
+                    "DeleteObjects",
+                )  # fmt: skip
+            removed += len(chunk)
+        return removed
 
     def put_arrays(self, key: str, arrays: dict[str, np.ndarray]) -> str:
         """Write named arrays as one ``.npz`` object."""

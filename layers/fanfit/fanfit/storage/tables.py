@@ -9,6 +9,8 @@ from typing import Any
 JOB_STATUS_RUNNING = "RUNNING"
 JOB_STATUS_SUCCEEDED = "SUCCEEDED"
 JOB_STATUS_FAILED = "FAILED"
+#: A job stopped by the user (``fanfit cancel``): its execution was stopped, its partition released.
+JOB_STATUS_CANCELLED = "CANCELLED"
 
 
 class _Table:
@@ -72,6 +74,20 @@ class JobRecords(_Table):
         if item is None:
             return None
         return {k: _from_attr(v) for k, v in item.items()}
+
+    def scan(self) -> list[dict[str, Any]]:
+        """Every job record (running and ended), as plain dicts, in no particular order."""
+        pages = self.ddb.get_paginator("scan").paginate(
+            TableName=self.table_name, ConsistentRead=True
+        )
+        return [{k: _from_attr(v) for k, v in i.items()} for p in pages for i in p["Items"]]
+
+    def delete(self, job_id: str) -> bool:
+        """Remove the job's record; True when there was one."""
+        got = self.ddb.delete_item(
+            TableName=self.table_name, Key={"job_id": {"S": job_id}}, ReturnValues="ALL_OLD"
+        )
+        return bool(got.get("Attributes"))
 
 
 class ThroughputRecords(_Table):

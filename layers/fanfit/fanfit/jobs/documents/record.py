@@ -31,7 +31,7 @@ class JobRecord(Document):
     kind : {'estimate', 'train'} or None
         None on records written before train jobs existed (an estimate).
     status : str or None
-        RUNNING, SUCCEEDED or FAILED.
+        RUNNING, SUCCEEDED, FAILED or CANCELLED (stopped by ``fanfit cancel``).
     execution_arn : str or None
         The job's latest execution (a resume replaces it).
     model, score : str or None
