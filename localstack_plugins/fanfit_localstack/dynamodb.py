@@ -92,7 +92,7 @@ def _item_state(
     attributes = [a for a in (table.hash_key_attr, table.range_key_attr) if a]
     key = {a: key[a] for a in attributes if a in key}
     item = backend.get_item(table.name, key)
-    return table.name, key, (None if item is None else item.to_json()["Attributes"])
+    return table.name, key, (None if item is None else dynamojournal.item_json(item))
 
 
 def _written_keys(operation: str, request: dict[str, Any]) -> list[tuple[str, dict[str, Any]]]:
