@@ -57,6 +57,8 @@ DYNAMODB_DIR = "dynamodb"
 #: invocations a stopped stack cut short would hold their shards back from a resume until they
 #: expire, and a completed one matters only while its execution runs.
 DYNAMODB_SKIP = "IdempotencyTable"
+#: What the Lambda executor found about CPU and memory limits (``fanfit_localstack.cgroups``).
+LIMITS_FILE = "limits.json"
 #: Name prefix of the buckets ``sam deploy`` uploads code and layers to (:mod:`fanfit.local.deploy`).
 ARTIFACT_BUCKET_PREFIX = "fanfit-local-artifacts-"
 INSTALL_HINT = "run `make install-local` (scripts/install_local_stack.sh) to build it"
@@ -276,6 +278,12 @@ class LocalStack:
         ``seconds``, or ``error``), or None when there is none, or none by process ``pid``."""
         return _restore_record(self.dynamodb_journal / S3_RESTORED_FILE, pid)
 
+    def limits(self, pid: int | None = None) -> dict[str, Any] | None:
+        """What the stack's Lambda executor found about CPU and memory limits: ``mode``
+        (``v1``, ``v2``, ``none``), ``apply``, ``reason``, ``summary``; None when it has not said,
+        or not by process ``pid``."""
+        return _restore_record(self.home / LIMITS_FILE, pid)
+
     def read_state(self) -> StackInfo | None:
         """The recorded stack, or None when there is no (readable) state file."""
         try:
@@ -325,6 +333,7 @@ class LocalStack:
                 "FANFIT_S3_MIRROR_SKIP": f"awslambda-,{ARTIFACT_BUCKET_PREFIX}",
                 "FANFIT_DYNAMODB_DIR": str(self.dynamodb_journal),
                 "FANFIT_DYNAMODB_SKIP": DYNAMODB_SKIP,
+                "FANFIT_CGROUP_REPORT": str(self.home / LIMITS_FILE),
                 "FANFIT_LAMBDA_PYTHON": str(lambda_python(self.root)),
                 # Batch jobs run on the client's interpreter (it has PyTorch), as the worker image does.
                 "FANFIT_BATCH_PYTHON": os.environ.get("FANFIT_BATCH_PYTHON") or sys.executable,
@@ -462,7 +471,10 @@ class LocalStack:
             ``running`` (bool), ``healthy`` (bool), ``state_dir``, and when recorded ``pid``,
             ``port``, ``endpoint``, ``region``, ``log_file``, ``started_at``, ``uptime_s``,
             ``services`` (LocalStack's per-service states), ``s3_restored`` and
-            ``dynamodb_restored`` (what the start put back into S3 and DynamoDB from disk).
+            ``dynamodb_restored`` (what the start put back into S3 and DynamoDB from disk),
+            ``limits`` (whether Lambda environments get the CPU and memory their ``MemorySize``
+            buys: ``cgroup v1: ...``, ``cgroup v2 (delegated): ...`` or ``none: <reason>``) and
+            ``limits_apply``.
         """
         info = self.read_state()
         result: dict[str, Any] = {"running": False, "healthy": False, "state_dir": str(self.home)}
@@ -484,6 +496,10 @@ class LocalStack:
         tables = self.dynamodb_restored(info.pid)
         if tables is not None:
             result["dynamodb_restored"] = tables
+        found = self.limits(info.pid)
+        if found is not None:
+            result["limits"] = found.get("summary")
+            result["limits_apply"] = bool(found.get("apply"))
         return result
 
     def _log_tail(self, lines: int = 30) -> str:
