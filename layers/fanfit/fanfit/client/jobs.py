@@ -125,7 +125,7 @@ class JobHandle:
             for _ in range(int(max(timeout, 0.0) / max(poll, 1e-3)) + 1):
                 if time.monotonic() >= deadline:
                     break
-                desc = self.client.sfn.describe_execution(executionArn=self.execution_arn)
+                desc = self._describe_execution()
                 status = desc["status"]
                 due = status != "RUNNING" or time.monotonic() - shown_at >= PROGRESS_INTERVAL_S
                 if renderer is not None and tracker is not None and due:
@@ -141,6 +141,29 @@ class JobHandle:
             if renderer is not None:
                 renderer.close()
         raise errors.JobFailedError(f"job {self.job_id} did not end within {timeout:.0f} s")
+
+    def _describe_execution(self) -> dict[str, Any]:
+        """DescribeExecution of the job's execution; when the execution is gone (a restarted
+        local stack keeps its job records, not its executions), the status, error and cause that
+        the job record holds of a job that ended.
+
+        Raises
+        ------
+        fanfit.errors.JobFailedError
+            The execution is gone and the record says the job had not ended: resume it.
+        """
+        sfn = self.client.sfn
+        try:
+            desc: dict[str, Any] = sfn.describe_execution(executionArn=self.execution_arn)
+            return desc
+        except sfn.exceptions.ExecutionDoesNotExist:
+            record = self.client.records.get(self.job_id) or {}
+        if record.get("status") in ("SUCCEEDED", "FAILED", "TIMED_OUT", "ABORTED"):
+            return {key: record[key] for key in ("status", "error", "cause") if record.get(key)}
+        raise errors.JobFailedError(
+            f"job {self.job_id}: its execution {self.execution_arn} no longer exists (a restarted "
+            f"local stack keeps job records, not executions); run `fanfit resume {self.job_id}`"
+        ) from None
 
     def _failure(self, desc: dict[str, Any]) -> errors.FanfitError:
         name = desc.get("error") or desc["status"]
