@@ -187,3 +187,30 @@ def test_item_json_is_moto_s_own_json_of_an_item() -> None:
         stored = backend.get_item(JOBS["TableName"], {"job_id": {"S": "j"}})
         # WHEN the journal converts it THEN it is what moto's to_json gives, and the item put
         assert dj.item_json(stored) == stored.to_json()["Attributes"] == item
+
+
+def test_the_start_waits_for_the_dynamodb_restore_only_where_the_plugins_have_it(
+    tmp_path, monkeypatch
+) -> None:
+    # GIVEN LocalStack virtualenvs with the plugins installed before and after the journal existed
+    from fanfit.local.process import DYNAMODB_RESTORE_HOOK, plugin_hooks
+
+    monkeypatch.delenv("PYTHONPATH", raising=False)
+    pyproject = (ROOT / "localstack_plugins" / "pyproject.toml").read_text()
+    for name, hooks in (("old", "fanfit_s3_restore = x:y\n"),
+                        ("new", f"fanfit_s3_restore = x:y\n{DYNAMODB_RESTORE_HOOK} = x:z\n")):  # fmt: skip
+        info = (
+            tmp_path
+            / name
+            / "lib"
+            / "python3.13"
+            / "site-packages"
+            / "fanfit_localstack-0.1.0.dist-info"
+        )
+        info.mkdir(parents=True)
+        (info / "entry_points.txt").write_text(f"[localstack.hooks.on_infra_ready]\n{hooks}")
+    # WHEN their hooks are read THEN only the new one restores DynamoDB (start waits for it there)
+    assert DYNAMODB_RESTORE_HOOK not in plugin_hooks(tmp_path / "old" / "bin" / "python")
+    assert DYNAMODB_RESTORE_HOOK in plugin_hooks(tmp_path / "new" / "bin" / "python")
+    # ... and the plugins' pyproject.toml declares that hook
+    assert f'{DYNAMODB_RESTORE_HOOK} = "fanfit_localstack.dynamodb:restore_journal"' in pyproject

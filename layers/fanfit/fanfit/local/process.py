@@ -29,6 +29,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+import logging
 import os
 import signal
 import socket
@@ -42,6 +43,8 @@ from pathlib import Path
 from typing import Any
 
 from fanfit.errors import StackError
+
+LOGGER = logging.getLogger("fanfit")
 
 DEFAULT_REGION = "us-east-1"
 STATE_FILE = "stack.json"
@@ -214,6 +217,31 @@ def health(endpoint: str, timeout_s: float = 2.0) -> dict[str, Any] | None:
         return None
 
 
+#: The LocalStack hook (entry point) that restores DynamoDB from its journal at start-up.
+DYNAMODB_RESTORE_HOOK = "fanfit_dynamodb_restore"
+
+
+def plugin_hooks(python: Path) -> set[str]:
+    """The entry-point names of the fanfit LocalStack plugins that LocalStack's interpreter
+    ``python`` finds: in its virtualenv's site-packages and in ``$PYTHONPATH``.
+
+    A virtualenv built before a hook was added lacks it until ``make install-local`` installs the
+    plugins again, and :meth:`LocalStack.start` must not wait for what such a hook would write.
+    """
+    venv = python.parent.parent
+    places = [*venv.glob("lib/python*/site-packages")]
+    places += [Path(p) for p in os.environ.get("PYTHONPATH", "").split(os.pathsep) if p]
+    names: set[str] = set()
+    for place in places:
+        for entry_points in place.glob("fanfit_localstack-*.dist-info/entry_points.txt"):
+            with contextlib.suppress(OSError):
+                for line in entry_points.read_text().splitlines():
+                    name, _, target = line.partition("=")
+                    if target:
+                        names.add(name.strip())
+    return names
+
+
 def _restore_record(path: Path, pid: int | None) -> dict[str, Any] | None:
     try:
         record = json.loads(path.read_text())
@@ -372,6 +400,14 @@ class LocalStack:
         env = self.environment(port)
         started_at = time.time()
         lambda_interpreter = env["FANFIT_LAMBDA_PYTHON"]
+        journal = DYNAMODB_RESTORE_HOOK in plugin_hooks(python)
+        if not journal:
+            LOGGER.warning(
+                "the local stack's plugins in %s predate the DynamoDB journal: job records will "
+                "not survive a restart; %s",
+                python.parent.parent,
+                INSTALL_HINT.replace("build it", "update them"),
+            )
         with open(self.log_file, "ab") as log:
             log.write(f"\n=== fanfit: starting LocalStack on port {port}\n".encode())
             log.flush()
@@ -413,7 +449,7 @@ class LocalStack:
                     )
             if (
                 restored is not None
-                and tables is not None
+                and (tables is not None or not journal)
                 and health(endpoint, timeout_s=1.0) is not None
             ):
                 self.state_file.write_text(json.dumps(info.to_dict(), indent=2) + "\n")
