@@ -3,7 +3,7 @@
 GIVEN a moto stack whose job records name executions Step Functions no longer knows (a local stack
 restarted: its tables are restored from disk, its executions are not), WHEN a job handle waits for
 the job, THEN a job that ended answers from its record (its result can be read), and one that had
-not ended is refused by name with the command that resumes it.
+not ended is ABORTED, with the command that resumes it.
 """
 
 from __future__ import annotations
@@ -50,3 +50,17 @@ def test_a_job_cut_short_by_the_restart_is_refused_with_the_resume_command(clien
         errors.JobFailedError, match=r"e-cut.*no longer exists.*fanfit resume e-cut"
     ):
         client.job("e-cut").wait(timeout=5)
+    # ... and its status is ABORTED (the stack's stop ended it), its record left as it was
+    assert client.job("e-cut").status() == "ABORTED"
+    assert client.job("e-cut").record()["status"] == "RUNNING"
+
+
+def test_the_timings_an_execution_gave_are_left_out_when_it_is_gone(client) -> None:
+    # GIVEN ended estimate and train jobs whose executions are gone
+    client.records.update("e-old", execution_arn=GONE.format("e-old"), kind="estimate",
+                          status="SUCCEEDED")  # fmt: skip
+    client.records.update("t-old", execution_arn=GONE.format("t-old"), kind="train",
+                          status="SUCCEEDED")  # fmt: skip
+    # WHEN their phase and round timings are read THEN there are none (and nothing raises)
+    assert client.job("e-old").phase_seconds() == {}
+    assert client.job("t-old").round_wall_seconds() == []

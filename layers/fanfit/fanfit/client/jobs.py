@@ -78,8 +78,9 @@ class JobHandle:
         self.execution_arn = execution_arn
 
     def status(self) -> str:
-        """The execution's status: RUNNING, SUCCEEDED, FAILED, TIMED_OUT or ABORTED."""
-        return self.client.sfn.describe_execution(executionArn=self.execution_arn)["status"]
+        """The execution's status: RUNNING, SUCCEEDED, FAILED, TIMED_OUT or ABORTED (also of a job
+        whose execution a restarted local stack no longer has, and which had not ended)."""
+        return str(self._describe_execution()["status"])
 
     def wait(
         self, timeout: float = 3600.0, poll: float = 0.25, *, progress: bool | str | Any = False
@@ -145,13 +146,8 @@ class JobHandle:
     def _describe_execution(self) -> dict[str, Any]:
         """DescribeExecution of the job's execution; when the execution is gone (a restarted
         local stack keeps its job records, not its executions), the status, error and cause that
-        the job record holds of a job that ended.
-
-        Raises
-        ------
-        fanfit.errors.JobFailedError
-            The execution is gone and the record says the job had not ended: resume it.
-        """
+        the job record holds of a job that ended, else ``ABORTED`` with a cause that says to
+        resume it."""
         sfn = self.client.sfn
         try:
             desc: dict[str, Any] = sfn.describe_execution(executionArn=self.execution_arn)
@@ -160,10 +156,12 @@ class JobHandle:
             record = self.client.records.get(self.job_id) or {}
         if record.get("status") in ("SUCCEEDED", "FAILED", "TIMED_OUT", "ABORTED"):
             return {key: record[key] for key in ("status", "error", "cause") if record.get(key)}
-        raise errors.JobFailedError(
-            f"job {self.job_id}: its execution {self.execution_arn} no longer exists (a restarted "
-            f"local stack keeps job records, not executions); run `fanfit resume {self.job_id}`"
-        ) from None
+        return {
+            "status": "ABORTED",
+            "error": "ExecutionDoesNotExist",
+            "cause": f"its execution {self.execution_arn} no longer exists (a restarted local "
+            f"stack keeps job records, not executions); run `fanfit resume {self.job_id}`",
+        }
 
     def _failure(self, desc: dict[str, Any]) -> errors.FanfitError:
         name = desc.get("error") or desc["status"]
