@@ -138,17 +138,35 @@ def _record(context: Any, operation: str, request: dict[str, Any], response: Any
         return
     by_table: dict[str, list[tuple[dict[str, Any], dict[str, Any] | None]]] = {}
     for table_name, key in _written_keys(operation, request):
+        if not dynamojournal.journaled(table_name):  # a name or an ARN that contains it
+            continue
         name, key, item = _item_state(backend, table_name, key)
-        if dynamojournal.journaled(name):
-            by_table.setdefault(name, []).append((key, item))
+        by_table.setdefault(name, []).append((key, item))
     for name, states in by_table.items():
         store.write_items(account, region, name, states)
 
 
+def _tables_of(operation: str, request: dict[str, Any]) -> set[str]:
+    """The tables (names or ARNs) a write request names."""
+    if operation == "BatchWriteItem":
+        return set(request.get("RequestItems") or {})
+    if operation == "TransactWriteItems":
+        return {
+            entry[kind]["TableName"]
+            for entry in request.get("TransactItems") or []
+            for kind in ("Put", "Update", "Delete", "ConditionCheck")
+            if kind in entry
+        }
+    return {request.get("TableName") or ""}
+
+
 def _journaled_handler(operation: str, handler: Callable[..., Any]) -> Callable[..., Any]:
     def _call(context: Any, request: Any) -> Any:
-        if dynamojournal.journal_dir() is None:
-            return handler(context, request)
+        if dynamojournal.journal_dir() is None or (
+            operation in ITEM_WRITES
+            and not any(dynamojournal.journaled(t) for t in _tables_of(operation, request))
+        ):
+            return handler(context, request)  # nothing to write through: no lock either
         with _write_lock:
             response = handler(context, request)
             try:
