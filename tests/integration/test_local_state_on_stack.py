@@ -88,6 +88,7 @@ def test_an_earlier_job_s_status_result_and_report_survive_local_down_and_up(
     from fanfit import cli
 
     monkeypatch.setattr(cli, "_client", lambda args: contextlib.nullcontext(client))
+    capsys.readouterr()  # what the fixtures printed
     assert cli.main(["status", job.job_id, "--output", "json"]) == 0
     status = json.loads(capsys.readouterr().out)
     assert status["status"] == "SUCCEEDED" and status["job_id"] == job.job_id
