@@ -12,8 +12,8 @@ points:
   the host: ``python`` as the command's first word is ``$FANFIT_BATCH_PYTHON`` (the client's
   interpreter, which has PyTorch), ``Ref::name`` placeholders take the job's ``parameters`` as on
   AWS, the environment is the job definition's plus the container overrides plus the local endpoint
-  and test credentials (on AWS the job role gives credentials). Where the cgroup v1 controllers are
-  writable the process gets the job's ``VCPU`` and ``MEMORY`` resource requirements (scaled by
+  and test credentials (on AWS the job role gives credentials). Where cgroup limits apply (v1, or v2
+  delegated: :mod:`fanfit_localstack.cgroups`) the process gets the job's ``VCPU`` and ``MEMORY`` (scaled by
   ``$FANFIT_BATCH_VCPU_SCALE``, default ``$FANFIT_LAMBDA_VCPU_SCALE``); a ``GPU`` requirement uses
   the host's GPU when one is visible (``nvidia-smi``), else the job runs on the CPU, as the worker
   image's code allows. The job's status goes SUBMITTED -> RUNNABLE -> STARTING -> RUNNING ->
@@ -198,7 +198,7 @@ def _run_local(job: Any) -> None:
             command, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True
         )
         if groups is not None:  # the process and its children get the job's CPU and memory
-            for tasks in (groups.memory / "tasks", groups.cpu / "tasks"):
+            for tasks in (groups.memory / "cgroup.procs", groups.cpu / "cgroup.procs"):
                 try:
                     tasks.write_text(str(proc.pid))
                 except OSError as exc:

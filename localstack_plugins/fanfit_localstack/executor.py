@@ -36,6 +36,7 @@ from typing import IO, Any
 
 from localstack import config
 from localstack.aws.api.lambda_ import PackageType
+from localstack.runtime import hooks
 from localstack.services.lambda_.invocation.executor_endpoint import (
     ExecutorEndpoint,
     StatusErrorException,
@@ -334,6 +335,13 @@ class LocalRuntimeExecutor(RuntimeExecutor):
             return False
         cgroups.available()
         return True
+
+
+@hooks.on_infra_ready()
+def report_lambda_limits() -> None:
+    """Find at start-up which CPU and memory limits Lambda environments get, say it once, and
+    write it for ``fanfit local status`` (:func:`fanfit_localstack.cgroups.limits`)."""
+    cgroups.limits()
 
 
 class LocalRuntimeExecutorPlugin(RuntimeExecutorPlugin):

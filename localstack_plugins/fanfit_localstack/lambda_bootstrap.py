@@ -15,7 +15,7 @@ Protocol with the supervisor (:mod:`fanfit_localstack.lambda_init`):
 - environment ``FANFIT_RESULT_FD``: a file descriptor to write JSON lines to the supervisor
   (``{"type": "ready", ...}``, ``{"type": "init_error", "error": {...}}``,
   ``{"type": "result", ...}``);
-- environment ``FANFIT_CGROUP_MEMORY`` / ``FANFIT_CGROUP_CPU``: cgroup (v1) directories the process
+- environment ``FANFIT_CGROUP_MEMORY`` / ``FANFIT_CGROUP_CPU``: cgroup (v1 or v2) directories the process
   joins: memory at start, cpu after the init phase (AWS boosts CPU during init);
 - standard input: one JSON line per invocation (``request_id``, ``invoked_function_arn``,
   ``payload``, ``deadline_ms``, ``trace_id``);
@@ -111,7 +111,7 @@ def _setup_logging() -> None:
 
 
 def _join_cgroup(directory: str | None) -> None:
-    """Move this process into the cgroup (v1) ``directory``; silently skip when not possible."""
+    """Move this process into the cgroup (v1 or v2) ``directory``; say so when not possible."""
     if not directory:
         return
     try:

@@ -221,12 +221,19 @@ class Runtime:
     def _oom_killed(self) -> bool:
         if not self.memory_cgroup:
             return False
-        try:
-            with open(os.path.join(self.memory_cgroup, "memory.oom_control")) as fh:
-                fields = dict(line.split() for line in fh if line.strip())
-            return int(fields.get("oom_kill", "0")) > 0
-        except (OSError, ValueError):
-            return False
+        # cgroup v1: memory.oom_control of its memory cgroup; v2: memory.events of the
+        # environment's cgroup (the parent of the leaf it joined), where memory.max is set
+        for path in (
+            os.path.join(self.memory_cgroup, "memory.oom_control"),
+            os.path.join(os.path.dirname(self.memory_cgroup), "memory.events"),
+        ):
+            try:
+                with open(path) as fh:
+                    fields = dict(line.split() for line in fh if line.strip())
+                return int(fields.get("oom_kill", "0")) > 0
+            except (OSError, ValueError):
+                continue
+        return False
 
     def kill(self) -> None:
         """Kill the child (SIGKILL) and forget it; the next invocation starts a new one."""

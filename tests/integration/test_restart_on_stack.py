@@ -138,9 +138,9 @@ def test_killing_the_stack_mid_job_loses_no_completed_shard(
     back = _preds(client, job.job_id)
     assert {k: back[k][0] for k in completed} == {k: before[k][0] for k in completed}
     assert {k: back[k][0] for k in back} == {k: before[k][0] for k in back}
-    # ... the job resumes from S3 alone (its record went with the tables) and runs only the
-    # shards without predictions
-    assert client.records.get(job.job_id) is None
+    # ... its record is back (the tables are written through to disk too), and the job resumes
+    # from S3 and runs only the shards without predictions
+    assert client.records.get(job.job_id) is not None
     resumed = client.resume(job.job_id)
     result = resumed.result(timeout=600)
     after = _preds(client, job.job_id)

@@ -431,7 +431,7 @@ def test_str_adds_the_run_after_doublemls_summary() -> None:
     assert "Job: est-20260101-000000-00000000" in text and "cross-fitting 1.50 s" in text
 
 
-def test_default_client_is_fanfit_stack_else_the_local_stack(monkeypatch) -> None:
+def test_default_client_is_fanfit_stack_else_the_local_stack(monkeypatch, capsys) -> None:
     from fanfit.client import client as client_module
     from fanfit.local import stack as local_stack
 
@@ -456,6 +456,8 @@ def test_default_client_is_fanfit_stack_else_the_local_stack(monkeypatch) -> Non
     monkeypatch.setattr(local_stack, "up", lambda: made.append(("up",)))
     assert fdoubleml.default_client() == "local-client"
     assert made[1:] == [("up",), ("local",)]
+    # ... and left running, with one line on stderr on how to stop it
+    assert "stop it with: fanfit local down" in capsys.readouterr().err
 
 
 def test_import_fanfit_loads_neither_doubleml_nor_pandas() -> None:

@@ -24,6 +24,7 @@ without it, :class:`fanfit.dml.interop.MissingDependencyError` gives the pip com
 from __future__ import annotations
 
 import os
+import sys
 from collections.abc import Mapping
 from typing import Any
 
@@ -58,7 +59,8 @@ def default_client() -> Any:
 
     The stack named by the ``FANFIT_STACK`` environment variable (``fanfit.Client(stack=...)``,
     a stack deployed with ``sam deploy``); else the local stack, started (``fanfit local up``)
-    when none is running.
+    when none is running, and left running for the next fit (one line on stderr says how to
+    stop it: ``fanfit local down``).
 
     Returns
     -------
@@ -77,7 +79,9 @@ def default_client() -> Any:
     from fanfit.local import stack as local_stack
 
     if not local_stack.status().get("running"):
-        local_stack.up()
+        started = local_stack.up() or {}
+        endpoint = started.get("endpoint", "this host")
+        print(local_stack.KEPT_RUNNING.format(endpoint=endpoint), file=sys.stderr)
     return Client.local_stack()
 
 

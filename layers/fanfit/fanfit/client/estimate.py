@@ -316,22 +316,26 @@ class EstimateJob(JobHandle):
         return list(self.result().timings.get("shards", []))
 
     def phase_seconds(self) -> dict[str, float]:
-        """Wall seconds of prepare, cross-fitting and aggregate, from the execution's history."""
+        """Wall seconds of prepare, cross-fitting and aggregate, from the execution's history;
+        none when the execution is gone (a restarted local stack keeps job records and results,
+        not executions)."""
         out = {"prepare_s": 0.0, "crossfit_s": 0.0, "aggregate_s": 0.0}
         entered: dict[str, Any] = {}
-        pages = self.client.sfn.get_paginator("get_execution_history").paginate(
-            executionArn=self.execution_arn
-        )
-        for page in pages:
-            for ev in page["events"]:
-                kind = ev["type"]
-                if kind.endswith("StateEntered"):
-                    details = ev.get("stateEnteredEventDetails", {})
-                    entered[details.get("name", "")] = ev["timestamp"]
-                elif kind.endswith("StateExited"):
-                    name = ev.get("stateExitedEventDetails", {}).get("name", "")
-                    if name in _PHASES and name in entered:
-                        out[_PHASES[name]] += (ev["timestamp"] - entered.pop(name)).total_seconds()
+        sfn = self.client.sfn
+        pages = sfn.get_paginator("get_execution_history").paginate(executionArn=self.execution_arn)
+        try:
+            events = [ev for page in pages for ev in page["events"]]
+        except sfn.exceptions.ExecutionDoesNotExist:
+            return {}
+        for ev in events:
+            kind = ev["type"]
+            if kind.endswith("StateEntered"):
+                details = ev.get("stateEnteredEventDetails", {})
+                entered[details.get("name", "")] = ev["timestamp"]
+            elif kind.endswith("StateExited"):
+                name = ev.get("stateExitedEventDetails", {}).get("name", "")
+                if name in _PHASES and name in entered:
+                    out[_PHASES[name]] += (ev["timestamp"] - entered.pop(name)).total_seconds()
         out["total_s"] = sum(out.values())
         return out
 

@@ -99,9 +99,10 @@ class JobHandle:
         self.execution_arn = execution_arn
 
     def status(self) -> str:
-        """The execution's status: RUNNING, SUCCEEDED, FAILED, TIMED_OUT or ABORTED; CANCELLED
+        """The execution's status: RUNNING, SUCCEEDED, FAILED, TIMED_OUT or ABORTED (also of a job
+        whose execution a restarted local stack no longer has, and which had not ended); CANCELLED
         once the job was cancelled (:meth:`cancel`; its record says so)."""
-        status = str(self.client.sfn.describe_execution(executionArn=self.execution_arn)["status"])
+        status = str(self._describe_execution()["status"])
         if status != "RUNNING" and self._cancelled():
             return storage.JOB_STATUS_CANCELLED
         return status
@@ -188,7 +189,7 @@ class JobHandle:
             for attempt in range(int(max(timeout, 0.0) / max(poll, 1e-3)) + 1):
                 if attempt and time.monotonic() >= deadline:  # poll at least once
                     break
-                desc = self.client.sfn.describe_execution(executionArn=self.execution_arn)
+                desc = self._describe_execution()
                 status = desc["status"]
                 due = status != "RUNNING" or time.monotonic() - shown_at >= PROGRESS_INTERVAL_S
                 if renderer is not None and tracker is not None and due:
@@ -206,6 +207,26 @@ class JobHandle:
         raise errors.WaitTimeoutError(
             f"job {self.job_id} did not end within {timeout:g} s; it is still running"
         )
+
+    def _describe_execution(self) -> dict[str, Any]:
+        """DescribeExecution of the job's execution; when the execution is gone (a restarted
+        local stack keeps its job records, not its executions), the status, error and cause that
+        the job record holds of a job that ended, else ``ABORTED`` with a cause that says to
+        resume it."""
+        sfn = self.client.sfn
+        try:
+            desc: dict[str, Any] = sfn.describe_execution(executionArn=self.execution_arn)
+            return desc
+        except sfn.exceptions.ExecutionDoesNotExist:
+            record = self.client.records.get(self.job_id) or {}
+        if record.get("status") in ("SUCCEEDED", "FAILED", "TIMED_OUT", "ABORTED"):
+            return {key: record[key] for key in ("status", "error", "cause") if record.get(key)}
+        return {
+            "status": "ABORTED",
+            "error": "ExecutionDoesNotExist",
+            "cause": f"its execution {self.execution_arn} no longer exists (a restarted local "
+            f"stack keeps job records, not executions); run `fanfit resume {self.job_id}`",
+        }
 
     def _failure(self, desc: dict[str, Any]) -> errors.FanfitError:
         name = desc.get("error") or desc["status"]

@@ -322,17 +322,19 @@ class TrainJob(JobHandle):
         """
         walls: list[float] = []
         entered = None
-        pages = self.client.sfn.get_paginator("get_execution_history").paginate(
-            executionArn=self.execution_arn
-        )
-        for page in pages:
-            for ev in page["events"]:
-                kind = ev["type"]
-                if kind == "MapStateEntered":
-                    entered = ev["timestamp"]
-                elif kind == "MapStateExited" and entered is not None:
-                    walls.append((ev["timestamp"] - entered).total_seconds())
-                    entered = None
+        sfn = self.client.sfn
+        pages = sfn.get_paginator("get_execution_history").paginate(executionArn=self.execution_arn)
+        try:
+            events = [ev for page in pages for ev in page["events"]]
+        except sfn.exceptions.ExecutionDoesNotExist:  # a restarted local stack: no walls known
+            return walls
+        for ev in events:
+            kind = ev["type"]
+            if kind == "MapStateEntered":
+                entered = ev["timestamp"]
+            elif kind == "MapStateExited" and entered is not None:
+                walls.append((ev["timestamp"] - entered).total_seconds())
+                entered = None
         return walls
 
     def result(self, timeout: float = 3600.0, *, progress: bool | str | Any = False) -> TrainResult:

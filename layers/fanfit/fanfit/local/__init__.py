@@ -2,7 +2,7 @@
 
 - :func:`up` starts it (or reuses the running one) and deploys ``template.yaml``; :func:`down` stops
   it; :func:`status` says where it stands (``fanfit local up|down|status``).
-- :func:`ensure_local_stack` uses the running stack or starts one for the duration of a block.
+- :func:`ensure_local_stack` uses the running stack or starts one, and leaves it running.
 - :class:`LocalStack` (:mod:`fanfit.local.process`) and :func:`fanfit.local.deploy.deploy` are the
   parts underneath; :mod:`fanfit.local.stack` puts them together (process <- deploy <- stack).
 

@@ -11,8 +11,14 @@ S3 outlives the process, as on AWS: every write is mirrored to ``<state dir>/s3`
 answers it, and a starting LocalStack puts the mirror back before :meth:`LocalStack.start` returns
 (``fanfit_localstack.s3mirror``). A killed stack, started again, has every object a client was told
 was written; ``fanfit resume`` then reruns only the shards without results. Delete that directory,
-with the stack stopped, to start from empty buckets. Tables, functions and state machines do not
-survive a restart: the next deploy creates them again.
+with the stack stopped, to start from empty buckets.
+
+DynamoDB outlives it too: every table write is appended to ``<state dir>/dynamodb`` (one journal
+per table, ``fanfit_localstack.dynamodb``) before LocalStack answers it, and a starting LocalStack
+puts the tables and their items back before :meth:`LocalStack.start` returns, so job records
+survive ``fanfit local down`` and ``up`` (but for Powertools' idempotency records:
+:data:`DYNAMODB_SKIP`). Functions and state machines do not survive a restart: the next deploy
+creates them again, and takes over the restored tables of its stack.
 
 This module knows nothing of the template: :mod:`fanfit.local.deploy` deploys into a running
 stack, and :mod:`fanfit.local.stack` puts the two together (``up``, ``down``, ``status``,
@@ -23,6 +29,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+import logging
 import os
 import signal
 import socket
@@ -37,6 +44,8 @@ from typing import Any
 
 from fanfit.errors import StackError
 
+LOGGER = logging.getLogger("fanfit")
+
 DEFAULT_REGION = "us-east-1"
 STATE_FILE = "stack.json"
 LOG_FILE = "localstack.log"
@@ -45,6 +54,14 @@ STOP_TIMEOUT_S = 20.0
 #: The S3 mirror under the state dir, and the file a restore writes when it is complete.
 S3_MIRROR_DIR = "s3"
 S3_RESTORED_FILE = "restored.json"
+#: The DynamoDB journal under the state dir (it writes its own ``restored.json``).
+DYNAMODB_DIR = "dynamodb"
+#: Tables not written through (parts of their names): Powertools' idempotency records of
+#: invocations a stopped stack cut short would hold their shards back from a resume until they
+#: expire, and a completed one matters only while its execution runs.
+DYNAMODB_SKIP = "IdempotencyTable"
+#: What the Lambda executor found about CPU and memory limits (``fanfit_localstack.cgroups``).
+LIMITS_FILE = "limits.json"
 #: Name prefix of the buckets ``sam deploy`` uploads code and layers to (:mod:`fanfit.local.deploy`).
 ARTIFACT_BUCKET_PREFIX = "fanfit-local-artifacts-"
 INSTALL_HINT = "run `make install-local` (scripts/install_local_stack.sh) to build it"
@@ -200,6 +217,41 @@ def health(endpoint: str, timeout_s: float = 2.0) -> dict[str, Any] | None:
         return None
 
 
+#: The LocalStack hook (entry point) that restores DynamoDB from its journal at start-up.
+DYNAMODB_RESTORE_HOOK = "fanfit_dynamodb_restore"
+
+
+def plugin_hooks(python: Path) -> set[str]:
+    """The entry-point names of the fanfit LocalStack plugins that LocalStack's interpreter
+    ``python`` finds: in its virtualenv's site-packages and in ``$PYTHONPATH``.
+
+    A virtualenv built before a hook was added lacks it until ``make install-local`` installs the
+    plugins again, and :meth:`LocalStack.start` must not wait for what such a hook would write.
+    """
+    venv = python.parent.parent
+    places = [*venv.glob("lib/python*/site-packages")]
+    places += [Path(p) for p in os.environ.get("PYTHONPATH", "").split(os.pathsep) if p]
+    names: set[str] = set()
+    for place in places:
+        for entry_points in place.glob("fanfit_localstack-*.dist-info/entry_points.txt"):
+            with contextlib.suppress(OSError):
+                for line in entry_points.read_text().splitlines():
+                    name, _, target = line.partition("=")
+                    if target:
+                        names.add(name.strip())
+    return names
+
+
+def _restore_record(path: Path, pid: int | None) -> dict[str, Any] | None:
+    try:
+        record = json.loads(path.read_text())
+    except (OSError, ValueError):
+        return None
+    if not isinstance(record, dict) or (pid is not None and record.get("pid") != pid):
+        return None
+    return record
+
+
 class LocalStack:
     """The embedded local stack of one project (one state dir).
 
@@ -242,13 +294,23 @@ class LocalStack:
     def s3_restored(self, pid: int | None = None) -> dict[str, Any] | None:
         """The record of the last S3 restore (``pid``, ``buckets``, ``objects``, ``skipped``,
         ``seconds``, or ``error``), or None when there is none, or none by process ``pid``."""
-        try:
-            record = json.loads((self.s3_mirror / S3_RESTORED_FILE).read_text())
-        except (OSError, ValueError):
-            return None
-        if not isinstance(record, dict) or (pid is not None and record.get("pid") != pid):
-            return None
-        return record
+        return _restore_record(self.s3_mirror / S3_RESTORED_FILE, pid)
+
+    @property
+    def dynamodb_journal(self) -> Path:
+        """The directory DynamoDB is written through to (``dynamodb`` in the state dir)."""
+        return self.home / DYNAMODB_DIR
+
+    def dynamodb_restored(self, pid: int | None = None) -> dict[str, Any] | None:
+        """The record of the last DynamoDB restore (``pid``, ``tables``, ``items``, ``skipped``,
+        ``seconds``, or ``error``), or None when there is none, or none by process ``pid``."""
+        return _restore_record(self.dynamodb_journal / S3_RESTORED_FILE, pid)
+
+    def limits(self, pid: int | None = None) -> dict[str, Any] | None:
+        """What the stack's Lambda executor found about CPU and memory limits: ``mode``
+        (``v1``, ``v2``, ``none``), ``apply``, ``reason``, ``summary``; None when it has not said,
+        or not by process ``pid``."""
+        return _restore_record(self.home / LIMITS_FILE, pid)
 
     def read_state(self) -> StackInfo | None:
         """The recorded stack, or None when there is no (readable) state file."""
@@ -297,6 +359,9 @@ class LocalStack:
                 "FANFIT_S3_MIRROR_DIR": str(self.s3_mirror),
                 # what every deploy uploads again: LocalStack's Lambda code, the SAM artifacts
                 "FANFIT_S3_MIRROR_SKIP": f"awslambda-,{ARTIFACT_BUCKET_PREFIX}",
+                "FANFIT_DYNAMODB_DIR": str(self.dynamodb_journal),
+                "FANFIT_DYNAMODB_SKIP": DYNAMODB_SKIP,
+                "FANFIT_CGROUP_REPORT": str(self.home / LIMITS_FILE),
                 "FANFIT_LAMBDA_PYTHON": str(lambda_python(self.root)),
                 # Batch jobs run on the client's interpreter (it has PyTorch), as the worker image does.
                 "FANFIT_BATCH_PYTHON": os.environ.get("FANFIT_BATCH_PYTHON") or sys.executable,
@@ -323,7 +388,8 @@ class LocalStack:
         ------
         StackError
             When an interpreter is missing, LocalStack exits, does not become healthy and restore
-            S3 in time, or cannot restore S3 (the message quotes the end of its log).
+            S3 and DynamoDB in time, or cannot restore them (the message quotes the end of its
+            log).
         """
         info = self.running()
         if info is not None:
@@ -334,6 +400,14 @@ class LocalStack:
         env = self.environment(port)
         started_at = time.time()
         lambda_interpreter = env["FANFIT_LAMBDA_PYTHON"]
+        journal = DYNAMODB_RESTORE_HOOK in plugin_hooks(python)
+        if not journal:
+            LOGGER.warning(
+                "the local stack's plugins in %s predate the DynamoDB journal: job records will "
+                "not survive a restart; %s",
+                python.parent.parent,
+                INSTALL_HINT.replace("build it", "update them"),
+            )
         with open(self.log_file, "ab") as log:
             log.write(f"\n=== fanfit: starting LocalStack on port {port}\n".encode())
             log.flush()
@@ -365,13 +439,19 @@ class LocalStack:
                     f"end of {self.log_file}:\n{self._log_tail()}"
                 )
             restored = self.s3_restored(self._process.pid)
-            if restored is not None and "error" in restored:
-                self._terminate(self._process.pid)
-                raise StackError(
-                    f"LocalStack could not restore S3 from {self.s3_mirror}: {restored['error']}; "
-                    f"end of {self.log_file}:\n{self._log_tail()}"
-                )
-            if restored is not None and health(endpoint, timeout_s=1.0) is not None:
+            tables = self.dynamodb_restored(self._process.pid)
+            for record, source in ((restored, self.s3_mirror), (tables, self.dynamodb_journal)):
+                if record is not None and "error" in record:
+                    self._terminate(self._process.pid)
+                    raise StackError(
+                        f"LocalStack could not restore {source.name} from {source}: "
+                        f"{record['error']}; end of {self.log_file}:\n{self._log_tail()}"
+                    )
+            if (
+                restored is not None
+                and (tables is not None or not journal)
+                and health(endpoint, timeout_s=1.0) is not None
+            ):
                 self.state_file.write_text(json.dumps(info.to_dict(), indent=2) + "\n")
                 return info
             time.sleep(0.1)
@@ -426,8 +506,11 @@ class LocalStack:
         dict
             ``running`` (bool), ``healthy`` (bool), ``state_dir``, and when recorded ``pid``,
             ``port``, ``endpoint``, ``region``, ``log_file``, ``started_at``, ``uptime_s``,
-            ``services`` (LocalStack's per-service states) and ``s3_restored`` (what the start put
-            back into S3 from the mirror).
+            ``services`` (LocalStack's per-service states), ``s3_restored`` and
+            ``dynamodb_restored`` (what the start put back into S3 and DynamoDB from disk),
+            ``limits`` (whether Lambda environments get the CPU and memory their ``MemorySize``
+            buys: ``cgroup v1: ...``, ``cgroup v2 (delegated): ...`` or ``none: <reason>``) and
+            ``limits_apply``.
         """
         info = self.read_state()
         result: dict[str, Any] = {"running": False, "healthy": False, "state_dir": str(self.home)}
@@ -446,6 +529,13 @@ class LocalStack:
         restored = self.s3_restored(info.pid)
         if restored is not None:
             result["s3_restored"] = restored
+        tables = self.dynamodb_restored(info.pid)
+        if tables is not None:
+            result["dynamodb_restored"] = tables
+        found = self.limits(info.pid)
+        if found is not None:
+            result["limits"] = found.get("summary")
+            result["limits_apply"] = bool(found.get("apply"))
         return result
 
     def _log_tail(self, lines: int = 30) -> str:

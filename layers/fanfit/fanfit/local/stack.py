@@ -1,7 +1,8 @@
 """The embedded local stack as users drive it: start it and deploy the project, stop it, ask it.
 
 :func:`up`, :func:`down` and :func:`status` are ``fanfit local up|down|status``;
-:func:`ensure_local_stack` uses the running stack or starts one for the duration of a block. The
+:func:`ensure_local_stack` uses the running stack or starts one, which it leaves running for the next
+command (saying once, on stderr, how to stop it). The
 parts underneath: :mod:`fanfit.local.process` (the LocalStack process: :class:`LocalStack`,
 :class:`StackInfo`) and :mod:`fanfit.local.deploy` (the template, through SAM); this module imports
 both, and neither imports it.
@@ -22,6 +23,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import sys
 import time
 from collections.abc import Iterator
 from typing import Any
@@ -31,6 +33,12 @@ from fanfit.local.process import START_TIMEOUT_S, LocalStack, StackInfo
 
 __all__ = ["LocalStack", "StackInfo", "down", "ensure_local_stack", "status", "up"]
 
+#: What a command that started the local stack says (on stderr) as it leaves it running.
+KEPT_RUNNING = (
+    "fanfit: the local stack keeps running at {endpoint} for the next command; "
+    "stop it with: fanfit local down"
+)
+
 
 @contextlib.contextmanager
 def ensure_local_stack(
@@ -38,8 +46,9 @@ def ensure_local_stack(
     home: str | os.PathLike[str] | None = None,
     timeout_s: float = START_TIMEOUT_S,
     deploy: bool = True,
+    keep_running: bool = True,
 ) -> Iterator[StackInfo]:
-    """Use the running local stack, or start one for the duration of the block.
+    """Use the running local stack, or start one and leave it running for the next command.
 
     Parameters
     ----------
@@ -50,12 +59,16 @@ def ensure_local_stack(
     deploy : bool
         Deploy the project's ``template.yaml`` as stack ``fanfit`` first (cached: quick when it is
         already deployed and unchanged).
+    keep_running : bool
+        Leave a stack started here running on exit, and say so once on stderr
+        (:data:`KEPT_RUNNING`: where it runs and ``fanfit local down`` to stop it), so that the
+        next command (``fanfit status JOB``, ``fanfit report JOB``) finds the job; False: stop it
+        on exit. A stack that was already running is always left running.
 
     Yields
     ------
     StackInfo
-        The running stack. A stack started here is stopped on exit; one that was already running
-        is left running.
+        The running stack.
 
     Raises
     ------
@@ -71,7 +84,10 @@ def ensure_local_stack(
         yield info
     finally:
         if running is None:
-            stack.stop()
+            if keep_running:
+                print(KEPT_RUNNING.format(endpoint=info.endpoint), file=sys.stderr)
+            else:
+                stack.stop()
 
 
 def up(deploy: bool = True, root: str | os.PathLike[str] | None = None) -> dict[str, Any]:

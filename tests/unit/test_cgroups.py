@@ -1,0 +1,223 @@
+"""CPU and memory limits of local Lambda environments: cgroup v1, a delegated cgroup v2, or none.
+
+GIVEN :mod:`fanfit_localstack.cgroups` (loaded from its file: LocalStack is not installed here)
+and a fake cgroup tree in ``tmp_path`` (a ``/sys/fs/cgroup`` and a ``/proc/self/cgroup``) WHEN it
+probes and creates an environment's cgroups THEN v1 gets ``memory.limit_in_bytes`` and CFS quotas,
+a delegated v2 gets ``memory.max`` and ``cpu.max`` (controllers handed down, the cgroup's own
+processes moved to a leaf first where it must), and anything else runs without limits with the
+reason, which ``fanfit local status`` shows.
+"""
+
+from __future__ import annotations
+
+import errno
+import importlib.util
+import json
+import os
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+MIB = 1024 * 1024
+
+
+def _load():
+    name = "fanfit_localstack_cgroups"
+    if name not in sys.modules:
+        path = ROOT / "localstack_plugins" / "fanfit_localstack" / "cgroups.py"
+        spec = importlib.util.spec_from_file_location(name, path)
+        module = importlib.util.module_from_spec(spec)
+        sys.modules[name] = module
+        spec.loader.exec_module(module)
+    return sys.modules[name]
+
+
+cg = _load()
+
+
+@pytest.fixture(autouse=True)
+def _fresh(monkeypatch):
+    monkeypatch.delenv("FANFIT_LAMBDA_CGROUPS", raising=False)
+    monkeypatch.delenv(cg.SCALE_VARIABLE, raising=False)
+    monkeypatch.delenv(cg.REPORT_VARIABLE, raising=False)
+    monkeypatch.setattr(cg, "_found", None)
+
+
+def _write(path: Path, text: str = "") -> Path:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(text)
+    return path
+
+
+def _v1_tree(tmp_path: Path) -> tuple[Path, Path]:
+    """A cgroup v1 host: memory in /process_api/x, cpu at the root (as on this project's CI)."""
+    root = tmp_path / "sys"
+    proc = _write(tmp_path / "proc", "4:memory:/process_api/x\n1:cpu:/\n2:cpuacct:/\n0::/\n")
+    _write(root / "memory" / "process_api" / "x" / "fanfit-lambda" / "memory.limit_in_bytes")
+    _write(root / "cpu" / "fanfit-lambda" / "cpu.cfs_quota_us")
+    return root, proc
+
+
+def _v2_tree(tmp_path: Path, controllers: str = "cpu memory pids") -> tuple[Path, Path, Path]:
+    """A cgroup v2 host; this process in /user.slice/app (delegated when it has cpu and memory)."""
+    root = tmp_path / "sys"
+    proc = _write(tmp_path / "proc", "0::/user.slice/app\n")
+    _write(root / "cgroup.controllers", "cpuset cpu io memory pids")
+    own = root / "user.slice" / "app"
+    _write(own / "cgroup.controllers", controllers)
+    _write(own / "cgroup.subtree_control", "")
+    _write(own / "cgroup.procs", "4242\n")
+    return root, proc, own
+
+
+def test_cgroup_v1_limits_apply_where_the_controllers_are_writable(tmp_path, monkeypatch) -> None:
+    # GIVEN a cgroup v1 tree with writable cpu and memory controllers
+    root, proc = _v1_tree(tmp_path)
+    # WHEN it probes
+    found = cg.probe(root, proc)
+    # THEN limits apply through v1
+    assert found.mode == "v1" and found.apply
+    assert found.memory_parent == str(root / "memory" / "process_api" / "x" / "fanfit-lambda")
+    assert found.cpu_parent == str(root / "cpu" / "fanfit-lambda")
+    # ... and an environment of 1,769 MB gets 1,769 MiB and one core (20 ms of each 20 ms)
+    monkeypatch.setattr(cg, "_found", found)
+    groups = cg.create("env-1", 1769)
+    assert groups is not None and groups.top is None
+    assert (groups.memory / "memory.limit_in_bytes").read_text() == str(1769 * MIB)
+    assert (groups.cpu / "cpu.cfs_period_us").read_text() == str(cg.CFS_PERIOD_US)
+    assert (groups.cpu / "cpu.cfs_quota_us").read_text() == str(cg.CFS_PERIOD_US)
+    assert (groups.cpu / "cpu.shares").read_text() == "1024"
+
+
+def test_a_delegated_cgroup_v2_gets_cpu_max_and_memory_max(tmp_path, monkeypatch) -> None:
+    # GIVEN a cgroup v2 tree whose cgroup of this process has cpu and memory delegated
+    root, proc, own = _v2_tree(tmp_path)
+    # WHEN it probes
+    found = cg.probe(root, proc)
+    # THEN limits apply through v2, the controllers handed down to fanfit-lambda
+    assert found.mode == "v2" and found.apply, found
+    parent = own / "fanfit-lambda"
+    assert found.memory_parent == found.cpu_parent == str(parent)
+    assert {"+cpu", "+memory"} <= set((own / "cgroup.subtree_control").read_text().split())
+    assert {"+cpu", "+memory"} <= set((parent / "cgroup.subtree_control").read_text().split())
+    # ... and an environment of 885 MB gets memory.max of 885 MiB on its cgroup, no swap, and
+    # half a core (cpu.max) on the leaf it runs in after init
+    _write(parent / "env-2" / "memory.swap.max", "max")
+    monkeypatch.setattr(cg, "_found", found)
+    groups = cg.create("env-2", 885)
+    assert groups is not None and groups.top == parent / "env-2"
+    assert (groups.top / "memory.max").read_text() == str(885 * MIB)
+    assert (groups.top / "memory.swap.max").read_text() == "0"
+    assert (groups.top / "cgroup.subtree_control").read_text() == "+cpu"
+    quota = cg.cpu_quota_us(885, cg.CFS_PERIOD_US)
+    assert (groups.cpu / "cpu.max").read_text() == f"{quota} {cg.CFS_PERIOD_US}"
+    assert (groups.cpu / "cpu.weight").read_text() == str(round(100 * quota / cg.CFS_PERIOD_US))
+    assert groups.memory == groups.top / "init" and groups.memory.is_dir()
+    assert not (groups.memory / "cpu.max").exists()  # init runs with its CPU boosted
+    # ... and removing it leaves no directory behind
+    for leaf in (groups.memory, groups.cpu, groups.top):
+        for f in leaf.iterdir():
+            if f.is_file():
+                f.unlink()
+    groups.remove()
+    assert not groups.top.exists()
+
+
+def test_a_v2_cgroup_with_processes_moves_them_to_a_leaf_before_handing_controllers_down(
+    tmp_path, monkeypatch
+) -> None:
+    # GIVEN a delegated cgroup v2 whose own cgroup holds processes: the kernel refuses (EBUSY) to
+    # enable controllers below it until they are in a leaf
+    root, proc, own = _v2_tree(tmp_path)
+    leaf_procs = own / "fanfit-stack" / "cgroup.procs"
+    enable = cg._enable
+
+    def kernel_like(directory: Path, controllers: str = "+cpu +memory") -> None:
+        if directory == own and not leaf_procs.exists():
+            raise OSError(errno.EBUSY, "Device or resource busy")
+        enable(directory, controllers)
+
+    monkeypatch.setattr(cg, "_enable", kernel_like)
+    # WHEN it probes
+    found = cg.probe(root, proc)
+    # THEN the processes moved to the leaf and the limits apply
+    assert found.mode == "v2", found
+    assert leaf_procs.read_text() == "4242"
+
+
+@pytest.mark.parametrize(
+    ("controllers", "why"),
+    [("pids", "cpu and memory controller(s) are not delegated"),
+     ("cpu pids", "memory controller(s) are not delegated")],
+)  # fmt: skip
+def test_a_cgroup_v2_not_delegated_runs_without_limits_and_says_why(
+    tmp_path, controllers, why
+) -> None:
+    # GIVEN a cgroup v2 host whose cgroup of this process lacks the cpu or memory controller
+    root, proc, _own = _v2_tree(tmp_path, controllers)
+    # WHEN it probes THEN no limits apply, and the reason names v1's absence and v2's controllers
+    found = cg.probe(root, proc)
+    assert found.mode == "none" and not found.apply
+    assert "no cgroup v1 'memory' controller mounted" in found.reason
+    assert why in found.reason and "Delegate=yes" in found.reason
+    assert found.summary().startswith("none: ")
+
+
+def test_no_cgroup_file_system_and_the_switch_off_run_without_limits(tmp_path, monkeypatch) -> None:
+    # GIVEN no cgroup file system at all
+    proc = _write(tmp_path / "proc", "0::/\n")
+    # WHEN it probes THEN none, naming both versions
+    found = cg.probe(tmp_path / "empty", proc)
+    assert found.mode == "none" and "no cgroup v2 mounted" in found.reason
+    # GIVEN a v1 tree that would work, but FANFIT_LAMBDA_CGROUPS=0
+    root, proc = _v1_tree(tmp_path)
+    monkeypatch.setenv("FANFIT_LAMBDA_CGROUPS", "0")
+    # THEN none, turned off
+    assert cg.probe(root, proc).reason == "turned off (FANFIT_LAMBDA_CGROUPS=0)"
+
+
+def test_without_limits_create_returns_none_and_the_finding_is_said_once(
+    tmp_path, monkeypatch, caplog
+) -> None:
+    # GIVEN a host without usable cgroups, and a report file for `fanfit local status`
+    proc = _write(tmp_path / "proc", "0::/\n")
+    monkeypatch.setattr(cg, "CGROUP_ROOT", tmp_path / "empty")
+    monkeypatch.setattr(cg, "PROC_CGROUP", proc)
+    monkeypatch.setattr(cg, "probe", lambda: cg.Limits("none", "no cgroup v2 mounted"))
+    report = tmp_path / "limits.json"
+    monkeypatch.setenv(cg.REPORT_VARIABLE, str(report))
+    # WHEN three environments start
+    with caplog.at_level("INFO", logger=cg.LOG.name):
+        results = [cg.create(f"env-{i}", 512) for i in range(3)]
+    # THEN each runs unthrottled, the log says so once, and the report says why
+    assert results == [None, None, None]
+    said = [r for r in caplog.records if "without CPU/memory limits" in r.getMessage()]
+    assert len(said) == 1
+    document = json.loads(report.read_text())
+    assert document["mode"] == "none" and document["apply"] is False
+    assert document["summary"] == "none: no cgroup v2 mounted" and document["pid"] == os.getpid()
+
+
+def test_local_status_shows_whether_limits_apply(tmp_path, monkeypatch, capsys) -> None:
+    # GIVEN a recorded local stack (this process stands in for LocalStack; nothing listens on its
+    # port) whose executor reported delegated cgroup v2 limits
+    from fanfit.cli import main
+    from fanfit.local import process
+
+    home = tmp_path / "home"
+    home.mkdir()
+    info = {"pid": os.getpid(), "port": 9, "endpoint": "http://127.0.0.1:9", "region": "us-east-1",
+            "state_dir": str(home), "log_file": str(home / "localstack.log"), "started_at": 0.0}  # fmt: skip
+    (home / process.STATE_FILE).write_text(json.dumps(info))
+    found = cg.Limits("v2", "cpu.max and memory.max per environment under /x/fanfit-lambda")
+    cg.write_report(found, str(home / process.LIMITS_FILE))
+    monkeypatch.setenv("FANFIT_HOME", str(home))
+    # WHEN `fanfit local status` runs
+    main(["local", "status"])
+    out = capsys.readouterr().out.splitlines()
+    # THEN it has a line on the limits and whether they apply
+    assert "limits: cgroup v2 (delegated): cpu.max and memory.max per environment under " \
+           "/x/fanfit-lambda" in out  # fmt: skip
+    assert "limits_apply: True" in out
