@@ -29,7 +29,7 @@ import sys
 from collections.abc import Sequence
 
 from fanfit import errors
-from fanfit.cli import common, estimate, jobs, local, plan, report, resume, status, train
+from fanfit.cli import common, doctor, estimate, jobs, local, plan, report, resume, status, train
 from fanfit.cli.common import EXIT_FAILED, EXIT_INVALID, EXIT_STACK
 
 __all__ = ["EXIT_FAILED", "EXIT_INVALID", "EXIT_STACK", "build_parser", "main"]
@@ -46,7 +46,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     parser.add_argument("-v", "--verbose", action="store_true", help="debug logs on stderr")
     sub = parser.add_subparsers(dest="command", required=True)
-    for group in (estimate, train, status, resume, jobs, report, local, plan):
+    for group in (estimate, train, status, resume, jobs, report, local, plan, doctor):
         group.add_parser(sub)
     return parser
 
