@@ -175,3 +175,37 @@ def test_a_gpu_job_stuck_in_runnable_fails_with_the_named_error(
     schedule = client.store.get_json(storage.schedule_key(job.job_id, 0))
     gpu = [s for w in schedule["waves"] for s in w["shards"] if s["placement"] == "gpu"]
     assert gpu
+
+
+def test_doctor_checks_the_sessions_stack_and_runs_a_tiny_job(local_stack_env, fanfit_outputs):
+    import subprocess
+    import sys
+
+    # GIVEN the session's stack (the GPU worker on), named with --stack through its endpoint
+    # WHEN `fanfit doctor` runs against it
+    done = subprocess.run(
+        [sys.executable, "-m", "fanfit.cli", "doctor", "--stack", "fanfit", "--timeout", "300"],
+        env=local_stack_env, capture_output=True, text=True, timeout=600, check=False,
+    )  # fmt: skip
+    # THEN every check passes, one line each, and it exits 0
+    lines = done.stdout.splitlines()
+    assert done.returncode == 0, done.stdout + done.stderr
+    for check in ("stack", "GPU worker", "permissions", "job"):
+        assert any(line.startswith(f"ok   {check}: ") for line in lines), (check, lines)
+    assert "GPU worker: on: queue ENABLED" in done.stdout
+    assert lines[-1] == "4 of 4 checks passed"
+
+
+def test_doctor_names_a_missing_stack_and_exits_1(local_stack_env, fanfit_outputs):
+    import subprocess
+    import sys
+
+    # GIVEN a stack name that is not deployed WHEN doctor checks it
+    done = subprocess.run(
+        [sys.executable, "-m", "fanfit.cli", "doctor", "--stack", "no-such-stack"],
+        env=local_stack_env, capture_output=True, text=True, timeout=300, check=False,
+    )  # fmt: skip
+    # THEN the stack can't be read: one line on stderr naming it, and a non-zero exit
+    assert done.returncode != 0
+    assert "no-such-stack" in done.stdout + done.stderr
+    assert "Traceback" not in done.stderr

@@ -168,3 +168,27 @@ def test_an_older_stack_has_the_gpu_worker_when_it_names_a_queue():
     assert stack_has_gpu_worker({"GpuJobQueueArn": "arn:aws:batch:q"})
     assert not stack_has_gpu_worker({})
     assert not stack_has_gpu_worker({"GpuWorkerEnabled": "false", "GpuJobQueueArn": "x"})
+
+
+def test_the_cost_of_a_gpu_job_counts_its_instance_time_from_the_check_that_saw_it_end():
+    from fanfit.cost.history import batch_jobs_from_history
+
+    def ev(i: int, kind: str, t: float, prev: int, **details: Any) -> dict[str, Any]:
+        key = kind[0].lower() + kind[1:] + "EventDetails"
+        return {"id": i, "type": kind, "timestamp": t, "previousEventId": prev, key: details}
+
+    # GIVEN a batch:submitJob task (ends at once) and the WatchGpuJob checks of its job
+    running = {"batch_job_id": "j1", "status": "RUNNING", "ended": False, "poll_seconds": 5}
+    ended = {"batch_job_id": "j1", "status": "SUCCEEDED", "ended": True, "poll_seconds": 1,
+             "started_at": 1_000_000, "stopped_at": 1_075_000}  # fmt: skip
+    events = [
+        ev(1, "TaskScheduled", 0, 0, resourceType="batch", resource="submitJob"),
+        ev(2, "TaskSucceeded", 1, 1, resourceType="batch", resource="submitJob",
+           output=json.dumps({"JobId": "j1", "JobName": "fanfit-crossfit"})),
+        ev(3, "TaskSucceeded", 40, 2, resourceType="lambda", resource="invoke",
+           output=json.dumps({"StatusCode": 200, "Payload": running})),
+        ev(4, "TaskSucceeded", 90, 3, resourceType="lambda", resource="invoke",
+           output=json.dumps({"StatusCode": 200, "Payload": ended})),
+    ]  # fmt: skip
+    # WHEN read THEN the job ran 75 s (its startedAt to stoppedAt), not the task's 1 s
+    assert batch_jobs_from_history(events) == [{"instance_s": 75.0, "instance_type": None}]

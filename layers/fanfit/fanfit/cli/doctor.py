@@ -229,6 +229,10 @@ def check_permissions(client: Any, outputs: dict[str, str]) -> Check:
         return Check("permissions", "FAIL", f"no usable AWS credentials: {_code(exc)}",
                      "configure credentials (aws configure, AWS_PROFILE)")  # fmt: skip
     caller, account = str(identity["Arn"]), str(identity["Account"])
+    if caller.endswith(":root"):  # may do anything; IAM cannot simulate the root user
+        return Check("permissions", "ok", f"{caller} is the account's root user: every action "
+                     "is allowed (run jobs as a user or role with the stack's ClientPolicyArn "
+                     "instead)")  # fmt: skip
     region = client.session.region_name or "us-east-1"
     resources = _resources(client, outputs, region, account)
     simulated = _simulate(client, caller, resources)

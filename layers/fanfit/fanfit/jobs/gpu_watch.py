@@ -7,7 +7,9 @@ route from the subnets to ECR, ECS, S3 and CloudWatch Logs, an instance type the
 not offer) would wait until the job's timeout, hours later, with no hint why. One check
 (:func:`check_gpu_job`) reads the job with ``batch:DescribeJobs`` and
 
-- returns ``ended=True`` when it SUCCEEDED;
+- returns ``ended=True`` when it SUCCEEDED, with its ``started_at`` and ``stopped_at`` (what
+  :mod:`fanfit.cost` counts its instance time from: the ``batch:submitJob`` task itself ends at
+  once);
 - raises :class:`~fanfit.errors.GpuJobFailedError` when it FAILED (its status reason, exit code and
   log stream in the message);
 - terminates it and raises :class:`~fanfit.errors.GpuJobStuckRunnableError` when it has waited to
@@ -119,8 +121,14 @@ def check_gpu_job(
     job = jobs[0]
     status = str(job.get("status", ""))
     if status == "SUCCEEDED":
+        started, stopped = job.get("startedAt"), job.get("stoppedAt")
         return WatchGpuJobOutput(
-            batch_job_id=batch_job_id, status=status, ended=True, poll_seconds=1
+            batch_job_id=batch_job_id,
+            status=status,
+            ended=True,
+            poll_seconds=1,
+            started_at=int(started) if started is not None else None,
+            stopped_at=int(stopped) if stopped is not None else None,
         )
     if status == "FAILED":
         raise GpuJobFailedError(_failed_message(job))

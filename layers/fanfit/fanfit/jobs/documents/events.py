@@ -228,12 +228,16 @@ class WatchGpuJobEvent(BaseModel):
 
 class WatchGpuJobOutput(Document):
     """Output of WatchGpuJob: the job's ``status``, whether it ``ended`` (SUCCEEDED), and the seconds
-    the state machine waits before the next check (``poll_seconds``, at least 1)."""
+    the state machine waits before the next check (``poll_seconds``, at least 1). An ended job's
+    ``started_at`` and ``stopped_at`` (ms since the epoch, as Batch reports them) are what
+    :mod:`fanfit.cost` counts its instance time from."""
 
     batch_job_id: str
     status: str
     ended: bool
     poll_seconds: int = Field(ge=1)
+    started_at: int | None = None
+    stopped_at: int | None = None
 
     def to_json_dict(self) -> dict[str, Any]:
         return self.model_dump(mode="json")
