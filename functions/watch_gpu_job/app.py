@@ -15,7 +15,8 @@ logger = Logger()
 tracer = Tracer()
 metrics = Metrics()
 batch = boto3.client("batch")
-runnable_timeout_s = float(os.environ["FANFIT_GPU_RUNNABLE_TIMEOUT_S"])
+# GpuRunnableTimeoutSeconds (template.yaml; its default when unset)
+runnable_timeout_s = float(os.environ.get("FANFIT_GPU_RUNNABLE_TIMEOUT_S", "900"))
 
 
 @logger.inject_lambda_context
