@@ -366,7 +366,7 @@ def render(orchestrator: Path = ORCHESTRATOR, library: Path = LIBRARY) -> str:
             "",
             f"## {machine} (`orchestrator/{path.name}`)",
             "",
-            definition.get("Comment", "").strip(),
+            definition.get("Comment", "").replace("${TimeoutSecondsField}", "").strip(),
             "",
             "```mermaid",
             *diagram(definition),

@@ -16,7 +16,10 @@ points:
   delegated: :mod:`fanfit_localstack.cgroups`) the process gets the job's ``VCPU`` and ``MEMORY`` (scaled by
   ``$FANFIT_BATCH_VCPU_SCALE``, default ``$FANFIT_LAMBDA_VCPU_SCALE``); a ``GPU`` requirement uses
   the host's GPU when one is visible (``nvidia-smi``), else the job runs on the CPU, as the worker
-  image's code allows. The job's status goes SUBMITTED -> RUNNABLE -> STARTING -> RUNNING ->
+  image's code allows. As on AWS, a job stays RUNNABLE while its queue is DISABLED or no compute
+  environment of it is ENABLED (``batch:UpdateComputeEnvironment state=DISABLED`` holds a stack's GPU
+  jobs, as a missing vCPU quota or route does on AWS), until it is terminated or one is enabled
+  again. The job's status goes SUBMITTED -> RUNNABLE -> STARTING -> RUNNING ->
   SUCCEEDED or FAILED with its exit code, and its output goes to CloudWatch Logs
   (``/aws/batch/job``, stream ``<job definition>/default/<job id>``) as on AWS. The attempt timeout
   (``attemptDurationSeconds``) is enforced;
@@ -172,6 +175,39 @@ def _put_logs(job: Any, text: str) -> None:
         LOG.debug("fanfit: could not write Batch job logs: %s", exc)
 
 
+#: Longest a job is held RUNNABLE by a disabled queue or compute environment, seconds (a bound, not a
+#: feature: the state machine's watcher fails it long before).
+_MAX_HOLD_S = 6 * 3600.0
+#: Seconds between two looks at the queue while a job is held.
+_HOLD_POLL_S = 0.5
+
+
+def _can_start(job: Any) -> bool:
+    """Whether the job's queue would start it now: the queue ENABLED and one of its compute
+    environments ENABLED (AWS Batch leaves a job RUNNABLE otherwise)."""
+    queue = job.job_queue
+    if str(getattr(queue, "state", "ENABLED")).upper() != "ENABLED":
+        return False
+    environments = getattr(queue, "environments", None) or []
+    return not environments or any(
+        str(getattr(env, "state", "ENABLED")).upper() == "ENABLED" for env in environments
+    )
+
+
+def _hold_runnable(job: Any) -> bool:
+    """Keep the job RUNNABLE until its queue can start it; False when it was terminated (or held
+    past :data:`_MAX_HOLD_S`) meanwhile, and is then marked stopped."""
+    deadline = time.monotonic() + _MAX_HOLD_S
+    while not _can_start(job):
+        if job.stop or time.monotonic() > deadline:
+            if job.job_stopped_reason is None:
+                job.job_stopped_reason = "held RUNNABLE too long by a disabled queue"
+            job._mark_stopped(success=False)
+            return False
+        time.sleep(_HOLD_POLL_S)
+    return not job.stop
+
+
 def _run_local(job: Any) -> None:
     """Replacement of moto's ``Job.run``: run the container command as a host process."""
     from moto.batch.utils import JobStatus
@@ -180,6 +216,10 @@ def _run_local(job: Any) -> None:
     try:
         job.status = JobStatus.RUNNABLE
         if job.depends_on and not job._wait_for_dependencies():
+            return
+        if not _hold_runnable(job):
+            if not job.job_stopped:
+                job._mark_stopped(success=False)
             return
         job.status = JobStatus.STARTING
         command, env = _command(job), _environment(job)

@@ -98,6 +98,7 @@ def deploy_again(
     target: StackInfo,
     stack_name: str = SESSION_STACK,
     parameters: Mapping[str, str] | None = None,
+    local_parameters: bool = True,
 ) -> dict[str, str]:
     """Create the project's stack ``stack_name`` in ``target`` from what the session deployed.
 
@@ -117,6 +118,9 @@ def deploy_again(
         CloudFormation stack name; it must not exist in ``target`` yet.
     parameters : mapping of str to str, optional
         Parameter overrides.
+    local_parameters : bool
+        False: none of the local stack's parameters either (the GPU worker's network and image,
+        the fixed bucket name): the template's defaults, as `sam deploy --guided` offers them.
 
     Returns
     -------
@@ -143,8 +147,8 @@ def deploy_again(
     key = f"templates/{stack_name}.yaml"  # CloudFormation takes at most 51,200 bytes inline
     s3.put_object(Bucket=bucket, Key=key, Body=text.encode())
     values = {
-        **local_batch_parameters(target, TEMPLATE),
-        **local_bucket_parameters(target, TEMPLATE, stack_name),
+        **(local_batch_parameters(target, TEMPLATE) if local_parameters else {}),
+        **(local_bucket_parameters(target, TEMPLATE, stack_name) if local_parameters else {}),
         **(parameters or {}),
     }
     cfn = _session(target).client("cloudformation", endpoint_url=target.endpoint)
@@ -242,9 +246,12 @@ def redeploy(
         target: StackInfo | None = None,
         stack_name: str = SESSION_STACK,
         parameters: Mapping[str, str] | None = None,
+        local_parameters: bool = True,
     ) -> dict[str, str]:
         started = time.perf_counter()
-        outputs = deploy_again(local_stack, target or local_stack, stack_name, parameters)
+        outputs = deploy_again(
+            local_stack, target or local_stack, stack_name, parameters, local_parameters
+        )
         print(f"\n{stack_name} created in {time.perf_counter() - started:.1f} s")
         return outputs
 

@@ -1,4 +1,5 @@
-"""The GPU worker path: shards placed on AWS Batch through ``batch:submitJob.sync``, on the local stack.
+"""The GPU worker path: shards placed on AWS Batch through ``batch:submitJob`` and WatchGpuJob's
+checks until the job ends, on the local stack.
 
 The template's compute environment, job queue and job definition are created by the local stack's
 CloudFormation (fanfit's Batch resource providers); a Batch job runs the job definition's command,

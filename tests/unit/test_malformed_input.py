@@ -121,6 +121,7 @@ def _model_accepts(module, event) -> bool:
         "train_shard": events.TrainShardEvent,
         "train_finalize": events.TrainFinalizeEvent,
         "release": events.ReleaseEvent,
+        "watch_gpu_job": events.WatchGpuJobEvent,
     }[module]
     try:
         parse(event=event, model=model)

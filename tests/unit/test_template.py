@@ -92,7 +92,9 @@ def test_every_lambda_task_retries_throttling_and_catches_or_ends_inside_a_map(m
             assert {"Lambda.Unknown", "Runtime.ExitError", "Sandbox.Timedout"} <= retried, name
             # a step still running for a stopped execution holds its idempotency record: the
             # resumed execution's same step waits for it and then gets its stored response
-            assert "IdempotencyAlreadyInProgressError" in retried, name
+            # (WatchGpuJob only reads a Batch job: it keeps no idempotency record)
+            if state["Parameters"].get("FunctionName") != "${WatchGpuJobFunctionArn}":
+                assert "IdempotencyAlreadyInProgressError" in retried, name
     top = asl["States"]
     # the failure path itself: record the failure, then hand the job's partition back (Release),
     # which on its own failure still ends in the job's error
@@ -139,19 +141,30 @@ def test_policies_name_their_resources(template):
 
 def test_every_map_item_can_run_on_lambda_or_the_gpu_worker(machine):
     # GIVEN each state machine's Map of shards WHEN an item's placement is "gpu"
-    # THEN it goes to batch:submitJob.sync with the GPU queue and job definition; else to Lambda
+    # THEN it goes to batch:submitJob with the GPU queue and job definition, then WatchGpuJob
+    # checks the job until it ends (a Wait of poll_seconds between checks); else to Lambda
     _, _, asl = machine
     maps = [s for _, s in _states(asl) if s["Type"] == "Map"]
     assert len(maps) == 1
-    processor = maps[0]["ItemProcessor"]
-    choice = processor["States"][processor["StartAt"]]
+    states = maps[0]["ItemProcessor"]["States"]
+    choice = states[maps[0]["ItemProcessor"]["StartAt"]]
     assert choice["Type"] == "Choice"
-    batch = processor["States"][choice["Choices"][0]["Next"]]
-    assert batch["Resource"] == "arn:aws:states:::batch:submitJob.sync"
+    batch = states[choice["Choices"][0]["Next"]]
+    # not .sync: .sync cannot tell a job stuck in RUNNABLE from a long run
+    assert batch["Resource"] == "arn:aws:states:::batch:submitJob"
     assert batch["Parameters"]["JobQueue"] == "${GpuJobQueueArn}"
     assert batch["Parameters"]["JobDefinition"] == "${GpuWorkerJobDefinitionArn}"
     assert batch["Parameters"]["Parameters"]["task.$"] == "States.JsonToString($)"
-    assert processor["States"][choice["Default"]]["Resource"] == "arn:aws:states:::lambda:invoke"
+    check = states[batch["Next"]]
+    assert check["Parameters"]["FunctionName"] == "${WatchGpuJobFunctionArn}"
+    assert check["Parameters"]["Payload"] == {"batch_job_id.$": "$.batch.batch_job_id"}
+    ended = states[check["Next"]]
+    assert ended["Type"] == "Choice" and ended["Choices"][0]["Variable"] == "$.batch.ended"
+    wait = states[ended["Default"]]
+    assert wait == {"Type": "Wait", "SecondsPath": "$.batch.poll_seconds", "Next": batch["Next"]}
+    report = states[ended["Choices"][0]["Next"]]
+    assert report["Type"] == "Pass" and report["End"] is True
+    assert states[choice["Default"]]["Resource"] == "arn:aws:states:::lambda:invoke"
 
 
 def test_the_gpu_worker_is_a_scale_to_zero_batch_environment_with_one_gpu_per_job(template):

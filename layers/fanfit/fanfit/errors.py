@@ -130,3 +130,22 @@ class WaitTimeoutError(JobFailedError):
 class JobRunningError(InvalidJobError):
     """An operation that needs an ended job (``fanfit delete JOB``, :meth:`fanfit.client.Client.delete`)
     was asked of a job whose execution still runs: cancel it first (``fanfit cancel JOB``)."""
+
+
+class GpuWorkerDisabledError(InvalidJobError):
+    """A job needs the GPU worker (a Torch learner, ``--gpu-workers`` / ``gpu_workers``) but the stack
+    was deployed without it (template parameter ``EnableGpuWorker=false``, the default). Raised by the
+    client before anything is uploaded; the message names the learner or option and says to redeploy
+    with ``EnableGpuWorker=true`` (docs/deploy.md)."""
+
+
+class GpuJobFailedError(JobFailedError):
+    """A GPU worker's AWS Batch job ended FAILED (or disappeared); the message names the Batch job, its
+    status reason and exit code, and where its log is."""
+
+
+class GpuJobStuckRunnableError(GpuJobFailedError):
+    """A GPU worker's AWS Batch job stayed RUNNABLE (no instance started for it) longer than the
+    template's ``GpuRunnableTimeoutSeconds``; it was terminated. The message gives the likely causes:
+    no G-instance vCPU quota, no route from the subnets to ECR, ECS, S3 and CloudWatch Logs, an
+    instance type not offered in the subnets' Availability Zones, a disabled compute environment."""

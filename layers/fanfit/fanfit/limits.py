@@ -33,6 +33,7 @@ __all__ = [
     "DEFAULT_OVERHEAD_FACTOR",
     "LAMBDA_MAX_MEMORY_MB",
     "LAMBDA_MIN_MEMORY_MB",
+    "MEMORY_PARAMETERS",
     "STATE_MAX_BYTES",
     "TMP_DEFAULT_MB",
     "TMP_MAX_MB",
@@ -62,6 +63,27 @@ DEFAULT_OVERHEAD_FACTOR = 3.0
 DEFAULT_BASELINE_MB = 200.0
 
 _MB = 2**20
+
+#: The template parameter that sets each data-holding function's MemorySize (template.yaml), named in
+#: the error when the data does not fit. TrainInit and TrainReduce have a fixed MemorySize.
+MEMORY_PARAMETERS = {
+    "Prepare": "PrepareMemorySize",
+    "CrossFit": "CrossFitMemorySize",
+    "Aggregate": "AggregateMemorySize",
+    "TrainShardSmall": "TrainWorkerMemorySmall",
+    "TrainShardLarge": "TrainWorkerMemoryLarge",
+}
+
+
+def _memory_setting(function: str, fix: int) -> str:
+    """Where a function's memory is set, for the error message."""
+    parameter = MEMORY_PARAMETERS.get(function)
+    if parameter is None:
+        return "its MemorySize in template.yaml"
+    where = f"template parameter {parameter}: `sam deploy --parameter-overrides {parameter}={fix}`"
+    if function.startswith("TrainShard"):
+        where += ", or --worker-memory"
+    return where
 
 
 def data_bytes(n_rows: int, n_cols: int, itemsize: int = 8) -> int:
@@ -144,7 +166,8 @@ def check_memory(
     ------
     LambdaLimitError
         If the need exceeds ``memory_mb``: the message names the function, both sizes, and the fix
-        (a MemorySize that fits, if one up to 10,240 MB does; else AWS Batch or sharding the data).
+        (a MemorySize that fits and the template parameter that sets it, :data:`MEMORY_PARAMETERS`,
+        if one up to 10,240 MB does; else AWS Batch or sharding the data).
     """
     need = memory_needed_mb(n_bytes, overhead_factor, baseline_mb)
     if need <= memory_mb:
@@ -157,8 +180,8 @@ def check_memory(
     if need <= LAMBDA_MAX_MEMORY_MB:
         fix = max(LAMBDA_MIN_MEMORY_MB, int(math.ceil(need / 64.0) * 64))
         raise LambdaLimitError(
-            f"{head}: raise its memory to at least {fix:,} MB (template parameter or "
-            f"--worker-memory), or run the stage on AWS Batch."
+            f"{head}: raise its memory to at least {fix:,} MB ({_memory_setting(function, fix)}), "
+            "or run the stage on AWS Batch."
         )
     raise LambdaLimitError(
         f"{head}, more than Lambda's largest ({LAMBDA_MAX_MEMORY_MB:,} MB): run the stage on AWS Batch, "

@@ -29,7 +29,19 @@ import sys
 from collections.abc import Sequence
 
 from fanfit import errors
-from fanfit.cli import common, estimate, jobs, lifecycle, local, plan, report, resume, status, train
+from fanfit.cli import (
+    common,
+    doctor,
+    estimate,
+    jobs,
+    lifecycle,
+    local,
+    plan,
+    report,
+    resume,
+    status,
+    train,
+)
 from fanfit.cli.common import EXIT_FAILED, EXIT_INVALID, EXIT_STACK
 
 __all__ = ["EXIT_FAILED", "EXIT_INVALID", "EXIT_STACK", "build_parser", "main"]
@@ -46,7 +58,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     parser.add_argument("-v", "--verbose", action="store_true", help="debug logs on stderr")
     sub = parser.add_subparsers(dest="command", required=True)
-    for group in (estimate, train, status, resume, jobs, report, local, plan, lifecycle):
+    for group in (estimate, train, status, resume, jobs, report, local, plan, lifecycle, doctor):
         group.add_parser(sub)
     return parser
 

@@ -1,18 +1,20 @@
 """An estimate job checked on the client, without any stack: what ``--dry-run`` prints and what
-:meth:`fanfit.client.Client.submit_estimate` checks before it uploads."""
+:meth:`fanfit.client.Client.submit_estimate` checks before it uploads; and the one check against the
+stack's outputs both submit paths make before they upload (:func:`check_gpu_worker`)."""
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 
-from fanfit import dml
+from fanfit import dml, errors
 from fanfit.client.data import read_table, to_matrix
 from fanfit.client.options import EstimateOptions
 
-__all__ = ["CheckedEstimate", "check_estimate"]
+__all__ = ["CheckedEstimate", "check_estimate", "check_gpu_worker", "stack_has_gpu_worker"]
 
 
 @dataclass(frozen=True)
@@ -168,4 +170,74 @@ def check_estimate(
         max_concurrency=options.max_concurrency,
         units_per_shard=options.units_per_shard,
         weight=weight,
+    )
+
+
+def stack_has_gpu_worker(outputs: Mapping[str, str]) -> bool:
+    """Whether a stack has the GPU worker, from its CloudFormation outputs: ``GpuWorkerEnabled``
+    (``"true"``/``"false"``, template parameter ``EnableGpuWorker``), or on a stack deployed before
+    that output existed, a ``GpuJobQueueArn`` output."""
+    flag = outputs.get("GpuWorkerEnabled")
+    if flag is not None:
+        return str(flag).strip().lower() == "true"
+    return bool(outputs.get("GpuJobQueueArn"))
+
+
+def _stack_outputs(client: Any) -> dict[str, str]:
+    """The client's stack outputs, read once per client (``DescribeStacks``)."""
+    cached: dict[str, str] | None = client.__dict__.get("_stack_outputs")
+    if cached is not None:
+        return cached
+    try:
+        cfn = client.session.client("cloudformation", endpoint_url=client.stack.endpoint_url)
+        desc = cfn.describe_stacks(StackName=client.stack.name)["Stacks"][0]
+    except Exception as exc:  # botocore ClientError, EndpointConnectionError
+        raise errors.StackError(
+            f"cannot read the outputs of stack {client.stack.name!r}: {exc}"
+        ) from exc
+    outputs = {o["OutputKey"]: o["OutputValue"] for o in desc.get("Outputs", [])}
+    client.__dict__["_stack_outputs"] = outputs
+    return outputs
+
+
+def check_gpu_worker(
+    client: Any, *, learners: Mapping[str, Any] | None = None, gpu_workers: int = 0
+) -> None:
+    """Refuse a job that needs the GPU worker on a stack without it, before anything is uploaded.
+
+    A learner that must run on the GPU worker (a Torch learner: ``LearnerSpec.requires_gpu``) or
+    ``gpu_workers > 0`` (a train job) needs the stack's GPU worker (AWS Batch), which a stack
+    deployed with ``EnableGpuWorker=false`` (the template's default) does not have.
+
+    Parameters
+    ----------
+    client : fanfit.client.Client
+        Its stack's outputs are read once (``GpuWorkerEnabled``; :func:`stack_has_gpu_worker`).
+    learners : mapping of str to LearnerSpec, optional
+        The estimate's nuisance learners (``ml_l``, ``ml_m``, ...).
+    gpu_workers : int
+        The train job's GPU workers.
+
+    Raises
+    ------
+    fanfit.errors.GpuWorkerDisabledError
+        The job needs the GPU worker and the stack has none: the message names the learner (or
+        ``--gpu-workers`` / ``gpu_workers``) and says to redeploy with ``EnableGpuWorker=true``.
+    fanfit.errors.StackError
+        The stack's outputs cannot be read.
+    """
+    needs = [
+        f"learner {name}={getattr(spec, 'name', spec)!r} runs only on the GPU worker (PyTorch)"
+        for name, spec in sorted((learners or {}).items())
+        if getattr(spec, "requires_gpu", False)
+    ]
+    if gpu_workers > 0:
+        needs.append(f"--gpu-workers (gpu_workers={gpu_workers}) asks for GPU workers")
+    if not needs or stack_has_gpu_worker(_stack_outputs(client)):
+        return
+    raise errors.GpuWorkerDisabledError(
+        f"{'; '.join(needs)}, but stack {client.stack.name!r} has no GPU worker (deployed with "
+        "EnableGpuWorker=false, the default): redeploy it with `sam deploy --parameter-overrides "
+        "EnableGpuWorker=true BatchSubnetIds=... BatchSecurityGroupIds=... "
+        "GpuWorkerImageUri=...` (docs/deploy.md), or use a learner that runs on Lambda."
     )

@@ -15,7 +15,7 @@ import numpy as np
 import pandas as pd
 
 from fanfit import dml, errors, storage
-from fanfit.client.check import check_estimate
+from fanfit.client.check import check_estimate, check_gpu_worker
 from fanfit.client.data import read_table, to_matrix
 from fanfit.client.jobs import JobHandle, StackClient, cost_or_none, record_submission
 from fanfit.client.options import EstimateOptions
@@ -370,11 +370,14 @@ def submit_estimate(
         Before anything is uploaded, when an option, a column, a learner or the folds are wrong.
     fanfit.errors.LambdaLimitError
         The data would not fit a function's memory (:meth:`Client.check_limits`).
+    fanfit.errors.GpuWorkerDisabledError
+        A Torch learner on a stack without the GPU worker (:func:`~fanfit.client.check.check_gpu_worker`).
     """
     checked = check_estimate(data, s3=client.s3, options=options, **kwargs)
     spec, names, values, fold_array = (
         checked.spec, checked.columns, checked.values, checked.folds
     )  # fmt: skip
+    check_gpu_worker(client, learners=spec.learners)  # a Torch learner needs EnableGpuWorker=true
     max_concurrency = checked.max_concurrency
     if max_concurrency is None:
         max_concurrency = (os.cpu_count() or 1) if client.local else None

@@ -23,6 +23,7 @@ from typing import Any
 import numpy as np
 
 from fanfit import errors, storage
+from fanfit.client.check import check_gpu_worker
 from fanfit.client.data import read_table, to_matrix
 from fanfit.client.jobs import JobHandle, StackClient, cost_or_none, record_submission
 from fanfit.client.options import (
@@ -395,6 +396,8 @@ def submit_train(
         Before anything is uploaded.
     fanfit.errors.StackError
         If the stack has no train state machine.
+    fanfit.errors.GpuWorkerDisabledError
+        ``gpu_workers`` on a stack without the GPU worker (:func:`~fanfit.client.check.check_gpu_worker`).
     """
     if not client.stack.train_state_machine_arn:
         raise errors.StackError(
@@ -405,6 +408,7 @@ def submit_train(
     spec = build_train_spec(
         **checked.spec_options(), valid_memory_mb=client.stack.train_worker_memory_mb or None
     )
+    check_gpu_worker(client, gpu_workers=spec.gpu_workers)  # needs EnableGpuWorker=true
     columns = [*spec.features, *([spec.target] if spec.target else [])]
     names, values = to_matrix(read_table(data, client.s3), columns)
     spec.check_data(names, values)

@@ -171,10 +171,32 @@ def _is_number(value: Any) -> TypeGuard[float]:
     return isinstance(value, int | float) and not isinstance(value, bool) and math.isfinite(value)
 
 
+def _watched_batch_jobs(events: Sequence[Mapping[str, Any]]) -> dict[str, dict[str, Any]]:
+    """``{batch job id: {"StartedAt": ms, "StoppedAt": ms}}`` from the WatchGpuJob checks of the
+    history that saw a job end (a Lambda task whose output Payload has ``batch_job_id`` and
+    ``ended``; :mod:`fanfit.jobs.gpu_watch`)."""
+    found: dict[str, dict[str, Any]] = {}
+    for ev in events:
+        if ev.get("type") != "TaskSucceeded":
+            continue
+        details = event_details(ev)
+        if details.get("resourceType") != "lambda":
+            continue
+        output = loads_json(details.get("output"))
+        payload = output.get("Payload") if isinstance(output, dict) else None
+        if isinstance(payload, dict) and payload.get("ended") and payload.get("batch_job_id"):
+            found[str(payload["batch_job_id"])] = {
+                "StartedAt": payload.get("started_at"),
+                "StoppedAt": payload.get("stopped_at"),
+            }
+    return found
+
+
 def batch_jobs_from_history(
     events: Sequence[Mapping[str, Any]], default_instance_type: str | None = None
 ) -> list[dict[str, Any]]:
-    """Batch job records of one execution history (``batch:submitJob.sync`` tasks).
+    """Batch job records of one execution history (``batch:submitJob`` tasks; a job's instance
+    time from the task's output under ``.sync``, else from WatchGpuJob's check that saw it end).
 
     Parameters
     ----------
@@ -190,11 +212,15 @@ def batch_jobs_from_history(
         interval; seconds) and ``instance_type`` (may be None: the price table's default).
     """
     jobs: list[dict[str, Any]] = []
+    watched = _watched_batch_jobs(events)
     for attempt in _attempts(events, "batch"):
         last = attempt["last"]
         end = attempt["end"] if attempt["end"] is not None else attempt["start"]
         seconds, instance_type = end - attempt["start"], default_instance_type
         output = loads_json(event_details(last).get("output")) if last is not None else None
+        if isinstance(output, dict) and "StartedAt" not in output and "startedAt" not in output:
+            # batch:submitJob (not .sync) ends at once: the job's times are in WatchGpuJob's output
+            output = {**output, **watched.get(str(output.get("JobId", output.get("jobId"))), {})}
         if isinstance(output, dict):
             started = output.get("StartedAt", output.get("startedAt"))
             stopped = output.get("StoppedAt", output.get("stoppedAt"))

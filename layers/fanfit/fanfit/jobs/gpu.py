@@ -1,7 +1,8 @@
 """The GPU worker: what an AWS Batch job of fanfit runs (``python -m fanfit.jobs.gpu KIND TASK``).
 
 The job definition's command is ``["python", "-m", "fanfit.jobs.gpu", "Ref::kind", "Ref::task"]``;
-Step Functions' ``batch:submitJob.sync`` state fills the parameters with the shard's kind and the
+Step Functions' ``batch:submitJob`` state (then checked by :mod:`fanfit.jobs.gpu_watch` until it
+ends) fills the parameters with the shard's kind and the
 same JSON event the Lambda function would get (``States.JsonToString``). The worker reads and writes
 S3 exactly like the Lambda shard, so the rest of the pipeline cannot tell them apart:
 

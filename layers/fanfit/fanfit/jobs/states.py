@@ -22,9 +22,13 @@ class EstimateState(StrEnum):
     SCHEDULE_FIRST_WAVE = "Size the first wave of shards from measured throughput"
     IS_WAVE_LEFT = "Is a wave of shards left to run?"
     CROSSFIT_WAVE = "Cross-fit every shard of the wave"
-    #: Inside the Map: the Choice on the shard's placement, its two branches and the GPU result.
+    #: Inside the Map: the Choice on the shard's placement, its two branches (the GPU worker's:
+    #: submit the Batch job, then check it every ``poll_seconds`` until it ends) and the GPU result.
     IS_SHARD_ON_GPU = "Does the shard run on the GPU worker?"
     CROSSFIT_ON_GPU = "Fit the shard's learners on the GPU worker (AWS Batch)"
+    CHECK_GPU_SHARD = "Check the GPU worker's job of the shard"
+    IS_GPU_SHARD_ENDED = "Has the GPU worker's job of the shard ended?"
+    WAIT_GPU_SHARD = "Wait for the GPU worker's job of the shard"
     REPORT_GPU_SHARD = "Report the GPU worker's shard"
     CROSSFIT = "Fit the shard's learners and predict the held-out folds"
     SCHEDULE_NEXT_WAVE = "Record the wave's throughput and size the next wave"
@@ -43,9 +47,13 @@ class TrainState(StrEnum):
     INIT = "Validate the job and write its plan and first model"
     SCHEDULE_ROUND = "Size each worker's batch from its measured throughput"
     RUN_ROUND = "Run every worker's step of the round"
-    #: Inside the Map: the Choice on the worker's placement, its two branches and the GPU result.
+    #: Inside the Map: the Choice on the worker's placement, its two branches (the GPU worker's:
+    #: submit the Batch job, then check it every ``poll_seconds`` until it ends) and the GPU result.
     IS_WORKER_ON_GPU = "Does the worker run on the GPU worker?"
     WORKER_STEP_ON_GPU = "Compute the worker's partial on the GPU worker (AWS Batch)"
+    CHECK_GPU_PARTIAL = "Check the GPU worker's job of the partial"
+    IS_GPU_PARTIAL_ENDED = "Has the GPU worker's job of the partial ended?"
+    WAIT_GPU_PARTIAL = "Wait for the GPU worker's job of the partial"
     REPORT_GPU_PARTIAL = "Report the GPU worker's partial"
     WORKER_STEP = "Compute the worker's partial on its batch"
     REDUCE = "Merge the workers' partials into the next model"

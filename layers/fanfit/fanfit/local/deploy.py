@@ -525,7 +525,8 @@ def local_batch_parameters(info: StackInfo, template: str | os.PathLike[str]) ->
     Returns
     -------
     dict of str to str
-        ``BatchSubnetIds``, ``BatchSecurityGroupIds`` (comma-separated) and ``GpuWorkerImageUri``.
+        ``BatchSubnetIds``, ``BatchSecurityGroupIds`` (comma-separated), ``GpuWorkerImageUri``, and
+        ``EnableGpuWorker=true``: the local stack has the GPU worker (its jobs run on the host).
     """
     text = Path(template).read_text()
     if "BatchSubnetIds:" not in text:
@@ -545,4 +546,5 @@ def local_batch_parameters(info: StackInfo, template: str | os.PathLike[str]) ->
         "BatchSubnetIds": ",".join(sorted(s["SubnetId"] for s in subnets)[:2]),
         "BatchSecurityGroupIds": groups[0]["GroupId"],
         "GpuWorkerImageUri": LOCAL_WORKER_IMAGE,
+        **({"EnableGpuWorker": "true"} if "EnableGpuWorker:" in text else {}),
     }

@@ -211,10 +211,23 @@ class JobStore:
         return np.load(io.BytesIO(self.get_bytes(key)), allow_pickle=False)
 
     def put_data(self, columns: list[str], values: np.ndarray) -> str:
-        """Upload a data matrix once, keyed by its content; returns the key."""
+        """Upload a data matrix once, keyed by its content; returns the key.
+
+        An object already there is copied onto itself (in S3, no upload): the bucket's lifecycle
+        rule (template parameter ``JobRetentionDays``) expires ``data/`` by age, so the age of data
+        a new job reuses must count from that job.
+        """
         key, body = encode_data(columns, values)
         if not self.exists(key):
             self.put_bytes(key, body)
+        else:
+            self.s3.copy_object(
+                Bucket=self.bucket,
+                Key=key,
+                CopySource={"Bucket": self.bucket, "Key": key},
+                MetadataDirective="REPLACE",
+                ContentType="application/octet-stream",
+            )
         return key
 
     def get_data(self, key: str) -> tuple[list[str], np.ndarray]:

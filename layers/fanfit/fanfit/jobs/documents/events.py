@@ -214,6 +214,35 @@ class ReleaseOutput(Document):
         return self.model_dump(mode="json", exclude_none=True)
 
 
+class WatchGpuJobEvent(BaseModel):
+    """Input of WatchGpuJob: check the GPU worker's AWS Batch job ``batch_job_id`` once.
+
+    WatchGpuJob only reads the job (and terminates one stuck in RUNNABLE, which is idempotent on
+    Batch), so it needs no idempotency record: a retry checks again.
+    """
+
+    model_config = ConfigDict(extra="forbid")
+    #: A Batch job id (a UUID on AWS).
+    batch_job_id: str = Field(pattern=r"^[A-Za-z0-9][A-Za-z0-9_:-]{0,127}$")
+
+
+class WatchGpuJobOutput(Document):
+    """Output of WatchGpuJob: the job's ``status``, whether it ``ended`` (SUCCEEDED), and the seconds
+    the state machine waits before the next check (``poll_seconds``, at least 1). An ended job's
+    ``started_at`` and ``stopped_at`` (ms since the epoch, as Batch reports them) are what
+    :mod:`fanfit.cost` counts its instance time from."""
+
+    batch_job_id: str
+    status: str
+    ended: bool
+    poll_seconds: int = Field(ge=1)
+    started_at: int | None = None
+    stopped_at: int | None = None
+
+    def to_json_dict(self) -> dict[str, Any]:
+        return self.model_dump(mode="json")
+
+
 def _describe(model: type[BaseModel], exc: ValidationError) -> str:
     """``field: what is wrong; ...`` without echoing the offending values (they may be huge)."""
     problems = []
