@@ -34,7 +34,9 @@ install-local:
 
 # The 401(k) data (Chernozhukov et al. 2018), DoubleML's covariates, random forests, 5 folds x 3 repetitions.
 X401K := age,inc,educ,fsize,marr,twoearn,db,pira,hown
-demo: install-demo install-local
+# The two installs (pip into .venv; the local stack's two virtualenvs) run side by side.
+demo:
+	$(MAKE) --no-print-directory -j2 install-demo install-local
 	$(BIN)/fanfit local up
 	$(BIN)/fanfit estimate --data examples/data/sipp1991.dta --model plr --y net_tfa --d e401 --x $(X401K) \
 	  --ml-l 'RandomForestRegressor:{"n_estimators": 100, "max_depth": 8}' \
