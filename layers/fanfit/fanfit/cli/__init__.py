@@ -61,17 +61,15 @@ _client = common.open_client
 
 
 def version() -> str:
-    """fanfit's version from the installed package's metadata (``pip show fanfit``), else the
-    library's ``__version__`` (a source tree on ``PYTHONPATH`` only)."""
+    """fanfit's version from the installed package's metadata (``pip show fanfit``); ``unknown``
+    when fanfit runs from a source tree that pip did not install."""
     from importlib.metadata import PackageNotFoundError
     from importlib.metadata import version as package_version
 
     try:
         return package_version("fanfit")
     except PackageNotFoundError:
-        from fanfit import __version__
-
-        return __version__
+        return "unknown (not installed: pip install -e .)"
 
 
 class _Commands:
