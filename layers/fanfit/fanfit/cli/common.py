@@ -371,8 +371,11 @@ def cli_words(message: str, parser: Any) -> str:
 
     A keyword with an underscore is replaced wherever it stands as a word (not in quotes, not
     already a flag); a one-word keyword (``seed``, ``model``) only where it opens the message
-    (``seed must be ...``), as other words of that spelling are prose.
+    (``seed must be ...``), as other words of that spelling are prose. A message that names a
+    flag already was written for the command line, and is left as it is.
     """
+    if re.search(r"(?<![\w-])--[a-z]", message):
+        return message
     for action in getattr(parser, "_actions", ()):
         flag = f"--{action.dest.replace('_', '-')}"
         if flag not in action.option_strings:
