@@ -6,15 +6,26 @@ BIN := $(VENV)/bin
 export AWS_DEFAULT_REGION ?= us-east-1
 export SAM_CLI_TELEMETRY := 0
 
-.PHONY: install install-local deps demo test suite lint unit integration sam-build bench clean
+.PHONY: install install-demo install-local deps demo test suite lint unit integration sam-build bench clean
 
-$(BIN)/fanfit: pyproject.toml
+# Two installs into .venv: `install-demo` (the client and the SAM CLI the local deploy runs: extra
+# `local`) for make demo, `install` (extra `dev`: also torch, DoubleML, moto, pytest, playwright,
+# ruff, mypy, cfn-lint) for make test. A stamp file records each, rebuilt when pyproject.toml changes.
+$(VENV)/bin/python:
 	$(PYTHON) -m venv $(VENV)
-	$(BIN)/pip install -q --upgrade pip
-	$(BIN)/pip install -q -e '.[dev]'
+	$(BIN)/pip install -q --disable-pip-version-check --upgrade pip
+
+$(VENV)/.fanfit-demo: pyproject.toml | $(VENV)/bin/python
+	$(BIN)/pip install -q --disable-pip-version-check -e '.[local]'
 	touch $@
 
-install: $(BIN)/fanfit
+$(VENV)/.fanfit-dev: pyproject.toml | $(VENV)/bin/python
+	$(BIN)/pip install -q --disable-pip-version-check -e '.[dev]'
+	touch $@ $(VENV)/.fanfit-demo
+
+install-demo: $(VENV)/.fanfit-demo
+
+install: $(VENV)/.fanfit-dev
 
 # LocalStack core (Python 3.13) with fanfit's plugins, and the Lambda runtime interpreter (Python 3.12);
 # independent of .venv, so that `make -j3 deps` builds the virtualenvs side by side.
@@ -23,7 +34,9 @@ install-local:
 
 # The 401(k) data (Chernozhukov et al. 2018), DoubleML's covariates, random forests, 5 folds x 3 repetitions.
 X401K := age,inc,educ,fsize,marr,twoearn,db,pira,hown
-demo: install install-local
+# The two installs (pip into .venv; the local stack's two virtualenvs) run side by side.
+demo:
+	$(MAKE) --no-print-directory -j2 install-demo install-local
 	$(BIN)/fanfit local up
 	$(BIN)/fanfit estimate --data examples/data/sipp1991.dta --model plr --y net_tfa --d e401 --x $(X401K) \
 	  --ml-l 'RandomForestRegressor:{"n_estimators": 100, "max_depth": 8}' \

@@ -228,7 +228,7 @@ def test_a_folds_file_that_does_not_fit_is_rejected(local_client, tmp_path, fold
 @pytest.mark.parametrize("args,text", [
     (["--x", "nope"], "nope"),
     (["--x", "x1", "--ml-l", "EvilRegressor"], "EvilRegressor"),
-    (["--x", "x1", "--n-folds", "1"], "n_folds"),
+    (["--x", "x1", "--n-folds", "1"], "--n-folds must be"),
     (["--x", "name"], "name"),
 ])  # fmt: skip
 def test_bad_input_through_the_cli_exits_nonzero_naming_the_problem(

@@ -90,18 +90,18 @@ def test_dry_run_checks_given_folds(tmp_path: Path, capsys) -> None:
     ("argv", "named"),
     [
         ([*PLR, "--x", "age,income"], r"InvalidDataError: .*'income'"),
-        ([*PLR, "--ml-l", "SVR"], r"InvalidLearnerError: ml_l: Unknown learner 'SVR'"),
+        ([*PLR, "--ml-l", "SVR"], r"InvalidLearnerError: --ml-l: Unknown learner 'SVR'"),
         (
             [*IRM, "--ml-m", "LassoCV"],
-            r"InvalidLearnerError: Learner ml_m \(LassoCV\) must be a classifier",
+            r"InvalidLearnerError: Learner --ml-m \(LassoCV\) must be a classifier",
         ),
         ([*IRM, "--ml-l", "LassoCV"], r"InvalidJobError: .*does not use learner\(s\) 'ml_l'"),
-        ([*PLR, "--n-folds", "1"], r"InvalidJobError: n_folds must be an integer in \[2, 100\]"),
-        ([*PLR, "--n-rep", "0"], r"InvalidJobError: n_rep must be an integer in \[1, 100\]"),
-        ([*PLR, "--max-concurrency", "0"], r"max_concurrency must be an integer of at least 1"),
+        ([*PLR, "--n-folds", "1"], r"InvalidJobError: --n-folds must be an integer in \[2, 100\]"),
+        ([*PLR, "--n-rep", "0"], r"InvalidJobError: --n-rep must be an integer in \[1, 100\]"),
+        ([*PLR, "--max-concurrency", "0"], r"--max-concurrency must be an integer of at least 1"),
         (
             [*IRM, "--trimming-threshold", "0.7"],
-            r"trimming_threshold must be a number in \(0, 0.5\)",
+            r"--trimming-threshold must be a number in \(0, 0.5\)",
         ),
         (
             [*PLR, "--data", "nowhere.csv"],

@@ -6,12 +6,16 @@
     fanfit resume JOB
     fanfit jobs
     fanfit local up | down | status
+    fanfit --version
 
 Without ``--stack`` a command uses the running local stack, or starts one for its duration. Results go
-to stdout (DoubleML's printout of a fitted model, or one JSON object with ``--output json``); logs go to stderr, and
-so does the live progress of ``estimate`` and ``train`` (a bar on a terminal, plain lines otherwise;
-none with ``--quiet``).
-Exit codes: 0 done, 2 invalid input, 3 the job failed, 4 the stack cannot be reached.
+to stdout (DoubleML's printout of a fitted model, or one JSON object with ``--output json``); logs go
+to stderr, and so does the live progress of ``estimate`` and ``train`` (a bar on a terminal, plain
+lines otherwise; none with ``--quiet``). ``-v`` and ``--quiet`` go before or after the subcommand.
+An error is one line on stderr, ``fanfit: error: ...``, naming the option, file, job or AWS error
+code; exit codes: 0 done, 1 unexpected (the traceback with ``-v``), 2 bad input, 3 the job failed,
+4 detached (``--timeout``), 5 the stack or AWS cannot be reached or refused
+(:mod:`fanfit.cli.common`, which maps every exception to its line and code).
 
 One module per command group (:mod:`~fanfit.cli.estimate`, :mod:`~fanfit.cli.train`,
 :mod:`~fanfit.cli.status`, :mod:`~fanfit.cli.resume`, :mod:`~fanfit.cli.jobs`,
@@ -27,8 +31,8 @@ import argparse
 import logging
 import sys
 from collections.abc import Sequence
+from typing import Any
 
-from fanfit import errors
 from fanfit.cli import (
     common,
     doctor,
@@ -42,37 +46,98 @@ from fanfit.cli import (
     status,
     train,
 )
-from fanfit.cli.common import EXIT_FAILED, EXIT_INVALID, EXIT_STACK
+from fanfit.cli.common import (
+    EXIT_DETACHED,
+    EXIT_FAILED,
+    EXIT_INVALID,
+    EXIT_OK,
+    EXIT_STACK,
+    EXIT_UNEXPECTED,
+)
 
-__all__ = ["EXIT_FAILED", "EXIT_INVALID", "EXIT_STACK", "build_parser", "main"]
+__all__ = [
+    "EXIT_DETACHED",
+    "EXIT_FAILED",
+    "EXIT_INVALID",
+    "EXIT_OK",
+    "EXIT_STACK",
+    "EXIT_UNEXPECTED",
+    "build_parser",
+    "main",
+    "version",
+]
 
 #: How a command opens its stack's client; :func:`main` hands it to the command on ``args``
 #: (``args.open_client``), so a test may replace it here.
 _client = common.open_client
 
 
-def build_parser() -> argparse.ArgumentParser:
-    """The ``fanfit`` parser: the top-level options and one subcommand per command group."""
-    parser = argparse.ArgumentParser(
-        prog="fanfit", description="Serverless DML cross-fitting on AWS Step Functions and Lambda."
+def version() -> str:
+    """fanfit's version from the installed package's metadata (``pip show fanfit``); ``unknown``
+    when fanfit runs from a source tree that pip did not install."""
+    from importlib.metadata import PackageNotFoundError
+    from importlib.metadata import version as package_version
+
+    try:
+        return package_version("fanfit")
+    except PackageNotFoundError:
+        return "unknown (not installed: pip install -e .)"
+
+
+class _Commands:
+    """The subparsers action, giving every subcommand the help format, ``-v``/``--quiet`` after
+    its name (:func:`fanfit.cli.common.command_parent`), and a record of its parser."""
+
+    def __init__(self, sub: Any) -> None:
+        self._sub = sub
+        self.parsers: dict[str, argparse.ArgumentParser] = {}
+
+    def add_parser(self, name: str, **kwargs: Any) -> argparse.ArgumentParser:
+        kwargs.setdefault("formatter_class", common.HelpFormatter)
+        kwargs["parents"] = [*kwargs.get("parents", ()), common.command_parent()]
+        kwargs.setdefault("conflict_handler", "resolve")  # a command may redefine --quiet
+        p = self._sub.add_parser(name, **kwargs)
+        self.parsers[name] = p
+        return p  # type: ignore[no-any-return]
+
+
+def _build(argv_parsers: dict[str, argparse.ArgumentParser] | None = None) -> common.Parser:
+    parser = common.Parser(
+        prog="fanfit",
+        description="Serverless DML cross-fitting on AWS Step Functions and Lambda.",
+        formatter_class=common.HelpFormatter,
     )
-    parser.add_argument("-v", "--verbose", action="store_true", help="debug logs on stderr")
-    sub = parser.add_subparsers(dest="command", required=True)
+    parser.add_argument("--version", action="version", version=f"fanfit {version()}")
+    parser.add_argument("-v", "--verbose", action="store_true", help=common.VERBOSE_HELP)
+    parser.add_argument("-q", "--quiet", action="store_true", help=common.QUIET_HELP)
+    commands = _Commands(parser.add_subparsers(dest="command", required=True))
     for group in (estimate, train, status, resume, jobs, report, local, plan, lifecycle, doctor):
-        group.add_parser(sub)
+        group.add_parser(commands)
+    if argv_parsers is not None:
+        argv_parsers.update(commands.parsers)
     return parser
 
 
+def build_parser() -> argparse.ArgumentParser:
+    """The ``fanfit`` parser: the top-level options and one subcommand per command group."""
+    return _build()
+
+
 def main(argv: Sequence[str] | None = None) -> int:
-    """Entry point of the ``fanfit`` command; returns the exit code."""
-    args = build_parser().parse_args(argv)
+    """Entry point of the ``fanfit`` command; returns the exit code.
+
+    A usage error, ``--help`` and ``--version`` return argparse's code (2, 0) instead of raising
+    ``SystemExit``; every exception of the command is one line on stderr with its code
+    (:func:`fanfit.cli.common.report_error`).
+    """
+    parsers: dict[str, argparse.ArgumentParser] = {}
+    try:
+        args = _build(parsers).parse_args(argv)
+    except SystemExit as exc:  # usage error (one line, code 2), --help or --version (0)
+        return exc.code if isinstance(exc.code, int) else EXIT_INVALID if exc.code else EXIT_OK
     logging.basicConfig(
         # --quiet leaves the result and the warnings: no progress and no "started job" line
-        level=logging.DEBUG
-        if args.verbose
-        else logging.WARNING
-        if getattr(args, "quiet", False)
-        else logging.INFO,
+        level=logging.DEBUG if args.verbose else logging.WARNING if args.quiet else logging.INFO,
         stream=sys.stderr,
         format="%(asctime)s %(levelname)s %(name)s: %(message)s",
     )
@@ -81,12 +146,5 @@ def main(argv: Sequence[str] | None = None) -> int:
     args.open_client = _client
     try:
         return int(args.func(args))
-    except errors.InvalidJobError as exc:
-        print(f"fanfit: error: {type(exc).__name__}: {exc}", file=sys.stderr)
-        return EXIT_INVALID
-    except errors.StackError as exc:
-        print(f"fanfit: error: {exc}", file=sys.stderr)
-        return EXIT_STACK
-    except errors.FanfitError as exc:
-        print(f"fanfit: error: {type(exc).__name__}: {exc}", file=sys.stderr)
-        return EXIT_FAILED
+    except (Exception, KeyboardInterrupt) as exc:
+        return common.report_error(exc, args, parsers.get(args.command))

@@ -17,15 +17,14 @@ from typing import Any
 
 from fanfit import errors
 from fanfit.cli import common
+from fanfit.cli.common import EXIT_DETACHED, EXIT_INTERRUPTED
 
 __all__ = ["EXIT_DETACHED", "EXIT_INTERRUPTED", "detach_hint", "follow", "stack_flag"]
 
 log = logging.getLogger("fanfit")
 
-#: The command stopped waiting (``--timeout`` ran out) while the job still runs.
-EXIT_DETACHED = 4
-#: Ctrl-C while attached: the command detached, the job still runs (128 + SIGINT).
-EXIT_INTERRUPTED = 130
+# The exit codes are fanfit.cli.common's (one table of codes): EXIT_DETACHED when --timeout ran
+# out while the job still runs, EXIT_INTERRUPTED on Ctrl-C while attached (128 + SIGINT).
 
 
 def stack_flag(args: argparse.Namespace) -> str:

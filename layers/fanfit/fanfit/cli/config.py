@@ -38,8 +38,9 @@ if TYPE_CHECKING:
 
 __all__ = ["ConfigField", "load_config", "prepare_parser", "resolve_args"]
 
-#: Options of a command that are not job fields (never read from a config file).
-_NOT_FIELDS = frozenset({"help", "config", "dry_run"})
+#: Options of a command that are not job fields (never read from a config file): also the logging
+#: options every subcommand shares with the top-level parser (``-v``, ``--quiet``).
+_NOT_FIELDS = frozenset({"help", "config", "dry_run", "verbose", "quiet"})
 #: Where prepare_parser keeps the fields on the parsed namespace.
 _FIELDS_ATTR = "_config_fields"
 
@@ -139,9 +140,25 @@ def prepare_parser(
             path=path,
             check=check,
         )
+        text = action.help or ""
+        if (  # --help shows the default the file or the command line may override
+            action.help is not argparse.SUPPRESS
+            and "default" not in text
+            and action.default not in (None, False, "")
+        ):
+            shown = str(action.default).replace("%", "%%")
+            action.help = f"{text} (default: {shown})".lstrip()
         action.required = False
     parser.set_defaults(**{dest: None for dest in fields}, **{_FIELDS_ATTR: fields})
     return fields
+
+
+def _yaml_problem(exc: Exception) -> str:
+    """One line of a YAML error: its problem and where (``line 3, column 1``)."""
+    mark = getattr(exc, "problem_mark", None)
+    problem = getattr(exc, "problem", None) or " ".join(str(exc).split())
+    where = f" at line {mark.line + 1}, column {mark.column + 1}" if mark is not None else ""
+    return f"{problem}{where}"
 
 
 def _type_name(value: Any) -> str:
@@ -244,10 +261,12 @@ def load_config(path: str | os.PathLike[str], fields: dict[str, ConfigField]) ->
         text = Path(name).read_text(encoding="utf-8")
     except OSError as exc:
         raise InvalidJobError(f"cannot read config file {name!r}: {exc.strerror or exc}") from exc
+    except UnicodeDecodeError as exc:
+        raise InvalidJobError(f"config file {name!r} is not UTF-8 text (a YAML file?)") from exc
     try:
         raw = yaml.safe_load(text)
     except yaml.YAMLError as exc:
-        raise InvalidJobError(f"{name}: not valid YAML: {exc}") from exc
+        raise InvalidJobError(f"{name}: not valid YAML: {_yaml_problem(exc)}") from exc
     if raw is None:
         return {}
     if not isinstance(raw, dict):
