@@ -94,9 +94,6 @@ def test_an_earlier_job_s_status_result_and_report_survive_local_down_and_up(
     assert status["status"] == "SUCCEEDED" and status["job_id"] == job.job_id
     assert cli.main(["report", job.job_id, "--out", str(tmp_path / "report")]) == 0
     assert (tmp_path / "report" / "report.html").is_file()
-    # ... and the stack writes on: a new job runs on the restored tables
-    again = client.submit_estimate(frame, model="plr", y="y", d="d", x=["x0", "x1"],
-                                   ml_l="LinearRegression", ml_m="LinearRegression", n_folds=2,
-                                   n_rep=1, seed=7)  # fmt: skip
-    np.testing.assert_allclose(again.result(timeout=300).all_coef, before.all_coef)
+    # (that the stack writes on, jobs running on restored tables, test_restart_on_stack shows: its
+    # killed job resumes there)
     print(json.dumps({"restore": restored}))

@@ -145,8 +145,10 @@ def test_doublemls_401k_iivm_example_runs_with_subgroups_and_equals_doubleml() -
 
     path = Path(__file__).resolve().parents[2] / "examples" / "data" / "sipp1991.dta"
     x_cols = ["age", "inc", "educ", "fsize", "marr", "twoearn", "db", "pira", "hown"]
-    learners = dict(ml_g="LinearRegression", ml_m='LogisticRegression:{"max_iter": 1000}',
-                    ml_r='LogisticRegression:{"max_iter": 1000}')  # fmt: skip
+    # (the classifiers on standardised covariates: on the raw ones lbfgs needs its 1,000 iterations)
+    logit = ('Pipeline:{"steps": [["scale", {"name": "StandardScaler"}], '
+             '["logit", {"name": "LogisticRegression"}]]}')  # fmt: skip
+    learners = dict(ml_g="LinearRegression", ml_m=logit, ml_r=logit)
     opts = dict(model="iivm", y="net_tfa", d="p401", z="e401", x=x_cols, n_folds=3, seed=4)
     # WHEN the client checks it as DoubleML's default subgroups would run it
     # THEN it is refused before upload, naming the option
