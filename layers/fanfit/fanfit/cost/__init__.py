@@ -32,8 +32,8 @@ Step Functions (https://aws.amazon.com/step-functions/pricing/)
     ``DescribeMapRun``; the count is kept as ``children_estimated`` and a note says so.
 Batch (https://aws.amazon.com/batch/pricing/)
     AWS Batch has no charge of its own; a job pays for its instance. One record per
-    ``batch:submitJob.sync`` task: ``StoppedAt - StartedAt`` of the job description in its output
-    (else the task's interval in the history), priced per second at the instance type's hourly rate
+    GPU job: ``StoppedAt - StartedAt`` of the job, from the ``batch:submitJob`` task's output
+    under ``.sync``, else from the ``WatchGpuJob`` check that saw it end (else the task's interval), priced per second at the instance type's hourly rate
     (``Container.InstanceType`` when the output names one, else the table's
     ``gpu_instance_type``). An instance shared by several jobs is charged to each for its run time.
 

@@ -73,7 +73,7 @@ def sam_executable() -> str:
         if candidate and os.access(candidate, os.X_OK):
             return candidate
     raise StackError(
-        "the SAM CLI (`sam`) was not found: install the dev extra (`pip install -e '.[dev]'`, "
+        "the SAM CLI (`sam`) was not found: install the local extra (`pip install -e '.[local]'`, "
         "aws-sam-cli) or set FANFIT_SAM"
     )
 
@@ -84,7 +84,7 @@ def _load_template(path: Path) -> dict[str, Any]:
         import yaml
     except ImportError as exc:  # pyyaml comes with aws-sam-cli and cfn-lint
         raise StackError(
-            "deploying needs PyYAML: install the dev extra (`pip install -e '.[dev]'`)"
+            "deploying needs PyYAML: install the local extra (`pip install -e '.[local]'`)"
         ) from exc
 
     class _Loader(yaml.SafeLoader):
