@@ -116,7 +116,8 @@ def test_cancel_stops_a_running_job_and_delete_removes_it(
     # THEN the execution stopped, the partition was released, and its status says CANCELLED
     assert done.returncode == 0, done.stderr
     out = json.loads(done.stdout)
-    assert out["stopped"] is True and out["partition_released"] is True
+    assert out["stopped"] is True, out
+    assert out["partition_released"] is True, out
     assert out["status"] == "CANCELLED"
     stopped_jobs.wait(job.execution_arn, running_before)
     assert (

@@ -105,10 +105,16 @@ def test_three_jobs_share_four_and_each_finishes_as_it_would_alone(sharing_clien
         )  # fmt: skip
         estimates[model] = (job, df, folds, learners)
     # the three are listed with their partitions while they run (sum within the capacity)
+    # (bounded: an estimate registers when its Prepare has run, a cold start on this stack that
+    # takes seconds on a loaded machine; polled until all three are seen, or for 10 s after two)
     seen: list[list[dict]] = []
-    for _ in range(40):
+    deadline = time.monotonic() + 120
+    two_seen_at = None
+    while time.monotonic() < deadline:
         seen.append(client.jobs())
-        if len(seen[-1]) == 3:
+        if len(seen[-1]) >= 2 and two_seen_at is None:
+            two_seen_at = time.monotonic()
+        if len(seen[-1]) == 3 or (two_seen_at and time.monotonic() - two_seen_at > 10):
             break
         time.sleep(0.25)
     assert any(len(s) >= 2 for s in seen), seen
@@ -211,7 +217,10 @@ def test_a_stopped_job_gives_its_partition_back_at_the_others_next_barrier(
     # (the local stack aborts asynchronously)
     wait_until(lambda: stopped.status() != "RUNNING", 60, f"{stopped.job_id} no longer RUNNING")
     aborted_seen_at = time.time()
-    assert stopped.status() == "ABORTED"
+    # (AWS reports ABORTED; the local stack's interpreter reports FAILED when the stop lands while
+    # a round's Distributed Map runs: StoppedJobs in conftest.py)
+    final_status = stopped.status()
+    assert final_status in ("ABORTED", "FAILED"), final_status
 
     # THEN the other finishes with the result it has alone ...
     res = other.result(timeout=600)
@@ -225,7 +234,7 @@ def test_a_stopped_job_gives_its_partition_back_at_the_others_next_barrier(
     assert (drops[0]["event"], drops[0]["job_id"]) == ("reclaim", other.job_id)
     assert drops[0]["dropped"] == [
         {"job_id": stopped.job_id, "reason": "stale", "execution_arn": stopped.execution_arn,
-         "execution_status": "ABORTED"}
+         "execution_status": final_status}
     ]  # fmt: skip
     assert drops[0]["jobs"] == {
         other.job_id: {"kind": "train", "demand": 4, "gpu_demand": 0, "partition": 4, "gpus": 0}
@@ -233,7 +242,7 @@ def test_a_stopped_job_gives_its_partition_back_at_the_others_next_barrier(
     # ... its first barrier after the stop reclaimed the stopped job's share: 4 from then on. A
     # barrier's plan is written after it read its partition (started_at < reclaim "at" < ended_at
     # for the reclaiming one), so the reclaim entry's time splits the barriers exactly; the stop
-    # and the moment ABORTED was seen bound it.
+    # and the moment the stopped status was seen bound it.
     reclaimed_at = drops[0]["at"]
     assert stop_called_at < reclaimed_at, (stop_called_at, reclaimed_at)
     plans = [

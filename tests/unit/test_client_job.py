@@ -108,11 +108,15 @@ def test_a_commands_parser_is_generated_from_its_options_model(
     parsed = sub.parse_args(required)
     fields = parsed._config_fields
     # GIVEN every option of the model WHEN the command's parser is built THEN each is one flag
-    # with the model's spelling, help, choices, and (as a config field) its default and kind
+    # with the model's spelling, help (with the default it shows), choices, and (as a config
+    # field) its default and kind
     for info in infos:
         action = actions[info.name]
         assert action.option_strings == [info.flag]
-        assert action.help == info.help
+        shown = info.help or ""
+        if not info.required and "default" not in shown and info.default not in (None, False, ""):
+            shown = f"{shown} (default: {info.default})".lstrip()  # --help shows the default
+        assert (action.help or None) == (shown or None)
         assert (tuple(action.choices) if action.choices else None) == info.choices
         field = fields[info.name]
         assert field.required == info.required
@@ -120,8 +124,9 @@ def test_a_commands_parser_is_generated_from_its_options_model(
             assert field.default == info.default
         assert field.kind == ("str" if info.kind == "path" else info.kind)
         assert field.path == (info.kind == "path")
-    # AND the job options come first, in the model's order
-    flags = [a.dest for a in sub._actions if a.dest != "help"]
+    # AND the job options come first (after -h, -v and -q, which every command has), in the
+    # model's order
+    flags = [a.dest for a in sub._actions if a.dest not in ("help", "verbose", "quiet")]
     assert flags[: len(infos)] == [i.name for i in infos]
 
 

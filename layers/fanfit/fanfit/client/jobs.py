@@ -422,7 +422,8 @@ def cancel_job(client: StackClient, job_id: str, execution_arn: str) -> dict[str
     dict
         ``job_id``, ``status`` (``'CANCELLED'``, or the status of a job that had already ended,
         which is left as it was), ``stopped`` (whether this call stopped the execution),
-        ``batch_jobs_terminated`` (Batch job ids) and ``partition_released`` (bool).
+        ``batch_jobs_terminated`` (Batch job ids) and ``partition_released`` (whether the job holds
+        no partition afterwards: released here, or reclaimed by another job's barrier first).
 
     Raises
     ------
@@ -463,7 +464,9 @@ def cancel_job(client: StackClient, job_id: str, execution_arn: str) -> dict[str
         entry = release_job(
             partitions, job_id, stack_capacity(client) or capacity_from_env(), client.sfn
         )
-        released = entry is not None
+        # None: the job held no partition any more: another job's barrier reclaimed it once the
+        # execution had stopped (jobs.sharing's stale-job reclaim). Released either way.
+        released = entry is not None or partitions.get(job_id) is None
     client.records.update(job_id, status=storage.JOB_STATUS_CANCELLED, ended_at=time.time())
     return {
         "job_id": job_id,
