@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import os
 import re
+import tempfile
 import time
 import uuid
 from collections.abc import Callable, Iterator, Mapping
@@ -184,8 +185,12 @@ def _copy_artifacts(source: StackInfo, target: StackInfo, template: str, bucket:
         for page in src.get_paginator("list_objects_v2").paginate(Bucket=old_bucket):
             for item in page.get("Contents", []):
                 if item["Key"] in template:
-                    body = src.get_object(Bucket=old_bucket, Key=item["Key"])["Body"]
-                    dst.upload_fileobj(body, bucket, item["Key"])
+                    # downloaded whole first (s3transfer's download retries a read the loaded
+                    # machine cut short; streaming the body into the upload did not), then uploaded
+                    with tempfile.TemporaryFile() as buffer:
+                        src.download_fileobj(old_bucket, item["Key"], buffer)
+                        buffer.seek(0)
+                        dst.upload_fileobj(buffer, bucket, item["Key"])
                     copied += 1
         template = template.replace(old_bucket, bucket)
     assert copied, f"no object of {sorted(buckets)} is named in the deployed template"

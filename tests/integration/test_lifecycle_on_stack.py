@@ -99,11 +99,12 @@ def test_detach_wait_result_gives_the_attached_runs_json(
 def test_cancel_stops_a_running_job_and_delete_removes_it(
     local_stack_env: dict[str, str], local_client: Any, stopped_jobs: Any, wait_until: Any
 ) -> None:
-    # GIVEN a slow job (20 shards of one fit, one at a time) that holds its partition
+    # GIVEN a slow job (200 shards of one fit, one at a time: minutes, while the test needs
+    # seconds; it is cancelled long before its end) that holds its partition
     running_before = stopped_jobs.snapshot()
     job = local_client.submit_estimate(
         _frame(12), model="plr", y="y", d="d", x=["x0", "x1", "x2"], ml_l=LIN, ml_m=LIN,
-        n_folds=5, n_rep=2, seed=5, units_per_shard=1, max_concurrency=1,
+        n_folds=10, n_rep=10, seed=5, units_per_shard=1, max_concurrency=1,
     )  # fmt: skip
     wait_until(lambda: local_client.partitions.get(job.job_id), 120,
                f"the partition of {job.job_id}", interval_s=0.5)  # fmt: skip
