@@ -16,10 +16,10 @@ class outside the lists) is refused with :class:`fanfit.errors.InvalidLearnerErr
 
 from __future__ import annotations
 
+import importlib
 import math
 import numbers
-from collections.abc import Callable, Iterator, Mapping
-from types import ModuleType
+from collections.abc import Iterator, Mapping
 from typing import Any
 
 import numpy as np
@@ -43,72 +43,20 @@ __all__ = [
 
 # The modules the classes live in, each imported when a class of it is first looked up: a cold
 # Lambda that never builds a learner (Release, the train steps) then never imports scikit-learn or
-# LightGBM, which take most of a handler's start-up. The names are this module's constants; a
-# name from a job only ever selects one of them.
-def _sklearn_dummy() -> ModuleType:
-    import sklearn.dummy
-
-    return sklearn.dummy
-
-
-def _sklearn_ensemble() -> ModuleType:
-    import sklearn.ensemble
-
-    return sklearn.ensemble
-
-
-def _sklearn_linear_model() -> ModuleType:
-    import sklearn.linear_model
-
-    return sklearn.linear_model
-
-
-def _sklearn_model_selection() -> ModuleType:
-    import sklearn.model_selection
-
-    return sklearn.model_selection
-
-
-def _sklearn_neighbors() -> ModuleType:
-    import sklearn.neighbors
-
-    return sklearn.neighbors
-
-
-def _sklearn_neural_network() -> ModuleType:
-    import sklearn.neural_network
-
-    return sklearn.neural_network
-
-
-def _sklearn_pipeline() -> ModuleType:
-    import sklearn.pipeline
-
-    return sklearn.pipeline
-
-
-def _sklearn_preprocessing() -> ModuleType:
-    import sklearn.preprocessing
-
-    return sklearn.preprocessing
-
-
-def _sklearn_tree() -> ModuleType:
-    import sklearn.tree
-
-    return sklearn.tree
-
-
-def _lightgbm() -> ModuleType:
-    import lightgbm  # the scientific layer and pyproject pin 4.7.0
-
-    return lightgbm
-
-
-def _torch_mlp() -> ModuleType:
-    from fanfit.learners import torch_mlp
-
-    return torch_mlp
+# LightGBM, which take most of a handler's start-up. The module paths are this module's constants
+# (LightGBM pinned to 4.7.0 by the scientific layer and pyproject); a name from a job only ever
+# selects one of them.
+_DUMMY = "sklearn.dummy"
+_ENSEMBLE = "sklearn.ensemble"
+_LINEAR = "sklearn.linear_model"
+_MODEL_SELECTION = "sklearn.model_selection"
+_NEIGHBORS = "sklearn.neighbors"
+_NEURAL = "sklearn.neural_network"
+_PIPELINE = "sklearn.pipeline"
+_PREPROCESSING = "sklearn.preprocessing"
+_TREE = "sklearn.tree"
+_LIGHTGBM = "lightgbm"
+_TORCH_MLP = "fanfit.learners.torch_mlp"
 
 
 class ClassMap(Mapping[str, type]):
@@ -119,14 +67,14 @@ class ClassMap(Mapping[str, type]):
     ``KeyError`` (``get`` returns the default), as a ``dict`` does.
     """
 
-    def __init__(self, modules: dict[str, Callable[[], ModuleType]]) -> None:
+    def __init__(self, modules: dict[str, str]) -> None:
         self._modules = dict(modules)
         self._classes: dict[str, type] = {}
 
     def __getitem__(self, name: str) -> type:
         cls = self._classes.get(name)
         if cls is None:
-            cls = getattr(self._modules[name](), name)
+            cls = getattr(importlib.import_module(self._modules[name]), name)
             self._classes[name] = cls
         return cls
 
@@ -146,63 +94,63 @@ class ClassMap(Mapping[str, type]):
 ALLOWED_LEARNERS: ClassMap = ClassMap(
     {
         # linear models
-        "LinearRegression": _sklearn_linear_model,
-        "Lasso": _sklearn_linear_model,
-        "LassoCV": _sklearn_linear_model,
-        "Ridge": _sklearn_linear_model,
-        "RidgeCV": _sklearn_linear_model,
-        "ElasticNet": _sklearn_linear_model,
-        "ElasticNetCV": _sklearn_linear_model,
-        "BayesianRidge": _sklearn_linear_model,
-        "HuberRegressor": _sklearn_linear_model,
-        "LogisticRegression": _sklearn_linear_model,
-        "LogisticRegressionCV": _sklearn_linear_model,
+        "LinearRegression": _LINEAR,
+        "Lasso": _LINEAR,
+        "LassoCV": _LINEAR,
+        "Ridge": _LINEAR,
+        "RidgeCV": _LINEAR,
+        "ElasticNet": _LINEAR,
+        "ElasticNetCV": _LINEAR,
+        "BayesianRidge": _LINEAR,
+        "HuberRegressor": _LINEAR,
+        "LogisticRegression": _LINEAR,
+        "LogisticRegressionCV": _LINEAR,
         # trees and ensembles
-        "DecisionTreeRegressor": _sklearn_tree,
-        "DecisionTreeClassifier": _sklearn_tree,
-        "RandomForestRegressor": _sklearn_ensemble,
-        "RandomForestClassifier": _sklearn_ensemble,
-        "ExtraTreesRegressor": _sklearn_ensemble,
-        "ExtraTreesClassifier": _sklearn_ensemble,
-        "GradientBoostingRegressor": _sklearn_ensemble,
-        "GradientBoostingClassifier": _sklearn_ensemble,
-        "HistGradientBoostingRegressor": _sklearn_ensemble,
-        "HistGradientBoostingClassifier": _sklearn_ensemble,
+        "DecisionTreeRegressor": _TREE,
+        "DecisionTreeClassifier": _TREE,
+        "RandomForestRegressor": _ENSEMBLE,
+        "RandomForestClassifier": _ENSEMBLE,
+        "ExtraTreesRegressor": _ENSEMBLE,
+        "ExtraTreesClassifier": _ENSEMBLE,
+        "GradientBoostingRegressor": _ENSEMBLE,
+        "GradientBoostingClassifier": _ENSEMBLE,
+        "HistGradientBoostingRegressor": _ENSEMBLE,
+        "HistGradientBoostingClassifier": _ENSEMBLE,
         # neighbours, neural networks, baselines
-        "KNeighborsRegressor": _sklearn_neighbors,
-        "KNeighborsClassifier": _sklearn_neighbors,
-        "MLPRegressor": _sklearn_neural_network,
-        "MLPClassifier": _sklearn_neural_network,
-        "DummyRegressor": _sklearn_dummy,
-        "DummyClassifier": _sklearn_dummy,
+        "KNeighborsRegressor": _NEIGHBORS,
+        "KNeighborsClassifier": _NEIGHBORS,
+        "MLPRegressor": _NEURAL,
+        "MLPClassifier": _NEURAL,
+        "DummyRegressor": _DUMMY,
+        "DummyClassifier": _DUMMY,
         # PyTorch networks (torch is imported when they fit; see GPU_ONLY_LEARNERS)
-        "TorchMLPRegressor": _torch_mlp,
-        "TorchMLPClassifier": _torch_mlp,
+        "TorchMLPRegressor": _TORCH_MLP,
+        "TorchMLPClassifier": _TORCH_MLP,
         # gradient boosting by LightGBM (deterministic settings: docs/estimate.md, "LightGBM")
-        "LGBMRegressor": _lightgbm,
-        "LGBMClassifier": _lightgbm,
+        "LGBMRegressor": _LIGHTGBM,
+        "LGBMClassifier": _LIGHTGBM,
     }
 )
 
 #: Preprocessing steps a ``Pipeline`` may have before its last step (an allowed learner).
 ALLOWED_TRANSFORMERS: ClassMap = ClassMap(
     {
-        "StandardScaler": _sklearn_preprocessing,
-        "MinMaxScaler": _sklearn_preprocessing,
-        "RobustScaler": _sklearn_preprocessing,
-        "MaxAbsScaler": _sklearn_preprocessing,
-        "PolynomialFeatures": _sklearn_preprocessing,
-        "SplineTransformer": _sklearn_preprocessing,
-        "OneHotEncoder": _sklearn_preprocessing,
+        "StandardScaler": _PREPROCESSING,
+        "MinMaxScaler": _PREPROCESSING,
+        "RobustScaler": _PREPROCESSING,
+        "MaxAbsScaler": _PREPROCESSING,
+        "PolynomialFeatures": _PREPROCESSING,
+        "SplineTransformer": _PREPROCESSING,
+        "OneHotEncoder": _PREPROCESSING,
     }
 )
 
 #: Learners built around other learners; their JSON form is in :mod:`fanfit.learners.specs`.
 COMPOSITE_LEARNERS: ClassMap = ClassMap(
     {
-        "Pipeline": _sklearn_pipeline,
-        "GridSearchCV": _sklearn_model_selection,
-        "RandomizedSearchCV": _sklearn_model_selection,
+        "Pipeline": _PIPELINE,
+        "GridSearchCV": _MODEL_SELECTION,
+        "RandomizedSearchCV": _MODEL_SELECTION,
     }
 )
 
