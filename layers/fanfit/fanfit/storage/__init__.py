@@ -52,6 +52,7 @@ from fanfit.storage.objects import (
 )
 from fanfit.storage.sources import (
     SOURCE_FORMATS,
+    RangedObject,
     S3Object,
     SourceHeader,
     parse_s3_uri,
@@ -83,6 +84,7 @@ __all__ = [
     "PARTITIONS_EPOCH_KEY",
     "PARTITIONS_HISTORY_LIMIT",
     "Partitions",
+    "RangedObject",
     "S3Object",
     "SOURCE_FORMATS",
     "SourceHeader",

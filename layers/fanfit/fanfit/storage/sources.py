@@ -37,6 +37,7 @@ from fanfit.errors import DataSourceChangedError, InvalidDataError
 __all__ = [
     "HEADER_BYTES",
     "SOURCE_FORMATS",
+    "RangedObject",
     "S3Object",
     "SourceHeader",
     "parse_s3_uri",
@@ -136,14 +137,63 @@ def _s3_error(exc: Exception, obj: S3Object) -> InvalidDataError:
     )
 
 
-class _RangedObject(io.RawIOBase):
-    """A seekable, read-only file over one version of an S3 object: every read is a ranged GET
-    (with ``IfMatch``), so that :mod:`zipfile` and :mod:`numpy.lib.format` read an ``.npz``'s
-    directory or an ``.npy``'s header without the rest."""
+class RangedObject(io.RawIOBase):
+    """A seekable, read-only view of one S3 object that fetches byte ranges as they are read.
 
-    def __init__(self, s3: Any, obj: S3Object, size: int) -> None:
+    The object's tail (``block`` bytes) is fetched first when ``tail_first``, so a zip's central
+    directory and its last member (the ``columns`` of a data ``.npz``, the ``__stats__`` of a
+    shard's predictions) usually cost one ranged GET, whatever the size of the arrays before them.
+    :mod:`zipfile` and :mod:`numpy.lib.format` read an ``.npz``'s directory or an ``.npy``'s header
+    through it without the rest.
+
+    Parameters
+    ----------
+    s3 : botocore S3 client
+    bucket, key : str
+    size : int
+        The object's size, bytes.
+    block : int
+        Bytes of the smallest ranged GET.
+    tail_first : bool
+        Fetch the last ``block`` bytes at once.
+    if_match, version_id : str, optional
+        Every GET asks for this ETag (``IfMatch``: a changed object fails with 412) and version.
+
+    Attributes
+    ----------
+    requests : int
+        Ranged GETs made so far.
+    """
+
+    def __init__(
+        self, s3: Any, bucket: str, key: str, size: int, block: int = 1 << 16, *,
+        tail_first: bool = True, if_match: str | None = None, version_id: str | None = None,
+    ) -> None:  # fmt: skip
         super().__init__()
-        self.s3, self.obj, self.size, self.pos = s3, obj, size, 0
+        self._s3, self._bucket, self._key = s3, bucket, key
+        self._size, self._block, self._pos = int(size), int(block), 0
+        self._args: dict[str, str] = {"Bucket": bucket, "Key": key}
+        if if_match:
+            self._args["IfMatch"] = if_match
+        if version_id:
+            self._args["VersionId"] = version_id
+        self._chunks: list[tuple[int, bytes]] = []
+        self.requests = 0
+        if self._size > 0 and tail_first:
+            self._fetch(max(0, self._size - self._block), self._size)
+
+    def _fetch(self, start: int, end: int) -> None:
+        body = self._s3.get_object(**self._args, Range=f"bytes={start}-{end - 1}")
+        self._chunks.append((start, body["Body"].read()))
+        self.requests += 1
+
+    def _slice(self, start: int, end: int) -> bytes:
+        for _ in range(2):
+            for offset, body in self._chunks:
+                if offset <= start and end <= offset + len(body):
+                    return body[start - offset : end - offset]
+            self._fetch(start, min(self._size, max(end, start + self._block)))
+        raise OSError(f"cannot read bytes {start}-{end} of s3://{self._bucket}/{self._key}")
 
     def readable(self) -> bool:
         return True
@@ -152,27 +202,20 @@ class _RangedObject(io.RawIOBase):
         return True
 
     def tell(self) -> int:
-        return self.pos
+        return self._pos
 
     def seek(self, offset: int, whence: int = io.SEEK_SET) -> int:
-        base = {io.SEEK_SET: 0, io.SEEK_CUR: self.pos, io.SEEK_END: self.size}[whence]
-        self.pos = max(0, base + offset)
-        return self.pos
+        base = {io.SEEK_SET: 0, io.SEEK_CUR: self._pos, io.SEEK_END: self._size}[whence]
+        self._pos = max(0, base + offset)
+        return self._pos
 
     def readinto(self, buffer: Any) -> int:
-        n = min(len(buffer), self.size - self.pos)
+        n = min(len(buffer), self._size - self._pos)
         if n <= 0:
             return 0
-        try:
-            got = self.s3.get_object(
-                **self.obj.get_args(), Range=f"bytes={self.pos}-{self.pos + n - 1}"
-            )
-        except Exception as exc:  # botocore raises per-service exception classes
-            raise _s3_error(exc, self.obj) from exc
-        body = got["Body"].read()
-        buffer[: len(body)] = body
-        self.pos += len(body)
-        return len(body)
+        buffer[:n] = self._slice(self._pos, self._pos + n)
+        self._pos += n
+        return n
 
 
 def _csv_columns(line: bytes, uri: str) -> list[str]:
@@ -262,8 +305,10 @@ def read_source_header(s3: Any, uri: str) -> SourceHeader:
             )
         return SourceHeader(obj, _csv_columns(head[: end if end >= 0 else len(head)], uri), size)
     size = int(got["ContentLength"])
-    raw = io.BufferedReader(_RangedObject(s3, obj, size), buffer_size=HEADER_BYTES)
     try:
+        # an .npz's directory and last member (its columns) are at its end, an .npy's header first
+        raw = RangedObject(s3, bucket, key, size, tail_first=fmt == "npz", if_match=obj.etag,
+                           version_id=obj.version_id)  # fmt: skip
         if fmt == "npz":
             with np.load(raw, allow_pickle=False) as npz:
                 return SourceHeader(obj, _npz_columns(npz, uri), size)
@@ -277,6 +322,10 @@ def read_source_header(s3: Any, uri: str) -> SourceHeader:
         raise
     except (ValueError, OSError, KeyError, EOFError) as exc:
         raise InvalidDataError(f"cannot read the header of {uri} as .{fmt}: {exc}") from exc
+    except Exception as exc:  # botocore raises per-service exception classes
+        if _code(exc):
+            raise _s3_error(exc, obj) from exc
+        raise
 
 
 def source_size(s3: Any, obj: S3Object) -> int:
