@@ -285,3 +285,54 @@ def test_the_client_does_not_import_pandas_until_it_reads_a_table(tmp_path):
     out = subprocess.run([sys.executable, "-c", code, str(path)], capture_output=True, text=True,
                          check=True)  # fmt: skip
     assert out.stdout.split() == ["False", "True"]
+
+
+def _if_statements(statements: list[Any], condition: str) -> list[dict]:
+    """The policy statements of a list that are guarded by ``Fn::If [condition, ...]``."""
+    out = []
+    for stmt in statements:
+        if isinstance(stmt, dict) and "Fn::If" in stmt and stmt["Fn::If"][0] == condition:
+            assert stmt["Fn::If"][2] == {"Ref": "AWS::NoValue"}
+            out.append(stmt["Fn::If"][1])
+    return out
+
+
+def test_the_template_grants_the_external_bucket_only_when_named():
+    from pathlib import Path
+
+    from cfnlint.decode import decode
+
+    # GIVEN the template
+    template, matches = decode(str(Path(__file__).resolve().parents[2] / "template.yaml"))
+    assert not matches
+    parameter = template["Parameters"]["ExternalDataBucketName"]
+    res = template["Resources"]
+    # THEN the parameter defaults to none, and the functions read it from their environment
+    assert parameter["Default"] == ""
+    assert template["Conditions"]["HasExternalDataBucket"] == {
+        "Fn::Not": [{"Fn::Equals": [{"Ref": "ExternalDataBucketName"}, ""]}]
+    }
+    env = template["Globals"]["Function"]["Environment"]["Variables"]
+    assert env["FANFIT_EXTERNAL_DATA_BUCKET"] == {"Ref": "ExternalDataBucketName"}
+    want = [
+        {"Fn::Sub": "arn:${AWS::Partition}:s3:::${ExternalDataBucketName}"},
+        {"Fn::Sub": "arn:${AWS::Partition}:s3:::${ExternalDataBucketName}/*"},
+    ]
+    for function in ("PrepareFunction", "TrainInitFunction"):
+        statements = [
+            s for p in res[function]["Properties"]["Policies"] if isinstance(p, dict)
+            for s in p.get("Statement", [])
+        ]  # fmt: skip
+        # ... Prepare and TrainInit read that bucket (by name, never "*") only when it is set
+        (external,) = _if_statements(statements, "HasExternalDataBucket")
+        assert "s3:GetObject" in external["Action"] and external["Resource"] == want
+        # ... and write the data object of a source under data/ of the stack's bucket
+        puts = [s for s in statements if s.get("Action") == "s3:PutObject"]
+        assert {"Fn::Sub": "${DataBucket.Arn}/data/*"} in puts[0]["Resource"]
+        assert all(s.get("Resource") != "*" for s in statements if "Fn::If" not in s)
+    # ... and so does the client policy, for the header it reads
+    client = res["ClientPolicy"]["Properties"]["PolicyDocument"]["Statement"]
+    (external,) = _if_statements(client, "HasExternalDataBucket")
+    assert "s3:GetObject" in external["Action"] and external["Resource"] == want
+    # AND the bucket is an output only when it is set
+    assert template["Outputs"]["ExternalDataBucketName"]["Condition"] == "HasExternalDataBucket"
