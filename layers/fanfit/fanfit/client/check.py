@@ -235,7 +235,9 @@ def data_source(client: Any, data: Any) -> storage.SourceHeader | None:
     if not isinstance(data, str) or not data.startswith("s3://"):
         return None
     buckets = {client.store.bucket}
-    bucket, _ = storage.parse_s3_uri(data)
+    bucket, key = storage.parse_s3_uri(data)
+    if storage.source_format(key) is None:
+        return None  # .parquet, .dta: downloaded and uploaded
     if bucket not in buckets:
         external = _stack_outputs(client).get("ExternalDataBucketName")
         if external:
@@ -284,11 +286,10 @@ def check_estimate_in_place(
     if folds is not None:
         raw = folds if isinstance(folds, np.ndarray) else dml.read_folds_csv(folds)
         fold_array = np.asarray(raw, dtype=np.int64)
-    obj = header.obj
     return CheckedSource(
         spec=spec,
         columns=list(columns),
-        source=DataSource(bucket=obj.bucket, key=obj.key, etag=obj.etag, version_id=obj.version_id),
+        source=DataSource.of(header.obj),
         size=header.size,
         folds=fold_array,
         sharding=options.sharding,

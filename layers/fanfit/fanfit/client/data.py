@@ -147,12 +147,7 @@ def to_matrix(frame: pd.DataFrame, columns: Sequence[str]) -> tuple[list[str], n
     import pandas as pd
 
     names = [str(c) for c in frame.columns]
-    missing = [c for c in columns if c not in names]
-    if missing:
-        shown = ", ".join(names[:30]) + (", ..." if len(names) > 30 else "")
-        raise InvalidDataError(
-            f"column(s) {', '.join(map(repr, missing))} not in the data; its columns are: {shown}"
-        )
+    check_header_columns(names, columns, "the data")
     out = np.empty((len(frame), len(columns)), dtype=np.float64)
     for j, name in enumerate(columns):
         col = frame[name]

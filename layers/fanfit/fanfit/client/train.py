@@ -418,10 +418,7 @@ def submit_train(
     header = data_source(client, data)
     if header is not None:
         check_header_columns(header.columns, columns, header.obj.uri)
-        obj = header.obj
-        source = DataSource(
-            bucket=obj.bucket, key=obj.key, etag=obj.etag, version_id=obj.version_id
-        )
+        source = DataSource.of(header.obj)
     else:
         source = None
         names, values = to_matrix(read_table(data, client.s3), columns)

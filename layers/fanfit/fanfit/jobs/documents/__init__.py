@@ -102,6 +102,11 @@ class DataSource(Document):
         """``s3://bucket/key``."""
         return f"s3://{self.bucket}/{self.key}"
 
+    @classmethod
+    def of(cls, obj: storage.S3Object) -> DataSource:
+        """The source of one version of an object, as the client read its header."""
+        return cls(bucket=obj.bucket, key=obj.key, etag=obj.etag, version_id=obj.version_id)
+
     def to_object(self) -> storage.S3Object:
         """The :class:`fanfit.storage.S3Object` the readers take."""
         return storage.S3Object(self.bucket, self.key, self.etag, self.version_id)
