@@ -48,6 +48,7 @@ def lambda_handler(event: TrainInitEvent, context: LambdaContext) -> dict:
         event.execution_arn,
         gpu_memory_mb=gpu_memory_mb,
         partitions=partitions,
+        memory_mb=int(context.memory_limit_in_mb),
     )
     metrics.add_metric(name="TrainJobsStarted", unit=MetricUnit.Count, value=1)
     logger.info("train job planned", extra=out)

@@ -189,8 +189,10 @@ def _statements(template: dict) -> list[dict]:
     out = []
     for stmt in doc["Statement"]:
         if "Fn::If" in stmt:
-            assert stmt["Fn::If"][0] == "GpuWorkerEnabled"
-            out.append({**stmt["Fn::If"][1], "gpu_only": True})
+            condition = stmt["Fn::If"][0]
+            assert condition in ("GpuWorkerEnabled", "HasExternalDataBucket")
+            only = "gpu_only" if condition == "GpuWorkerEnabled" else "external_only"
+            out.append({**stmt["Fn::If"][1], only: True})
         else:
             out.append(stmt)
     return out

@@ -149,3 +149,15 @@ class GpuJobStuckRunnableError(GpuJobFailedError):
     template's ``GpuRunnableTimeoutSeconds``; it was terminated. The message gives the likely causes:
     no G-instance vCPU quota, no route from the subnets to ECR, ECS, S3 and CloudWatch Logs, an
     instance type not offered in the subnets' Availability Zones, a disabled compute environment."""
+
+
+class DataBucketNotAllowedError(InvalidDataError):
+    """A job's data source (``s3://bucket/key`` used in place) lies in a bucket the stack may not
+    read: neither its own data bucket nor the one named by the template parameter
+    ``ExternalDataBucketName``. The message names the bucket and the parameter to set."""
+
+
+class DataSourceChangedError(InvalidDataError):
+    """A job's data source (``s3://bucket/key`` used in place) changed, or was removed, between the
+    client's check and the server's read: its ETag (or version) is no longer the one submitted.
+    Submit the job again to use the new object."""

@@ -10,11 +10,20 @@ from typing import Any
 
 import numpy as np
 
-from fanfit import dml, errors
-from fanfit.client.data import read_table, to_matrix
+from fanfit import dml, errors, storage
+from fanfit.client.data import check_header_columns, in_place_uri, read_table, to_matrix
 from fanfit.client.options import EstimateOptions
+from fanfit.jobs.documents import DataSource
 
-__all__ = ["CheckedEstimate", "check_estimate", "check_gpu_worker", "stack_has_gpu_worker"]
+__all__ = [
+    "CheckedEstimate",
+    "CheckedSource",
+    "check_estimate",
+    "check_estimate_in_place",
+    "check_gpu_worker",
+    "data_source",
+    "stack_has_gpu_worker",
+]
 
 
 @dataclass(frozen=True)
@@ -140,12 +149,7 @@ def check_estimate(
     TypeError
         An unknown keyword, or a required one (y, d) missing.
     """
-    if options is None:
-        options = EstimateOptions.from_keywords(data=data, **kwargs)
-    elif kwargs:
-        raise TypeError(f"check_estimate: give options or keywords, not both ({', '.join(kwargs)})")
-    elif data is not None:
-        options = options.replace(data=data)
+    options = _options(data, options, kwargs)
     frame = None
     if options.x is None:  # DoubleML's x_cols=None: every other column of the data
         frame = read_table(options.data, s3)
@@ -165,6 +169,128 @@ def check_estimate(
         columns=names,
         values=values,
         data=dml_data,
+        folds=fold_array,
+        sharding=options.sharding,
+        max_concurrency=options.max_concurrency,
+        units_per_shard=options.units_per_shard,
+        weight=weight,
+    )
+
+
+def _options(data: Any, options: EstimateOptions | None, kwargs: dict[str, Any]) -> EstimateOptions:
+    """The options of :func:`check_estimate`: ``options`` (with ``data`` when given) or the keywords."""
+    if options is None:
+        return EstimateOptions.from_keywords(data=data, **kwargs)
+    if kwargs:
+        raise TypeError(f"check_estimate: give options or keywords, not both ({', '.join(kwargs)})")
+    return options if data is None else options.replace(data=data)
+
+
+@dataclass(frozen=True)
+class CheckedSource:
+    """An estimate job whose data is used in place (:func:`check_estimate_in_place`): checked on
+    its header only; Prepare reads the object, validates the data and the folds.
+
+    Attributes
+    ----------
+    spec : fanfit.dml.DMLSpec
+    columns : list of str
+        The data columns the job uses (y, d, x, z), all in the source's header.
+    source : fanfit.jobs.documents.DataSource
+        The object and the version (ETag, VersionId) read; the job's ``data_source``.
+    size : int
+        The object's size, bytes.
+    folds : ndarray of int64, shape (n_obs, n_rep), or None
+        The user's folds as read, checked by Prepare against the data.
+    sharding, max_concurrency, units_per_shard, weight
+        As in :class:`CheckedEstimate`.
+    """
+
+    spec: dml.DMLSpec
+    columns: list[str]
+    source: DataSource
+    size: int
+    folds: np.ndarray | None
+    sharding: str = "auto"
+    max_concurrency: int | None = None
+    units_per_shard: int | None = None
+    weight: float = 1.0
+
+
+def data_source(client: Any, data: Any) -> storage.SourceHeader | None:
+    """The header of ``data`` when a job on ``client``'s stack uses it in place, else None.
+
+    In place: an ``s3://`` URI (a str) of a ``.csv``, ``.npz`` or ``.npy`` object in the stack's
+    bucket or in the bucket of its ``ExternalDataBucketName`` output (read from the stack's outputs
+    only for a URI in another bucket). The header is read by :func:`fanfit.storage.read_source_header`
+    (a ranged GET of a CSV's first bytes; the data itself is not downloaded).
+
+    Raises
+    ------
+    fanfit.errors.InvalidDataError
+        The object is missing or has no readable header.
+    fanfit.errors.StackError
+        The stack's outputs cannot be read.
+    """
+    if not isinstance(data, str) or not data.startswith("s3://"):
+        return None
+    buckets = {client.store.bucket}
+    bucket, key = storage.parse_s3_uri(data)
+    if storage.source_format(key) is None:
+        return None  # .parquet, .dta: downloaded and uploaded
+    if bucket not in buckets:
+        external = _stack_outputs(client).get("ExternalDataBucketName")
+        if external:
+            buckets.add(external)
+    if in_place_uri(data, buckets) is None:
+        return None
+    return storage.read_source_header(client.s3, data)
+
+
+def check_estimate_in_place(
+    client: Any, data: Any = None, *, options: EstimateOptions | None = None, **kwargs: Any
+) -> CheckedSource | None:
+    """Check an estimate job whose data is used in place, from the data's header only.
+
+    Parameters
+    ----------
+    client : fanfit.client.Client
+    data, options, **kwargs
+        As :func:`check_estimate` takes them.
+
+    Returns
+    -------
+    CheckedSource or None
+        None when the data is not used in place (:func:`data_source`): then
+        :func:`check_estimate` reads it whole.
+
+    Raises
+    ------
+    fanfit.errors.InvalidJobError, InvalidLearnerError
+        An option or learner that is wrong (:meth:`EstimateOptions.check`).
+    fanfit.errors.InvalidDataError
+        A column the job uses is not in the header (the message lists those there are), or the
+        object is missing or has no readable header. Values (numbers, NaN, a binary treatment) and
+        the folds are checked by Prepare, which reads the object.
+    """
+    options = _options(data, options, kwargs)
+    header = data_source(client, options.data)
+    if header is None:
+        return None
+    if options.x is None:  # DoubleML's x_cols=None: every other column of the data
+        options = options.with_data_columns(header.columns)
+    spec, columns, weight = options.check()
+    check_header_columns(header.columns, columns, header.obj.uri)
+    folds = options.folds
+    fold_array = None
+    if folds is not None:
+        raw = folds if isinstance(folds, np.ndarray) else dml.read_folds_csv(folds)
+        fold_array = np.asarray(raw, dtype=np.int64)
+    return CheckedSource(
+        spec=spec,
+        columns=list(columns),
+        source=DataSource.of(header.obj),
+        size=header.size,
         folds=fold_array,
         sharding=options.sharding,
         max_concurrency=options.max_concurrency,

@@ -2,33 +2,81 @@
 
 Sources: a CSV, Parquet or Stata (.dta) file, a pandas DataFrame, or an ``s3://bucket/key`` URI to
 such a file. Only the columns a job uses are kept; each is cast to float64.
+
+An ``s3://`` URI of a ``.csv``, ``.npz`` or ``.npy`` object in the stack's bucket, or in the bucket of
+its ``ExternalDataBucketName`` parameter, is not read here at all: the client reads its header only
+and the server reads it in place (:func:`in_place_uri`, :mod:`fanfit.storage.sources`).
+
+pandas is imported by the functions that read or convert a table, not with this module (the CLI's
+start-up does not pay for it).
 """
 
 from __future__ import annotations
 
 import io
-from collections.abc import Sequence
+from collections.abc import Collection, Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 from urllib.parse import urlparse
 
 import numpy as np
-import pandas as pd
 
+from fanfit import storage
 from fanfit.errors import InvalidDataError
 
+if TYPE_CHECKING:
+    import pandas as pd
+
+#: Suffix -> name of the pandas reader of that format.
 _READERS = {
-    ".csv": pd.read_csv,
-    ".parquet": pd.read_parquet,
-    ".pq": pd.read_parquet,
-    ".dta": pd.read_stata,
+    ".csv": "read_csv",
+    ".parquet": "read_parquet",
+    ".pq": "read_parquet",
+    ".dta": "read_stata",
 }
+
+
+def in_place_uri(data: Any, buckets: Collection[str]) -> tuple[str, str] | None:
+    """``(bucket, key)`` when ``data`` is used in place: an ``s3://`` URI (a str) of a ``.csv``,
+    ``.npz`` or ``.npy`` object (:data:`fanfit.storage.SOURCE_FORMATS`) in one of ``buckets`` (the
+    stack's, and the one of its ``ExternalDataBucketName`` parameter); None for anything else,
+    which :func:`read_table` reads (and the client uploads).
+
+    Raises
+    ------
+    InvalidDataError
+        An ``s3://`` URI without a bucket or key.
+    """
+    if not isinstance(data, str) or not data.startswith("s3://"):
+        return None
+    bucket, key = storage.parse_s3_uri(data)
+    if bucket not in buckets or storage.source_format(key) is None:
+        return None
+    return bucket, key
+
+
+def check_header_columns(names: Sequence[str], columns: Sequence[str], where: str) -> None:
+    """Refuse ``columns`` missing from a table's ``names`` (its header), listing those there are.
+
+    Raises
+    ------
+    InvalidDataError
+        Naming the missing column(s) and ``where`` (a file or URI).
+    """
+    missing = [c for c in columns if c not in names]
+    if missing:
+        shown = ", ".join(names[:30]) + (", ..." if len(names) > 30 else "")
+        raise InvalidDataError(
+            f"column(s) {', '.join(map(repr, missing))} not in {where}; its columns are: {shown}"
+        )
 
 
 def _reader(name: str):
     suffix = Path(name).suffix.lower()
     try:
-        return _READERS[suffix]
+        import pandas as pd
+
+        return getattr(pd, _READERS[suffix])
     except KeyError:
         raise InvalidDataError(
             f"cannot read {name!r}: the data must be a .csv, .parquet or .dta file "
@@ -51,6 +99,8 @@ def read_table(source: Any, s3: Any = None) -> pd.DataFrame:
     InvalidDataError
         If the file is missing, of an unknown type, or unreadable.
     """
+    import pandas as pd
+
     if isinstance(source, pd.DataFrame):
         return source
     text = str(source)
@@ -94,13 +144,10 @@ def to_matrix(frame: pd.DataFrame, columns: Sequence[str]) -> tuple[list[str], n
     InvalidDataError
         If a column is missing (the message lists the columns there are) or not numeric.
     """
+    import pandas as pd
+
     names = [str(c) for c in frame.columns]
-    missing = [c for c in columns if c not in names]
-    if missing:
-        shown = ", ".join(names[:30]) + (", ..." if len(names) > 30 else "")
-        raise InvalidDataError(
-            f"column(s) {', '.join(map(repr, missing))} not in the data; its columns are: {shown}"
-        )
+    check_header_columns(names, columns, "the data")
     out = np.empty((len(frame), len(columns)), dtype=np.float64)
     for j, name in enumerate(columns):
         col = frame[name]

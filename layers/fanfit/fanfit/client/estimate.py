@@ -9,19 +9,27 @@ import os
 import time
 import uuid
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
-import pandas as pd
 
 from fanfit import dml, errors, storage
-from fanfit.client.check import check_estimate, check_gpu_worker
+from fanfit.client.check import (
+    CheckedEstimate,
+    CheckedSource,
+    check_estimate,
+    check_estimate_in_place,
+    check_gpu_worker,
+)
 from fanfit.client.data import read_table, to_matrix
 from fanfit.client.jobs import JobHandle, StackClient, cost_or_none, record_submission
 from fanfit.client.options import EstimateOptions
 from fanfit.dml.result import loss_from_json
 from fanfit.jobs.documents.estimate import EstimatePlan, EstimateResultDoc, EstimateSpec
 from fanfit.jobs.states import EstimateState
+
+if TYPE_CHECKING:
+    import pandas as pd
 
 __all__ = ["EstimateJob", "EstimateResult", "submit_estimate"]
 
@@ -146,11 +154,15 @@ class EstimateResult:
 
             q = norm.ppf(1.0 - a)
             ci = np.column_stack([self.coef - q * self.se, self.coef + q * self.se])
+        import pandas as pd
+
         return pd.DataFrame(ci, index=self.d_cols, columns=cols)
 
     @property
     def summary(self) -> pd.DataFrame:
         """DoubleML's summary table: ``coef, std err, t, P>|t|, 2.5 %, 97.5 %`` per treatment."""
+        import pandas as pd
+
         table = pd.DataFrame(
             {"coef": self.coef, "std err": self.se, "t": self.t_stat, "P>|t|": self.pval},
             index=self.d_cols,
@@ -355,6 +367,10 @@ def submit_estimate(
     client : StackClient
         A :class:`fanfit.client.Client`.
     data : str, path, DataFrame or s3:// URI
+        An ``s3://`` URI of a ``.csv``, ``.npz`` or ``.npy`` object in the stack's bucket (or in
+        the bucket of its ``ExternalDataBucketName`` parameter) is used in place: only its header
+        is read here (:func:`~fanfit.client.check.check_estimate_in_place`) and Prepare reads the
+        object. Any other data is read, checked and uploaded (once, by content hash).
     job_id : str, optional
         Default ``est-<date>-<time>-<8 hex>``.
     options : EstimateOptions, optional
@@ -373,25 +389,36 @@ def submit_estimate(
     fanfit.errors.GpuWorkerDisabledError
         A Torch learner on a stack without the GPU worker (:func:`~fanfit.client.check.check_gpu_worker`).
     """
-    checked = check_estimate(data, s3=client.s3, options=options, **kwargs)
-    spec, names, values, fold_array = (
-        checked.spec, checked.columns, checked.values, checked.folds
-    )  # fmt: skip
+    # s3:// data in the stack's (or the external) bucket: checked on its header, used in place.
+    checked: CheckedEstimate | CheckedSource | None = check_estimate_in_place(
+        client, data, options=options, **kwargs
+    )
+    if checked is None:
+        checked = check_estimate(data, s3=client.s3, options=options, **kwargs)
+    spec, fold_array = checked.spec, checked.folds
     check_gpu_worker(client, learners=spec.learners)  # a Torch learner needs EnableGpuWorker=true
     max_concurrency = checked.max_concurrency
     if max_concurrency is None:
         max_concurrency = (os.cpu_count() or 1) if client.local else None
-    # Data over a function's memory (or /tmp, or the state limit) is rejected before launch.
-    client.check_limits("estimate", n_rows=int(values.shape[0]), n_cols=int(values.shape[1]))
+    if isinstance(checked, CheckedEstimate):
+        # Data over a function's memory (or /tmp, or the state limit) is rejected before launch;
+        # data used in place is checked by Prepare, which reads it.
+        n_rows, n_cols = checked.values.shape
+        client.check_limits("estimate", n_rows=int(n_rows), n_cols=int(n_cols))
 
     job_id = job_id or f"est-{time.strftime('%Y%m%d-%H%M%S')}-{uuid.uuid4().hex[:8]}"
     folds_key = None
     if fold_array is not None:
         folds_key = client.store.put_array(storage.input_folds_key(job_id), fold_array)
+    if isinstance(checked, CheckedEstimate):
+        data_key, source = client.store.put_data(checked.columns, checked.values), None
+    else:
+        data_key, source = None, checked.source
     # The document Prepare validates (EstimateSpec), written through its model.
     job = EstimateSpec(
         dml=spec.to_dict(),
-        data_key=client.store.put_data(names, values),
+        data_key=data_key,
+        data_source=source,
         folds_key=folds_key,
         max_concurrency=max_concurrency,
         units_per_shard=checked.units_per_shard,

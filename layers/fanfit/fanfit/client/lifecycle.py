@@ -111,8 +111,8 @@ def delete_job(client: StackClient, job_id: str) -> dict[str, Any]:
 
 
 def _data_keys(client: StackClient, job_id: str) -> set[str]:
-    """The uploaded data keys (``data/<sha256>.npz``) a job's spec names; none when it has no
-    readable spec."""
+    """The uploaded data keys (``data/<sha256>.npz``) a job's spec names (or, for data used in
+    place, its plan); none when it has no readable spec."""
     key = storage.spec_key(job_id)
     try:
         spec = client.store.get_json(key)
@@ -121,6 +121,13 @@ def _data_keys(client: StackClient, job_id: str) -> set[str]:
     if not isinstance(spec, dict):
         return set()
     value = spec.get("data_key")
+    if value is None and spec.get("data_source") is not None:
+        # data used in place: Prepare or TrainInit wrote its columns as the data object the plan names
+        try:
+            plan = client.store.get_json(storage.plan_key(job_id))
+        except errors.JobNotFoundError:
+            return set()
+        value = plan.get("data_key") if isinstance(plan, dict) else None
     return (
         {value} if isinstance(value, str) and storage.DATA_KEY_PATTERN.fullmatch(value) else set()
     )

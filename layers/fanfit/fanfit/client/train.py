@@ -23,8 +23,8 @@ from typing import Any
 import numpy as np
 
 from fanfit import errors, storage
-from fanfit.client.check import check_gpu_worker
-from fanfit.client.data import read_table, to_matrix
+from fanfit.client.check import check_gpu_worker, data_source
+from fanfit.client.data import check_header_columns, read_table, to_matrix
 from fanfit.client.jobs import JobHandle, StackClient, cost_or_none, record_submission
 from fanfit.client.options import (
     TrainOptions,
@@ -34,6 +34,7 @@ from fanfit.client.options import (
     check_str,
     check_weight,
 )
+from fanfit.jobs.documents import DataSource
 from fanfit.jobs.documents.train import TrainJobFile, TrainSpec
 from fanfit.jobs.documents.train import TrainResult as TrainResultDoc
 from fanfit.jobs.states import TrainState
@@ -375,7 +376,9 @@ def submit_train(
     client : StackClient
         A :class:`fanfit.client.Client`.
     data : str, path, DataFrame or s3:// URI
-        CSV, Parquet or Stata file, or a DataFrame.
+        CSV, Parquet or Stata file, or a DataFrame. An ``s3://`` URI of a ``.csv``, ``.npz`` or
+        ``.npy`` object in the stack's bucket (or in the bucket of its ``ExternalDataBucketName``
+        parameter) is used in place: only its header is read here, TrainInit reads the object.
     init : array_like of shape (n_clusters, d), optional
         K-Means initial centroids (in the standardised space when ``standardize``); default:
         ``n_clusters`` distinct rows drawn with the seed.
@@ -410,10 +413,18 @@ def submit_train(
     )
     check_gpu_worker(client, gpu_workers=spec.gpu_workers)  # needs EnableGpuWorker=true
     columns = [*spec.features, *([spec.target] if spec.target else [])]
-    names, values = to_matrix(read_table(data, client.s3), columns)
-    spec.check_data(names, values)
-    # Data over a function's memory is rejected before anything is uploaded or started.
-    client.check_limits("train", n_rows=int(values.shape[0]), n_cols=int(values.shape[1]))
+    # s3:// data in the stack's (or the external) bucket: checked on its header, used in place
+    # (TrainInit reads it, checks the values and the memory).
+    header = data_source(client, data)
+    if header is not None:
+        check_header_columns(header.columns, columns, header.obj.uri)
+        source = DataSource.of(header.obj)
+    else:
+        source = None
+        names, values = to_matrix(read_table(data, client.s3), columns)
+        spec.check_data(names, values)
+        # Data over a function's memory is rejected before anything is uploaded or started.
+        client.check_limits("train", n_rows=int(values.shape[0]), n_cols=int(values.shape[1]))
     job_id = job_id or f"train-{time.strftime('%Y%m%d-%H%M%S')}-{uuid.uuid4().hex[:8]}"
     centroids = None if init is None else np.asarray(init, dtype=np.float64)
     if centroids is not None and centroids.shape != (spec.n_clusters, len(spec.features)):
@@ -421,14 +432,16 @@ def submit_train(
             f"init must have shape (n_clusters, n_features) = ({spec.n_clusters}, "
             f"{len(spec.features)}); got {centroids.shape}"
         )
-    data_key = client.store.put_data(names, values)
+    data_key = None if source is not None else client.store.put_data(names, values)
     init_key = (
         None
         if centroids is None
         else client.store.put_array(storage.input_init_key(job_id), centroids)
     )
     # The document TrainInit validates (TrainJobFile), written through its model.
-    job = TrainJobFile(spec=spec.to_dict(), data_key=data_key, init_key=init_key, weight=weight)
+    job = TrainJobFile(
+        spec=spec.to_dict(), data_key=data_key, data_source=source, init_key=init_key, weight=weight
+    )
     key = client.store.put_json(storage.spec_key(job_id), job.to_json_dict())
     started = client.sfn.start_execution(
         stateMachineArn=client.stack.train_state_machine_arn,

@@ -3,14 +3,13 @@ per snapshot.
 
 - :class:`ProgressTracker` keeps what it has read and builds each :class:`JobProgress` from it;
 - :func:`read_shard_stats` reads the ``__stats__`` of a shard's predictions object through
-  :class:`_RangedObject` (ranged GETs of its tail, not the whole object).
+  :class:`fanfit.storage.RangedObject` (ranged GETs of its tail, not the whole object).
 
 Every key comes from :mod:`fanfit.storage`.
 """
 
 from __future__ import annotations
 
-import io
 import json
 import logging
 import time
@@ -57,61 +56,6 @@ _PHASES: dict[str, str] = {
 }
 
 
-class _RangedObject(io.RawIOBase):
-    """A seekable, read-only view of one S3 object that fetches byte ranges as they are read.
-
-    The object's tail (``block`` bytes) is fetched first, so a zip's central directory and its
-    last member (``__stats__`` of a shard's ``.npz``) usually cost one ranged GET, whatever the
-    size of the predictions before them.
-    """
-
-    def __init__(self, s3: Any, bucket: str, key: str, size: int, block: int = 1 << 16) -> None:
-        super().__init__()
-        self._s3, self._bucket, self._key = s3, bucket, key
-        self._size, self._block, self._pos = int(size), int(block), 0
-        self._chunks: list[tuple[int, bytes]] = []
-        self.requests = 0
-        if self._size > 0:
-            self._fetch(max(0, self._size - self._block), self._size)
-
-    def _fetch(self, start: int, end: int) -> None:
-        body = self._s3.get_object(
-            Bucket=self._bucket, Key=self._key, Range=f"bytes={start}-{end - 1}"
-        )
-        self._chunks.append((start, body["Body"].read()))
-        self.requests += 1
-
-    def _slice(self, start: int, end: int) -> bytes:
-        for _ in range(2):
-            for offset, body in self._chunks:
-                if offset <= start and end <= offset + len(body):
-                    return body[start - offset : end - offset]
-            self._fetch(start, min(self._size, max(end, start + self._block)))
-        raise OSError(f"cannot read bytes {start}-{end} of s3://{self._bucket}/{self._key}")
-
-    def readable(self) -> bool:
-        return True
-
-    def seekable(self) -> bool:
-        return True
-
-    def tell(self) -> int:
-        return self._pos
-
-    def seek(self, offset: int, whence: int = io.SEEK_SET) -> int:
-        base = {io.SEEK_SET: 0, io.SEEK_CUR: self._pos, io.SEEK_END: self._size}[whence]
-        self._pos = max(0, base + offset)
-        return self._pos
-
-    def readinto(self, buffer: Any) -> int:
-        n = min(len(buffer), self._size - self._pos)
-        if n <= 0:
-            return 0
-        buffer[:n] = self._slice(self._pos, self._pos + n)
-        self._pos += n
-        return n
-
-
 def read_shard_stats(s3: Any, bucket: str, key: str, size: int) -> ShardStats:
     """The ``__stats__`` of a shard's predictions object, without downloading the predictions.
 
@@ -137,7 +81,10 @@ def read_shard_stats(s3: Any, bucket: str, key: str, size: int) -> ShardStats:
     OSError, zipfile.BadZipFile
         It is not an ``.npz``.
     """
-    with zipfile.ZipFile(_RangedObject(s3, bucket, key, size)) as zf, zf.open("__stats__.npy") as f:
+    with (
+        zipfile.ZipFile(storage.RangedObject(s3, bucket, key, size)) as zf,
+        zf.open("__stats__.npy") as f,
+    ):
         stats = json.loads(str(np.lib.format.read_array(f, allow_pickle=False)))
     return ShardStats.parse(stats, source=f"__stats__ of {key}")
 

@@ -10,10 +10,11 @@ malformed document raises :class:`fanfit.errors.InvalidJobError` naming the fiel
 
 from __future__ import annotations
 
-from typing import Any, Self
+from typing import Annotated, Any, Self
 
-from pydantic import BaseModel, ConfigDict, ValidationError
+from pydantic import BaseModel, ConfigDict, StringConstraints, ValidationError, field_validator
 
+from fanfit import storage
 from fanfit.errors import InvalidDocumentError
 
 
@@ -63,3 +64,64 @@ class Document(BaseModel):
     def to_json_dict(self) -> dict[str, Any]:
         """The document as a JSON-ready dict (what is written to S3 or returned into the state)."""
         return self.model_dump(mode="json")
+
+
+#: An S3 bucket name (the rules for general purpose buckets: 3-63 characters, lower-case letters,
+#: digits, dots and hyphens, beginning and ending with a letter or digit).
+BUCKET_NAME_PATTERN = r"^[a-z0-9][a-z0-9.-]{1,61}[a-z0-9]$"
+
+
+class DataSource(Document):
+    """A job's data used in place: one version of the user's object ``s3://bucket/key``.
+
+    The alternative to a spec's ``data_key`` (exactly one of the two): the client read only the
+    object's header and recorded its ``etag`` (and ``version_id`` in a versioned bucket); Prepare or
+    TrainInit reads that very version (a changed object is refused,
+    :class:`fanfit.errors.DataSourceChangedError`) and writes the job's columns as the content-addressed
+    data object (:func:`fanfit.jobs.source.materialize_source`). The key's suffix is one of
+    :data:`fanfit.storage.sources.SOURCE_FORMATS`; the bucket must be the stack's or the one named by
+    the template parameter ``ExternalDataBucketName`` (checked server-side).
+    """
+
+    bucket: Annotated[str, StringConstraints(pattern=BUCKET_NAME_PATTERN)]
+    key: Annotated[str, StringConstraints(min_length=1, max_length=1024)]
+    etag: Annotated[str, StringConstraints(min_length=1, max_length=256)]
+    version_id: Annotated[str, StringConstraints(min_length=1, max_length=1024)] | None = None
+
+    @field_validator("key")
+    @classmethod
+    def _key(cls, value: str) -> str:
+        if storage.source_format(value) is None:
+            raise ValueError(
+                f"must end with one of {', '.join(storage.SOURCE_FORMATS)} (the formats read in place)"
+            )
+        return value
+
+    @property
+    def uri(self) -> str:
+        """``s3://bucket/key``."""
+        return f"s3://{self.bucket}/{self.key}"
+
+    @classmethod
+    def of(cls, obj: storage.S3Object) -> DataSource:
+        """The source of one version of an object, as the client read its header."""
+        return cls(bucket=obj.bucket, key=obj.key, etag=obj.etag, version_id=obj.version_id)
+
+    def to_object(self) -> storage.S3Object:
+        """The :class:`fanfit.storage.S3Object` the readers take."""
+        return storage.S3Object(self.bucket, self.key, self.etag, self.version_id)
+
+
+def check_one_data(data_key: str | None, data_source: DataSource | None) -> None:
+    """A spec names its data by exactly one of ``data_key`` and ``data_source``.
+
+    Raises
+    ------
+    ValueError
+        Neither or both (pydantic reports it as the document's error).
+    """
+    if (data_key is None) == (data_source is None):
+        raise ValueError(
+            "give exactly one of data_key (the uploaded data object) and data_source (an "
+            "s3://bucket/key used in place)"
+        )

@@ -35,7 +35,7 @@ document                      where (:mod:`fanfit.storage`)                writt
 from __future__ import annotations
 
 import json
-from typing import Annotated, Any, ClassVar, Literal
+from typing import Annotated, Any, ClassVar, Literal, Self
 
 from pydantic import (
     ConfigDict,
@@ -48,11 +48,12 @@ from pydantic import (
     ValidationError,
     field_validator,
     model_serializer,
+    model_validator,
 )
 
 from fanfit import dml, storage
 from fanfit.errors import InvalidDocumentError
-from fanfit.jobs.documents import Document, describe_validation_error
+from fanfit.jobs.documents import DataSource, Document, check_one_data, describe_validation_error
 from fanfit.jobs.documents.events import FitUnitDoc, ReleaseOutput, Shard
 from fanfit.limits import check_weight
 from fanfit.sched.resources import PlacementKind
@@ -155,7 +156,10 @@ _Placement = PlacementKind
 class EstimateSpec(Document):
     """``spec.json``: the job the client submits (:func:`fanfit.storage.spec_key`).
 
-    ``dml`` is kept as the client wrote it: Prepare validates it with
+    The data is named by exactly one of ``data_key`` (the uploaded data object) and ``data_source``
+    (the user's ``s3://`` object used in place, :class:`~fanfit.jobs.documents.DataSource`: Prepare
+    writes its columns as the data object and the plan names that). ``dml`` is kept as the client
+    wrote it: Prepare validates it with
     :meth:`fanfit.dml.DMLSpec.from_dict`, whose errors name the option and keep their class
     (InvalidLearnerError, ...). ``weight`` is the job's weight in the fair shares
     (:func:`fanfit.limits.check_weight`; None reads as 1).
@@ -163,7 +167,8 @@ class EstimateSpec(Document):
 
     kind: Literal["estimate"] = "estimate"
     dml: dict[str, Any]
-    data_key: str
+    data_key: str | None = None
+    data_source: DataSource | None = None
     folds_key: str | None = None
     max_concurrency: Annotated[StrictInt, Field(ge=1, le=MAX_CONCURRENCY)] | None = None
     units_per_shard: Annotated[StrictInt, Field(ge=1, le=MAX_UNITS_PER_SHARD)] | None = None
@@ -172,8 +177,13 @@ class EstimateSpec(Document):
 
     @field_validator("data_key", mode="before")
     @classmethod
-    def _data_key(cls, value: Any) -> str:
-        return storage.check_data_key(value)
+    def _data_key(cls, value: Any) -> str | None:
+        return None if value is None else storage.check_data_key(value)
+
+    @model_validator(mode="after")
+    def _one_data(self) -> Self:
+        check_one_data(self.data_key, self.data_source)
+        return self
 
     @field_validator("sharding", mode="before")
     @classmethod

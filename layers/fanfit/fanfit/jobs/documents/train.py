@@ -32,13 +32,13 @@ from __future__ import annotations
 
 import math
 import numbers
-from typing import Annotated, Any, Literal
+from typing import Annotated, Any, Literal, Self
 
 import numpy as np
-from pydantic import BeforeValidator, ConfigDict, Field, ValidationError
+from pydantic import BeforeValidator, ConfigDict, Field, ValidationError, model_validator
 
 from fanfit.errors import InvalidDataError, InvalidJobError
-from fanfit.jobs.documents import Document, describe_validation_error
+from fanfit.jobs.documents import DataSource, Document, check_one_data, describe_validation_error
 from fanfit.sched.resources import PlacementKind
 from fanfit.train.models import TRAIN_MODELS, model_for
 
@@ -353,7 +353,9 @@ class TrainSpec(Document):
 class TrainJobFile(Document):
     """``spec.json`` of a train job: what the client uploads and TrainInit reads first.
 
-    Its top-level keys other than these (e.g. an estimate's ``max_concurrency``) are ignored; its
+    The data is named by exactly one of ``data_key`` (the uploaded data object) and ``data_source``
+    (the user's ``s3://`` object used in place, :class:`~fanfit.jobs.documents.DataSource`). Its
+    top-level keys other than these (e.g. an estimate's ``max_concurrency``) are ignored; its
     ``spec`` is parsed by :meth:`TrainSpec.from_dict`.
     """
 
@@ -361,9 +363,15 @@ class TrainJobFile(Document):
 
     kind: Literal["train"] = "train"
     spec: dict[str, Any]
-    data_key: str
+    data_key: str | None = None
+    data_source: DataSource | None = None
     init_key: str | None = None
     weight: Any = None
+
+    @model_validator(mode="after")
+    def _one_data(self) -> Self:
+        check_one_data(self.data_key, self.data_source)
+        return self
 
 
 class _Sparse(Document):

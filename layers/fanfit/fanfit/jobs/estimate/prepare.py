@@ -19,6 +19,7 @@ from fanfit.jobs.documents.estimate import (
     unit_doc,
 )
 from fanfit.jobs.estimate.data import cached_data, gather_predictions, load, peak_rss_mb, read_plan
+from fanfit.jobs.source import materialize_source
 from fanfit.sched.shards import DEFAULT_ACCOUNT_CONCURRENCY
 
 #: GPU worker jobs an estimate asks for when a learner needs the GPU worker (``requires_gpu``).
@@ -59,7 +60,8 @@ def prepare_stage(
         The Step Functions execution, recorded in the job record and with the job's partition
         (so that other jobs drop the partition once this execution no longer runs).
     memory_mb : int
-        The function's configured memory (for the cost estimate).
+        The function's configured memory (for the cost estimate, and the check that a
+        ``data_source`` fits it; 0: not checked).
     partitions : Partitions, optional
         The stack's partition table: the job registers (stage 0: it arrives) or updates (a later
         stage) its demand, the stage's unit count capped by its ``max_concurrency``, with its
@@ -81,7 +83,7 @@ def prepare_stage(
     """
     started = time.time()
     if stage == 0:
-        plan = _write_plan(store, job_id, spec_key)
+        plan = _write_plan(store, job_id, spec_key, memory_mb)
         records.mark_running(
             job_id,
             execution_arn=execution_arn,
@@ -135,8 +137,14 @@ def prepare_stage(
     )
 
 
-def _write_plan(store: storage.JobStore, job_id: str, spec_key: str) -> EstimatePlan:
+def _write_plan(
+    store: storage.JobStore, job_id: str, spec_key: str, memory_mb: int = 0
+) -> EstimatePlan:
     """Validate the spec at ``spec_key`` and the data, draw or check the folds, write the plan.
+
+    A spec with a ``data_source`` (the user's ``s3://`` object used in place) has its columns read
+    and written as the content-addressed data object first (:func:`fanfit.jobs.source.materialize_source`);
+    the plan names that object.
 
     Raises
     ------
@@ -146,7 +154,8 @@ def _write_plan(store: storage.JobStore, job_id: str, spec_key: str) -> Estimate
         The spec does not fit :class:`~fanfit.jobs.documents.estimate.EstimateSpec` (named field),
         or ``folds_key`` lies outside the job.
     InvalidDataError, InvalidFoldsError, InvalidLearnerError
-        From the ``dml`` section, the data or the folds.
+        From the ``dml`` section, the data or the folds; for a ``data_source`` also
+        DataBucketNotAllowedError, DataSourceChangedError (InvalidDataError) and LambdaLimitError.
     """
     raw = store.get_bytes(spec_key)
     spec_sha256 = hashlib.sha256(raw).hexdigest()
@@ -164,7 +173,13 @@ def _write_plan(store: storage.JobStore, job_id: str, spec_key: str) -> Estimate
     if job.folds_key is not None:
         storage.check_job_key(job.folds_key, job_id, field="folds_key")
     spec = dml.DMLSpec.from_dict(job.dml)
-    columns, values = cached_data(store.bucket, job.data_key)
+    if job.data_source is not None:
+        data_key = materialize_source(
+            store, job.data_source, spec.used_cols, memory_mb=memory_mb, function="Prepare"
+        )
+    else:  # EstimateSpec names exactly one of data_key and data_source
+        data_key = storage.check_data_key(job.data_key)
+    columns, values = cached_data(store.bucket, data_key)
     data = dml.validate_data(spec, list(columns), values)
     n_obs = data.y.shape[0]
     # with cluster_cols: multiway cluster folds (n_folds ** len(cluster_cols) of them)
@@ -176,7 +191,7 @@ def _write_plan(store: storage.JobStore, job_id: str, spec_key: str) -> Estimate
     plan = EstimatePlan(
         job_id=job_id,
         dml=spec,
-        data_key=job.data_key,
+        data_key=data_key,
         folds_key=store.put_array(storage.folds_key(job_id), folds),
         n_obs=n_obs,
         n_stages=dml.n_stages(spec),

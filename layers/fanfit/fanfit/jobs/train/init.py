@@ -10,7 +10,8 @@ from fanfit import storage
 from fanfit.errors import InvalidJobError
 from fanfit.jobs import sharing
 from fanfit.jobs.documents.train import InitOutput, TrainJobFile, TrainPlan, TrainSpec, TrainWorker
-from fanfit.jobs.train.data import cached_data, put_state
+from fanfit.jobs.source import materialize_source
+from fanfit.jobs.train.data import cached_data, put_state, read_plan
 from fanfit.jobs.train.resume import register_partition, resume_job, resume_point
 from fanfit.jobs.train.schedule import max_batches
 from fanfit.train.models import model_for
@@ -24,15 +25,22 @@ def read_job_file(store: storage.JobStore, job_id: str, spec_key: str) -> TrainJ
     Raises
     ------
     InvalidJobError
-        Not an object with ``spec`` and ``data_key``, a malformed field, or a key outside the
-        data prefix (``data_key``) or the job's prefix (``init_key``).
+        Not an object with ``spec`` and ``data_key`` or ``data_source``, a malformed field, or a
+        key outside the data prefix (``data_key``) or the job's prefix (``init_key``).
     """
     raw = store.get_json(spec_key)
-    if not isinstance(raw, dict) or "spec" not in raw or "data_key" not in raw:
-        raise InvalidJobError(f"{spec_key} must hold an object with 'spec' and 'data_key'")
+    if (
+        not isinstance(raw, dict)
+        or "spec" not in raw
+        or not ({"data_key", "data_source"} & set(raw))
+    ):
+        raise InvalidJobError(
+            f"{spec_key} must hold an object with 'spec' and 'data_key' or 'data_source'"
+        )
     job = TrainJobFile.parse(raw, source=spec_key)
     # The job file's keys are checked before anything is read or written through them.
-    storage.check_data_key(job.data_key)
+    if job.data_source is None:
+        storage.check_data_key(job.data_key)
     if job.init_key is not None:
         storage.check_job_key(job.init_key, job_id, field="init_key")
     return job
@@ -47,6 +55,7 @@ def init_job(
     execution_arn: str = "",
     gpu_memory_mb: int | None = None,
     partitions: storage.Partitions | None = None,
+    memory_mb: int = 0,
 ) -> dict:
     """Validate a train job, write its plan and the round-0 model.
 
@@ -55,8 +64,8 @@ def init_job(
     store, records : JobStore, JobRecords
     job_id, spec_key : str
         ``spec_key`` holds a :class:`~fanfit.jobs.documents.train.TrainJobFile`: ``{"kind":
-        "train", "spec": TrainSpec dict, "data_key": str, "init_key": str | None, "weight":
-        float | None}`` (``init_key``: K-Means initial centroids, (k, d) ``.npy``; ``weight``:
+        "train", "spec": TrainSpec dict, "data_key": str (or "data_source": DataSource),
+        "init_key": str | None, "weight": float | None}`` (``init_key``: K-Means initial centroids, (k, d) ``.npy``; ``weight``:
         the job's weight in the fair shares, in (0, 100], default 1).
     worker_functions : dict of int to str
         Memory size (MB) -> ARN of the TrainShard function with that memory; the first is the
@@ -71,6 +80,9 @@ def init_job(
         The stack's partition table: the job arrives with demand its Lambda worker count (and
         GPU demand its GPU workers) and its ``weight``, and every running job's partition is
         recomputed (:func:`fanfit.jobs.sharing.register_job`).
+    memory_mb : int
+        TrainInit's MemorySize, MB: a ``data_source`` (the user's ``s3://`` object used in place,
+        :func:`fanfit.jobs.source.materialize_source`) must fit it; 0: not checked.
 
     Returns
     -------
@@ -95,11 +107,20 @@ def init_job(
     spec = given.validate(tuple(worker_functions))
     point = resume_point(store, job_id)
     if point is not None:
-        return resume_job(store, records, job_id, job.data_key, given, spec, point,
+        # A data source was written as the data object when the job first ran; its plan names it.
+        data_key = job.data_key or read_plan(store, job_id).data_key
+        return resume_job(store, records, job_id, data_key, given, spec, point,
                           worker_functions, execution_arn, gpu_memory_mb, partitions,
                           weight)  # fmt: skip
     model = model_for(spec.model)
-    columns, values = cached_data(store.bucket, job.data_key)
+    if job.data_source is not None:
+        used = [*spec.features, *([str(spec.target)] if spec.target else [])]
+        data_key = materialize_source(
+            store, job.data_source, used, memory_mb=memory_mb, function="TrainInit"
+        )
+    else:
+        data_key = storage.check_data_key(job.data_key)
+    columns, values = cached_data(store.bucket, data_key)
     spec.check_data(list(columns), values)
     n_obs = int(values.shape[0])
     X = values[:, [columns.index(c) for c in spec.features]]
@@ -117,7 +138,7 @@ def init_job(
     plan = TrainPlan(
         job_id=job_id,
         spec=spec,
-        data_key=job.data_key,
+        data_key=data_key,
         n_obs=n_obs,
         n_outputs=n_outputs,
         mean=None if mean is None else mean.tolist(),
