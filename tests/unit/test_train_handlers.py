@@ -371,6 +371,8 @@ def test_a_hybrid_round_with_a_gpu_worker_equals_lloyd_and_measures_the_gpu_work
     # first batch came from the prior (4 vCPU) before it was measured
     gpu = result["rounds"][0]["workers"][2]
     assert gpu["resource"] == "gpu:g4dn.xlarge" and gpu["memory_mb"] == 15000
+    # ... and it computed in torch (CPU torch here), the Lambda workers in numpy
+    assert gpu["device"] == "cpu" and "device" not in result["rounds"][0]["workers"][0]
     assert plans[0]["prediction_source"] == "cpu-share" and plans[0]["batches"][2] == max(
         plans[0]["batches"]
     )
