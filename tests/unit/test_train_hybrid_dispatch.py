@@ -56,47 +56,47 @@ def test_the_cheaper_side_takes_more_than_its_share_and_lb_bsp_splits_it():
     assert abs(int(batches[0]) - int(batches[1])) <= 1
 
 
-def _record(compute_s: list[float], batches: list[int]) -> RoundRecord:
+def _record(compute_s: list[float], batches: list[int], start_s: list[float]) -> RoundRecord:
+    # each worker starts start_s after the schedule (at epoch 100), computes, and writes at once
+    memory, resources = (1769, 885, 15000), ("lambda-1769", "lambda-885", "gpu:g4dn.xlarge")
     workers = [
         WorkerRecord(
             worker=i,
-            memory_mb=m,
-            resource=r,
+            memory_mb=memory[i],
+            resource=resources[i],
             batch=b,
             compute_s=t,
             io_s=0.0,
             samples_per_s=b / t,
             predicted_samples_per_s=1.0,
             cold_start=False,
-            started_at=0.0,
-            ended_at=t,
+            started_at=100.0 + s0,
+            ended_at=100.0 + s0 + t,
             peak_rss_mb=100.0,
-        )  # fmt: skip
-        for i, (m, r, b, t) in enumerate(
-            zip(
-                (1769, 885, 15000),
-                ("lambda-1769", "lambda-885", "gpu:g4dn.xlarge"),
-                batches,
-                compute_s,
-            )  # fmt: skip
         )
+        for i, (b, t, s0) in enumerate(zip(batches, compute_s, start_s))
     ]
     return RoundRecord(round=0, phase="train", workers=workers, round_s=max(compute_s),
                        idle_fraction=0.0, span_s=max(compute_s), groups=[[0, 1, 2]],
                        prediction_source="job")  # fmt: skip
 
 
-def test_a_side_that_finished_the_last_round_late_starts_with_a_backlog_and_gets_less():
-    # GIVEN the speeds, and a last round where the GPU finished 1 s after the Lambda workers
+def test_a_side_that_starts_later_starts_with_a_backlog_and_gets_less():
+    # GIVEN the speeds, and a last round where the GPU worker started 2 s after the schedule (its
+    # Batch job), the Lambda workers 0.5 s after it
     v = np.array([500.0, 500.0, 1000.0])
-    late = _record([2.0, 2.0, 3.0], [1000, 1000, 3000])
+    last = _record([2.0, 2.0, 3.0], [1000, 1000, 3000], [0.5, 0.5, 2.0])
     # WHEN the next round is split with and without that record
     _, fresh = hybrid_batches(WORKERS, 10_003, v, NO_BOUND)
-    _, after = hybrid_batches(WORKERS, 10_003, v, NO_BOUND, last_record=late)
-    # THEN the GPU starts with 1 s of its throughput as backlog, and gets fewer samples
-    assert after.queues[1].backlog_start == pytest.approx(1000.0)
-    assert after.queues[0].backlog_start == 0.0
-    assert after.queues[1].samples < fresh.queues[1].samples - 300
+    batches, after = hybrid_batches(WORKERS, 10_003, v, NO_BOUND, last, last_scheduled_at=100.0)
+    # THEN the GPU starts 1.5 s of its throughput behind, and gets fewer samples: both sides end
+    # about together once the start-up is counted
+    lam, gpu = after.queues
+    assert (lam.overhead_s, gpu.overhead_s) == pytest.approx((0.5, 2.0))
+    assert (lam.backlog_start, gpu.backlog_start) == pytest.approx((0.0, 1500.0))
+    assert gpu.samples < fresh.queues[1].samples - 500
+    end = [0.5 + batches[:2].sum() / v[:2].sum(), 2.0 + batches[2] / v[2]]
+    assert abs(end[0] - end[1]) <= BACKLOG_SLACK * max(end) + 0.05
 
 
 def test_a_side_beyond_its_memory_bounds_gives_the_excess_to_the_other():
@@ -118,7 +118,7 @@ def test_round_documents_carry_the_dispatch_and_name_a_bad_field():
     # WHEN it is written and read back THEN it is the same; a record carries it too
     data = plan.to_json_dict()
     assert RoundPlan.parse(data) == plan and data["dispatch"]["rule"] == "drift-plus-penalty"
-    record = _record([1.0, 1.0, 1.0], [1, 1, 1])
+    record = _record([1.0, 1.0, 1.0], [1, 1, 1], [0.0, 0.0, 0.0])
     record.dispatch = dispatch
     assert RoundRecord.parse(record.to_json_dict()).dispatch == dispatch
     # ... and a negative V or an unknown queue is refused, naming the field

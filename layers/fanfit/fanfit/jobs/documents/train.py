@@ -421,15 +421,18 @@ class DispatchQueue(Document):
     the prediction's units: vCPU equivalents while it is the ``cpu-share`` prior);
     ``cost_per_sample_usd`` the price of its workers' seconds over that throughput;
     ``service_per_slot`` the samples it serves while all queues serve one fragment;
-    ``backlog_start`` the samples it still held when the first queue finished the last round
-    (0 in round 0); ``fragments`` and ``samples`` what the rule sent it (``samples`` counts the
-    one sample each worker is given first)."""
+    ``overhead_s`` its workers' longest time from the last round's schedule to their partial
+    other than computing (start-up, I/O; 0 in round 0) and ``backlog_start`` the samples it
+    starts behind the quickest queue for it (``(overhead_s - min) * samples_per_s``);
+    ``fragments`` and ``samples`` what the rule sent it (``samples`` counts the one sample each
+    worker is given first)."""
 
     name: PlacementKind
     workers: list[int]
     samples_per_s: float = Field(gt=0)
     cost_per_sample_usd: float = Field(ge=0)
     service_per_slot: float = Field(gt=0)
+    overhead_s: float = Field(ge=0)
     backlog_start: float = Field(ge=0)
     fragments: int = Field(ge=0)
     samples: int = Field(ge=0)

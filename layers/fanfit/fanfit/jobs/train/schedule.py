@@ -137,20 +137,23 @@ def _worker_resource(worker: int) -> str:
     return f"worker-{worker}"
 
 
-def _queue_backlogs(
-    record: RoundRecord | None, queues: dict[str, list[int]], speeds: np.ndarray
+def _queue_overheads(
+    record: RoundRecord | None, scheduled_at: float | None, queues: dict[str, list[int]]
 ) -> dict[str, float]:
-    """Each queue's backlog at this barrier, samples: what it still had to compute when the first
-    queue finished the last round, ``(T_q - min_p T_p) * sum_{i in q} v_i`` with ``T_q`` the
-    slowest compute time of its workers (0 for every queue in round 0)."""
-    if record is None:
+    """Each queue's measured overhead in the last round, seconds: the longest time one of its
+    workers spent from the round's schedule (``scheduled_at``, epoch s) to its written partial
+    other than computing, ``max_i (ended_at_i - scheduled_at - compute_s_i)`` (a Lambda
+    invocation or a Batch job's start, reading the data and the model, writing the partial).
+    Empty in round 0."""
+    if record is None or scheduled_at is None:
         return {}
-    done = {w.worker: float(w.compute_s) for w in record.workers}
-    finish = {
-        name: max((done.get(i, 0.0) for i in idx), default=0.0) for name, idx in queues.items()
+    spent = {
+        w.worker: float(w.ended_at) - scheduled_at - float(w.compute_s) for w in record.workers
     }
-    first = min(finish.values())
-    return {name: (finish[name] - first) * float(speeds[idx].sum()) for name, idx in queues.items()}
+    return {
+        name: max(0.0, max((spent.get(i, 0.0) for i in idx), default=0.0))
+        for name, idx in queues.items()
+    }
 
 
 def hybrid_batches(
@@ -159,6 +162,7 @@ def hybrid_batches(
     speeds: np.ndarray,
     max_batch: list[int],
     last_record: RoundRecord | None = None,
+    last_scheduled_at: float | None = None,
     prices: PriceTable = DEFAULT_PRICES,
 ) -> tuple[np.ndarray, RoundDispatch]:
     """A round's batches when Lambda and GPU workers share it: Proteus' CPU-GPU dispatch, then
@@ -175,8 +179,11 @@ def hybrid_batches(
     - ``c_q`` the price of queue ``q``'s workers' seconds over ``v_q`` (:mod:`fanfit.prices`:
       Lambda GB-seconds of each worker's memory; the GPU instance's hour,
       ``$FANFIT_GPU_INSTANCE_TYPE``), USD per sample;
-    - ``Q_q(0)`` the backlog measured at this barrier (:func:`_queue_backlogs`: the samples it
-      still had to compute when the other finished the last round);
+    - ``Q_q(0)`` the backlog measured at this barrier: a queue whose workers take longer to
+      start (the GPU worker's Batch job and its PyTorch import; a cold Lambda) serves none of
+      the round's samples meanwhile, so it starts ``(o_q - min_p o_p) v_q`` samples behind, with
+      ``o_q`` its overhead measured in the last round (:func:`_queue_overheads`; 0 in round 0).
+      The split then balances each side's overhead plus computation, the round's time.
     - ``V`` (:func:`fanfit.sched.lyapunov.penalty_weight`) such that the cheaper queue builds a
       backlog of half :data:`BACKLOG_SLACK` of the round's time (``(total - N) / (v_lambda +
       v_gpu)``) at its throughput before work spills over (the dearer queue idles meanwhile, so
@@ -198,6 +205,8 @@ def hybrid_batches(
         Each worker's memory bound (:func:`max_batches`).
     last_record : RoundRecord, optional
         The last round's record (None in round 0).
+    last_scheduled_at : float, optional
+        When the last round was scheduled (its plan's ``ended_at``, epoch s).
     prices : PriceTable
 
     Returns
@@ -237,7 +246,11 @@ def hybrid_batches(
         )
         for name in ("lambda", "gpu")
     ]
-    backlog = _queue_backlogs(last_record, {k: list(idx) for k, idx in queues.items()}, speeds)
+    overhead = _queue_overheads(
+        last_record, last_scheduled_at, {k: list(idx) for k, idx in queues.items()}
+    )
+    first = min(overhead.values()) if overhead else 0.0
+    backlog = {name: (o - first) * v[name] for name, o in overhead.items()}
     # The cheaper queue may fall BACKLOG_SLACK of the round behind. While it builds a backlog b
     # the dearer queue idles, and the b samples it did not serve go to the cheaper one too: the
     # round loses about 2 b, so b is half the slack (in the cheaper queue's samples).
@@ -271,6 +284,7 @@ def hybrid_batches(
                 samples_per_s=v[q.name],
                 cost_per_sample_usd=q.cost_per_sample_usd,
                 service_per_slot=q.service_per_slot,
+                overhead_s=float(overhead.get(q.name, 0.0)),
                 backlog_start=float(backlog.get(q.name, 0.0)),
                 fragments=counts[q.name],
                 samples=int(batches[queues[q.name]].sum()),
@@ -358,9 +372,11 @@ def schedule_round(
     own = EwmaThroughput.from_dict(store.get_json(tkey)) if round_index else EwmaThroughput()
     history = EwmaThroughput(entries=[ThroughputEntry.from_dict(e) for e in throughput.load([sig])])
     record: RoundRecord | None = None
+    last_scheduled_at: float | None = None
     if round_index:
         rkey = storage.train_round_key(job_id, round_index - 1)
         record = RoundRecord.parse(store.get_json(rkey), source=rkey)
+        last_scheduled_at = read_round_plan(store, job_id, round_index - 1).ended_at
         observed = _observations(plan, record)
         for worker, obs in observed:
             history.update(obs)
@@ -386,7 +402,9 @@ def schedule_round(
     n_gpu = sum(1 for w in workers if w.placement == "gpu")
     dispatch: RoundDispatch | None = None
     if spec.balance == "lb-bsp" and 0 < n_gpu < n:
-        batches, dispatch = hybrid_batches(workers, total, speeds, max_batches(plan), record)
+        batches, dispatch = hybrid_batches(
+            workers, total, speeds, max_batches(plan), record, last_scheduled_at
+        )
     elif spec.balance == "lb-bsp":
         batches = lbbsp_batches(total, speeds, max_batch=max_batches(plan))
     elif spec.balance == "static":
