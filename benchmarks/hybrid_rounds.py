@@ -134,11 +134,7 @@ def main(argv: list[str] | None = None) -> int:
         "n_clusters": N_CLUSTERS,
         "local_vcpu_per_1769_mb": args.vcpu_scale,
     }
-    if args.json:
-        print(json.dumps(out))
-    else:
-        for key, value in out.items():
-            print(f"{key}: {value}")
+    print(json.dumps(out) if args.json else "\n".join(f"{k}: {v}" for k, v in out.items()))
     return 0
 
 

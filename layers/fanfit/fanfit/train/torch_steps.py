@@ -99,30 +99,9 @@ def kmeans_step_torch(
 ) -> KMeansPartial:
     """:func:`fanfit.train.kmeans.kmeans_step` in torch: a worker's E-step and M-step sums.
 
-    Parameters
-    ----------
-    X : array_like, shape (n_rows, d)
-        The worker's rows (may be empty).
-    centroids : array_like, shape (k, d)
-        The round's centroids.
-    prev_centroids : array_like, shape (k, d), optional
-        The previous round's centroids (None in the first round).
-    row_offset : int, default 0
-        Global number of the worker's first row.
-    device : {'auto', 'cpu', 'cuda'}, optional
-        :func:`torch_device`.
-
-    Returns
-    -------
-    KMeansPartial
-        float64 numpy arrays, as the numpy step's.
-
-    Raises
-    ------
-    InvalidDataError
-        Shapes that do not fit.
-    InvalidJobError
-        An unknown device or no torch here.
+    ``X``, ``centroids``, ``prev_centroids``, ``row_offset``, the result (float64 numpy arrays)
+    and the :class:`~fanfit.errors.InvalidDataError` on shapes are the numpy step's; ``device``
+    is :func:`torch_device`'s (an unknown one, or no torch here: ``InvalidJobError``).
     """
     Xa, C = check_kmeans_inputs(X, centroids)
     prev = None if prev_centroids is None else check_kmeans_inputs(Xa, prev_centroids)[1]
@@ -167,29 +146,9 @@ def loss_gradient_torch(
 ) -> tuple[float, Params]:
     """:func:`fanfit.train.linear.loss_gradient` in torch: mean loss and gradient over the rows.
 
-    Parameters
-    ----------
-    model : {'logistic', 'least-squares'}
-    params : dict
-        ``W`` (n_features, n_outputs), ``b`` (n_outputs,).
-    X : numpy.ndarray of float, shape (n, n_features)
-    y : numpy.ndarray, shape (n,) or (n, n_outputs)
-        Class labels (logistic) or targets (least squares).
-    device : {'auto', 'cpu', 'cuda'}, optional
-        :func:`torch_device`.
-
-    Returns
-    -------
-    (float, dict)
-        The mean loss and float64 ``{"W": (n_features, n_outputs), "b": (n_outputs,)}``; for
-        ``n = 0`` a loss of 0 and zero gradients.
-
-    Raises
-    ------
-    InvalidJobError
-        Unknown model, unknown device, or no torch here.
-    InvalidDataError
-        Shapes or labels that do not fit the parameters.
+    ``model``, ``params``, ``X``, ``y``, the result (the mean loss and float64 ``W``, ``b``
+    gradients; 0 and zeros for no rows) and the errors are the numpy step's; ``device`` is
+    :func:`torch_device`'s (an unknown one, or no torch here: ``InvalidJobError``).
     """
     Xa, Y = check_linear_inputs(model, params, X, y)
     n = Xa.shape[0]
