@@ -109,3 +109,11 @@ def test_a_hybrid_kmeans_round_with_a_batch_worker_equals_sklearn(local_client):
     for record in res.rounds:
         assert record["workers"][2]["resource"] == "gpu:g4dn.xlarge"
         assert sum(w["batch"] for w in record["workers"]) == len(X)
+        # ... its step ran in torch (CPU torch: the local GPU worker is a host process), the
+        # Lambda workers' in numpy, and each round's rows were split by drift-plus-penalty
+        assert record["workers"][2]["device"] == "cpu" and "device" not in record["workers"][0]
+        lam, gpu = record["dispatch"]["queues"]
+        assert (lam["samples"], gpu["samples"]) == (
+            sum(w["batch"] for w in record["workers"][:2]),
+            record["workers"][2]["batch"],
+        )

@@ -11,6 +11,8 @@ from fanfit.sched.lyapunov import (
     LyapunovDispatcher,
     QueueSpec,
     backlog_bound,
+    dispatch_fragments,
+    penalty_weight,
     poisson_trace,
     queue_specs_from_prices,
     simulate,
@@ -114,3 +116,55 @@ def test_the_trace_is_seeded() -> None:
     # THEN the same seed gives the same trace
     t1, t2 = poisson_trace(100, 3.0, 10.0, seed=1), poisson_trace(100, 3.0, 10.0, seed=1)
     assert all(np.array_equal(x, y) for x, y in zip(t1, t2))
+
+
+def test_fragments_split_by_service_when_v_is_zero() -> None:
+    # GIVEN two queues, the second serving three times as many samples per slot, at equal cost
+    qs = [QueueSpec("lambda", 2.5, 1e-6), QueueSpec("gpu", 7.5, 1e-6)]
+    # WHEN 1,000 samples arrive as 100 fragments of 10 (one per slot, the queues' joint service)
+    out = dispatch_fragments(1000, 100, qs, V=0.0)
+    # THEN every sample is placed and the shares track the service, within two fragments
+    assert sum(out.samples) == 1000 and sum(out.fragments) == 100
+    assert out.fragment_samples == (10,) * 100 and len(out.assignment) == 100
+    assert abs(out.samples_of("gpu") - 750) <= 20
+    assert out.initial_backlog == (0.0, 0.0)
+
+
+def test_a_penalty_shifts_fragments_to_the_cheaper_queue_by_about_its_backlog() -> None:
+    # GIVEN equal queues, the GPU twice as dear per sample
+    qs = [QueueSpec("lambda", 5.0, 1e-6), QueueSpec("gpu", 5.0, 2e-6)]
+    # WHEN V lets the cheaper queue build 100 samples of backlog
+    weight = penalty_weight(qs, 100.0)
+    out = dispatch_fragments(1000, 100, qs, weight)
+    # THEN V is backlog / cost spread, and Lambda takes more than half, by about that backlog
+    assert weight == pytest.approx(100.0 / 1e-6)
+    assert 550 <= out.samples_of("lambda") <= 720
+    # ... and equal costs give V = 0
+    assert penalty_weight([QueueSpec("a", 1, 1e-6), QueueSpec("b", 2, 1e-6)], 50.0) == 0.0
+
+
+def test_a_queue_that_starts_with_a_backlog_gets_less_so_both_end_even() -> None:
+    # GIVEN equal queues, the GPU starting with 200 samples of backlog (it finished late)
+    qs = [QueueSpec("lambda", 5.0, 1e-6), QueueSpec("gpu", 5.0, 1e-6)]
+    # WHEN 1,000 samples are dispatched
+    even = dispatch_fragments(1000, 100, qs, 0.0)
+    late = dispatch_fragments(1000, 100, qs, 0.0, initial_backlog={"gpu": 200.0})
+    # THEN the GPU's new samples plus its backlog about equal Lambda's: 100 fewer than without it
+    assert late.initial_backlog == (0.0, 200.0)
+    assert late.samples_of("gpu") + 200 == pytest.approx(late.samples_of("lambda"), abs=20)
+    assert even.samples_of("gpu") - late.samples_of("gpu") == pytest.approx(100, abs=20)
+
+
+def test_fragment_dispatch_rejects_bad_counts_and_backlogs() -> None:
+    # GIVEN two queues WHEN the counts or backlogs are out of range THEN a named error
+    qs = [QueueSpec("lambda", 5.0, 1e-6), QueueSpec("gpu", 5.0, 1e-6)]
+    with pytest.raises(InvalidJobError, match="n_fragments must be in 1..10"):
+        dispatch_fragments(10, 11, qs, 0.0)
+    with pytest.raises(InvalidJobError, match="total_samples"):
+        dispatch_fragments(-1, 1, qs, 0.0)
+    with pytest.raises(InvalidJobError, match="initial_backlog names 'tpu'"):
+        dispatch_fragments(10, 2, qs, 0.0, initial_backlog={"tpu": 1.0})
+    with pytest.raises(InvalidJobError, match="initial backlog of gpu"):
+        dispatch_fragments(10, 2, qs, 0.0, initial_backlog={"gpu": -1.0})
+    with pytest.raises(InvalidJobError, match="backlog_samples"):
+        penalty_weight(qs, -1.0)

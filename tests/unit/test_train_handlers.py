@@ -371,9 +371,25 @@ def test_a_hybrid_round_with_a_gpu_worker_equals_lloyd_and_measures_the_gpu_work
     # first batch came from the prior (4 vCPU) before it was measured
     gpu = result["rounds"][0]["workers"][2]
     assert gpu["resource"] == "gpu:g4dn.xlarge" and gpu["memory_mb"] == 15000
+    # ... and it computed in torch (CPU torch here), the Lambda workers in numpy
+    assert gpu["device"] == "cpu" and "device" not in result["rounds"][0]["workers"][0]
     assert plans[0]["prediction_source"] == "cpu-share" and plans[0]["batches"][2] == max(
         plans[0]["batches"]
     )
+    # ... every round split its rows between Lambda and the GPU by drift-plus-penalty (Proteus),
+    # recorded in the round plan, the round record and the job record's last round
+    for plan, rec in zip(plans, result["rounds"]):
+        lam, gpu_q = plan["dispatch"]["queues"]
+        assert (lam["name"], gpu_q["name"]) == ("lambda", "gpu")
+        assert lam["samples"] == sum(plan["batches"][:2]) and gpu_q["samples"] == plan["batches"][2]
+        assert rec["dispatch"] == plan["dispatch"]
+    assert plans[1]["prediction_source"] == "job"  # measured after round 0
+    import os
+
+    from fanfit.storage import JobRecords
+
+    job = JobRecords(os.environ["FANFIT_JOB_TABLE"]).get("example-train")
+    assert job["last_round"]["dispatch"]["gpu"] == plans[-1]["batches"][2]
 
 
 def test_batch_worker_rejects_a_bad_task_with_exit_2(aws):

@@ -29,12 +29,18 @@ arrival rate leaves a slack ``eps`` (:func:`backlog_bound`), and the time-averag
 The units: ``c_q`` in USD per sample, backlogs in samples, so ``V`` is in samples per (USD per
 sample). :func:`queue_specs_from_prices` derives ``mu_q`` and ``c_q`` from throughputs and
 :mod:`fanfit.prices`.
+
+A train round with Lambda and GPU workers uses the rule on a round's samples
+(:func:`dispatch_fragments`, called by :mod:`fanfit.jobs.train.schedule`): the round's batch is cut
+into fragments that arrive one per slot, the slot being the time the queues together serve one
+fragment, each queue starting from the backlog measured at the last barrier; :func:`penalty_weight`
+sets ``V`` from the backlog the cheaper queue may build.
 """
 
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -46,7 +52,10 @@ __all__ = [
     "LyapunovDispatcher",
     "QueueSpec",
     "SimulationResult",
+    "FragmentDispatch",
     "backlog_bound",
+    "dispatch_fragments",
+    "penalty_weight",
     "poisson_trace",
     "queue_specs_from_prices",
     "simulate",
@@ -166,11 +175,14 @@ class LyapunovDispatcher:
     V : float
         Penalty weight >= 0 (samples per USD-per-sample): 0 balances backlogs only; larger values
         favour cheap queues at the price of longer backlogs.
+    initial_backlog : mapping of str to float, optional
+        ``Q_q(0)`` per queue name, samples (>= 0); queues not named start empty.
 
     Raises
     ------
     InvalidJobError
-        No queues, duplicate names, or ``V`` out of range.
+        No queues, duplicate names, ``V`` out of range, or an initial backlog for an unknown queue
+        or out of range.
 
     Examples
     --------
@@ -179,7 +191,12 @@ class LyapunovDispatcher:
     'lambda'
     """
 
-    def __init__(self, queues: Sequence[QueueSpec], V: float) -> None:
+    def __init__(
+        self,
+        queues: Sequence[QueueSpec],
+        V: float,
+        initial_backlog: Mapping[str, float] | None = None,
+    ) -> None:
         if not queues:
             raise InvalidJobError("a dispatcher needs at least one queue.")
         names = [q.name for q in queues]
@@ -188,6 +205,10 @@ class LyapunovDispatcher:
         self.queues = tuple(queues)
         self.V = _nonneg(V, "V")
         self._backlog = np.zeros(len(queues))
+        for name, value in (initial_backlog or {}).items():
+            if name not in names:
+                raise InvalidJobError(f"initial_backlog names {name!r}, not one of {names}.")
+            self._backlog[names.index(name)] = _nonneg(value, f"initial backlog of {name}")
         self._weight = np.array([self.V * q.cost_per_sample_usd for q in queues])
         self._service = np.array([q.service_per_slot for q in queues])
 
@@ -401,3 +422,141 @@ def backlog_bound(
     eps = float(mu.min() * (1 - load))
     b = 0.5 * (mean_sq_arrival + float((mu**2).sum()))
     return (b + V * mean_arrival * float(c.max() - c.min())) / eps
+
+
+def penalty_weight(queues: Sequence[QueueSpec], backlog_samples: float) -> float:
+    """The ``V`` at which the cheaper queue builds a backlog of about ``backlog_samples`` before
+    work spills to the dearer one.
+
+    A shard goes to the dearer queue once ``Q_cheap - Q_dear > V (c_dear - c_cheap)`` (the
+    dispatch rule), so ``V = backlog_samples / (max_q c_q - min_q c_q)`` (Neely 2010, sec. 4.9: the
+    backlog grows as ``O(V)``).
+
+    Parameters
+    ----------
+    queues : sequence of QueueSpec
+    backlog_samples : float
+        The backlog the cost may buy, samples (>= 0).
+
+    Returns
+    -------
+    float
+        ``V`` (samples per USD-per-sample); 0 when every queue costs the same per sample.
+
+    Raises
+    ------
+    InvalidJobError
+        ``backlog_samples`` out of range.
+    """
+    backlog = _nonneg(backlog_samples, "backlog_samples")
+    costs = [q.cost_per_sample_usd for q in queues]
+    spread = max(costs) - min(costs) if costs else 0.0
+    return backlog / spread if spread > 0 else 0.0
+
+
+@dataclass(frozen=True)
+class FragmentDispatch:
+    """What :func:`dispatch_fragments` decided.
+
+    Attributes
+    ----------
+    queue_names : tuple of str
+    samples : tuple of int
+        Samples sent to each queue (they sum to the total).
+    fragments : tuple of int
+        Fragments sent to each queue.
+    fragment_samples : tuple of int
+        The fragments' sizes, in arrival order.
+    assignment : tuple of str
+        Each fragment's queue, in arrival order.
+    initial_backlog, final_backlog : tuple of float
+        Each queue's backlog before the first slot and after the last, samples.
+    """
+
+    queue_names: tuple[str, ...]
+    samples: tuple[int, ...]
+    fragments: tuple[int, ...]
+    fragment_samples: tuple[int, ...]
+    assignment: tuple[str, ...]
+    initial_backlog: tuple[float, ...]
+    final_backlog: tuple[float, ...]
+
+    def samples_of(self, name: str) -> int:
+        """Samples sent to queue ``name``."""
+        return self.samples[self.queue_names.index(name)]
+
+
+def dispatch_fragments(
+    total_samples: int,
+    n_fragments: int,
+    queues: Sequence[QueueSpec],
+    V: float,
+    initial_backlog: Mapping[str, float] | None = None,
+) -> FragmentDispatch:
+    """Split ``total_samples`` between queues by drift-plus-penalty, one fragment per slot.
+
+    The samples are cut into ``n_fragments`` fragments whose sizes differ by at most one (the
+    larger first); in slot ``t`` fragment ``t`` arrives and :class:`LyapunovDispatcher` sends it to
+    ``argmin_q V c_q + Q_q(t)``, then every queue serves ``mu_q`` and takes its arrivals. With
+    ``mu_q`` the samples queue ``q`` serves while all queues together serve one fragment (the
+    caller's slot), backlogs stay within about one fragment of each other when ``V = 0``, so each
+    queue's share tracks its throughput; ``V > 0`` shifts up to :func:`penalty_weight`'s backlog
+    towards the cheaper queue; a queue that starts with a backlog (it finished the last round
+    late) gets less, so that its backlog and new samples end even with the others'.
+
+    Parameters
+    ----------
+    total_samples : int
+        Samples to place (>= 0).
+    n_fragments : int
+        Fragments to cut them into (1 <= n_fragments; at most ``total_samples`` when that is > 0).
+    queues : sequence of QueueSpec
+    V : float
+    initial_backlog : mapping of str to float, optional
+        ``Q_q(0)``, samples.
+
+    Returns
+    -------
+    FragmentDispatch
+
+    Raises
+    ------
+    InvalidJobError
+        Counts out of range, or as :class:`LyapunovDispatcher`.
+    """
+    if isinstance(total_samples, bool) or not isinstance(total_samples, int | np.integer):
+        raise InvalidJobError(f"total_samples must be an integer >= 0, got {total_samples!r}.")
+    if total_samples < 0 or isinstance(n_fragments, bool) or not isinstance(n_fragments, int):
+        raise InvalidJobError(
+            f"need total_samples >= 0 and an integer n_fragments; got {total_samples!r}, "
+            f"{n_fragments!r}."
+        )
+    if not 1 <= n_fragments <= max(int(total_samples), 1):
+        raise InvalidJobError(
+            f"n_fragments must be in 1..{max(int(total_samples), 1)}, got {n_fragments}."
+        )
+    dispatcher = LyapunovDispatcher(queues, V, initial_backlog)
+    names = tuple(q.name for q in dispatcher.queues)
+    start = tuple(float(b) for b in dispatcher._backlog)
+    total = int(total_samples)
+    sizes = [
+        total // n_fragments + (1 if i < total % n_fragments else 0) for i in range(n_fragments)
+    ]
+    sizes = [s for s in sizes if s > 0]
+    samples = [0] * len(names)
+    counts = [0] * len(names)
+    assignment = []
+    for size in sizes:
+        i, _, _ = dispatcher._step([float(size)])
+        samples[i] += size
+        counts[i] += 1
+        assignment.append(names[i])
+    return FragmentDispatch(
+        queue_names=names,
+        samples=tuple(samples),
+        fragments=tuple(counts),
+        fragment_samples=tuple(sizes),
+        assignment=tuple(assignment),
+        initial_backlog=start,
+        final_backlog=tuple(float(b) for b in dispatcher._backlog),
+    )

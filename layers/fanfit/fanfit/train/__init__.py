@@ -1,10 +1,12 @@
-"""Data-parallel training in synchronous rounds, in pure numpy: a worker step and a reduce per model.
+"""Data-parallel training in synchronous rounds: a worker step and a reduce per model.
 
 - :mod:`~fanfit.train.kmeans`: K-Means (Lloyd), exact as scikit-learn's ``algorithm='lloyd'``.
 - :mod:`~fanfit.train.linear`: multinomial logistic regression and least squares (loss, gradient,
   prediction, scores).
 - :mod:`~fanfit.train.sgd`: mini-batch SGD rounds: worker gradient, BSP reduce, DS-Sync update.
 - :mod:`~fanfit.train.batches`: which rows a worker takes in a round.
+- :mod:`~fanfit.train.torch_steps`: the K-Means and linear worker steps in PyTorch, the GPU
+  worker's backend (the Lambda workers compute in numpy); torch is imported on first use only.
 - :mod:`~fanfit.train.model`: the interface of a train model (:class:`TrainModel`: init, worker
   step, reduce, finalize); :mod:`~fanfit.train.models`: its implementations (K-Means, linear,
   MLP) and :func:`model_for`.

@@ -38,6 +38,7 @@ __all__ = [
     "KMeansPartial",
     "KMeansResult",
     "KMeansRound",
+    "check_kmeans_inputs",
     "kmeans_fit",
     "kmeans_inertia",
     "kmeans_predict",
@@ -143,7 +144,14 @@ class KMeansResult:
     converged: bool
 
 
-def _check(X: ArrayLike, centroids: ArrayLike) -> tuple[np.ndarray, np.ndarray]:
+def check_kmeans_inputs(X: ArrayLike, centroids: ArrayLike) -> tuple[np.ndarray, np.ndarray]:
+    """``X`` (n, d) and ``centroids`` (k, d) as float64, checked (both backends use it).
+
+    Raises
+    ------
+    InvalidDataError
+        Shapes that do not fit.
+    """
     Xa = np.asarray(X, dtype=np.float64)
     C = np.asarray(centroids, dtype=np.float64)
     if C.ndim != 2 or C.shape[0] < 1 or Xa.ndim != 2 or Xa.shape[1] != C.shape[1]:
@@ -160,13 +168,13 @@ def _labels(X: np.ndarray, C: np.ndarray) -> np.ndarray:
 
 def kmeans_predict(X: ArrayLike, centroids: ArrayLike) -> np.ndarray:
     """Index of the nearest centroid of each row, int64 of shape (n,)."""
-    Xa, C = _check(X, centroids)
+    Xa, C = check_kmeans_inputs(X, centroids)
     return _labels(Xa, C).astype(np.int64)
 
 
 def kmeans_inertia(X: ArrayLike, centroids: ArrayLike) -> float:
     """Sum of squared distances of the rows of ``X`` (n, d) to their nearest centroid (k, d)."""
-    Xa, C = _check(X, centroids)
+    Xa, C = check_kmeans_inputs(X, centroids)
     return float(((Xa - C[_labels(Xa, C)]) ** 2).sum())
 
 
@@ -175,6 +183,8 @@ def kmeans_step(
     centroids: ArrayLike,
     prev_centroids: ArrayLike | None = None,
     row_offset: int = 0,
+    *,
+    device: str | None = None,
 ) -> KMeansPartial:
     """A worker's E-step on its rows, with the partial sums of the M-step.
 
@@ -189,6 +199,9 @@ def kmeans_step(
         None in the first round.
     row_offset : int, default 0
         Global number of the worker's first row.
+    device : {'auto', 'cpu', 'cuda'}, optional
+        None (the default): numpy. Otherwise the same step in PyTorch on that device
+        (:func:`fanfit.train.torch_steps.kmeans_step_torch`; the GPU worker's backend).
 
     Returns
     -------
@@ -198,8 +211,14 @@ def kmeans_step(
     ------
     InvalidDataError
         Shapes that do not fit.
+    InvalidJobError
+        With ``device``: an unknown device or no torch here.
     """
-    Xa, C = _check(X, centroids)
+    if device is not None:
+        from fanfit.train.torch_steps import kmeans_step_torch
+
+        return kmeans_step_torch(X, centroids, prev_centroids, row_offset, device=device)
+    Xa, C = check_kmeans_inputs(X, centroids)
     k = C.shape[0]
     labels = _labels(Xa, C)
     dist = ((Xa - C[labels]) ** 2).sum(axis=1)
@@ -208,7 +227,7 @@ def kmeans_step(
     if prev_centroids is None:
         n_changed = Xa.shape[0]
     else:
-        n_changed = int((_labels(Xa, _check(Xa, prev_centroids)[1]) != labels).sum())
+        n_changed = int((_labels(Xa, check_kmeans_inputs(Xa, prev_centroids)[1]) != labels).sum())
     m = min(k - 1, Xa.shape[0])
     far = np.lexsort((np.arange(dist.size), -dist))[:m]
     return KMeansPartial(
@@ -315,7 +334,7 @@ def kmeans_fit(
     InvalidJobError
         Batches that do not cover the rows, or ``max_iter < 1``.
     """
-    Xa, C = _check(X, init)
+    Xa, C = check_kmeans_inputs(X, init)
     if max_iter < 1:
         raise InvalidJobError(f"max_iter must be >= 1, got {max_iter!r}.")
 

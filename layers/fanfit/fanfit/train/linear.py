@@ -23,6 +23,7 @@ __all__ = [
     "LINEAR_MODELS",
     "Params",
     "accuracy",
+    "check_linear_inputs",
     "init_params",
     "loss_gradient",
     "mse",
@@ -55,11 +56,15 @@ def _check_model(model: str) -> None:
         raise InvalidJobError(f"model must be one of {', '.join(LINEAR_MODELS)}; got {model!r}.")
 
 
-def _scores(params: Params, X: np.ndarray) -> np.ndarray:
-    W, b = params["W"], params["b"]
+def _check_x(params: Params, X: np.ndarray) -> None:
+    W = params["W"]
     if X.ndim != 2 or X.shape[1] != W.shape[0]:
         raise InvalidDataError(f"X must have shape (n, {W.shape[0]}), got {X.shape}.")
-    return X @ W + b
+
+
+def _scores(params: Params, X: np.ndarray) -> np.ndarray:
+    _check_x(params, X)
+    return X @ params["W"] + params["b"]
 
 
 def _softmax(Z: np.ndarray) -> np.ndarray:
@@ -88,7 +93,37 @@ def _targets(y: np.ndarray, n_outputs: int) -> np.ndarray:
     return Y
 
 
-def loss_gradient(model: str, params: Params, X: np.ndarray, y: np.ndarray) -> tuple[float, Params]:
+def check_linear_inputs(
+    model: str, params: Params, X: np.ndarray, y: np.ndarray
+) -> tuple[np.ndarray, np.ndarray]:
+    """The rows and the target matrix of :func:`loss_gradient`, checked (both backends use it).
+
+    Returns
+    -------
+    (numpy.ndarray, numpy.ndarray)
+        ``X`` as float64 (n, n_features) and ``Y`` (n, n_outputs): the one-hot labels (logistic)
+        or the targets (least squares).
+
+    Raises
+    ------
+    InvalidJobError
+        Unknown model.
+    InvalidDataError
+        Shapes or labels that do not fit the parameters.
+    """
+    _check_model(model)
+    Xa = np.asarray(X, dtype=np.float64)
+    _check_x(params, Xa)
+    n_outputs = int(np.shape(params["W"])[1])
+    Y = _one_hot(y, n_outputs) if model == "logistic" else _targets(y, n_outputs)
+    if Y.shape[0] != Xa.shape[0]:
+        raise InvalidDataError(f"X has {Xa.shape[0]} rows but y has {Y.shape[0]}.")
+    return Xa, Y
+
+
+def loss_gradient(
+    model: str, params: Params, X: np.ndarray, y: np.ndarray, *, device: str | None = None
+) -> tuple[float, Params]:
     """Mean loss over the rows of ``X`` and its gradient with respect to ``W`` and ``b``.
 
     Parameters
@@ -99,6 +134,9 @@ def loss_gradient(model: str, params: Params, X: np.ndarray, y: np.ndarray) -> t
     X : numpy.ndarray of float, shape (n, n_features)
     y : numpy.ndarray, shape (n,) or (n, n_outputs)
         Class labels (logistic) or targets (least squares).
+    device : {'auto', 'cpu', 'cuda'}, optional
+        None (the default): numpy. Otherwise the same step in PyTorch on that device
+        (:func:`fanfit.train.torch_steps.loss_gradient_torch`; the GPU worker's backend).
 
     Returns
     -------
@@ -109,22 +147,24 @@ def loss_gradient(model: str, params: Params, X: np.ndarray, y: np.ndarray) -> t
     Raises
     ------
     InvalidJobError
-        Unknown model.
+        Unknown model (or, with ``device``, an unknown device or no torch).
     InvalidDataError
         Shapes or labels that do not fit the parameters.
     """
-    _check_model(model)
-    X = np.asarray(X, dtype=np.float64)
+    if device is not None:
+        from fanfit.train.torch_steps import loss_gradient_torch
+
+        return loss_gradient_torch(model, params, X, y, device=device)
+    X, Y = check_linear_inputs(model, params, X, y)
     n = X.shape[0]
     Z = _scores(params, X)
     if model == "logistic":
-        Y = _one_hot(y, Z.shape[1])
         Zc = Z - Z.max(axis=1, keepdims=True)
         log_p = Zc - np.log(np.exp(Zc).sum(axis=1, keepdims=True))
         loss = -(Y * log_p).sum()
         R = np.exp(log_p) - Y
     else:
-        R = Z - _targets(y, Z.shape[1])
+        R = Z - Y
         loss = 0.5 * (R * R).sum()
     if n == 0:
         return 0.0, {"W": np.zeros_like(params["W"]), "b": np.zeros_like(params["b"])}

@@ -18,9 +18,14 @@ from typing import Any, ClassVar, Protocol
 
 import numpy as np
 
+from fanfit.errors import InvalidJobError
 from fanfit.train.linear import Params
 
-__all__ = ["ModelState", "SpecLike", "TrainModel"]
+__all__ = ["BACKENDS", "ModelState", "SpecLike", "TrainModel"]
+
+#: Where a worker step computes: ``'numpy'`` (the Lambda workers: their layer has no PyTorch) or
+#: ``'torch'`` (the GPU worker: CUDA when present, else the CPU).
+BACKENDS: tuple[str, ...] = ("numpy", "torch")
 
 
 class SpecLike(Protocol):
@@ -169,11 +174,33 @@ class TrainModel(ABC):
             K-Means: the initial centroids (k, d) the user gave.
         """
 
-    def device(self) -> str | None:
-        """Where :meth:`worker_step` computes (``'cpu'``/``'cuda'`` for the MLP; None: numpy).
+    def device(self, backend: str = "numpy") -> str | None:
+        """Where :meth:`worker_step` computes on ``backend``: None (numpy) or the torch device.
 
-        Called before the step is timed: a model that imports a framework does it here."""
-        return None
+        Parameters
+        ----------
+        backend : {'numpy', 'torch'}
+            :data:`BACKENDS`: a Lambda worker's ``'numpy'``, the GPU worker's ``'torch'``.
+
+        Returns
+        -------
+        str or None
+            None for numpy; ``'cpu'`` or ``'cuda'`` for torch
+            (:func:`fanfit.train.torch_steps.torch_device`), passed to :meth:`worker_step` as its
+            ``device``. Called before the step is timed: torch is imported here.
+
+        Raises
+        ------
+        InvalidJobError
+            An unknown backend, or ``'torch'`` where PyTorch is not installed.
+        """
+        if backend not in BACKENDS:
+            raise InvalidJobError(f"backend must be one of {', '.join(BACKENDS)}; got {backend!r}")
+        if backend == "numpy":
+            return None
+        from fanfit.train.torch_steps import torch_device
+
+        return torch_device()
 
     @abstractmethod
     def worker_step(
@@ -193,6 +220,9 @@ class TrainModel(ABC):
         ----------
         batches : numpy.ndarray of int64, shape (n_workers,)
             The round's batch sizes (samples per worker).
+        device : str, optional
+            :meth:`device`'s answer: None computes in numpy, ``'cpu'``/``'cuda'`` in PyTorch
+            (the same maths; equal to rounding on the CPU).
 
         Returns
         -------

@@ -2,6 +2,10 @@
 
 - :class:`KMeansModel` (``kmeans``): Lloyd rounds, :func:`fanfit.train.kmeans.kmeans_step` and
   :func:`~fanfit.train.kmeans.kmeans_reduce`; every row each round.
+
+K-Means' and the linear models' steps compute in numpy on a Lambda worker and in PyTorch on the GPU
+worker (:meth:`TrainModel.device` of the backend, passed to the step as ``device``;
+:mod:`fanfit.train.torch_steps`).
 - :class:`LinearModel` (``logreg``, ``linreg``): mini-batch SGD on
   :func:`fanfit.train.linear.loss_gradient` (:mod:`fanfit.train.sgd`), BSP or DS-Sync.
 - :class:`MlpModel` (``mlp``): the same SGD on :func:`fanfit.train.mlp.mlp_loss_gradient` (PyTorch,
@@ -106,7 +110,8 @@ class KMeansModel(TrainModel):
     ) -> dict[str, np.ndarray]:
         rows = row_range(batches, worker)
         prev = state.arrays.get("prev_centroids") if state.phase == "train" else None
-        return kmeans_step(X[rows], state.arrays["centroids"], prev, rows.start).to_arrays()
+        step = kmeans_step(X[rows], state.arrays["centroids"], prev, rows.start, device=device)
+        return step.to_arrays()
 
     def reduce(
         self,
@@ -252,7 +257,7 @@ class LinearModel(_SgdModel):
     def gradient(
         self, spec: SpecLike, params: Params, X: np.ndarray, y: np.ndarray, device: str | None
     ) -> WorkerGradient:
-        return worker_gradient(self.loss, params, X, y)
+        return worker_gradient(self.loss, params, X, y, device=device)
 
     def finalize(
         self,
@@ -297,7 +302,9 @@ class MlpModel(_SgdModel):
     def first_params(self, spec: SpecLike, n_features: int, n_outputs: int) -> Params:
         return init_mlp_params(n_features, spec.hidden, n_outputs, spec.seed)
 
-    def device(self) -> str | None:
+    def device(self, backend: str = "torch") -> str | None:
+        # torch on either backend: the MLP's step exists in PyTorch only (its workers all run on
+        # the GPU worker, check_spec)
         return mlp_device()
 
     def gradient(

@@ -87,7 +87,9 @@ class WorkerGradient:
         )
 
 
-def worker_gradient(model: str, params: Params, X: np.ndarray, y: np.ndarray) -> WorkerGradient:
+def worker_gradient(
+    model: str, params: Params, X: np.ndarray, y: np.ndarray, *, device: str | None = None
+) -> WorkerGradient:
     """A worker's step: loss and gradient over its mini-batch.
 
     Parameters
@@ -98,12 +100,14 @@ def worker_gradient(model: str, params: Params, X: np.ndarray, y: np.ndarray) ->
     X : numpy.ndarray, shape (b_i, n_features)
         Its rows, ``X_train[batch_rows(...)]``.
     y : numpy.ndarray, shape (b_i,) or (b_i, n_outputs)
+    device : {'auto', 'cpu', 'cuda'}, optional
+        None: numpy; otherwise PyTorch on that device (:func:`fanfit.train.linear.loss_gradient`).
 
     Returns
     -------
     WorkerGradient
     """
-    loss, grads = loss_gradient(model, params, X, y)
+    loss, grads = loss_gradient(model, params, X, y, device=device)
     return WorkerGradient(grads, loss, int(np.asarray(X).shape[0]))
 
 

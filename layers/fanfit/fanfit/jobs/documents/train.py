@@ -48,9 +48,11 @@ __all__ = [
     "MAX_WORKERS",
     "SYNCS",
     "TRAIN_MODELS",
+    "DispatchQueue",
     "FinalizeOutput",
     "InitOutput",
     "ReduceOutput",
+    "RoundDispatch",
     "RoundItem",
     "RoundPlan",
     "RoundRecord",
@@ -419,10 +421,50 @@ class StateMeta(_Sparse):
     inertia: float | None = None
 
 
+class DispatchQueue(Document):
+    """One queue of a round's CPU-GPU dispatch (:class:`RoundDispatch`): the Lambda workers
+    (``'lambda'``) or the GPU workers (``'gpu'``).
+
+    ``workers`` are its workers' indices; ``samples_per_s`` their predicted throughput summed (in
+    the prediction's units: vCPU equivalents while it is the ``cpu-share`` prior);
+    ``cost_per_sample_usd`` the price of its workers' seconds over that throughput;
+    ``service_per_slot`` the samples it serves while all queues serve one fragment;
+    ``overhead_s`` its workers' longest time from the last round's schedule to their partial
+    other than computing (start-up, I/O; 0 in round 0) and ``backlog_start`` the samples it
+    starts behind the quickest queue for it (``(overhead_s - min) * samples_per_s``);
+    ``fragments`` and ``samples`` what the rule sent it (``samples`` counts the one sample each
+    worker is given first)."""
+
+    name: PlacementKind
+    workers: list[int]
+    samples_per_s: float = Field(gt=0)
+    cost_per_sample_usd: float = Field(ge=0)
+    service_per_slot: float = Field(gt=0)
+    overhead_s: float = Field(ge=0)
+    backlog_start: float = Field(ge=0)
+    fragments: int = Field(ge=0)
+    samples: int = Field(ge=0)
+
+
+class RoundDispatch(Document):
+    """How a round with Lambda and GPU workers split its samples between them: Proteus'
+    drift-plus-penalty rule (:func:`fanfit.sched.lyapunov.dispatch_fragments`) with penalty
+    weight ``V`` over ``n_fragments`` fragments of about ``fragment_samples``; per queue a
+    :class:`DispatchQueue`. Within a queue LB-BSP splits its samples among its workers."""
+
+    rule: Literal["drift-plus-penalty"] = "drift-plus-penalty"
+    V: float = Field(ge=0)
+    n_fragments: int = Field(ge=0)
+    fragment_samples: float = Field(ge=0)
+    queues: list[DispatchQueue]
+
+
 class RoundPlan(Document):
     """``rounds/<r>/plan.json`` (TrainSchedule): the round's batches (samples per worker), DS-Sync
     groups, predicted throughput (samples/s) and where it came from, the partition read at the
-    barrier (``Partition.to_dict()``) and the Map's concurrency; epoch seconds."""
+    barrier (``Partition.to_dict()``) and the Map's concurrency; epoch seconds. A round with
+    Lambda and GPU workers under LB-BSP also holds ``dispatch`` (:class:`RoundDispatch`): how its
+    samples were split between the two."""
 
     round: int
     phase: Literal["train", "final", "done"]
@@ -434,6 +476,7 @@ class RoundPlan(Document):
     prediction_source: Literal["job", "table", "cpu-share"]
     started_at: float
     ended_at: float
+    dispatch: RoundDispatch | None = None
 
 
 class RoundItem(Document):
@@ -506,7 +549,8 @@ class RoundRecord(_Sparse):
     """``rounds/<r>/record.json`` (TrainReduce): per worker :class:`WorkerRecord`; the barrier's
     compute time ``round_s`` (``max_i t_i``, s), ``idle_fraction``, ``span_s`` (first start to last
     end, with I/O), the groups, and the loss (SGD) or inertia (K-Means, with ``n_changed``,
-    ``center_shift``, ``n_relocated``) under the round's model. The client adds ``wall_s``."""
+    ``center_shift``, ``n_relocated``) under the round's model; a hybrid round's ``dispatch``
+    (from its :class:`RoundPlan`). The client adds ``wall_s``."""
 
     round: int
     phase: Literal["train", "final", "done"]
@@ -522,6 +566,7 @@ class RoundRecord(_Sparse):
     center_shift: float | None = None
     n_relocated: int | None = None
     wall_s: float | None = None
+    dispatch: RoundDispatch | None = None
 
 
 class TrainResult(_Sparse):

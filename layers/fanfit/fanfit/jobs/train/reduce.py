@@ -4,6 +4,7 @@ another round runs."""
 from __future__ import annotations
 
 import json
+from typing import Any
 
 import numpy as np
 
@@ -96,6 +97,8 @@ def reduce_round(
         groups=round_plan.groups,
         prediction_source=round_plan.prediction_source,
     )
+    if round_plan.dispatch is not None:
+        record.dispatch = round_plan.dispatch
 
     nxt, fields = model_for(spec.model).reduce(spec, state, parts, round_plan.groups)
     for name, value in fields.items():
@@ -103,13 +106,19 @@ def reduce_round(
 
     store.put_json(storage.train_round_key(job_id, round_index), record.to_json_dict())
     put_state(store, job_id, round_index + 1, nxt)
-    summary = {
+    summary: dict[str, Any] = {
         "round": record.round,
         "phase": record.phase,
         "round_s": record.round_s,
         "idle_fraction": record.idle_fraction,
         "batches": round_plan.batches,
     }
+    if round_plan.dispatch is not None:  # a hybrid round: samples sent to Lambda and to the GPU
+        summary["dispatch"] = {
+            "rule": round_plan.dispatch.rule,
+            "V": round_plan.dispatch.V,
+            **{q.name: q.samples for q in round_plan.dispatch.queues},
+        }
     records.update(job_id, last_round=summary)
     return ReduceOutput(
         job_id=job_id, round=round_index + 1, has_next_round=nxt.phase != "done"

@@ -2,7 +2,9 @@
 
 Throughput (samples/s) is predicted per worker by :class:`fanfit.sched.throughput.EwmaThroughput`;
 batches are uniform, LB-BSP's (Chen et al., IEEE TCC 2021, :func:`fanfit.sched.lbbsp.lbbsp_batches`)
-or the user's; DS-Sync (Wang et al. 2020) draws the round's groups
+or the user's; a LB-BSP round with Lambda and GPU workers first splits its samples between the two
+by Proteus' drift-plus-penalty rule (Xiang et al.; :func:`fanfit.sched.lyapunov.dispatch_fragments`,
+:func:`hybrid_batches`); DS-Sync (Wang et al. 2020) draws the round's groups
 (:func:`fanfit.sched.dssync.dssync_groups`); the job's partition (Dorm) bounds the Map's concurrency.
 """
 
@@ -16,6 +18,8 @@ from fanfit import storage
 from fanfit.errors import JobNotFoundError
 from fanfit.jobs import sharing
 from fanfit.jobs.documents.train import (
+    DispatchQueue,
+    RoundDispatch,
     RoundItem,
     RoundPlan,
     RoundRecord,
@@ -24,8 +28,10 @@ from fanfit.jobs.documents.train import (
     TrainWorker,
 )
 from fanfit.jobs.train.data import get_state, read_plan, read_round_plan, signature
+from fanfit.prices import DEFAULT_PRICES, PriceTable
 from fanfit.sched.dssync import dssync_groups
 from fanfit.sched.lbbsp import lbbsp_batches, uniform_batches
+from fanfit.sched.lyapunov import QueueSpec, dispatch_fragments, penalty_weight
 from fanfit.sched.resources import lambda_resource, stack_gpu_resource
 from fanfit.sched.throughput import (
     EwmaThroughput,
@@ -35,7 +41,15 @@ from fanfit.sched.throughput import (
 )
 from fanfit.train.models import model_for
 
-__all__ = ["GPU_PRIOR_VCPUS", "RUNTIME_BASE_MB", "max_batches", "schedule_round"]
+__all__ = [
+    "BACKLOG_SLACK",
+    "ROUND_FRAGMENTS",
+    "GPU_PRIOR_VCPUS",
+    "RUNTIME_BASE_MB",
+    "hybrid_batches",
+    "max_batches",
+    "schedule_round",
+]
 
 #: Resident memory of a worker before it holds any data: the Python runtime with numpy, boto3 and
 #: the fanfit layer (measured peak RSS of a warm TrainShard on the local stack: about 110 MB), with
@@ -45,6 +59,13 @@ RUNTIME_BASE_MB = 160
 #: the job definition's g4dn.xlarge (4). Only the first round uses it; LB-BSP then sizes the GPU
 #: worker's batch from what it measured.
 GPU_PRIOR_VCPUS = 4.0
+#: Fragments a hybrid round's samples are cut into for the CPU-GPU dispatch (at most one per
+#: sample): the split between Lambda and GPU is exact to about 1/200 of the round.
+ROUND_FRAGMENTS = 200
+#: The time the cheaper queue may fall behind for its price, as a fraction of the round
+#: (:func:`fanfit.sched.lyapunov.penalty_weight` of that backlog in the cheaper queue's samples):
+#: a hybrid round gives at most about 5% of its time for cost.
+BACKLOG_SLACK = 0.05
 
 
 def max_batches(plan: TrainPlan) -> list[int]:
@@ -116,6 +137,164 @@ def _worker_resource(worker: int) -> str:
     return f"worker-{worker}"
 
 
+def _queue_overheads(
+    record: RoundRecord | None, scheduled_at: float | None, queues: dict[str, list[int]]
+) -> dict[str, float]:
+    """Each queue's measured overhead in the last round, seconds: the longest time one of its
+    workers spent from the round's schedule (``scheduled_at``, epoch s) to its written partial
+    other than computing, ``max_i (ended_at_i - scheduled_at - compute_s_i)`` (a Lambda
+    invocation or a Batch job's start, reading the data and the model, writing the partial).
+    Empty in round 0."""
+    if record is None or scheduled_at is None:
+        return {}
+    spent = {
+        w.worker: float(w.ended_at) - scheduled_at - float(w.compute_s) for w in record.workers
+    }
+    return {
+        name: max(0.0, max((spent.get(i, 0.0) for i in idx), default=0.0))
+        for name, idx in queues.items()
+    }
+
+
+def hybrid_batches(
+    workers: list[TrainWorker],
+    total: int,
+    speeds: np.ndarray,
+    max_batch: list[int],
+    last_record: RoundRecord | None = None,
+    last_scheduled_at: float | None = None,
+    prices: PriceTable = DEFAULT_PRICES,
+) -> tuple[np.ndarray, RoundDispatch]:
+    """A round's batches when Lambda and GPU workers share it: Proteus' CPU-GPU dispatch, then
+    LB-BSP within each side.
+
+    The Lambda workers form queue ``'lambda'`` and the GPU workers queue ``'gpu'``. Every worker is
+    given one sample first; the other ``total - N`` samples are cut into ``FRAGMENTS_PER_WORKER *
+    N`` fragments (fewer when there are fewer samples) that arrive one per slot, the slot being the
+    time both queues together serve one fragment, so queue ``q`` serves ``mu_q = s v_q / (v_lambda
+    + v_gpu)`` per slot (``s`` the fragment's samples, ``v_q`` its workers' predicted throughput
+    summed). Each fragment goes to ``argmin_q V c_q + Q_q(t)`` (drift-plus-penalty, Neely 2010;
+    Xiang et al.'s Proteus; :func:`fanfit.sched.lyapunov.dispatch_fragments`), with
+
+    - ``c_q`` the price of queue ``q``'s workers' seconds over ``v_q`` (:mod:`fanfit.prices`:
+      Lambda GB-seconds of each worker's memory; the GPU instance's hour,
+      ``$FANFIT_GPU_INSTANCE_TYPE``), USD per sample;
+    - ``Q_q(0)`` the backlog measured at this barrier: a queue whose workers take longer to
+      start (the GPU worker's Batch job and its PyTorch import; a cold Lambda) serves none of
+      the round's samples meanwhile, so it starts ``(o_q - min_p o_p) v_q`` samples behind, with
+      ``o_q`` its overhead measured in the last round (:func:`_queue_overheads`; 0 in round 0).
+      The split then balances each side's overhead plus computation, the round's time.
+    - ``V`` (:func:`fanfit.sched.lyapunov.penalty_weight`) such that the cheaper queue builds a
+      backlog of half :data:`BACKLOG_SLACK` of the round's time (``(total - N) / (v_lambda +
+      v_gpu)``) at its throughput before work spills over (the dearer queue idles meanwhile, so
+      the cheaper one ends about twice that backlog, the slack, behind the even split).
+
+    A side's share beyond its workers' memory bounds goes to the other side. Within each side,
+    :func:`fanfit.sched.lbbsp.lbbsp_batches` splits its share by the workers' speeds.
+
+    Parameters
+    ----------
+    workers : list of TrainWorker
+        The plan's workers, Lambda and GPU (at least one of each).
+    total : int
+        The round's samples (global batch, or every row for K-Means), >= ``len(workers)``.
+    speeds : numpy.ndarray, shape (N,)
+        Predicted throughput of each worker (samples/s, or vCPU equivalents for the prior; only
+        ratios and the prices' ratios matter).
+    max_batch : list of int, length N
+        Each worker's memory bound (:func:`max_batches`).
+    last_record : RoundRecord, optional
+        The last round's record (None in round 0).
+    last_scheduled_at : float, optional
+        When the last round was scheduled (its plan's ``ended_at``, epoch s).
+    prices : PriceTable
+
+    Returns
+    -------
+    (numpy.ndarray of int64, RoundDispatch)
+        The batches (sum ``total``) and the dispatch's record.
+
+    Raises
+    ------
+    InvalidJobError
+        Fewer samples than workers, or more than the workers' memory bounds hold.
+    """
+    n = len(workers)
+    queues = {
+        name: np.array([i for i, w in enumerate(workers) if w.placement == name], dtype=np.int64)
+        for name in ("lambda", "gpu")
+    }
+    free = int(total) - n
+    bounds = np.asarray(max_batch, dtype=np.int64)
+    instance = stack_gpu_resource().split(":", 1)[1]
+    if instance not in prices.gpu_instance_hour_usd:
+        instance = prices.gpu_instance_type
+    price_per_s = {
+        "lambda": sum(
+            prices.lambda_cost_usd(int(workers[i].memory_mb or 0), 1.0, 0) for i in queues["lambda"]
+        ),
+        "gpu": len(queues["gpu"]) * prices.gpu_cost_usd(1.0, instance),
+    }
+    v = {name: float(speeds[idx].sum()) for name, idx in queues.items()}
+    n_fragments = max(1, min(free, ROUND_FRAGMENTS))
+    fragment = free / n_fragments if free > 0 else 0.0
+    specs = [
+        QueueSpec(
+            name,
+            max(fragment, 1.0) * v[name] / (v["lambda"] + v["gpu"]),
+            price_per_s[name] / v[name],
+        )
+        for name in ("lambda", "gpu")
+    ]
+    overhead = _queue_overheads(
+        last_record, last_scheduled_at, {k: list(idx) for k, idx in queues.items()}
+    )
+    first = min(overhead.values()) if overhead else 0.0
+    backlog = {name: (o - first) * v[name] for name, o in overhead.items()}
+    # The cheaper queue may fall BACKLOG_SLACK of the round behind. While it builds a backlog b
+    # the dearer queue idles, and the b samples it did not serve go to the cheaper one too: the
+    # round loses about 2 b, so b is half the slack (in the cheaper queue's samples).
+    cheaper = min(specs, key=lambda q: q.cost_per_sample_usd).name
+    round_s = max(free, 0) / (v["lambda"] + v["gpu"])
+    V = penalty_weight(specs, BACKLOG_SLACK / 2 * round_s * v[cheaper])
+    if free > 0:
+        split = dispatch_fragments(free, n_fragments, specs, V, backlog)
+        share = {name: split.samples_of(name) for name in queues}
+        counts = {name: split.fragments[split.queue_names.index(name)] for name in queues}
+    else:
+        share, counts = {"lambda": 0, "gpu": 0}, {"lambda": 0, "gpu": 0}
+    # a side's share beyond its memory bounds goes to the other side
+    room = {name: int(bounds[idx].sum()) - idx.size for name, idx in queues.items()}
+    for name, other in (("lambda", "gpu"), ("gpu", "lambda")):
+        excess = share[name] - room[name]
+        if excess > 0:
+            share[name] -= excess
+            share[other] += excess
+    batches = np.zeros(n, dtype=np.int64)
+    for name, idx in queues.items():
+        batches[idx] = lbbsp_batches(share[name] + idx.size, speeds[idx], max_batch=bounds[idx])
+    dispatch = RoundDispatch(
+        V=V,
+        n_fragments=n_fragments if free > 0 else 0,
+        fragment_samples=fragment,
+        queues=[
+            DispatchQueue(
+                name=q.name,  # type: ignore[arg-type]
+                workers=[int(i) for i in queues[q.name]],
+                samples_per_s=v[q.name],
+                cost_per_sample_usd=q.cost_per_sample_usd,
+                service_per_slot=q.service_per_slot,
+                overhead_s=float(overhead.get(q.name, 0.0)),
+                backlog_start=float(backlog.get(q.name, 0.0)),
+                fragments=counts[q.name],
+                samples=int(batches[queues[q.name]].sum()),
+            )
+            for q in specs
+        ],
+    )
+    return batches, dispatch
+
+
 def schedule_round(
     store: storage.JobStore,
     throughput: storage.ThroughputRecords,
@@ -138,6 +317,9 @@ def schedule_round(
       al., "Accelerating Distributed Learning in Non-Dedicated Environments", IEEE TCC 2021),
 
     with ``B`` the global batch (SGD) or every row (K-Means, so each round covers the data set).
+    Under LB-BSP a round with both Lambda and GPU workers first splits ``B`` between the two by
+    drift-plus-penalty (:func:`hybrid_batches`; Proteus) and records it in the round plan's
+    ``dispatch``.
     For DS-Sync the round's groups come from :func:`fanfit.sched.dssync.dssync_groups` (Wang et al.,
     arXiv:2007.03298, 2020).
 
@@ -189,9 +371,12 @@ def schedule_round(
     tkey = storage.train_throughput_key(job_id)
     own = EwmaThroughput.from_dict(store.get_json(tkey)) if round_index else EwmaThroughput()
     history = EwmaThroughput(entries=[ThroughputEntry.from_dict(e) for e in throughput.load([sig])])
+    record: RoundRecord | None = None
+    last_scheduled_at: float | None = None
     if round_index:
         rkey = storage.train_round_key(job_id, round_index - 1)
         record = RoundRecord.parse(store.get_json(rkey), source=rkey)
+        last_scheduled_at = read_round_plan(store, job_id, round_index - 1).ended_at
         observed = _observations(plan, record)
         for worker, obs in observed:
             history.update(obs)
@@ -214,7 +399,13 @@ def schedule_round(
     speeds = np.asarray(predicted, dtype=np.float64)
 
     total = plan.n_obs if model_for(spec.model).every_row else int(spec.global_batch or 0)
-    if spec.balance == "lb-bsp":
+    n_gpu = sum(1 for w in workers if w.placement == "gpu")
+    dispatch: RoundDispatch | None = None
+    if spec.balance == "lb-bsp" and 0 < n_gpu < n:
+        batches, dispatch = hybrid_batches(
+            workers, total, speeds, max_batches(plan), record, last_scheduled_at
+        )
+    elif spec.balance == "lb-bsp":
         batches = lbbsp_batches(total, speeds, max_batch=max_batches(plan))
     elif spec.balance == "static":
         batches = np.asarray(spec.worker_batches, dtype=np.int64)
@@ -240,6 +431,7 @@ def schedule_round(
         prediction_source=source,  # type: ignore[arg-type]
         started_at=started,
         ended_at=time.time(),
+        dispatch=dispatch,
     )
     store.put_json(storage.train_round_plan_key(job_id, round_index), round_plan.to_json_dict())
     return _round_items(job_id, round_index, workers, max_concurrency)

@@ -33,6 +33,9 @@ def train_shard(
 
     The step is the model's :meth:`fanfit.train.model.TrainModel.worker_step`:
 
+    On the GPU worker (``resource_name`` of kind ``gpu``) K-Means and the linear models compute in
+    PyTorch (:mod:`fanfit.train.torch_steps`; CUDA when present), on a Lambda worker in numpy.
+
     - K-Means: :func:`fanfit.train.kmeans.kmeans_step` on the worker's consecutive rows
       (:func:`fanfit.train.batches.row_range`; the round's batches cover every row).
     - logreg / linreg: :func:`fanfit.train.sgd.worker_gradient` on its rows of the round's global
@@ -81,9 +84,10 @@ def train_shard(
     batches = np.asarray(round_plan.batches, dtype=np.int64)
 
     model = model_for(spec.model)
-    # A model that imports a framework (the MLP's torch) does it here, before the timing:
-    # compute_s counts computation only.
-    device = model.device()
+    placement = resource_kind(resource_name) if resource_name else "lambda"
+    # The GPU worker computes in PyTorch, a Lambda worker in numpy; torch is imported here,
+    # before the timing: compute_s counts computation only.
+    device = model.device("torch" if placement == "gpu" else "numpy")
     t0 = time.perf_counter()
     out = model.worker_step(spec, state, X, y, batches, worker, round_index, device)
     compute_s = time.perf_counter() - t0
@@ -96,7 +100,7 @@ def train_shard(
         io_s=io_s,
         memory_mb=memory_mb,
         resource=resource_name or lambda_resource(memory_mb or 1),
-        placement=resource_kind(resource_name) if resource_name else "lambda",
+        placement=placement,
         cold_start=cold,
         signature=signature(plan),
         started_at=started,
@@ -104,7 +108,7 @@ def train_shard(
         pid=os.getpid(),
     )
     if device is not None:
-        stats.device = device  # where the MLP step ran: cpu (float64) or cuda (float32)
+        stats.device = device  # where the torch step ran: cpu (float64) or cuda (float32)
     t1 = time.perf_counter()
     key = storage.train_partial_key(job_id, round_index, worker)
     stats.ended_at = time.time()
