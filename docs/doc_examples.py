@@ -11,7 +11,13 @@ An *example* is a fenced code block of language ``python`` or ``console``:
   exit non-zero and the shown output is its stderr and stdout.
 
 Shown output is compared as doctest compares it, with ``...`` standing for any text
-(``ELLIPSIS``, ``NORMALIZE_WHITESPACE``).
+(``ELLIPSIS``, ``NORMALIZE_WHITESPACE``). Where that fails, the output still matches when it has
+the same text with the same count of numbers, each within :data:`NUMBER_RTOL` of the shown one
+(or one unit of its last shown decimal, e.g. 0.43 and 0.431): a random forest's estimate differs
+in its third digit with the BLAS kernel OpenBLAS picks for the machine's CPU (measured: DoubleML's
+getting-started PLR prints coef 0.51 on an AMD EPYC's default kernel, 0.509 under
+``OPENBLAS_CORETYPE=Haswell``). The parity of fanfit with DoubleML is checked by the tests on the
+same machine, to 1e-9, not by the shown digits.
 
 An HTML comment on the line before the fence (blank lines allowed) says what an example needs:
 
@@ -194,11 +200,30 @@ def commands(block: Block) -> list[Command]:
     return out
 
 
+#: Relative tolerance of a shown number (see the module docstring).
+NUMBER_RTOL = 0.02
+_NUMBER = re.compile(r"(?<![\w.])[-+]?\d+(?:\.(\d+))?(?:[eE][-+]?\d+)?(?![\w.])")
+
+
 def output_matches(expected: str, got: str) -> bool:
-    """Whether ``got`` matches the shown ``expected`` output (doctest's ELLIPSIS rules)."""
+    """Whether ``got`` matches the shown ``expected`` output: doctest's ELLIPSIS rules, else the
+    same text with every number within :data:`NUMBER_RTOL` (see the module docstring)."""
     if not expected.strip():
         return True
-    return bool(_CHECKER.check_output(expected.strip() + "\n", got.strip() + "\n", _FLAGS))
+    want, have = expected.strip() + "\n", got.strip() + "\n"
+    if _CHECKER.check_output(want, have, _FLAGS):
+        return True
+    shown, printed = list(_NUMBER.finditer(want)), list(_NUMBER.finditer(have))
+    if len(shown) != len(printed) or not _CHECKER.check_output(
+        _NUMBER.sub("#", want), _NUMBER.sub("#", have), _FLAGS
+    ):
+        return False
+    for a, b in zip(shown, printed, strict=True):
+        x, y = float(a.group(0)), float(b.group(0))
+        unit = 10.0 ** -len(a.group(1) or "")
+        if abs(x - y) > max(NUMBER_RTOL * max(abs(x), abs(y)), unit * 1.000001):
+            return False
+    return True
 
 
 def expand(argv: list[str], variables: Mapping[str, str], where: str) -> list[str]:

@@ -27,7 +27,6 @@ SECOND_STACK_MODULES = frozenset(
         "test_batch_pipeline.py",
         "test_train_resume_on_stack.py",
         "test_local_stack.py",
-        "test_local_state_on_stack.py",
     }
 )
 

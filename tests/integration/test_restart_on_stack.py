@@ -11,7 +11,11 @@ starts it again, redeploys, and resumes the job:
   recorded COMPLETED: the write was acknowledged) are back, with the same ETag; an object whose write was still in
   flight is back whole or not at all;
 - the resumed execution runs only the shards without predictions and rewrites none of the others;
-- the estimate equals an uninterrupted run's, bit for bit.
+- the estimate equals an uninterrupted run's, bit for bit;
+- then stopped as ``fanfit local down`` stops it (SIGTERM), started and redeployed again, the stack
+  has the job's record back from its DynamoDB journal (``fanfit_localstack.dynamodb``), the same
+  job table (CloudFormation names it stably), and the job's result, ``fanfit status`` and
+  ``fanfit report`` work (issue 13, item 4).
 """
 
 from __future__ import annotations
@@ -49,10 +53,7 @@ def _completed_preds(client: Any, job_id: str) -> set[str]:
     """Predictions keys of the shards whose CrossFit completed: Powertools Idempotency records an
     invocation COMPLETED, with its response, only after the handler returned, so the write of those
     predictions was acknowledged (a write still in flight may already be listed by S3)."""
-    cloudformation = client.session.client("cloudformation", endpoint_url=client.stack.endpoint_url)
-    table = cloudformation.describe_stack_resource(
-        StackName="fanfit", LogicalResourceId="IdempotencyTable"
-    )["StackResourceDetail"]["PhysicalResourceId"]
+    table = _table_name(client, "IdempotencyTable")
     dynamodb = client.session.client("dynamodb", endpoint_url=client.stack.endpoint_url)
     keys: set[str] = set()
     for page in dynamodb.get_paginator("scan").paginate(TableName=table):
@@ -63,6 +64,13 @@ def _completed_preds(client: Any, job_id: str) -> set[str]:
             if key.startswith(f"jobs/{job_id}/stages/0/preds/"):
                 keys.add(key)
     return keys
+
+
+def _table_name(client: Any, logical_id: str) -> str:
+    cloudformation = client.session.client("cloudformation", endpoint_url=client.stack.endpoint_url)
+    return cloudformation.describe_stack_resource(StackName="fanfit", LogicalResourceId=logical_id)[
+        "StackResourceDetail"
+    ]["PhysicalResourceId"]
 
 
 def _kill(pid: int) -> None:
@@ -90,12 +98,15 @@ def own_stack(tmp_path: Path) -> Iterator[LocalStack]:
         stack.stop()
 
 
-def test_killing_the_stack_mid_job_loses_no_completed_shard(
+def test_killing_the_stack_mid_job_loses_no_completed_shard_and_local_down_keeps_its_record(
     own_stack: LocalStack,
     local_client: Any,
     redeploy: Any,
     client_of_stack: Any,
     wait_until: Any,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
 ) -> None:
     # GIVEN a PLR with 5 folds x 2 repetitions, one unit per shard (20 shards), one at a time, on a
     # stack of its own (the project created there from the session's build and upload)
@@ -155,8 +166,38 @@ def test_killing_the_stack_mid_job_loses_no_completed_shard(
     clean = clean_job.result(timeout=600)
     np.testing.assert_array_equal(result.all_coef, clean.all_coef)
     np.testing.assert_array_equal(result.se, clean.se)
+    # WHEN the stack is then stopped as `fanfit local down` stops it (SIGTERM), started again and
+    # the project redeployed (issue 13, item 4: the tables are written through to disk)
+    record = client.records.get(job.job_id)
+    assert record is not None and record["status"] == "SUCCEEDED"
+    job_table = _table_name(client, "JobTable")
+    assert own_stack.stop()
+    again = own_stack.start()
+    tables = own_stack.dynamodb_restored(again.pid)
+    assert tables is not None and tables["tables"] >= 3 and tables["items"] >= 1, tables
+    assert tables["skipped"] == 0
+    redeploy(again)
+    client = client_of_stack(again)
+    # THEN the redeployed stack names the same job table, and the job's record is back as it was
+    assert _table_name(client, "JobTable") == job_table
+    assert client.records.get(job.job_id) == record
+    # ... its result is the same
+    later = client.job(job.job_id).result(timeout=30)
+    np.testing.assert_array_equal(later.all_coef, result.all_coef)
+    np.testing.assert_array_equal(later.se, result.se)
+    # ... and `fanfit status` and `fanfit report` of it work
+    from fanfit import cli
+
+    monkeypatch.setattr(cli, "_client", lambda args: contextlib.nullcontext(client))
+    capsys.readouterr()  # what the fixtures printed
+    assert cli.main(["status", job.job_id, "--output", "json"]) == 0
+    status = json.loads(capsys.readouterr().out)
+    assert status["status"] == "SUCCEEDED" and status["job_id"] == job.job_id
+    assert cli.main(["report", job.job_id, "--out", str(tmp_path / "report")]) == 0
+    assert (tmp_path / "report" / "report.html").is_file()
     print(json.dumps({"completed": len(completed), "listed": len(before), "restored": len(back),
-                      "run_again": len(ran), "restore": restored}))  # fmt: skip
+                      "run_again": len(ran), "restore": restored,
+                      "tables_restored": tables}))  # fmt: skip
 
 
 def test_the_s3_mirror_keeps_the_latest_state_of_every_key_across_a_kill(

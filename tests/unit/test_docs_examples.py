@@ -167,3 +167,27 @@ def test_every_flag_the_guide_names_exists(doc) -> None:
     known = _parser_flags() | EXTERNAL_FLAGS
     named = set(re.findall(r"(?<![\w-])--[a-z][a-z0-9-]*", text))
     assert not named - known, f"docs/{doc.name} names options fanfit does not have: {named - known}"
+
+
+@pytest.mark.parametrize(
+    ("shown", "printed", "matches"),
+    [
+        # the PLR summary on two BLAS kernels (docs/doubleml.md): digits differ, text does not
+        (
+            "d  0.509  0.04  12.666  0.0  0.43  0.587",
+            "d  0.51  0.04  12.688  0.0  0.431  0.589",
+            True,
+        ),
+        ("coef ... done", "coef 0.5 and more done", True),  # doctest's ELLIPSIS first
+        ("d  0.509  0.04", "d  0.609  0.04", False),  # a number off by more than 2 %
+        ("d  0.509  0.04", "x  0.509  0.04", False),  # other text
+        ("d  0.509  0.04", "d  0.509  0.04  7", False),  # another count of numbers
+        ("seed 42", "seed 45", False),  # an integer: off by more than its unit and 2 %
+    ],
+)
+def test_shown_output_matches_within_the_number_tolerance(
+    shown: str, printed: str, matches: bool
+) -> None:
+    # GIVEN a shown output and a printed one WHEN compared THEN only equal text with numbers
+    # within NUMBER_RTOL (or one unit of the shown last decimal) matches
+    assert dx.output_matches(shown, printed) is matches
