@@ -49,7 +49,7 @@ def test_the_torch_kmeans_step_equals_the_numpy_step_on_the_cpu(seed):
     prev = C + 0.3
     # WHEN the step runs in numpy and in torch (CPU, float64)
     ref = kmeans_step(X[100:400], C, prev, row_offset=100)
-    got = kmeans_step(X[100:400], C, prev, row_offset=100, device="cpu")
+    got = kmeans_step_torch(X[100:400], C, prev, row_offset=100, device="cpu")
     # THEN assignments, counts, sums, inertia, changed rows and far rows agree
     _same_partial(got, ref)
     assert got.sums.dtype == np.float64 and got.counts.dtype == np.int64
@@ -97,7 +97,7 @@ def test_the_torch_linear_gradient_equals_the_numpy_gradient_on_the_cpu(model):
     y = rng.integers(0, K, 257) if model == "logistic" else rng.normal(size=(257, K))
     # WHEN the loss and gradient are computed in numpy and in torch
     loss_np, g_np = loss_gradient(model, params, X, y)
-    loss_t, g_t = loss_gradient(model, params, X, y, device="cpu")
+    loss_t, g_t = loss_gradient_torch(model, params, X, y, device="cpu")
     # THEN they agree to rounding, and a step from each agrees
     assert loss_t == pytest.approx(loss_np, rel=RTOL)
     for key in ("W", "b"):

@@ -183,8 +183,6 @@ def kmeans_step(
     centroids: ArrayLike,
     prev_centroids: ArrayLike | None = None,
     row_offset: int = 0,
-    *,
-    device: str | None = None,
 ) -> KMeansPartial:
     """A worker's E-step on its rows, with the partial sums of the M-step.
 
@@ -199,9 +197,6 @@ def kmeans_step(
         None in the first round.
     row_offset : int, default 0
         Global number of the worker's first row.
-    device : {'auto', 'cpu', 'cuda'}, optional
-        None (the default): numpy. Otherwise the same step in PyTorch on that device
-        (:func:`fanfit.train.torch_steps.kmeans_step_torch`; the GPU worker's backend).
 
     Returns
     -------
@@ -211,13 +206,11 @@ def kmeans_step(
     ------
     InvalidDataError
         Shapes that do not fit.
-    InvalidJobError
-        With ``device``: an unknown device or no torch here.
-    """
-    if device is not None:
-        from fanfit.train.torch_steps import kmeans_step_torch
 
-        return kmeans_step_torch(X, centroids, prev_centroids, row_offset, device=device)
+    See Also
+    --------
+    fanfit.train.torch_steps.kmeans_step_torch : the same step in PyTorch (the GPU worker's).
+    """
     Xa, C = check_kmeans_inputs(X, centroids)
     k = C.shape[0]
     labels = _labels(Xa, C)

@@ -121,9 +121,7 @@ def check_linear_inputs(
     return Xa, Y
 
 
-def loss_gradient(
-    model: str, params: Params, X: np.ndarray, y: np.ndarray, *, device: str | None = None
-) -> tuple[float, Params]:
+def loss_gradient(model: str, params: Params, X: np.ndarray, y: np.ndarray) -> tuple[float, Params]:
     """Mean loss over the rows of ``X`` and its gradient with respect to ``W`` and ``b``.
 
     Parameters
@@ -134,9 +132,6 @@ def loss_gradient(
     X : numpy.ndarray of float, shape (n, n_features)
     y : numpy.ndarray, shape (n,) or (n, n_outputs)
         Class labels (logistic) or targets (least squares).
-    device : {'auto', 'cpu', 'cuda'}, optional
-        None (the default): numpy. Otherwise the same step in PyTorch on that device
-        (:func:`fanfit.train.torch_steps.loss_gradient_torch`; the GPU worker's backend).
 
     Returns
     -------
@@ -147,14 +142,14 @@ def loss_gradient(
     Raises
     ------
     InvalidJobError
-        Unknown model (or, with ``device``, an unknown device or no torch).
+        Unknown model.
     InvalidDataError
         Shapes or labels that do not fit the parameters.
-    """
-    if device is not None:
-        from fanfit.train.torch_steps import loss_gradient_torch
 
-        return loss_gradient_torch(model, params, X, y, device=device)
+    See Also
+    --------
+    fanfit.train.torch_steps.loss_gradient_torch : the same step in PyTorch (the GPU worker's).
+    """
     X, Y = check_linear_inputs(model, params, X, y)
     n = X.shape[0]
     Z = _scores(params, X)

@@ -110,7 +110,14 @@ class KMeansModel(TrainModel):
     ) -> dict[str, np.ndarray]:
         rows = row_range(batches, worker)
         prev = state.arrays.get("prev_centroids") if state.phase == "train" else None
-        step = kmeans_step(X[rows], state.arrays["centroids"], prev, rows.start, device=device)
+        if device is None:
+            step = kmeans_step(X[rows], state.arrays["centroids"], prev, rows.start)
+        else:  # the GPU worker's backend
+            from fanfit.train.torch_steps import kmeans_step_torch
+
+            step = kmeans_step_torch(
+                X[rows], state.arrays["centroids"], prev, rows.start, device=device
+            )
         return step.to_arrays()
 
     def reduce(

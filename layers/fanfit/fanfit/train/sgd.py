@@ -101,13 +101,19 @@ def worker_gradient(
         Its rows, ``X_train[batch_rows(...)]``.
     y : numpy.ndarray, shape (b_i,) or (b_i, n_outputs)
     device : {'auto', 'cpu', 'cuda'}, optional
-        None: numpy; otherwise PyTorch on that device (:func:`fanfit.train.linear.loss_gradient`).
+        None: numpy (:func:`fanfit.train.linear.loss_gradient`); otherwise PyTorch on that device
+        (:func:`fanfit.train.torch_steps.loss_gradient_torch`, the GPU worker's backend).
 
     Returns
     -------
     WorkerGradient
     """
-    loss, grads = loss_gradient(model, params, X, y, device=device)
+    if device is None:
+        loss, grads = loss_gradient(model, params, X, y)
+    else:
+        from fanfit.train.torch_steps import loss_gradient_torch
+
+        loss, grads = loss_gradient_torch(model, params, X, y, device=device)
     return WorkerGradient(grads, loss, int(np.asarray(X).shape[0]))
 
 
