@@ -50,7 +50,7 @@ from fanfit.jobs.estimate.data import (
     unit_signature,
 )
 from fanfit.jobs.estimate.failure import map_run_children
-from fanfit.sched.resources import lambda_resource
+from fanfit.sched.resources import lambda_resource, resource_kind, stack_gpu_resource
 from fanfit.sched.shards import DEFAULT_ACCOUNT_CONCURRENCY, deal, n_shards_for
 from fanfit.sched.sizing import DEFAULT_STARTUP_S, plan_shards, split_units
 from fanfit.sched.throughput import (
@@ -454,15 +454,17 @@ def write(
     first_id = schedule.next_shard_id
     if first_id is None:
         first_id = sum(len(w.shards) for w in schedule.waves)
-    placed = [(shard, "lambda") for shard in sizing.shards]
-    placed += [(shard, "gpu") for shard in placement.gpu_shards]
+    gpu = stack_gpu_resource()
+    placed = [(shard, sizing.resource) for shard in sizing.shards]
+    placed += [(shard, gpu) for shard in placement.gpu_shards]
     items = [
         Shard(
             shard_id=f"{first_id + i:05d}",
             units=[unit_doc(u) for u in shard],
-            placement=where,  # type: ignore[arg-type]
+            placement=resource_kind(resource),
+            resource=resource,
         )
-        for i, (shard, where) in enumerate(placed)
+        for i, (shard, resource) in enumerate(placed)
     ]
     key = store.put_json(storage.wave_key(job_id, stage, wave), to_json_list(items))
     prefix = storage.map_runs_prefix(job_id, stage, wave)
