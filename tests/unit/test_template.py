@@ -209,7 +209,7 @@ def test_each_crossfit_memory_size_is_a_function_of_its_own_chosen_by_the_shards
     # AND the Schedule function is told the sizes (fanfit.sched.placement chooses among them)
     env = res["ScheduleFunction"]["Properties"]["Environment"]["Variables"]
     assert env["FANFIT_CROSSFIT_MEMORY_SIZES"] == {
-        "Fn::Join": [",", {"Ref": "CrossFitMemorySizes"}]
+        "Fn::Join": [",", [{"Fn::Select": [i, {"Ref": "CrossFitMemorySizes"}]} for i in range(3)]]
     }
 
 

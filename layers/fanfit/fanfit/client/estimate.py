@@ -18,7 +18,7 @@ from fanfit import dml, errors, storage
 from fanfit.client.check import check_estimate, check_gpu_worker
 from fanfit.client.data import read_table, to_matrix
 from fanfit.client.jobs import JobHandle, StackClient, cost_or_none, record_submission
-from fanfit.client.options import EstimateOptions
+from fanfit.client.options import EstimateOptions, check_objective
 from fanfit.dml.result import loss_from_json
 from fanfit.jobs.documents.estimate import EstimatePlan, EstimateResultDoc, EstimateSpec
 from fanfit.jobs.states import EstimateState
@@ -374,6 +374,8 @@ def submit_estimate(
         A Torch learner on a stack without the GPU worker (:func:`~fanfit.client.check.check_gpu_worker`).
     """
     checked = check_estimate(data, s3=client.s3, options=options, **kwargs)
+    given = options if options is not None else EstimateOptions.from_keywords(data=data, **kwargs)
+    deadline_s, budget_usd = check_objective(given.deadline, given.budget)
     spec, names, values, fold_array = (
         checked.spec, checked.columns, checked.values, checked.folds
     )  # fmt: skip
@@ -397,6 +399,8 @@ def submit_estimate(
         units_per_shard=checked.units_per_shard,
         sharding=checked.sharding,
         weight=checked.weight,
+        deadline_s=deadline_s,
+        budget_usd=budget_usd,
     )
     key = client.store.put_json(storage.spec_key(job_id), job.to_json_dict())
     started = client.sfn.start_execution(
