@@ -12,7 +12,8 @@ import logging
 from typing import Any
 
 from fanfit.cli import attach, common, config
-from fanfit.client.options import EstimateOptions, check_weight
+from fanfit.client.options import EstimateOptions, check_budget, check_deadline, check_weight
+from fanfit.errors import InvalidJobError
 
 __all__ = ["add_parser", "print_table", "run"]
 
@@ -32,16 +33,25 @@ def add_parser(sub: Any) -> None:
 
 
 def options_from_args(args: argparse.Namespace) -> EstimateOptions:
-    """The :class:`EstimateOptions` of parsed (and config-resolved) arguments, the weight checked
-    under its flag's name (``--weight``).
+    """The :class:`EstimateOptions` of parsed (and config-resolved) arguments, the weight, the
+    deadline and the budget checked under their flags' names (``--weight``, ``--deadline``,
+    ``--budget``).
 
     Raises
     ------
     fanfit.errors.InvalidJobError
-        The weight is out of range.
+        The weight is out of range, a deadline or budget is not a number > 0, or both are given.
     """
     options = EstimateOptions(**{name: getattr(args, name) for name in EstimateOptions.names()})
-    return options.replace(weight=check_weight(options.weight, "--weight"))
+    deadline = check_deadline(options.deadline, "--deadline")
+    budget = check_budget(options.budget, "--budget")
+    if deadline is not None and budget is not None:
+        raise InvalidJobError(
+            "--deadline and --budget are two objectives for the placement; give one, not both"
+        )
+    return options.replace(
+        weight=check_weight(options.weight, "--weight"), deadline=deadline, budget=budget
+    )
 
 
 def run(args: argparse.Namespace) -> int:
