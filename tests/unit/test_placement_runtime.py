@@ -4,18 +4,27 @@ status lines."""
 
 from __future__ import annotations
 
+import contextlib
+import json
+from typing import Any
+
+import numpy as np
 import pytest
 
+from fanfit import cli, dml
 from fanfit.cli import main
 from fanfit.client.options import EstimateOptions, check_budget, check_deadline
 from fanfit.errors import InvalidDocumentError, InvalidJobError
 from fanfit.jobs.documents.estimate import (
+    EstimatePlan,
+    EstimatePrediction,
     EstimateSpec,
     PlacementDecision,
     WaveDecision,
     WaveEntry,
 )
-from fanfit.jobs.estimate.schedule import plan_placement
+from fanfit.jobs.estimate.data import unit_signature
+from fanfit.jobs.estimate.schedule import plan_job, plan_placement
 from fanfit.progress.renderers import placement_lines
 from fanfit.sched.placement import (
     GPU_STARTUP_PRIOR_S,
@@ -269,3 +278,71 @@ def test_the_cli_names_a_bad_deadline_or_budget(flags, message, no_aws, capsys) 
             "--ml-l", "LinearRegression", "--ml-m", "LinearRegression", *flags, "--dry-run"]  # fmt: skip
     assert main(argv) == 2
     assert f"InvalidJobError: {message}" in capsys.readouterr().err
+
+
+# ------------------------------------------------------------------------------ --plan-only
+
+
+def _plan(sharding: str = "auto", **extra: Any) -> tuple[EstimatePlan, np.ndarray]:
+    spec = dml.DMLSpec(model="plr", score="partialling out", y_col="y", d_cols=("d",),
+                       x_cols=("x1", "x2"), n_folds=2, n_rep=2, seed=3,
+                       learners={"ml_l": "LinearRegression", "ml_m": "LinearRegression"})  # fmt: skip
+    folds = dml.draw_folds(200, 2, 2, seed=3)
+    plan = EstimatePlan(job_id="plan-only", dml=spec, data_key="", folds_key="", n_obs=200,
+                        n_stages=dml.n_stages(spec), max_concurrency=4, sharding=sharding,
+                        spec_sha256="", **extra)  # fmt: skip
+    return plan, folds
+
+
+def _predict(history: EwmaThroughput, **extra: Any) -> EstimatePrediction:
+    plan, folds = _plan(**extra)
+    return plan_job(plan, folds, history, stack="s", memory_sizes=[1769, 3538],
+                    gpu_enabled=False, account_concurrency=10)  # fmt: skip
+
+
+def test_plan_only_is_schedules_own_plan_of_every_stage() -> None:
+    # GIVEN no history WHEN a PLR job is planned THEN its 8 fits are placed at 1,769 MB, the
+    # first wave a probe, with a predicted time and cost
+    cold = _predict(EwmaThroughput())
+    (stage,) = cold.stages
+    assert stage.n_units == 8 and {s.resource for s in stage.placement.stages} == {L1}
+    assert [s.resource for s in stage.shards] == [L1] and stage.shards[0].probe
+    assert cold.predicted_wall_s == stage.placement.predicted_wall_s > 0
+    assert cold.predicted_cost_usd == stage.placement.predicted_cost_usd > 0
+    # GIVEN the learners measured (the signatures Schedule would look up) THEN no probe, and the
+    # measured figures are the inputs
+    plan, folds = _plan()
+    n_features = 2
+    sigs = {unit_signature(plan.dml, u, 200, n_features) for u in dml.fit_units(plan.dml, 0)}
+    warm = _predict(_history(*((s, L1, 5_000.0, 0.3) for s in sigs)))
+    assert not warm.stages[0].shards[0].probe
+    assert {i.source for i in warm.stages[0].placement.inputs if i.resource == L1} == {"measured"}
+    # ... and a deadline is carried into the decision
+    assert _predict(EwmaThroughput(), deadline_s=60.0).stages[0].placement.objective == "deadline"
+
+
+def test_plan_only_prints_lines_or_json(monkeypatch, capsys) -> None:
+    prediction = _predict(EwmaThroughput())
+
+    class _Client:
+        def plan_estimate(self, data: Any, *, options: Any) -> EstimatePrediction:
+            assert options.deadline == 90.0
+            return prediction
+
+    monkeypatch.setattr(cli, "_client", lambda args: contextlib.nullcontext(_Client()))
+    argv = ["estimate", "--data", "x.csv", "--y", "y", "--d", "d", "--x", "x",
+            "--ml-l", "LinearRegression", "--ml-m", "LinearRegression", "--deadline", "90",
+            "--plan-only"]  # fmt: skip
+    # WHEN --plan-only runs THEN it prints the placement, the shards and the two predictions
+    assert main(argv) == 0
+    out = capsys.readouterr().out.splitlines()
+    assert out[0].startswith("plan on stack s: CrossFit sizes 1769, 3538 MB, GPU worker off")
+    assert any(line.startswith("        ml_l on lambda-1769: ") for line in out)
+    assert any(line.startswith("    shards on lambda-1769: ") for line in out)
+    assert out[-2] == f"predicted_wall_s: {prediction.predicted_wall_s:.2f}"
+    assert out[-1] == f"predicted_cost_usd: {prediction.predicted_cost_usd:.6f}"
+    # ... and with --output json the document
+    assert main([*argv, "--output", "json"]) == 0
+    doc = json.loads(capsys.readouterr().out)
+    assert EstimatePrediction.parse(doc) == prediction
+    assert set(doc) >= {"predicted_wall_s", "predicted_cost_usd", "stages"}

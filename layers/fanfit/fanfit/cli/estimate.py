@@ -8,14 +8,17 @@ default, choices, help), so the command line, ``--config`` files, ``--dry-run`` 
 from __future__ import annotations
 
 import argparse
+import json
 import logging
 from typing import Any
 
 from fanfit.cli import attach, common, config
 from fanfit.client.options import EstimateOptions, check_budget, check_deadline, check_weight
 from fanfit.errors import InvalidJobError
+from fanfit.jobs.documents.estimate import EstimatePrediction
+from fanfit.progress.renderers import placement_lines
 
-__all__ = ["add_parser", "print_table", "run"]
+__all__ = ["add_parser", "print_prediction", "print_table", "run"]
 
 log = logging.getLogger("fanfit")
 
@@ -29,6 +32,12 @@ def add_parser(sub: Any) -> None:
         description="Double/debiased machine learning on the stack; options named as DoubleML names them.",
     )
     common.add_job_options(p, "estimate", EstimateOptions.infos())
+    p.add_argument(
+        "--plan-only",
+        action="store_true",
+        help="run nothing: print the placement, the shards, predicted_wall_s and "
+        "predicted_cost_usd on the stack, from its measured throughput (with --output json: JSON)",
+    )
     p.set_defaults(func=run)
 
 
@@ -66,6 +75,11 @@ def run(args: argparse.Namespace) -> int:
     # Reject bad options before any stack is touched (without --x, once the data's columns are read).
     if options.x is not None:
         options.build_spec()
+    if getattr(args, "plan_only", False):
+        with common.stack_client(args) as client:
+            prediction = client.plan_estimate(args.data, options=options)
+        print_prediction(prediction, args.output == "json")
+        return 0
     with common.stack_client(args) as client:
         job = client.submit_estimate(args.data, options=options)
         log.info("started job %s (%s)", job.job_id, job.execution_arn)
@@ -78,3 +92,30 @@ def print_table(result: Any) -> None:
     score, learners and their out-of-sample losses, resampling, fit summary), then the run's
     job, seed, phases' seconds, shards and cost (:func:`fanfit.client.printout.format_estimate`)."""
     print(str(result))
+
+
+def print_prediction(prediction: EstimatePrediction, as_json: bool = False) -> None:
+    """The printout of ``--plan-only``: per stage its placement (:func:`fanfit.progress.renderers.
+    placement_lines`) and shards, then ``predicted_wall_s`` and ``predicted_cost_usd``; or the
+    :class:`~fanfit.jobs.documents.estimate.EstimatePrediction` as JSON."""
+    if as_json:
+        print(json.dumps(prediction.to_json_dict()))
+        return
+    print(
+        f"plan on stack {prediction.stack}: CrossFit sizes "
+        f"{', '.join(str(mb) for mb in prediction.memory_sizes)} MB, GPU worker "
+        f"{'on' if prediction.gpu_enabled else 'off'}, account concurrency "
+        f"{prediction.account_concurrency}, job concurrency {prediction.job_concurrency}"
+    )
+    for stage in prediction.stages:
+        print(f"stage {stage.stage}: {stage.n_units} fit(s)")
+        for line in placement_lines(stage.placement):
+            print(f"    {line}")
+        for s in stage.shards:
+            print(
+                f"    shards on {s.resource}: {s.n_shards} of <= {s.max_units_per_shard} fit(s), "
+                f"policy {s.policy}{' (probe wave first)' if s.probe else ''}, "
+                f"max concurrency {s.max_concurrency}"
+            )
+    print(f"predicted_wall_s: {prediction.predicted_wall_s:.2f}")
+    print(f"predicted_cost_usd: {prediction.predicted_cost_usd:.6f}")

@@ -64,12 +64,15 @@ __all__ = [
     "AggregateOutput",
     "CrossFitOutput",
     "EstimatePlan",
+    "EstimatePrediction",
     "EstimateResultDoc",
     "EstimateSpec",
     "EstimateTimings",
     "FitUnitDoc",
     "MapRunChild",
     "PartitionUsed",
+    "PlannedShards",
+    "PlannedStage",
     "PlacedStage",
     "PlacementDecision",
     "PlacementInput",
@@ -332,6 +335,44 @@ class PlacementDecision(_OmitNone):
     inputs: list[PlacementInput]
     fastest_s: float
     met: bool
+    predicted_wall_s: float
+    predicted_cost_usd: float
+
+
+class PlannedShards(Document):
+    """The shards a plan cuts on one resource: how many, the most fits in one, the sizing policy
+    and whether the wave would be a probe (no throughput measured yet)."""
+
+    resource: str
+    n_shards: int
+    max_units_per_shard: int
+    policy: str
+    probe: bool
+    max_concurrency: int
+
+
+class PlannedStage(Document):
+    """One stage of ``fanfit estimate --plan-only``: its placement and its first wave's shards."""
+
+    stage: int
+    n_units: int
+    placement: PlacementDecision
+    shards: list[PlannedShards]
+
+
+class EstimatePrediction(Document):
+    """What ``fanfit estimate --plan-only`` and ``Client.plan_estimate`` return: the placement and
+    shards of every stage, planned by Schedule's own code (:func:`fanfit.jobs.estimate.schedule.
+    plan_job`) from the stack's ThroughputTable, memory sizes, GPU worker and concurrency, and the
+    predicted wall seconds and cost of the cross-fitting (the sum over stages of the placements'
+    predictions; Prepare and Aggregate not included). Nothing runs."""
+
+    stack: str
+    memory_sizes: list[int]
+    gpu_enabled: bool
+    account_concurrency: int
+    job_concurrency: int
+    stages: list[PlannedStage]
     predicted_wall_s: float
     predicted_cost_usd: float
 

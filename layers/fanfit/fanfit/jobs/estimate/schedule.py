@@ -28,11 +28,14 @@ from fanfit.errors import InvalidJobError
 from fanfit.jobs import sharing
 from fanfit.jobs.documents.estimate import (
     EstimatePlan,
+    EstimatePrediction,
     FitUnitDoc,
     PartitionUsed,
     PlacedStage,
     PlacementDecision,
     PlacementInput,
+    PlannedShards,
+    PlannedStage,
     RecoveredCount,
     ScheduledShard,
     ScheduleSummary,
@@ -240,6 +243,97 @@ def _stage_context(
         n_features=n_features,
         units=units,
         signatures={u.key: unit_signature(spec, u, n_obs, n_features) for u in units},
+    )
+
+
+def plan_job(
+    plan: EstimatePlan,
+    folds: np.ndarray,
+    history: EwmaThroughput,
+    *,
+    stack: str,
+    memory_sizes: list[int],
+    gpu_enabled: bool,
+    account_concurrency: int,
+) -> EstimatePrediction:
+    """Plan a job without running it (``fanfit estimate --plan-only``): Schedule's own phases.
+
+    For each stage, the stage's units (:func:`fanfit.dml.fit_units`) are placed by :func:`place`
+    and sized by :func:`size_placed`, exactly as Schedule plans a stage's first wave, from
+    ``history`` (the stack's ThroughputTable); no partition is read (the job holds none yet).
+
+    Parameters
+    ----------
+    plan : EstimatePlan
+        The job's plan as Prepare would write it (its ``job_id`` is a placeholder).
+    folds : ndarray, shape (n_obs, n_rep)
+    history : EwmaThroughput
+        Over the stack's ThroughputTable entries of the job's signatures.
+    stack : str
+        The stack's name (recorded).
+    memory_sizes : list of int
+        The CrossFit functions' memory sizes, MB.
+    gpu_enabled : bool
+    account_concurrency : int
+        The account's Lambda concurrency.
+
+    Returns
+    -------
+    EstimatePrediction
+        ``predicted_wall_s`` and ``predicted_cost_usd``: sums of the stages' placements.
+    """
+    spec = plan.dml
+    n_features = len(spec.x_cols) + spec.n_treat - 1
+    stages = []
+    for stage in range(plan.n_stages):
+        units = dml.fit_units(spec, stage)
+        ctx = StageContext(
+            job_id=plan.job_id, stage=stage, plan=plan, folds=folds, n_obs=plan.n_obs,
+            n_features=n_features, units=units,
+            signatures={u.key: unit_signature(spec, u, plan.n_obs, n_features) for u in units},
+        )  # fmt: skip
+        placement = place(
+            ctx, units, None, history, memory_sizes=memory_sizes, gpu_enabled=gpu_enabled
+        )
+        sizings = size_placed(ctx, placement, history, account_concurrency=account_concurrency)
+        shards = [
+            PlannedShards(
+                resource=s.resource,
+                n_shards=len(s.shards),
+                max_units_per_shard=max((len(sh) for sh in s.shards), default=0),
+                policy=s.decision.policy,
+                probe=bool(s.decision.probe),
+                max_concurrency=s.decision.max_concurrency,
+            )
+            for s in sizings
+            if s.shards
+        ]
+        if placement.gpu_shards:
+            shards.append(
+                PlannedShards(
+                    resource=stack_gpu_resource(),
+                    n_shards=len(placement.gpu_shards),
+                    max_units_per_shard=max(len(sh) for sh in placement.gpu_shards),
+                    policy="gpu",
+                    probe=False,
+                    max_concurrency=len(placement.gpu_shards),
+                )
+            )
+        assert placement.decision is not None
+        stages.append(
+            PlannedStage(
+                stage=stage, n_units=len(units), placement=placement.decision, shards=shards
+            )
+        )
+    return EstimatePrediction(
+        stack=stack,
+        memory_sizes=memory_sizes,
+        gpu_enabled=gpu_enabled,
+        account_concurrency=account_concurrency,
+        job_concurrency=plan.max_concurrency,
+        stages=stages,
+        predicted_wall_s=sum(s.placement.predicted_wall_s for s in stages),
+        predicted_cost_usd=sum(s.placement.predicted_cost_usd for s in stages),
     )
 
 
