@@ -69,9 +69,11 @@ def test_profiles_take_measured_figures_then_scaled_ones_then_the_prior() -> Non
     # THEN ml_l at 1,769 MB is the measurement, in units/s (rows/s over rows per unit) ...
     assert got["ml_l", L1].source == "measured" and got["ml_l", L1].startup_s == 0.5
     assert profiles[0].resources[L1] == ResourceProfile(20.0, startup_s=0.5)
-    # ... at 3,538 MB scaled from it (one thread: no faster), with the default start-up
+    # ... at 3,538 MB scaled from it (one thread: no faster), with the overhead measured at
+    # 1,769 MB (not the default 2 s: an unmeasured size must not look faster)
     assert got["ml_l", L2].source == "scaled" and got["ml_l", L2].rows_per_s == 20_000.0
-    assert got["ml_l", L2].startup_s == 2.0
+    assert got["ml_l", L2].startup_s == 0.5
+    assert got["ml_m", L2].startup_s == 2.0
     # ... on the GPU worker the 1-vCPU figure with the GPU's prior start-up
     assert got["ml_l", GPU].source == "prior" and got["ml_l", GPU].rows_per_s == 20_000.0
     assert got["ml_l", GPU].startup_s == GPU_STARTUP_PRIOR_S
@@ -181,6 +183,18 @@ def test_torch_goes_to_the_gpu_because_lambda_is_infeasible_and_sklearn_to_the_c
     assert not any(i.stage == "ml_l" and i.resource.startswith("lambda") for i in decision.inputs)
     assert decision.predicted_wall_s == pytest.approx(choice.placement.total_s)
     assert decision.predicted_cost_usd > 0
+
+
+def test_a_measured_size_is_kept_when_the_others_would_be_no_faster() -> None:
+    # GIVEN a one-thread learner measured at 1,769 MB with a 4 s overhead per shard (a cold local
+    # stack), nothing at the other sizes
+    history = _history(("sig", L1, 2_000.0, 4.0))
+    choice, _ = plan_placement(
+        [WorkGroup("ml_l", "sig", 4, 100.0)], history, memory_sizes=[1769, 3538, 10240],
+        gpu_enabled=False, job_concurrency=4,
+    )  # fmt: skip
+    # THEN it stays at 1,769 MB (a larger size would be as fast and dearer)
+    assert choice.placement.stages[0].resource == L1
 
 
 def test_measured_figures_change_the_plan() -> None:

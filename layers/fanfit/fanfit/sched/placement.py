@@ -810,8 +810,10 @@ def wave_profiles(
     group's throughput at 1,769 MB (its measurement, else :data:`PRIOR_ROWS_PER_S`) scaled to the
     size with :func:`fanfit.sched.throughput.scale_throughput` (one thread); on the GPU worker, the
     group's 1,769 MB throughput (the learners run the same CPU code on the instance). Start-up:
-    ``predict_io(signature, resource)`` (the measured overhead per shard), else
-    ``lambda_startup_s`` on Lambda and :data:`GPU_STARTUP_PRIOR_S` on the GPU worker. A group
+    ``predict_io(signature, resource)`` (the measured overhead per shard); else, on Lambda, the
+    largest overhead measured at another Lambda size (start-up and I/O do not scale with
+    memory), else ``lambda_startup_s``; on the GPU worker :data:`GPU_STARTUP_PRIOR_S`. (An
+    unmeasured size thus never looks faster for want of a measurement.) A group
     with ``lambda_ok=False`` gets no Lambda profile, so the solver can only place it on the GPU
     worker (and finds no plan without one).
 
@@ -842,8 +844,13 @@ def wave_profiles(
     from fanfit.sched.throughput import scale_throughput
 
     profiles, inputs = [], []
+    lambdas = [r for r in resources if resource_kind(r) == "lambda"]
     for g in groups:
         base = predict(g.signature, f"lambda-{_PRIOR_MB}")
+        # the overhead measured at any Lambda size stands for the others (it is start-up and
+        # I/O, not CPU-bound); the largest, as fanfit.jobs.estimate.schedule.size takes it
+        seen = [v for r in lambdas if (v := predict_io(g.signature, r)) is not None]
+        lambda_overhead = max(seen) if seen else lambda_startup_s
         by_resource: dict[str, ResourceProfile] = {}
         for resource in resources:
             kind = resource_kind(resource)
@@ -863,7 +870,7 @@ def wave_profiles(
                 rows = base or PRIOR_ROWS_PER_S
             startup = predict_io(g.signature, resource)
             if startup is None:
-                startup = lambda_startup_s if kind == "lambda" else GPU_STARTUP_PRIOR_S
+                startup = lambda_overhead if kind == "lambda" else GPU_STARTUP_PRIOR_S
             by_resource[resource] = ResourceProfile(
                 samples_per_s=float(rows) / max(float(g.rows_per_unit), 1.0),
                 startup_s=float(startup),
