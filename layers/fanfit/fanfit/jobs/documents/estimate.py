@@ -358,14 +358,17 @@ class PlannedStage(Document):
     n_units: int
     placement: PlacementDecision
     shards: list[PlannedShards]
+    #: The stage's predicted seconds: the sizing's predicted makespan of its shards (the longest
+    #: of its resources'), or the placement's prediction where the sizing has none (a probe).
+    predicted_wall_s: float
 
 
 class EstimatePrediction(Document):
     """What ``fanfit estimate --plan-only`` and ``Client.plan_estimate`` return: the placement and
     shards of every stage, planned by Schedule's own code (:func:`fanfit.jobs.estimate.schedule.
     plan_job`) from the stack's ThroughputTable, memory sizes, GPU worker and concurrency, and the
-    predicted wall seconds and cost of the cross-fitting (the sum over stages of the placements'
-    predictions; Prepare and Aggregate not included). Nothing runs."""
+    predicted wall seconds (the sum over stages of :attr:`PlannedStage.predicted_wall_s`) and cost
+    (of the placements) of the cross-fitting, Prepare and Aggregate not included. Nothing runs."""
 
     stack: str
     memory_sizes: list[int]

@@ -280,7 +280,9 @@ def plan_job(
     Returns
     -------
     EstimatePrediction
-        ``predicted_wall_s`` and ``predicted_cost_usd``: sums of the stages' placements.
+        ``predicted_wall_s``: the sum over stages of the sizing's predicted makespan
+        (:func:`fanfit.sched.sizing.plan_shards`; the placement's prediction for a probe wave);
+        ``predicted_cost_usd``: the sum of the placements' costs.
     """
     spec = plan.dml
     n_features = len(spec.x_cols) + spec.n_treat - 1
@@ -320,11 +322,27 @@ def plan_job(
                 )
             )
         assert placement.decision is not None
+        # the shards as cut run side by side: the stage takes its longest resource's makespan
+        makespans = [
+            s.decision.predicted_makespan_s
+            for s in sizings
+            if s.shards and s.decision.predicted_makespan_s is not None
+        ]
+        gpu_s = [
+            st.seconds for st in placement.decision.stages if resource_kind(st.resource) == "gpu"
+        ]
+        sized = [s for s in sizings if s.shards]
+        wall = (
+            max(makespans + gpu_s)
+            if makespans and len(makespans) == len(sized)
+            else placement.decision.predicted_wall_s
+        )
         stages.append(
             PlannedStage(
-                stage=stage, n_units=len(units), placement=placement.decision, shards=shards
+                stage=stage, n_units=len(units), placement=placement.decision, shards=shards,
+                predicted_wall_s=wall,
             )
-        )
+        )  # fmt: skip
     return EstimatePrediction(
         stack=stack,
         memory_sizes=memory_sizes,
@@ -332,7 +350,7 @@ def plan_job(
         account_concurrency=account_concurrency,
         job_concurrency=plan.max_concurrency,
         stages=stages,
-        predicted_wall_s=sum(s.placement.predicted_wall_s for s in stages),
+        predicted_wall_s=sum(s.predicted_wall_s for s in stages),
         predicted_cost_usd=sum(s.placement.predicted_cost_usd for s in stages),
     )
 
