@@ -330,6 +330,12 @@ def test_plan_only_is_schedules_own_plan_of_every_stage() -> None:
     sigs = {unit_signature(plan.dml, u, 200, n_features) for u in dml.fit_units(plan.dml, 0)}
     warm = _predict(_history(*((s, L1, 5_000.0, 0.3) for s in sigs)))
     assert not warm.stages[0].shards[0].probe
+    # ... and the predicted wall is the sizing's makespan of the shards as cut
+    makespan = warm.stages[0].shards[0].predicted_makespan_s
+    assert (
+        makespan is not None
+        and warm.predicted_wall_s == warm.stages[0].predicted_wall_s == makespan
+    )
     assert {i.source for i in warm.stages[0].placement.inputs if i.resource == L1} == {"measured"}
     # ... and a deadline is carried into the decision
     assert _predict(EwmaThroughput(), deadline_s=60.0).stages[0].placement.objective == "deadline"

@@ -349,6 +349,8 @@ class PlannedShards(Document):
     policy: str
     probe: bool
     max_concurrency: int
+    #: The sizing's predicted seconds of these shards (None for a probe: no prediction).
+    predicted_makespan_s: float | None = None
 
 
 class PlannedStage(Document):

@@ -306,6 +306,7 @@ def plan_job(
                 policy=s.decision.policy,
                 probe=bool(s.decision.probe),
                 max_concurrency=s.decision.max_concurrency,
+                predicted_makespan_s=s.decision.predicted_makespan_s,
             )
             for s in sizings
             if s.shards
