@@ -14,6 +14,8 @@ from aws_lambda_powertools.utilities.typing import LambdaContext
 from fanfit.jobs.documents.events import ScheduleEvent, parse_event
 from fanfit.jobs.estimate.failure import describe_failure
 from fanfit.jobs.estimate.schedule import schedule_wave
+from fanfit.jobs.sharing import capacity_from_env
+from fanfit.sched.resources import crossfit_memory_sizes
 from fanfit.storage import JobRecords, JobStore, Partitions, ThroughputRecords
 
 logger = Logger()
@@ -24,6 +26,9 @@ records = JobRecords(os.environ["FANFIT_JOB_TABLE"])
 throughput = ThroughputRecords(os.environ["FANFIT_THROUGHPUT_TABLE"])
 partitions = Partitions.from_env()
 crossfit_memory_mb = int(os.environ["FANFIT_CROSSFIT_MEMORY_MB"])
+# The sizes the CrossFit functions offer (the first the default) and whether the GPU worker is on.
+memory_sizes = crossfit_memory_sizes(default_mb=crossfit_memory_mb)
+gpu_enabled = capacity_from_env()[1] > 0
 account_concurrency = int(os.environ.get("FANFIT_ACCOUNT_CONCURRENCY", "1000"))
 persistence = DynamoDBPersistenceLayer(table_name=os.environ["FANFIT_IDEMPOTENCY_TABLE"])
 idempotency = IdempotencyConfig(event_key_jmespath=ScheduleEvent.IDEMPOTENCY_KEY)
@@ -58,6 +63,8 @@ def lambda_handler(event: ScheduleEvent, context: LambdaContext) -> dict:
         account_concurrency=account_concurrency,
         memory_mb=int(context.memory_limit_in_mb),
         partitions=partitions,
+        memory_sizes=memory_sizes,
+        gpu_enabled=gpu_enabled,
     )
     metrics.add_metric(name="ShardsScheduled", unit=MetricUnit.Count, value=out.n_shards or 0)
     logger.info("wave scheduled", extra=out.to_json_dict())

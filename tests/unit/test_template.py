@@ -167,6 +167,52 @@ def test_every_map_item_can_run_on_lambda_or_the_gpu_worker(machine):
     assert states[choice["Default"]]["Resource"] == "arn:aws:states:::lambda:invoke"
 
 
+def test_each_crossfit_memory_size_is_a_function_of_its_own_chosen_by_the_shards_resource(
+    template, asl
+):
+    # GIVEN the template's CrossFitMemorySizes (three sizes) and the estimate Map's Choice
+    res = template["Resources"]
+    default = template["Parameters"]["CrossFitMemorySizes"]["Default"]
+    assert [int(mb) for mb in str(default).split(",")] == [1769, 3538, 10240]
+    functions = ["CrossFitFunction", "CrossFitFunction2", "CrossFitFunction3"]
+    subs = res["EstimateStateMachine"]["Properties"]["DefinitionSubstitutions"]
+    invoked = [
+        p["LambdaInvokePolicy"]["FunctionName"]["Ref"]
+        for p in res["EstimateStateMachine"]["Properties"]["Policies"]
+        if isinstance(p, dict) and "LambdaInvokePolicy" in p
+    ]
+    for i, name in enumerate(functions):
+        props = res[name]["Properties"]
+        # THEN each size is a function of its own: same code, its size, 900 s, its log group,
+        # its ARN and resource name substituted, the state machine may invoke it
+        assert props["CodeUri"] == "functions/crossfit/" and props["Timeout"] == 900
+        assert props["MemorySize"] == {"Fn::Select": [i, {"Ref": "CrossFitMemorySizes"}]}
+        assert res[f"{name}LogGroup"]["Properties"]["LogGroupName"] == {
+            "Fn::Sub": f"/aws/lambda/${{{name}}}"
+        }
+        assert subs[f"{name}Arn"] == {"Fn::GetAtt": [name, "Arn"]}
+        if i:
+            assert subs[f"CrossFitResource{i + 1}"]["Fn::Sub"][1]["MB"] == {
+                "Fn::Select": [i, {"Ref": "CrossFitMemorySizes"}]
+            }
+        assert name in invoked
+    # WHEN a shard's resource is the second or third size THEN the Choice sends it to that
+    # function; any other Lambda shard goes to the first
+    processor = asl["States"]["Cross-fit every shard of the wave"]["ItemProcessor"]
+    states = processor["States"]
+    choice = states[processor["StartAt"]]
+    for i in (2, 3):
+        (rule,) = [r for r in choice["Choices"] if f"${{CrossFitResource{i}}}" in json.dumps(r)]
+        assert rule["And"][1]["Variable"] == "$.shard.resource"
+        assert states[rule["Next"]]["Parameters"]["FunctionName"] == f"${{CrossFitFunction{i}Arn}}"
+    assert states[choice["Default"]]["Parameters"]["FunctionName"] == "${CrossFitFunctionArn}"
+    # AND the Schedule function is told the sizes (fanfit.sched.placement chooses among them)
+    env = res["ScheduleFunction"]["Properties"]["Environment"]["Variables"]
+    assert env["FANFIT_CROSSFIT_MEMORY_SIZES"] == {
+        "Fn::Join": [",", [{"Fn::Select": [i, {"Ref": "CrossFitMemorySizes"}]} for i in range(3)]]
+    }
+
+
 def test_the_gpu_worker_is_a_scale_to_zero_batch_environment_with_one_gpu_per_job(template):
     res = template["Resources"]
     compute = res["GpuComputeEnvironment"]["Properties"]

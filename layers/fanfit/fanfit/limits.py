@@ -68,7 +68,7 @@ _MB = 2**20
 #: the error when the data does not fit. TrainInit and TrainReduce have a fixed MemorySize.
 MEMORY_PARAMETERS = {
     "Prepare": "PrepareMemorySize",
-    "CrossFit": "CrossFitMemorySize",
+    "CrossFit": "CrossFitMemorySizes",
     "Aggregate": "AggregateMemorySize",
     "TrainShardSmall": "TrainWorkerMemorySmall",
     "TrainShardLarge": "TrainWorkerMemoryLarge",
@@ -80,7 +80,12 @@ def _memory_setting(function: str, fix: int) -> str:
     parameter = MEMORY_PARAMETERS.get(function)
     if parameter is None:
         return "its MemorySize in template.yaml"
-    where = f"template parameter {parameter}: `sam deploy --parameter-overrides {parameter}={fix}`"
+    value = str(fix)
+    if parameter == "CrossFitMemorySizes":  # three sizes, the first the default (template.yaml)
+        value = f"{fix},{max(fix, 3538)},10240"
+    where = (
+        f"template parameter {parameter}: `sam deploy --parameter-overrides {parameter}={value}`"
+    )
     if function.startswith("TrainShard"):
         where += ", or --worker-memory"
     return where

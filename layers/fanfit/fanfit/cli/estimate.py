@@ -8,13 +8,17 @@ default, choices, help), so the command line, ``--config`` files, ``--dry-run`` 
 from __future__ import annotations
 
 import argparse
+import json
 import logging
 from typing import Any
 
 from fanfit.cli import attach, common, config
-from fanfit.client.options import EstimateOptions, check_weight
+from fanfit.client.options import EstimateOptions, check_budget, check_deadline, check_weight
+from fanfit.errors import InvalidJobError
+from fanfit.jobs.documents.estimate import EstimatePrediction
+from fanfit.progress.renderers import placement_lines
 
-__all__ = ["add_parser", "print_table", "run"]
+__all__ = ["add_parser", "print_prediction", "print_table", "run"]
 
 log = logging.getLogger("fanfit")
 
@@ -28,20 +32,35 @@ def add_parser(sub: Any) -> None:
         description="Double/debiased machine learning on the stack; options named as DoubleML names them.",
     )
     common.add_job_options(p, "estimate", EstimateOptions.infos())
+    p.add_argument(
+        "--plan-only",
+        action="store_true",
+        help="run nothing: print the placement, the shards, predicted_wall_s and "
+        "predicted_cost_usd on the stack, from its measured throughput (with --output json: JSON)",
+    )
     p.set_defaults(func=run)
 
 
 def options_from_args(args: argparse.Namespace) -> EstimateOptions:
-    """The :class:`EstimateOptions` of parsed (and config-resolved) arguments, the weight checked
-    under its flag's name (``--weight``).
+    """The :class:`EstimateOptions` of parsed (and config-resolved) arguments, the weight, the
+    deadline and the budget checked under their flags' names (``--weight``, ``--deadline``,
+    ``--budget``).
 
     Raises
     ------
     fanfit.errors.InvalidJobError
-        The weight is out of range.
+        The weight is out of range, a deadline or budget is not a number > 0, or both are given.
     """
     options = EstimateOptions(**{name: getattr(args, name) for name in EstimateOptions.names()})
-    return options.replace(weight=check_weight(options.weight, "--weight"))
+    deadline = check_deadline(options.deadline, "--deadline")
+    budget = check_budget(options.budget, "--budget")
+    if deadline is not None and budget is not None:
+        raise InvalidJobError(
+            "--deadline and --budget are two objectives for the placement; give one, not both"
+        )
+    return options.replace(
+        weight=check_weight(options.weight, "--weight"), deadline=deadline, budget=budget
+    )
 
 
 def run(args: argparse.Namespace) -> int:
@@ -56,6 +75,11 @@ def run(args: argparse.Namespace) -> int:
     # Reject bad options before any stack is touched (without --x, once the data's columns are read).
     if options.x is not None:
         options.build_spec()
+    if getattr(args, "plan_only", False):
+        with common.stack_client(args) as client:
+            prediction = client.plan_estimate(args.data, options=options)
+        print_prediction(prediction, args.output == "json")
+        return 0
     with common.stack_client(args) as client:
         job = client.submit_estimate(args.data, options=options)
         log.info("started job %s (%s)", job.job_id, job.execution_arn)
@@ -68,3 +92,30 @@ def print_table(result: Any) -> None:
     score, learners and their out-of-sample losses, resampling, fit summary), then the run's
     job, seed, phases' seconds, shards and cost (:func:`fanfit.client.printout.format_estimate`)."""
     print(str(result))
+
+
+def print_prediction(prediction: EstimatePrediction, as_json: bool = False) -> None:
+    """The printout of ``--plan-only``: per stage its placement (:func:`fanfit.progress.renderers.
+    placement_lines`) and shards, then ``predicted_wall_s`` and ``predicted_cost_usd``; or the
+    :class:`~fanfit.jobs.documents.estimate.EstimatePrediction` as JSON."""
+    if as_json:
+        print(json.dumps(prediction.to_json_dict()))
+        return
+    print(
+        f"plan on stack {prediction.stack}: CrossFit sizes "
+        f"{', '.join(str(mb) for mb in prediction.memory_sizes)} MB, GPU worker "
+        f"{'on' if prediction.gpu_enabled else 'off'}, account concurrency "
+        f"{prediction.account_concurrency}, job concurrency {prediction.job_concurrency}"
+    )
+    for stage in prediction.stages:
+        print(f"stage {stage.stage}: {stage.n_units} fit(s)")
+        for line in placement_lines(stage.placement):
+            print(f"    {line}")
+        for s in stage.shards:
+            print(
+                f"    shards on {s.resource}: {s.n_shards} of <= {s.max_units_per_shard} fit(s), "
+                f"policy {s.policy}{' (probe wave first)' if s.probe else ''}, "
+                f"max concurrency {s.max_concurrency}"
+            )
+    print(f"predicted_wall_s: {prediction.predicted_wall_s:.2f}")
+    print(f"predicted_cost_usd: {prediction.predicted_cost_usd:.6f}")

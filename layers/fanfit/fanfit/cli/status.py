@@ -10,6 +10,7 @@ from typing import Any
 from fanfit.cli import common
 from fanfit.jobs.documents.estimate import WaveSummary
 from fanfit.jobs.documents.record import JobRecord
+from fanfit.progress.renderers import placement_lines
 
 __all__ = ["add_parser", "print_wave", "run"]
 
@@ -83,6 +84,9 @@ def print_wave(wave: WaveSummary) -> None:
     )
     for signature, rate in sorted(wave.predicted_samples_per_s.items()):
         print(f"    throughput {signature}: {rate:,.0f} samples/s")
+    if wave.placement is not None:
+        for line in placement_lines(wave.placement):
+            print(f"    {line}")
     if wave.partition is not None:
         part = wave.partition
         print(

@@ -21,11 +21,12 @@ import time
 from typing import Any
 
 from fanfit import errors, storage
-from fanfit.client.estimate import EstimateJob, EstimateResult, submit_estimate
+from fanfit.client.estimate import EstimateJob, EstimateResult, plan_estimate, submit_estimate
 from fanfit.client.jobs import JobHandle
 from fanfit.client.options import EstimateOptions, TrainOptions, with_option_parameters
 from fanfit.client.stack import Stack
 from fanfit.client.train import TrainJob, TrainResult, submit_train
+from fanfit.jobs.documents.estimate import EstimatePrediction
 from fanfit.jobs.documents.record import JobRecord, SpecKind
 
 __all__ = ["Client"]
@@ -143,6 +144,23 @@ class Client:
             An unknown option, or a required one (y, d) missing.
         """
         return submit_estimate(self, data, job_id=job_id, options=options, **kwargs)
+
+    def plan_estimate(
+        self, data: Any = None, *, options: EstimateOptions | None = None, **kwargs: Any
+    ) -> EstimatePrediction:
+        """Plan an estimate job on this stack without running anything.
+
+        Takes the options of :meth:`submit_estimate` (``deadline``, ``budget`` included) and
+        returns each stage's placement and shards with ``predicted_wall_s`` and
+        ``predicted_cost_usd``, planned by the Schedule step's own code from the stack's
+        ThroughputTable (:func:`fanfit.client.estimate.plan_estimate`).
+
+        Raises
+        ------
+        fanfit.errors.InvalidJobError, InvalidDataError, InvalidLearnerError, InvalidFoldsError
+            As :meth:`submit_estimate`.
+        """
+        return plan_estimate(self, data, options=options, **kwargs)
 
     def estimate(
         self,
@@ -531,6 +549,7 @@ class Client:
 for _method, _options in (
     (Client.submit_estimate, EstimateOptions),
     (Client.estimate, EstimateOptions),
+    (Client.plan_estimate, EstimateOptions),
     (Client.submit_train, TrainOptions),
     (Client.train, TrainOptions),
 ):

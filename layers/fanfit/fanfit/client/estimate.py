@@ -23,15 +23,20 @@ from fanfit.client.check import (
 )
 from fanfit.client.data import read_table, to_matrix
 from fanfit.client.jobs import JobHandle, StackClient, cost_or_none, record_submission
-from fanfit.client.options import EstimateOptions
+from fanfit.client.options import EstimateOptions, check_objective
 from fanfit.dml.result import loss_from_json
-from fanfit.jobs.documents.estimate import EstimatePlan, EstimateResultDoc, EstimateSpec
+from fanfit.jobs.documents.estimate import (
+    EstimatePlan,
+    EstimatePrediction,
+    EstimateResultDoc,
+    EstimateSpec,
+)
 from fanfit.jobs.states import EstimateState
 
 if TYPE_CHECKING:
     import pandas as pd
 
-__all__ = ["EstimateJob", "EstimateResult", "submit_estimate"]
+__all__ = ["EstimateJob", "EstimateResult", "plan_estimate", "submit_estimate"]
 
 #: States of orchestrator/estimate.asl.json (:class:`~fanfit.jobs.states.EstimateState`), grouped into the phases reported in ``timings``.
 _PHASES: dict[str, str] = {
@@ -395,6 +400,8 @@ def submit_estimate(
     )
     if checked is None:
         checked = check_estimate(data, s3=client.s3, options=options, **kwargs)
+    given = options if options is not None else EstimateOptions.from_keywords(data=data, **kwargs)
+    deadline_s, budget_usd = check_objective(given.deadline, given.budget)
     spec, fold_array = checked.spec, checked.folds
     check_gpu_worker(client, learners=spec.learners)  # a Torch learner needs EnableGpuWorker=true
     max_concurrency = checked.max_concurrency
@@ -424,6 +431,8 @@ def submit_estimate(
         units_per_shard=checked.units_per_shard,
         sharding=checked.sharding,
         weight=checked.weight,
+        deadline_s=deadline_s,
+        budget_usd=budget_usd,
     )
     key = client.store.put_json(storage.spec_key(job_id), job.to_json_dict())
     started = client.sfn.start_execution(
@@ -433,3 +442,100 @@ def submit_estimate(
     )
     record_submission(client, job_id, "estimate", started["executionArn"])
     return EstimateJob(client, job_id, started["executionArn"])
+
+
+def _stack_outputs(client: StackClient) -> dict[str, str]:
+    cfn = client.session.client("cloudformation", endpoint_url=client.stack.endpoint_url)
+    try:
+        desc = cfn.describe_stacks(StackName=client.stack.name)["Stacks"][0]
+    except Exception as exc:  # botocore ClientError, EndpointConnectionError
+        raise errors.StackError(f"cannot read stack {client.stack.name!r}: {exc}") from exc
+    return {o["OutputKey"]: o["OutputValue"] for o in desc.get("Outputs", [])}
+
+
+def _account_concurrency(client: StackClient) -> int:
+    """The account's Lambda concurrency (``GetAccountSettings``); AWS's default 1,000 when the
+    endpoint does not say."""
+    from fanfit.sched.shards import DEFAULT_ACCOUNT_CONCURRENCY
+
+    lam = client.session.client("lambda", endpoint_url=client.stack.endpoint_url)
+    try:
+        limit = lam.get_account_settings()["AccountLimit"]["ConcurrentExecutions"]
+    except Exception:  # noqa: BLE001 - a stack that does not answer: the default quota
+        return DEFAULT_ACCOUNT_CONCURRENCY
+    return int(limit) if limit else DEFAULT_ACCOUNT_CONCURRENCY
+
+
+def plan_estimate(
+    client: StackClient,
+    data: Any = None,
+    *,
+    options: EstimateOptions | None = None,
+    **kwargs: Any,
+) -> EstimatePrediction:
+    """Plan an estimate job on the stack without running anything (``fanfit estimate --plan-only``).
+
+    The options and the data are checked as :func:`submit_estimate` checks them; nothing is
+    uploaded or started. The plan is Schedule's own (:func:`fanfit.jobs.estimate.schedule.
+    plan_job`: :func:`~fanfit.jobs.estimate.schedule.place` then
+    :func:`~fanfit.jobs.estimate.schedule.size_placed`), fed with the stack's ThroughputTable
+    (output ``ThroughputTableName``), its CrossFit memory sizes (``CrossFitFunctionMemorySizes``),
+    whether it has the GPU worker (``GpuWorkerEnabled``) and the account's Lambda concurrency.
+
+    Returns
+    -------
+    EstimatePrediction
+        Each stage's placement and shards, ``predicted_wall_s`` and ``predicted_cost_usd``.
+
+    Raises
+    ------
+    fanfit.errors.InvalidJobError, fanfit.errors.InvalidLearnerError, fanfit.errors.InvalidDataError
+        As :func:`submit_estimate`.
+    fanfit.errors.StackError
+        The stack's outputs cannot be read.
+    """
+    from fanfit.jobs.estimate.data import unit_signature
+    from fanfit.jobs.estimate.schedule import plan_job
+    from fanfit.sched.resources import crossfit_memory_sizes
+    from fanfit.sched.shards import DEFAULT_ACCOUNT_CONCURRENCY
+    from fanfit.sched.throughput import EwmaThroughput, ThroughputEntry
+
+    checked = check_estimate(data, s3=client.s3, options=options, **kwargs)
+    given = options if options is not None else EstimateOptions.from_keywords(data=data, **kwargs)
+    deadline_s, budget_usd = check_objective(given.deadline, given.budget)
+    spec = checked.spec
+    validated = checked.data
+    folds = checked.folds if checked.folds is not None else dml.draw_spec_folds(spec, validated)
+    n_obs = int(validated.y.shape[0])
+    max_concurrency = checked.max_concurrency
+    if max_concurrency is None:  # as submit_estimate and Prepare choose it
+        max_concurrency = (os.cpu_count() or 1) if client.local else DEFAULT_ACCOUNT_CONCURRENCY
+    plan = EstimatePlan(
+        job_id="plan-only", dml=spec, data_key="", folds_key="", n_obs=n_obs,
+        n_stages=dml.n_stages(spec), max_concurrency=max_concurrency,
+        units_per_shard=checked.units_per_shard, sharding=checked.sharding or "auto",
+        weight=checked.weight, spec_sha256="", deadline_s=deadline_s, budget_usd=budget_usd,
+    )  # fmt: skip
+    outputs = _stack_outputs(client)
+    sizes = crossfit_memory_sizes(outputs.get("CrossFitFunctionMemorySizes") or "1769")
+    n_features = len(spec.x_cols) + spec.n_treat - 1
+    signatures = {
+        unit_signature(spec, u, n_obs, n_features)
+        for stage in range(plan.n_stages)
+        for u in dml.fit_units(spec, stage)
+    }
+    entries: list[ThroughputEntry] = []
+    table = outputs.get("ThroughputTableName")
+    if table:
+        ddb = client.session.client("dynamodb", endpoint_url=client.stack.endpoint_url)
+        loaded = storage.ThroughputRecords(table, ddb).load(signatures)
+        entries = [ThroughputEntry.from_dict(e) for e in loaded]
+    return plan_job(
+        plan,
+        folds,
+        EwmaThroughput(entries=entries),
+        stack=client.stack.name,
+        memory_sizes=sizes,
+        gpu_enabled=outputs.get("GpuWorkerEnabled") == "true",
+        account_concurrency=_account_concurrency(client),
+    )

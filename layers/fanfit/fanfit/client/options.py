@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import dataclasses
 import inspect
+import math
 import numbers
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -39,6 +40,9 @@ __all__ = [
     "check_learners",
     "check_number",
     "check_str",
+    "check_budget",
+    "check_deadline",
+    "check_objective",
     "check_weight",
 ]
 
@@ -120,6 +124,63 @@ def check_weight(value: Any, name: str = "weight") -> float:
         Naming ``name``.
     """
     return limits.check_weight(value, name)
+
+
+def check_deadline(value: Any, name: str = "deadline") -> float | None:
+    """A job's deadline for its placement, seconds: None, or a finite number > 0.
+
+    Raises
+    ------
+    InvalidJobError
+        Naming ``name`` (``--deadline`` on the command line).
+    """
+    return _positive_or_none(value, name, "seconds, e.g. 600")
+
+
+def check_budget(value: Any, name: str = "budget") -> float | None:
+    """A job's budget for its placement, USD: None, or a finite number > 0.
+
+    Raises
+    ------
+    InvalidJobError
+        Naming ``name`` (``--budget`` on the command line).
+    """
+    return _positive_or_none(value, name, "US dollars, e.g. 0.50")
+
+
+def _positive_or_none(value: Any, name: str, unit: str) -> float | None:
+    if value is None:
+        return None
+    if isinstance(value, str):
+        try:
+            value = float(value)
+        except ValueError:
+            raise InvalidJobError(
+                f"{name} must be a number of {unit}; got {_shown(value)}"
+            ) from None
+    if isinstance(value, bool) or not isinstance(value, numbers.Real):
+        raise InvalidJobError(f"{name} must be a number of {unit}; got {_shown(value)}")
+    number = float(value)
+    if not math.isfinite(number) or number <= 0:
+        raise InvalidJobError(f"{name} must be a finite number > 0 ({unit}); got {_shown(value)}")
+    return number
+
+
+def check_objective(deadline: Any, budget: Any) -> tuple[float | None, float | None]:
+    """The placement's objective options, checked: a deadline (seconds) or a budget (USD), or
+    neither (the least cost within 5% of the fastest plan's time), not both.
+
+    Raises
+    ------
+    InvalidJobError
+        A bad value, naming the option, or both given.
+    """
+    deadline_s, budget_usd = check_deadline(deadline), check_budget(budget)
+    if deadline_s is not None and budget_usd is not None:
+        raise InvalidJobError(
+            "deadline and budget are two objectives for the placement; give one of them, not both"
+        )
+    return deadline_s, budget_usd
 
 
 def check_learners(value: Any) -> dict[str, LearnerSpec]:
@@ -372,6 +433,21 @@ class EstimateOptions(_Options):
     )
     units_per_shard: int | None = _option(None, kind="int", help="fixed fits per invocation")
     weight: float = _weight()
+    deadline: float | None = _option(
+        None,
+        kind="float",
+        metavar="SECONDS",
+        help="placement: the least cost whose predicted time is within SECONDS (default: the "
+        "least cost within 5 percent of the fastest plan's time)",
+        check=check_deadline,
+    )
+    budget: float | None = _option(
+        None,
+        kind="float",
+        metavar="USD",
+        help="placement: the least time whose predicted cost is within USD",
+        check=check_budget,
+    )
 
     @classmethod
     def from_keywords(cls, **kwargs: Any) -> Self:
@@ -448,7 +524,8 @@ class EstimateOptions(_Options):
         """Check every option without reading the data.
 
         In order: the spec (:func:`build_spec`), ``sharding``, ``max_concurrency`` and
-        ``units_per_shard``, then ``weight`` (:func:`fanfit.limits.check_weight`).
+        ``units_per_shard``, ``deadline`` and ``budget`` (:func:`check_objective`), then
+        ``weight`` (:func:`fanfit.limits.check_weight`).
 
         Returns
         -------
@@ -470,6 +547,7 @@ class EstimateOptions(_Options):
                 isinstance(value, bool) or not isinstance(value, int) or value < 1
             ):
                 raise InvalidJobError(f"{name} must be an integer of at least 1, got {value!r}")
+        check_objective(self.deadline, self.budget)
         return spec, columns, check_weight(self.weight)
 
 

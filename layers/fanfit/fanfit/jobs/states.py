@@ -22,15 +22,19 @@ class EstimateState(StrEnum):
     SCHEDULE_FIRST_WAVE = "Size the first wave of shards from measured throughput"
     IS_WAVE_LEFT = "Is a wave of shards left to run?"
     CROSSFIT_WAVE = "Cross-fit every shard of the wave"
-    #: Inside the Map: the Choice on the shard's placement, its two branches (the GPU worker's:
-    #: submit the Batch job, then check it every ``poll_seconds`` until it ends) and the GPU result.
-    IS_SHARD_ON_GPU = "Does the shard run on the GPU worker?"
+    #: Inside the Map: the Choice on the shard's placement and resource, its branches (the GPU
+    #: worker's: submit the Batch job, then check it every ``poll_seconds`` until it ends; one
+    #: CrossFit function per offered memory size) and the GPU result.
+    WHERE_SHARD_RUNS = "Where does the shard run: the GPU worker, or which CrossFit memory size?"
     CROSSFIT_ON_GPU = "Fit the shard's learners on the GPU worker (AWS Batch)"
     CHECK_GPU_SHARD = "Check the GPU worker's job of the shard"
     IS_GPU_SHARD_ENDED = "Has the GPU worker's job of the shard ended?"
     WAIT_GPU_SHARD = "Wait for the GPU worker's job of the shard"
     REPORT_GPU_SHARD = "Report the GPU worker's shard"
+    #: The CrossFit function of the first (default) memory size of ``CrossFitMemorySizes``.
     CROSSFIT = "Fit the shard's learners and predict the held-out folds"
+    CROSSFIT_SIZE_2 = "Fit the shard's learners at the second CrossFit memory size"
+    CROSSFIT_SIZE_3 = "Fit the shard's learners at the third CrossFit memory size"
     SCHEDULE_NEXT_WAVE = "Record the wave's throughput and size the next wave"
     IS_STAGE_LEFT = "Is there another stage?"
     PREPARE_NEXT_STAGE = "Plan the next stage from the predictions so far"

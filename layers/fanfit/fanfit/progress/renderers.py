@@ -10,9 +10,47 @@ import importlib.util
 import sys
 from typing import IO, Any, Protocol
 
+from fanfit.jobs.documents.estimate import PlacementDecision
 from fanfit.progress.snapshot import JobProgress, format_line, format_seconds, short_job_id
 
-__all__ = ["PlainProgressRenderer", "ProgressRenderer", "RichProgressRenderer", "make_renderer"]
+__all__ = [
+    "PlainProgressRenderer",
+    "ProgressRenderer",
+    "RichProgressRenderer",
+    "make_renderer",
+    "placement_lines",
+]
+
+
+def placement_lines(decision: PlacementDecision) -> list[str]:
+    """The lines ``fanfit status`` and ``--plan-only`` show for a placement decision.
+
+    The objective and its bound, each learner's resource with its predicted seconds and USD, the
+    predicted wall seconds and cost, and the inputs (rows/s and start-up per resource, with their
+    source: measured, scaled from another memory size, or prior).
+    """
+    if decision.objective == "deadline":
+        goal = f"least cost within a deadline of {decision.deadline_s:g} s"
+    elif decision.objective == "budget":
+        goal = f"least time within a budget of {decision.budget_usd:g} USD"
+    else:
+        goal = f"least cost within {decision.slack:.0%} of the fastest plan's time"
+    lines = [
+        f"placement ({goal}{'' if decision.met else '; not met: no plan does'}): "
+        f"predicted {decision.predicted_wall_s:.2f} s, {decision.predicted_cost_usd:.6f} USD "
+        f"(fastest {decision.fastest_s:.2f} s); offered {', '.join(decision.resources)}"
+    ]
+    for s in decision.stages:
+        lines.append(
+            f"    {s.stage} on {s.resource}: {s.seconds:.2f} s, {s.cost_usd:.6f} USD "
+            f"({s.workers} worker(s) assumed)"
+        )
+    for i in decision.inputs:
+        lines.append(
+            f"    input {i.stage} {i.resource}: {i.rows_per_s:,.0f} rows/s, "
+            f"start-up {i.startup_s:.2f} s ({i.source})"
+        )
+    return lines
 
 
 class ProgressRenderer(Protocol):

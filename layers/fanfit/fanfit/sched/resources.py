@@ -26,6 +26,7 @@ __all__ = [
     "LAMBDA_MIN_MB",
     "PlacementKind",
     "gpu_resource",
+    "crossfit_memory_sizes",
     "lambda_resource",
     "resource_kind",
     "resource_memory_mb",
@@ -91,3 +92,39 @@ def resource_kind(resource: str) -> PlacementKind:
         f"unknown resource {resource!r}; write 'lambda-<MB>' (e.g. 'lambda-1769') or "
         f"'gpu:<instance type>' (e.g. 'gpu:g4dn.xlarge')."
     )
+
+
+def crossfit_memory_sizes(value: str | None = None, default_mb: int = 1769) -> list[int]:
+    """The memory sizes (MB) the stack's CrossFit functions offer, the first the default.
+
+    Parameters
+    ----------
+    value : str, optional
+        Comma-separated sizes (the template's ``CrossFitMemorySizes``, which it passes as
+        ``$FANFIT_CROSSFIT_MEMORY_SIZES``); default: that variable, else ``default_mb`` alone.
+    default_mb : int
+        The size when nothing is set, MB.
+
+    Returns
+    -------
+    list of int
+        Distinct sizes in their order.
+
+    Raises
+    ------
+    InvalidJobError
+        A size that is not an integer in 128..10,240.
+    """
+    text = value if value is not None else os.environ.get("FANFIT_CROSSFIT_MEMORY_SIZES", "")
+    sizes: list[int] = []
+    for part in (p.strip() for p in text.split(",")):
+        if not part:
+            continue
+        if not part.isdigit() or not LAMBDA_MIN_MB <= int(part) <= LAMBDA_MAX_MB:
+            raise InvalidJobError(
+                f"CrossFitMemorySizes: {part!r} is not a memory size in "
+                f"{LAMBDA_MIN_MB}..{LAMBDA_MAX_MB} MB."
+            )
+        if int(part) not in sizes:
+            sizes.append(int(part))
+    return sizes or [int(default_mb)]

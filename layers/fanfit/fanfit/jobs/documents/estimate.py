@@ -65,12 +65,18 @@ __all__ = [
     "AggregateOutput",
     "CrossFitOutput",
     "EstimatePlan",
+    "EstimatePrediction",
     "EstimateResultDoc",
     "EstimateSpec",
     "EstimateTimings",
     "FitUnitDoc",
     "MapRunChild",
     "PartitionUsed",
+    "PlannedShards",
+    "PlannedStage",
+    "PlacedStage",
+    "PlacementDecision",
+    "PlacementInput",
     "PrepareOutput",
     "ReleaseOutput",
     "ScheduleSummary",
@@ -174,6 +180,10 @@ class EstimateSpec(Document):
     units_per_shard: Annotated[StrictInt, Field(ge=1, le=MAX_UNITS_PER_SHARD)] | None = None
     sharding: str | None = None
     weight: float = 1.0
+    #: The placement's objective (:class:`fanfit.sched.placement.Objective`): a deadline, seconds,
+    #: or a budget, USD; neither: the least cost within 5% of the fastest plan's time.
+    deadline_s: Annotated[float, Field(gt=0, allow_inf_nan=False)] | None = None
+    budget_usd: Annotated[float, Field(gt=0, allow_inf_nan=False)] | None = None
 
     @field_validator("data_key", mode="before")
     @classmethod
@@ -234,6 +244,8 @@ class EstimatePlan(Document):
     sharding: str = "auto"
     weight: float = 1.0
     spec_sha256: str
+    deadline_s: float | None = None
+    budget_usd: float | None = None
 
 
 def fit_unit(doc: FitUnitDoc) -> dml.FitUnit:
@@ -287,6 +299,97 @@ class ScheduledShard(Document):
     shard_id: str
     units: list[str]
     placement: _Placement = "lambda"
+    #: ``lambda-<MB>`` (the CrossFit function of that size) or ``gpu:<instance type>``; None in
+    #: schedules written before shards had one (they ran on the first CrossFit function).
+    resource: str | None = None
+
+
+class PlacedStage(Document):
+    """One learner group's place in a wave (:class:`fanfit.sched.placement.StageChoice`): its
+    resource, the workers the solver assumed, and its predicted seconds and USD."""
+
+    stage: str
+    resource: str
+    workers: int
+    seconds: float
+    cost_usd: float
+    billed_s: float
+
+
+class PlacementInput(Document):
+    """A figure the placement used (:class:`fanfit.sched.placement.ProfileInput`): a learner
+    group's rows/s and start-up seconds on a resource, ``source`` 'measured' (the ThroughputTable),
+    'scaled' (measured at another Lambda size) or 'prior'."""
+
+    stage: str
+    resource: str
+    rows_per_s: float
+    startup_s: float
+    source: Literal["measured", "scaled", "prior"]
+
+
+class PlacementDecision(_OmitNone):
+    """Where a wave's learner groups run and why (HeterPS, :func:`fanfit.sched.placement.
+    choose_placement`): the objective, the offered resources, the inputs, the choice, and the
+    predicted wall seconds and cost of the wave (``met``: whether the plan meets the deadline or
+    budget; ``fastest_s``: the fastest plan's predicted seconds)."""
+
+    OMIT_NONE: ClassVar[frozenset[str] | None] = frozenset({"deadline_s", "budget_usd"})
+
+    objective: Literal["deadline", "budget", "default"]
+    deadline_s: float | None = None
+    budget_usd: float | None = None
+    slack: float
+    resources: list[str]
+    stages: list[PlacedStage]
+    inputs: list[PlacementInput]
+    fastest_s: float
+    met: bool
+    predicted_wall_s: float
+    predicted_cost_usd: float
+
+
+class PlannedShards(Document):
+    """The shards a plan cuts on one resource: how many, the most fits in one, the sizing policy
+    and whether the wave would be a probe (no throughput measured yet)."""
+
+    resource: str
+    n_shards: int
+    max_units_per_shard: int
+    policy: str
+    probe: bool
+    max_concurrency: int
+    #: The sizing's predicted seconds of these shards (None for a probe: no prediction).
+    predicted_makespan_s: float | None = None
+
+
+class PlannedStage(Document):
+    """One stage of ``fanfit estimate --plan-only``: its placement and its first wave's shards."""
+
+    stage: int
+    n_units: int
+    placement: PlacementDecision
+    shards: list[PlannedShards]
+    #: The stage's predicted seconds: the sizing's predicted makespan of its shards (the longest
+    #: of its resources'), or the placement's prediction where the sizing has none (a probe).
+    predicted_wall_s: float
+
+
+class EstimatePrediction(Document):
+    """What ``fanfit estimate --plan-only`` and ``Client.plan_estimate`` return: the placement and
+    shards of every stage, planned by Schedule's own code (:func:`fanfit.jobs.estimate.schedule.
+    plan_job`) from the stack's ThroughputTable, memory sizes, GPU worker and concurrency, and the
+    predicted wall seconds (the sum over stages of :attr:`PlannedStage.predicted_wall_s`) and cost
+    (of the placements) of the cross-fitting, Prepare and Aggregate not included. Nothing runs."""
+
+    stack: str
+    memory_sizes: list[int]
+    gpu_enabled: bool
+    account_concurrency: int
+    job_concurrency: int
+    stages: list[PlannedStage]
+    predicted_wall_s: float
+    predicted_cost_usd: float
 
 
 class WaveDecision(_OmitNone):
@@ -326,7 +429,7 @@ class WaveSummary(_OmitNone):
     """A wave of the schedule as the job record shows it (``fanfit status``): a :class:`WaveEntry`
     without its Map Run's prefix and its shards."""
 
-    OMIT_NONE: ClassVar[frozenset[str] | None] = frozenset({"dropped_shards"})
+    OMIT_NONE: ClassVar[frozenset[str] | None] = frozenset({"dropped_shards", "placement"})
 
     stage: int
     wave: int
@@ -341,6 +444,7 @@ class WaveSummary(_OmitNone):
     n_gpu_shards: int
     partition: PartitionUsed | None = None
     dropped_shards: list[str] | None = None
+    placement: PlacementDecision | None = None
 
 
 class WaveEntry(_OmitNone):
@@ -350,7 +454,7 @@ class WaveEntry(_OmitNone):
     shards. ``dropped_shards``: shards of this wave whose predictions were missing when a resumed
     execution recovered the schedule (their units were planned again)."""
 
-    OMIT_NONE: ClassVar[frozenset[str] | None] = frozenset({"dropped_shards"})
+    OMIT_NONE: ClassVar[frozenset[str] | None] = frozenset({"dropped_shards", "placement"})
 
     stage: int
     wave: int
@@ -367,6 +471,8 @@ class WaveEntry(_OmitNone):
     partition: PartitionUsed | None = None
     shards: list[ScheduledShard]
     dropped_shards: list[str] | None = None
+    #: Where the wave's learner groups run and why (None in schedules written before placement).
+    placement: PlacementDecision | None = None
 
     def summary(self) -> WaveSummary:
         """The entry without its Map Run's prefix and its shards (for the job record)."""

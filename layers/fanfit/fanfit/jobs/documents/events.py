@@ -105,6 +105,10 @@ class Shard(Document):
     shard_id: str = Field(pattern=r"^[0-9]{5}$")
     units: list[FitUnitDoc] = Field(min_length=1)
     placement: PlacementKind = "lambda"
+    #: Where it runs (:mod:`fanfit.sched.resources`): ``lambda-<MB>`` picks the CrossFit function
+    #: of that memory size (the estimate Map's Choice; any other Lambda shard runs on the first),
+    #: ``gpu:<instance type>`` the GPU worker.
+    resource: str | None = Field(default=None, pattern=r"^(lambda-[0-9]{3,5}|gpu:[A-Za-z0-9.\-]+)$")
 
 
 class CrossFitEvent(BaseModel):

@@ -200,6 +200,8 @@ def _write_plan(
         sharding=job.sharding or "auto",
         weight=job.weight,
         spec_sha256=spec_sha256,
+        deadline_s=job.deadline_s,
+        budget_usd=job.budget_usd,
     )
     store.put_json(storage.plan_key(job_id), plan.to_json_dict())
     return plan
