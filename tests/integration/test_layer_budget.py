@@ -17,9 +17,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-import yaml
 
-from fanfit.local.deploy import Deployer
+from fanfit.local.deploy import Deployer, load_template
 
 pytestmark = pytest.mark.integration
 
@@ -28,23 +27,6 @@ TEMPLATE = ROOT / "template.yaml"
 
 #: Unzipped bytes a function and its layers may take (Lambda's limit is 262,144,000).
 BUDGET_BYTES = 240_000_000
-
-
-class _Loader(yaml.SafeLoader):
-    """Reads CloudFormation's short forms (``!Ref X``) as ``{"Ref": X}``-like plain values."""
-
-
-def _tag(loader: yaml.SafeLoader, suffix: str, node: yaml.Node) -> Any:
-    if isinstance(node, yaml.ScalarNode):
-        value: Any = loader.construct_scalar(node)
-    elif isinstance(node, yaml.SequenceNode):
-        value = loader.construct_sequence(node)
-    else:
-        value = loader.construct_mapping(node)
-    return {"Ref" if suffix == "Ref" else f"Fn::{suffix}": value}
-
-
-_Loader.add_multi_constructor("!", _tag)
 
 
 def tree_bytes(path: Path) -> int:
@@ -69,7 +51,7 @@ def function_sizes(build_dir: Path) -> dict[str, dict[str, int]]:
     dict
         ``{function: {"code": bytes, <layer>: bytes, ..., "total": bytes}}``.
     """
-    template = yaml.load((build_dir / "template.yaml").read_text(), Loader=_Loader)  # noqa: S506
+    template = load_template(build_dir / "template.yaml")  # !Ref X as {"Ref": X}
     resources = template["Resources"]
     global_layers = template.get("Globals", {}).get("Function", {}).get("Layers", [])
     sizes: dict[str, dict[str, int]] = {}

@@ -17,6 +17,7 @@ import pandas as pd
 import pytest
 from doubleml.plm.datasets import make_pliv_multiway_cluster_CKMS2021
 from doubleml.utils import PSProcessorConfig
+from doubleml_helpers import DOUBLEML, LIN, LOGIT, PROPENSITY_MODELS, RF_REG, assert_same_estimate
 
 from fanfit.dml import (
     DMLSpec,
@@ -33,12 +34,8 @@ from fanfit.dml import (
 from fanfit.dml.scores import cluster_var_est
 from fanfit.errors import InvalidDataError, InvalidFoldsError, InvalidJobError
 
-RTOL = 1e-9
 N_FOLDS = 3
-LIN = "LinearRegression"
-LOGIT = "LogisticRegression"
 LASSO = 'LassoCV:{"cv": 3, "alphas": 5}'
-RF_REG = 'RandomForestRegressor:{"n_estimators": 5, "max_depth": 3, "random_state": 42}'
 
 CLUSTERS_2 = ("cluster_var_i", "cluster_var_j")
 CLUSTERS_1 = ("cluster_var_i",)
@@ -98,10 +95,9 @@ def _doubleml(case: Case, spec: DMLSpec, df: pd.DataFrame):
         z_cols=list(spec.z_cols) or None,
         cluster_cols=list(spec.cluster_cols),
     )
-    cls = {"plr": dml.DoubleMLPLR, "pliv": dml.DoubleMLPLIV,
-           "irm": dml.DoubleMLIRM, "iivm": dml.DoubleMLIIVM}[case.model]  # fmt: skip
+    cls = DOUBLEML[case.model]
     kwargs = {"n_folds": spec.n_folds, "n_rep": spec.n_rep, "score": spec.score}
-    if case.model in ("irm", "iivm"):
+    if case.model in PROPENSITY_MODELS:
         kwargs["ps_processor_config"] = PSProcessorConfig(clipping_threshold=0.01)
     learners = {k: v.build() for k, v in spec.learners.items()}
     return cls(obj_data, **learners, **kwargs)
@@ -171,10 +167,7 @@ def test_cluster_folds_rebuild_doubleml_train_sets_and_test_clusters(fitted: Fit
 def test_clustered_estimate_equals_doubleml(fitted: Fitted) -> None:
     # THEN coefficient and cluster-robust standard error, per repetition and aggregated, are DoubleML's
     res, obj = fitted.result, fitted.obj
-    np.testing.assert_allclose(res.all_coef, obj.all_coef, rtol=RTOL, atol=0)
-    np.testing.assert_allclose(res.all_se, obj.all_se, rtol=RTOL, atol=0)
-    np.testing.assert_allclose(res.coef, obj.coef, rtol=RTOL, atol=0)
-    np.testing.assert_allclose(res.se, obj.se, rtol=RTOL, atol=0)
+    assert_same_estimate(res, obj)
     assert res.n_folds == obj.n_folds
 
 
@@ -196,8 +189,7 @@ def test_aggregate_of_doubleml_cluster_predictions_equals_doubleml(fitted: Fitte
     # WHEN fanfit aggregates them on the cluster folds
     res = aggregate(spec, data, fitted.folds, preds)
     # THEN the estimate is DoubleML's
-    np.testing.assert_allclose(res.all_coef, obj.all_coef, rtol=RTOL, atol=0)
-    np.testing.assert_allclose(res.all_se, obj.all_se, rtol=RTOL, atol=0)
+    assert_same_estimate(res, obj)
 
 
 @pytest.mark.parametrize("cluster_cols", [CLUSTERS_1, CLUSTERS_2], ids=["1way", "2way"])
@@ -221,8 +213,7 @@ def test_drawn_cluster_folds_given_to_doubleml_give_the_same_estimate(cluster_co
         # WHEN fanfit estimates without being given folds (it draws the same ones from the seed)
         result = estimate_in_process(spec, data)
     # THEN both agree
-    np.testing.assert_allclose(result.all_coef, obj.all_coef, rtol=RTOL, atol=0)
-    np.testing.assert_allclose(result.all_se, obj.all_se, rtol=RTOL, atol=0)
+    assert_same_estimate(result, obj)
 
 
 def test_draw_cluster_folds_keeps_clusters_together_and_is_seeded() -> None:
@@ -322,5 +313,4 @@ def test_to_doubleml_of_a_clustered_fit_is_doubleml_cluster_model_with_fanfits_e
         obj = to_doubleml(spec, data, fitted.folds, fitted.result.predictions)
     # THEN DoubleML sees clustered data and gives fanfit's coefficient and standard error
     assert obj._dml_data.is_cluster_data
-    np.testing.assert_allclose(obj.all_coef, fitted.result.all_coef, rtol=RTOL, atol=0)
-    np.testing.assert_allclose(obj.all_se, fitted.result.all_se, rtol=RTOL, atol=0)
+    assert_same_estimate(obj, fitted.result)

@@ -13,6 +13,16 @@ import doubleml as dml
 import numpy as np
 import pytest
 from doubleml.utils import PSProcessorConfig
+from doubleml_helpers import (
+    DOUBLEML,
+    LIN,
+    LOGIT,
+    PROPENSITY_MODELS,
+    RF_CLF,
+    RF_REG,
+    X_COLS,
+    numbered_cols,
+)
 
 from fanfit.dml import DMLSpec, draw_folds, estimate_in_process, folds_to_smpls, validate_data
 from fanfit.dml.losses import (
@@ -27,11 +37,6 @@ from fanfit.dml.losses import (
 from fanfit.errors import InvalidJobError
 
 ATOL = 1e-12
-X_COLS = [f"x{i}" for i in range(5)]
-LIN = "LinearRegression"
-LOGIT = "LogisticRegression"
-RF_REG = 'RandomForestRegressor:{"n_estimators": 5, "max_depth": 3, "random_state": 42}'
-RF_CLF = 'RandomForestClassifier:{"n_estimators": 5, "max_depth": 3, "random_state": 42}'
 
 # id, model, score, learners, make_frame options, spec options
 CASES = [
@@ -54,19 +59,6 @@ CASES = [
      dict(n_obs=400), dict(n_rep=2)),
 ]  # fmt: skip
 
-DOUBLEML = {
-    "plr": dml.DoubleMLPLR,
-    "irm": dml.DoubleMLIRM,
-    "pliv": dml.DoubleMLPLIV,
-    "iivm": dml.DoubleMLIIVM,
-}
-
-
-def _cols(columns, prefix: str) -> list[str]:
-    return [
-        c for c in columns if c == prefix or (c.startswith(prefix) and c[len(prefix) :].isdigit())
-    ]
-
 
 @pytest.fixture(scope="module", params=CASES, ids=[c[0] for c in CASES])
 def fitted(request, make_frame):
@@ -77,9 +69,9 @@ def fitted(request, make_frame):
         model=model,
         score=score,
         y_col="y",
-        d_cols=_cols(df.columns, "d"),
+        d_cols=numbered_cols(df.columns, "d"),
         x_cols=X_COLS,
-        z_cols=_cols(df.columns, "z"),
+        z_cols=numbered_cols(df.columns, "z"),
         n_folds=4,
         seed=5,
         learners=learners,
@@ -92,7 +84,7 @@ def fitted(request, make_frame):
         df, "y", list(spec.d_cols), x_cols=X_COLS, z_cols=list(spec.z_cols) or None
     )
     options = {"n_folds": spec.n_folds, "n_rep": spec.n_rep, "score": score}
-    if model in ("irm", "iivm"):
+    if model in PROPENSITY_MODELS:
         options["ps_processor_config"] = PSProcessorConfig(
             clipping_threshold=spec.trimming_threshold
         )

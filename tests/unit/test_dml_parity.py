@@ -18,6 +18,18 @@ import numpy as np
 import pandas as pd
 import pytest
 from doubleml.utils import PSProcessorConfig
+from doubleml_helpers import (
+    DOUBLEML,
+    LIN,
+    LOGIT,
+    PROPENSITY_MODELS,
+    RF_CLF,
+    RF_REG,
+    RTOL,
+    X_COLS,
+    assert_same_estimate,
+    numbered_cols,
+)
 
 from fanfit.dml import (
     DMLSpec,
@@ -33,15 +45,8 @@ from fanfit.dml import (
     validate_data,
 )
 
-RTOL = 1e-9
-X_COLS = [f"x{i}" for i in range(5)]
-
-LIN = "LinearRegression"
-LOGIT = "LogisticRegression"
 LASSO = 'LassoCV:{"cv": 5, "alphas": 10}'
 LASSO_DEFAULT = 'LassoCV:{"cv": 5}'
-RF_REG = 'RandomForestRegressor:{"n_estimators": 5, "max_depth": 3, "random_state": 42}'
-RF_CLF = 'RandomForestClassifier:{"n_estimators": 5, "max_depth": 3, "random_state": 42}'
 
 
 @dataclass(frozen=True)
@@ -116,23 +121,6 @@ CASES = [
     Case(id_, model, score, learners, **options) for id_, model, score, learners, options in TABLE
 ]
 
-# DoubleML's class of each model, and whether it takes the propensity options (IPW normalisation,
-# clipping); the learners are passed by name (ml_l, ml_m, ml_g, ml_r), as DoubleML names them.
-DOUBLEML = {
-    "plr": (dml.DoubleMLPLR, False),
-    "irm": (dml.DoubleMLIRM, True),
-    "pliv": (dml.DoubleMLPLIV, False),
-    "iivm": (dml.DoubleMLIIVM, True),
-}
-
-
-def _cols(df: pd.DataFrame, prefix: str) -> list[str]:
-    return [
-        c
-        for c in df.columns
-        if c == prefix or (c.startswith(prefix) and c[len(prefix) :].isdigit())
-    ]
-
 
 def _doubleml(case: Case, spec: DMLSpec, df: pd.DataFrame, folds: np.ndarray):
     """An unfitted DoubleML model with the same learners, options and folds."""
@@ -145,8 +133,8 @@ def _doubleml(case: Case, spec: DMLSpec, df: pd.DataFrame, folds: np.ndarray):
         z_cols=list(spec.z_cols) or None,
     )
     common = {"n_folds": spec.n_folds, "n_rep": spec.n_rep, "score": spec.score}
-    cls, takes_propensity = DOUBLEML[case.model]
-    if takes_propensity:
+    cls = DOUBLEML[case.model]  # the learners are passed by name (ml_l, ml_m, ml_g, ml_r)
+    if case.model in PROPENSITY_MODELS:
         common["normalize_ipw"] = spec.normalize_ipw
         common["ps_processor_config"] = PSProcessorConfig(
             clipping_threshold=spec.trimming_threshold
@@ -185,9 +173,9 @@ def fitted(request, make_frame) -> Fitted:
         model=case.model,
         score=case.score,
         y_col="y",
-        d_cols=_cols(df, "d"),
+        d_cols=numbered_cols(df.columns, "d"),
         x_cols=X_COLS,
-        z_cols=_cols(df, "z"),
+        z_cols=numbered_cols(df.columns, "z"),
         n_folds=5,
         n_rep=case.n_rep,
         seed=7,
@@ -210,10 +198,7 @@ def fitted(request, make_frame) -> Fitted:
 def test_estimate_in_process_equals_doubleml(fitted: Fitted) -> None:
     # THEN coefficients and standard errors, aggregated and per repetition, equal DoubleML's
     res, obj = fitted.result, fitted.dml_obj
-    np.testing.assert_allclose(res.coef, obj.coef, rtol=RTOL, atol=0)
-    np.testing.assert_allclose(res.se, obj.se, rtol=RTOL, atol=0)
-    np.testing.assert_allclose(res.all_coef, obj.all_coef, rtol=RTOL, atol=0)
-    np.testing.assert_allclose(res.all_se, obj.all_se, rtol=RTOL, atol=0)
+    assert_same_estimate(res, obj)
     np.testing.assert_allclose(res.t_stat, obj.t_stat, rtol=RTOL, atol=0)
     np.testing.assert_allclose(res.pval, obj.pval, rtol=1e-7, atol=1e-300)
     assert res.all_coef.shape == (fitted.spec.n_treat, fitted.spec.n_rep)
@@ -241,10 +226,7 @@ def test_aggregate_of_doubleml_predictions_equals_doubleml(fitted: Fitted) -> No
     # WHEN fanfit aggregates them
     res = aggregate(spec, data, fitted.folds, preds)
     # THEN the estimate is DoubleML's (what fit(external_predictions=...) would give)
-    np.testing.assert_allclose(res.coef, obj.coef, rtol=RTOL, atol=0)
-    np.testing.assert_allclose(res.se, obj.se, rtol=RTOL, atol=0)
-    np.testing.assert_allclose(res.all_coef, obj.all_coef, rtol=RTOL, atol=0)
-    np.testing.assert_allclose(res.all_se, obj.all_se, rtol=RTOL, atol=0)
+    assert_same_estimate(res, obj)
 
 
 def test_unit_predictions_equal_doubleml_predictions_bit_for_bit(fitted: Fitted) -> None:
@@ -287,6 +269,4 @@ def test_doubleml_with_fanfit_predictions_as_external_equals_fanfit(fitted: Fitt
         warnings.simplefilter("ignore")
         obj = _doubleml(case, spec, fitted.df, folds).fit(external_predictions=external)
     # THEN its estimate equals fanfit's own
-    np.testing.assert_allclose(fitted.result.coef, obj.coef, rtol=RTOL, atol=0)
-    np.testing.assert_allclose(fitted.result.se, obj.se, rtol=RTOL, atol=0)
-    np.testing.assert_allclose(fitted.result.all_coef, obj.all_coef, rtol=RTOL, atol=0)
+    assert_same_estimate(fitted.result, obj)

@@ -58,6 +58,7 @@ ROWS: dict[str, float] = {
     "fanfit.train": 2,
     "fanfit.learners": 2,
     "fanfit.storage": 1,
+    "fanfit.split": 1,
     "fanfit.prices": 1,
     "fanfit.limits": 1,
     "fanfit.errors": 0,

@@ -503,3 +503,18 @@ def test_cli_report_of_an_unknown_job_or_bad_out_is_invalid_input(tmp_path, monk
     a_file = tmp_path / "f"
     a_file.write_text("x")
     assert _run_cli(monkeypatch, _FakeJob("SUCCEEDED"), "--out", str(a_file)) == 2
+
+
+def test_a_malformed_field_of_the_result_is_named():
+    # GIVEN an estimate result whose se of d2 is not a number, and a train result with a bad round
+    from fanfit.errors import InvalidDocumentError
+
+    bad_estimate = copy.deepcopy(ESTIMATE)
+    bad_estimate["se"]["d2"] = "wide"
+    bad_train = copy.deepcopy(TRAIN)
+    del bad_train["rounds"][1]["round_s"]
+    # WHEN a figure or the page is drawn THEN the named error names the field
+    with pytest.raises(InvalidDocumentError, match=r"se\.d2"):
+        coef_figure(bad_estimate)
+    with pytest.raises(InvalidDocumentError, match=r"rounds\.1\.round_s"):
+        worker_rounds_figure(bad_train)

@@ -8,17 +8,18 @@ from hypothesis import assume, given, settings
 from hypothesis import strategies as st
 
 from fanfit.errors import InvalidJobError
-from fanfit.sched.lbbsp import idle_fraction, lbbsp_batches, round_times, uniform_batches
+from fanfit.sched.lbbsp import idle_fraction, lbbsp_batches, round_times
+from fanfit.split import even_batches
 
 speeds = st.lists(st.floats(min_value=0.1, max_value=1e4), min_size=1, max_size=40)
 
 
 def test_uniform_splits_as_evenly_as_possible() -> None:
     # THEN the remainder goes to the first workers
-    np.testing.assert_array_equal(uniform_batches(10, 3), [4, 3, 3])
-    np.testing.assert_array_equal(uniform_batches(8, 4), [2, 2, 2, 2])
+    np.testing.assert_array_equal(even_batches(10, 3), [4, 3, 3])
+    np.testing.assert_array_equal(even_batches(8, 4), [2, 2, 2, 2])
     with pytest.raises(InvalidJobError):
-        uniform_batches(3, 4)
+        even_batches(3, 4)
 
 
 def test_batches_follow_throughput_and_equalise_times() -> None:
@@ -29,7 +30,7 @@ def test_batches_follow_throughput_and_equalise_times() -> None:
     np.testing.assert_allclose(round_times(b, [1, 2, 3, 4]), 10.0)
     assert idle_fraction(round_times(b, [1, 2, 3, 4])) == 0.0
     # AND the uniform split of the same batch leaves most of the slow workers' peers idle
-    assert idle_fraction(round_times(uniform_batches(100, 4), [1, 2, 3, 4])) == pytest.approx(
+    assert idle_fraction(round_times(even_batches(100, 4), [1, 2, 3, 4])) == pytest.approx(
         1 - np.mean([25, 12.5, 25 / 3, 6.25]) / 25
     )
 

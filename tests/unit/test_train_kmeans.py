@@ -12,7 +12,8 @@ from sklearn.cluster import KMeans
 from sklearn.datasets import load_digits
 
 from fanfit.errors import InvalidDataError, InvalidJobError
-from fanfit.sched.lbbsp import lbbsp_batches, uniform_batches
+from fanfit.sched.lbbsp import lbbsp_batches
+from fanfit.split import even_batches
 from fanfit.train import (
     KMeansPartial,
     kmeans_fit,
@@ -38,7 +39,7 @@ def sklearn_lloyd(X, init, **kw) -> KMeans:
 
 
 SPLITS = {
-    "uniform": uniform_batches(len(DIGITS), 4),
+    "uniform": even_batches(len(DIGITS), 4),
     "lb-bsp": lbbsp_batches(len(DIGITS), [1.0, 2.5, 0.7, 4.0]),
     "resized-every-round": lambda r: lbbsp_batches(
         len(DIGITS), [1.0 + r % 3, 2.0, 1.5, 3.0 - r % 2]

@@ -17,7 +17,7 @@ from sklearn.preprocessing import StandardScaler
 
 from fanfit.errors import InvalidDataError, InvalidJobError
 from fanfit.sched.dssync import dssync_groups
-from fanfit.sched.lbbsp import lbbsp_batches, uniform_batches
+from fanfit.sched.lbbsp import lbbsp_batches
 from fanfit.train import (
     WorkerGradient,
     accuracy,
@@ -255,14 +255,20 @@ def test_logistic_on_401k_matches_sklearn(k401, sync) -> None:
     )
 
 
-def test_the_default_split_of_train_sgd_is_the_schedulers_uniform_split() -> None:
-    # GIVEN global batches and worker counts WHEN fanfit.train splits a round evenly (it does not
-    # import the scheduler) THEN its split is the scheduler's uniform_batches
+def test_the_even_split_gives_the_remainder_to_the_first_workers() -> None:
+    # GIVEN global batches B and worker counts N WHEN fanfit.train splits a round evenly (the rule
+    # fanfit.split shares with the scheduler, which fanfit.train does not import)
     for B in range(1, 40):
         for N in range(1, B + 1):
-            np.testing.assert_array_equal(even_batches(B, N), uniform_batches(B, N))
-    with pytest.raises(InvalidJobError):
+            b = even_batches(B, N)
+            # THEN it sums to B, B // N + 1 for the first B % N workers and B // N for the others
+            assert b.sum() == B and b.dtype == np.int64
+            np.testing.assert_array_equal(b, [B // N + (i < B % N) for i in range(N)])
+    # AND fewer samples than workers, or a worker count that is not an integer, is refused by name
+    with pytest.raises(InvalidJobError, match="global_batch"):
         even_batches(3, 4)
+    with pytest.raises(InvalidJobError, match="n_workers"):
+        even_batches(3, True)
 
 
 def test_ds_sync_without_groups_is_refused() -> None:

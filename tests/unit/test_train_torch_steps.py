@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 
 from fanfit.errors import InvalidDataError, InvalidJobError
-from fanfit.sched.lbbsp import uniform_batches
+from fanfit.split import even_batches
 from fanfit.train import kmeans_reduce, kmeans_step, loss_gradient, sgd_step
 from fanfit.train.kmeans import KMeansPartial
 from fanfit.train.model import ModelState
@@ -58,7 +58,7 @@ def test_the_torch_kmeans_step_equals_the_numpy_step_on_the_cpu(seed):
 def test_lloyd_rounds_of_torch_workers_end_where_numpy_workers_end():
     # GIVEN three workers' rows and a start
     X, C0 = _blobs(7, n=900)
-    batches = uniform_batches(900, 3)
+    batches = even_batches(900, 3)
     bounds = np.concatenate([[0], np.cumsum(batches)])
     C_np, C_t, prev = C0, C0, None
     # WHEN ten Lloyd rounds run, one with numpy workers, one with torch workers

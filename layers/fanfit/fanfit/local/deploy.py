@@ -78,8 +78,30 @@ def sam_executable() -> str:
     )
 
 
-def _load_template(path: Path) -> dict[str, Any]:
-    """Parse a CloudFormation/SAM YAML template, keeping intrinsic-function tags as plain values."""
+def load_template(path: Path) -> dict[str, Any]:
+    """Parse a CloudFormation/SAM YAML template, its short-form tags as their long forms.
+
+    ``!Ref X`` reads as ``{"Ref": "X"}`` and any other ``!Name value`` as ``{"Fn::Name": value}``
+    (CloudFormation's JSON form of the intrinsic functions: ``!Sub``, ``!GetAtt``, ``!If``, ...), the
+    value constructed in full (scalar, list or mapping). The paths :func:`local_paths` reads are
+    plain strings in the project's template, and a test can still tell which layer a ``!Ref`` names
+    (tests/integration/test_layer_budget.py).
+
+    Parameters
+    ----------
+    path : pathlib.Path
+        The template (``template.yaml``, or ``sam build``'s copy of it).
+
+    Returns
+    -------
+    dict
+        The template as plain JSON-like values.
+
+    Raises
+    ------
+    StackError
+        When PyYAML is missing, the file cannot be read or parsed, or it has no ``Resources``.
+    """
     try:
         import yaml
     except ImportError as exc:  # pyyaml comes with aws-sam-cli and cfn-lint
@@ -91,11 +113,14 @@ def _load_template(path: Path) -> dict[str, Any]:
         pass
 
     def _tag(loader: yaml.SafeLoader, suffix: str, node: yaml.Node) -> Any:
+        value: Any
         if isinstance(node, yaml.ScalarNode):
-            return loader.construct_scalar(node)
-        if isinstance(node, yaml.SequenceNode):
-            return loader.construct_sequence(node, deep=True)
-        return loader.construct_mapping(node, deep=True)  # type: ignore[arg-type]
+            value = loader.construct_scalar(node)
+        elif isinstance(node, yaml.SequenceNode):
+            value = loader.construct_sequence(node, deep=True)
+        else:
+            value = loader.construct_mapping(node, deep=True)  # type: ignore[arg-type]
+        return {"Ref" if suffix == "Ref" else f"Fn::{suffix}": value}
 
     _Loader.add_multi_constructor("!", _tag)
     try:
@@ -134,7 +159,7 @@ def local_paths(template: Path) -> list[Path]:
     list of pathlib.Path
         Existing paths, sorted, without duplicates.
     """
-    document = _load_template(template)
+    document = load_template(template)
     base = template.parent
     found = set(_walk_local_paths(document.get("Resources", {}), base))
     found |= set(_walk_local_paths(document.get("Globals", {}), base))

@@ -1,8 +1,11 @@
 """The figures of a job report, drawn with matplotlib's Agg canvas (no pyplot, no display).
 
-Every function takes plain result dicts (``EstimateResult.to_dict()``, ``result.json``,
-``TrainResult.to_dict()``) or the result objects themselves, and returns a
+Every figure of a job takes a result object (``EstimateResult``, ``TrainResult``), its
+``to_dict()``, the ``result.json`` or the parsed report input (:mod:`fanfit.report.inputs`: the
+figures read the typed fields of :class:`~fanfit.report.inputs.EstimateReportInput` or
+:class:`~fanfit.report.inputs.TrainReportInput`, never the dict), and returns a
 :class:`matplotlib.figure.Figure` that has not been saved, so a test can read back what was drawn.
+:func:`timeline_figure` takes plain records (shard statistics or worker steps).
 """
 
 from __future__ import annotations
@@ -19,9 +22,9 @@ from matplotlib.ticker import MaxNLocator
 
 from fanfit.errors import InvalidJobError
 from fanfit.jobs.documents.train import RoundRecord
+from fanfit.report.inputs import EstimateReportInput, estimate_input, train_input
 
 __all__ = [
-    "as_dict",
     "coef_figure",
     "overlap_figure",
     "round_records",
@@ -37,40 +40,17 @@ WARM, COLD = "tab:blue", "tab:orange"
 _Z975 = 1.959963984540054  # Phi^-1(0.975)
 
 
-def as_dict(result: Any) -> dict[str, Any]:
-    """A result as a plain dict: ``to_dict()`` of a result object, or the mapping itself.
-
-    Raises
-    ------
-    fanfit.errors.InvalidJobError
-        If ``result`` is neither.
-    """
-    if hasattr(result, "to_dict"):
-        return dict(result.to_dict())
-    if isinstance(result, Mapping):
-        return dict(result)
-    raise InvalidJobError(
-        f"a report needs an estimate or train result (object or dict), got {type(result).__name__}"
-    )
-
-
 def _new_figure(width: float, height: float) -> Figure:
     fig = Figure(figsize=(width, height), layout="constrained")
     FigureCanvasAgg(fig)
     return fig
 
 
-def _d_cols(r: Mapping[str, Any]) -> list[str]:
-    if "coef" not in r or "all_coef" not in r:
-        raise InvalidJobError("an estimate result needs 'coef' and 'all_coef' (result.json keys)")
-    return list(r.get("d_cols") or list(r["coef"]))
-
-
-def _ci(r: Mapping[str, Any], d: str) -> tuple[float, float]:
-    if "ci_95" in r and d in r["ci_95"]:
-        lo, hi = r["ci_95"][d]
+def _ci(r: EstimateReportInput, d: str) -> tuple[float, float]:
+    if r.ci_95 and d in r.ci_95:
+        lo, hi = r.ci_95[d]
         return float(lo), float(hi)
-    coef, se = float(r["coef"][d]), float(r["se"][d])
+    coef, se = r.coef[d], r.se[d]
     return coef - _Z975 * se, coef + _Z975 * se
 
 
@@ -97,13 +77,13 @@ def coef_figure(result: Any) -> Figure:
     fanfit.errors.InvalidJobError
         If ``result`` is not an estimate.
     """
-    r = as_dict(result)
-    names = _d_cols(r)
+    r = estimate_input(result)
+    names = r.names
     n = len(names)
     fig = _new_figure(7.0, 1.2 + 0.6 * n)
     ax = fig.add_subplot()
     y = [n - 1 - j for j in range(n)]
-    coef = [float(r["coef"][d]) for d in names]
+    coef = [r.coef[d] for d in names]
     ci = [_ci(r, d) for d in names]
     ax.errorbar(
         coef,
@@ -114,8 +94,8 @@ def coef_figure(result: Any) -> Figure:
         capsize=5,
         label="95 % CI (pointwise)",
     )
-    if "ci_joint_95" in r:
-        joint = [tuple(map(float, r["ci_joint_95"][d])) for d in names]
+    if r.ci_joint_95 is not None:
+        joint = [tuple(map(float, r.ci_joint_95[d])) for d in names]
         ax.errorbar(
             coef,
             [v - 0.15 for v in y],
@@ -134,8 +114,8 @@ def coef_figure(result: Any) -> Figure:
     ax.set_yticks(y, names)
     ax.set_ylim(-0.7, n - 0.3)
     ax.set_xlabel("coefficient")
-    model = str(r.get("model", "")).upper()
-    ax.set_title(f"{model} {r.get('score', '')}: coefficient and 95 % confidence interval".strip())
+    model = r.model.upper()
+    ax.set_title(f"{model} {r.score}: coefficient and 95 % confidence interval".strip())
     ax.legend(loc="best", fontsize="small")
     return fig
 
@@ -161,18 +141,18 @@ def thetas_figure(result: Any) -> Figure:
     fanfit.errors.InvalidJobError
         If ``result`` is not an estimate.
     """
-    r = as_dict(result)
-    names = _d_cols(r)
+    r = estimate_input(result)
+    names = r.names
     fig = _new_figure(7.0, 2.6 * len(names) + 0.4)
     axes = fig.subplots(len(names), 1, squeeze=False)[:, 0]
     for ax, d in zip(axes, names):
-        thetas = [float(v) for v in r["all_coef"][d]]
-        ses = [float(v) for v in r.get("all_se", {}).get(d, [0.0] * len(thetas))]
+        thetas = r.all_coef[d]
+        ses = (r.all_se or {}).get(d, [0.0] * len(thetas))
         reps = list(range(1, len(thetas) + 1))
         ax.errorbar(reps, thetas, yerr=[_Z975 * s for s in ses], fmt="o", color="tab:blue",
                     capsize=3, label="repetition estimate, 95 % CI")  # fmt: skip
-        ax.axhline(float(r["coef"][d]), color="tab:red", linestyle="--",
-                   label=f"aggregated coef (median) {float(r['coef'][d]):.4g}")  # fmt: skip
+        ax.axhline(r.coef[d], color="tab:red", linestyle="--",
+                   label=f"aggregated coef (median) {r.coef[d]:.4g}")  # fmt: skip
         ax.set_xticks(reps)
         ax.set_xlim(0.5, len(thetas) + 0.5)
         ax.set_xlabel("repetition")
@@ -209,33 +189,33 @@ def overlap_figure(result: Any) -> Figure:
     fanfit.errors.InvalidJobError
         If the result has no ``propensity_overlap`` (a PLR or PLIV estimate, or an older job).
     """
-    r = as_dict(result)
-    ov = r.get("propensity_overlap")
-    if not ov:
+    r = estimate_input(result)
+    ov = r.propensity_overlap
+    if ov is None:
         raise InvalidJobError(
             "no 'propensity_overlap' in this result: only IRM and IIVM estimates have a propensity "
             "score, and jobs aggregated by an older fanfit do not store it"
         )
-    edges = [float(e) for e in ov["bin_edges"]]
+    edges = ov.bin_edges
     widths = [b - a for a, b in zip(edges[:-1], edges[1:])]
-    variable = str(ov.get("variable", "d"))
+    variable = ov.variable
     fig = _new_figure(7.0, 3.6)
     ax = fig.add_subplot()
     for level, color in (("0", "tab:blue"), ("1", "tab:orange")):
-        per_rep = ov["counts"][level]
+        per_rep = ov.counts[level]
         pooled = [float(sum(col)) for col in zip(*per_rep)] if per_rep else [0.0] * len(widths)
         total = sum(pooled)
         density = [c / (total * w) if total else 0.0 for c, w in zip(pooled, widths)]
         ax.stairs(density, edges, label=f"{variable} = {level} ({int(total)} rows)", color=color,
                   fill=True, alpha=0.35)  # fmt: skip
-    t = float(ov.get("trimming_threshold", 0.0))
+    t = ov.trimming_threshold
     if t > 0:
         for x in (t, 1 - t):
             ax.axvline(x, color="0.4", linestyle="--", linewidth=0.8)
     ax.set_xlim(0.0, 1.0)
     ax.set_xlabel(f"m_hat = P({variable} = 1 | X), out of fold")
     ax.set_ylabel("density")
-    ax.set_title(f"{str(r.get('model', '')).upper()}: propensity score overlap by {variable}")
+    ax.set_title(f"{r.model.upper()}: propensity score overlap by {variable}")
     ax.legend(loc="best", fontsize="small")
     return fig
 
@@ -335,13 +315,7 @@ def round_records(result: Any) -> list[RoundRecord]:
         If ``result`` has no ``rounds``; :class:`~fanfit.errors.InvalidDocumentError` (a subclass)
         naming the round and the field when a round record is malformed.
     """
-    r = as_dict(result)
-    if "rounds" not in r:
-        raise InvalidJobError("a train result needs 'rounds' (result.json of a train job)")
-    return [
-        RoundRecord.parse(rd, source=f"round {i} of the train result")
-        for i, rd in enumerate(r["rounds"])
-    ]
+    return train_input(result).rounds
 
 
 def train_progress_figure(result: Any) -> Figure:
@@ -364,7 +338,8 @@ def train_progress_figure(result: Any) -> Figure:
     fanfit.errors.InvalidJobError
         If ``result`` is not a train result.
     """
-    rounds = round_records(result)
+    r = train_input(result)
+    rounds = r.rounds
     metric = "loss" if any(rd.loss is not None for rd in rounds) else "inertia"
     values = [(rd.round, rd.loss if metric == "loss" else rd.inertia) for rd in rounds]
     points = [(x, float(v)) for x, v in values if v is not None]
@@ -374,8 +349,7 @@ def train_progress_figure(result: Any) -> Figure:
     ax.set_xlabel("round")
     ax.set_ylabel(metric)
     ax.xaxis.set_major_locator(MaxNLocator(integer=True))
-    model = as_dict(result).get("model", "")
-    ax.set_title(f"{model}: {metric} per round")
+    ax.set_title(f"{r.model or ''}: {metric} per round")
     return fig
 
 
@@ -402,7 +376,8 @@ def worker_rounds_figure(result: Any) -> Figure:
     fanfit.errors.InvalidJobError
         If ``result`` is not a train result.
     """
-    rounds = round_records(result)
+    r = train_input(result)
+    rounds = r.rounds
     x = [rd.round for rd in rounds]
     n_workers = max((len(rd.workers) for rd in rounds), default=0)
     fig = _new_figure(8.0, 7.5)
@@ -421,9 +396,8 @@ def worker_rounds_figure(result: Any) -> Figure:
     ax_i.set_xlabel("round")
     ax_i.set_ylim(bottom=0)
     ax_i.xaxis.set_major_locator(MaxNLocator(integer=True))
-    r = as_dict(result)
-    ax_b.set_title(f"{r.get('model', '')}: per-worker batch and compute time per round "
-                   f"(balance {r.get('balance', '?')}, sync {r.get('sync', '?')})")  # fmt: skip
+    ax_b.set_title(f"{r.model or ''}: per-worker batch and compute time per round "
+                   f"(balance {r.balance or '?'}, sync {r.sync or '?'})")  # fmt: skip
     ax_b.legend(loc="best", fontsize="small", ncols=2)
     handles = [Line2D([], [], color="k", linestyle="--", label="round (barrier)")]
     ax_t.legend(handles=handles, loc="best", fontsize="small")

@@ -14,15 +14,21 @@ from matplotlib.figure import Figure
 from fanfit.errors import InvalidJobError
 from fanfit.jobs.documents.estimate import ShardStats
 from fanfit.report.figures import (
-    as_dict,
     coef_figure,
     overlap_figure,
-    round_records,
     thetas_figure,
     timeline_figure,
     train_progress_figure,
     train_timeline_records,
     worker_rounds_figure,
+)
+from fanfit.report.inputs import (
+    EstimateReportInput,
+    ReportCost,
+    TrainReportInput,
+    as_dict,
+    estimate_input,
+    train_input,
 )
 
 __all__ = ["REPORT_HTML", "report_kind", "write_report"]
@@ -78,16 +84,15 @@ def _table(header: Sequence[str], rows: Sequence[Sequence[Any]]) -> str:
     return f"<table><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>"
 
 
-def _estimate_summary(r: Mapping[str, Any]) -> str:
-    names = list(r.get("d_cols") or list(r["coef"]))
+def _estimate_summary(r: EstimateReportInput) -> str:
     rows = []
-    for d in names:
-        ci = r.get("ci_95", {}).get(d, [None, None])
-        rows.append([d, r["coef"][d], r["se"][d], r["t_stat"][d], r["pval"][d], ci[0], ci[1]])
+    for d in r.names:
+        ci = (r.ci_95 or {}).get(d, [None, None])
+        rows.append([d, r.coef[d], r.se[d], r.t_stat[d], r.pval[d], ci[0], ci[1]])
     table = _table(["", "coef", "std err", "t", "P>|t|", "2.5 %", "97.5 %"], rows)
     facts = _table(
         ["model", "score", "n_obs", "n_folds", "n_rep"],
-        [[r.get("model"), r.get("score"), r.get("n_obs"), r.get("n_folds"), r.get("n_rep")]],
+        [[r.model, r.score, r.n_obs, r.n_folds, r.n_rep]],
     )
     return facts + table
 
@@ -102,47 +107,47 @@ def _learner_text(learner: Any) -> str:
         return str(learner)
 
 
-def _job_section(r: Mapping[str, Any]) -> str:
+def _job_section(r: EstimateReportInput) -> str:
     """The job's columns, learners and seed, from ``result.json``'s ``spec``."""
-    spec = r.get("spec")
-    if not spec:
+    spec = r.spec
+    if spec is None:
         return "<p>This job's columns, learners and seed were not stored (an older fanfit aggregated it).</p>"
-    rows = [
-        ["outcome (y_col)", spec.get("y_col")],
-        ["treatments (d_cols)", ", ".join(spec.get("d_cols", []))],
-        ["covariates (x_cols)", ", ".join(spec.get("x_cols", []))],
-        ["instruments (z_cols)", ", ".join(spec.get("z_cols", [])) or "none"],
-        ["seed", str(spec.get("seed"))],
-        ["n_folds x n_rep", f"{spec.get('n_folds')} x {spec.get('n_rep')}"],
+    rows: list[list[Any]] = [
+        ["outcome (y_col)", spec.y_col],
+        ["treatments (d_cols)", ", ".join(spec.d_cols)],
+        ["covariates (x_cols)", ", ".join(spec.x_cols)],
+        ["instruments (z_cols)", ", ".join(spec.z_cols) or "none"],
+        ["seed", str(spec.seed)],
+        ["n_folds x n_rep", f"{spec.n_folds} x {spec.n_rep}"],
     ]
-    if r.get("model") in ("irm", "iivm"):
-        rows.append(["trimming_threshold", spec.get("trimming_threshold")])
-        rows.append(["normalize_ipw", spec.get("normalize_ipw")])
-    rows += [[name, _learner_text(v)] for name, v in sorted(spec.get("learners", {}).items())]
+    if r.model in ("irm", "iivm"):
+        rows.append(["trimming_threshold", spec.trimming_threshold])
+        rows.append(["normalize_ipw", spec.normalize_ipw])
+    rows += [[name, _learner_text(v)] for name, v in sorted(spec.learners.items())]
     return _table(["option", "value"], rows)
 
 
-def _loss_section(r: Mapping[str, Any]) -> str:
+def _loss_section(r: EstimateReportInput) -> str:
     """Every nuisance learner's out-of-sample loss (DoubleML's ``nuisance_loss``) per treatment."""
-    loss = r.get("nuisance_loss")
-    if not loss:
+    loss = r.nuisance_loss
+    if loss is None:
         return "<p>No nuisance losses were stored for this job (an older fanfit aggregated it).</p>"
-    names = list(r.get("d_cols") or list(r["coef"]))
-    metric = r.get("nuisance_metric") or {}
+    names = r.names
+    metric = r.nuisance_metric or {}
     rows = []
     for key, per_rep in loss.items():
         for j, d in enumerate(names):
-            values = [row[j] for row in per_rep if row[j] is not None]
+            values = [v for row in per_rep if (v := row[j]) is not None]
             mean = sum(values) / len(values) if values else None
             rows.append([key, metric.get(key, "RMSE"), d, mean, min(values, default=None),
                          max(values, default=None)])  # fmt: skip
     return _table(["learner", "loss", "treatment", "mean over repetitions", "min", "max"], rows)
 
 
-def _train_summary(r: Mapping[str, Any]) -> str:
-    rounds = round_records(r)
+def _train_summary(r: TrainReportInput) -> str:
+    rounds = r.rounds
     idle = [rd.idle_fraction for rd in rounds]
-    final = r.get("inertia")
+    final = r.inertia
     if final is None:
         losses = [rd.loss for rd in rounds if rd.loss is not None]
         final = losses[-1] if losses else None
@@ -150,11 +155,11 @@ def _train_summary(r: Mapping[str, Any]) -> str:
         ["model", "rounds", "workers", "balance", "sync", "final loss / inertia", "mean idle %"],
         [
             [
-                r.get("model"),
-                r.get("n_iter", len(rounds)),
-                r.get("n_workers"),
-                r.get("balance"),
-                r.get("sync"),
+                r.model,
+                r.n_iter if r.n_iter is not None else len(rounds),
+                r.n_workers,
+                r.balance,
+                r.sync,
                 final,
                 100.0 * sum(idle) / len(idle) if idle else None,
             ]
@@ -162,15 +167,14 @@ def _train_summary(r: Mapping[str, Any]) -> str:
     )
 
 
-def _cost_section(cost: Mapping[str, Any] | None) -> str:
-    if not cost:
+def _cost_section(cost: ReportCost | None) -> str:
+    if cost is None:
         return "<p>The cost of this job was not counted.</p>"
-    rows = []
-    for item in cost.get("items", []):
-        rows.append([item["service"], item["name"], item["quantity"], item["unit"],
-                     item["unit_usd"], item["usd"]])  # fmt: skip
-    rows.append(["total", "", "", "", "", float(cost.get("total_usd", 0.0))])
-    notes = "".join(f"<li>{html.escape(str(n))}</li>" for n in cost.get("notes", []))
+    rows: list[list[Any]] = []
+    for item in cost.items:
+        rows.append([item.service, item.name, item.quantity, item.unit, item.unit_usd, item.usd])
+    rows.append(["total", "", "", "", "", cost.total_usd])
+    notes = "".join(f"<li>{html.escape(str(n))}</li>" for n in cost.notes)
     return _table(["service", "item", "quantity", "unit", "USD/unit", "USD"], rows) + (
         f'<ul class="notes">{notes}</ul>' if notes else ""
     )
@@ -229,25 +233,27 @@ def write_report(
     OSError
         If ``out_dir`` cannot be written.
     """
-    r = as_dict(result)
-    kind = report_kind(r)
+    raw = as_dict(result)
+    kind = report_kind(raw)
+    r: EstimateReportInput | TrainReportInput
+    r = estimate_input(raw) if kind == "estimate" else train_input(raw)
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
-    job_id = job_id or str(r.get("job_id") or "")
-    cost = cost if cost is not None else r.get("cost")
+    job_id = job_id or r.job_id or ""
+    priced = r.cost if cost is None else (ReportCost.parse(cost, source="cost") if cost else None)
     figures: list[tuple[str, str, Figure]] = []
-    if kind == "estimate":
+    if isinstance(r, EstimateReportInput):
         summary = _estimate_summary(r)
         figures.append(("coef.png", "Coefficient and 95 % confidence interval", coef_figure(r)))
         figures.append(("thetas.png", "Per-repetition estimates", thetas_figure(r)))
-        if r.get("propensity_overlap"):
+        if r.propensity_overlap is not None:
             figures.append(("overlap.png", "Propensity score overlap: m_hat per group",
                             overlap_figure(r)))  # fmt: skip
         summary += (
             f"\n<h2>Job</h2>\n{_job_section(r)}\n"
             f"<h2>Nuisance learners: out-of-sample loss</h2>\n{_loss_section(r)}"
         )
-        given = shards if shards is not None else r.get("timings", {}).get("shards", [])
+        given = shards if shards is not None else r.timings.shards
         records = [  # each a CrossFit shard's statistics (ShardStats), drawn as a dict
             ShardStats.parse(s, source=f"shard record {i}").to_json_dict()
             for i, s in enumerate(given)
@@ -278,9 +284,9 @@ def write_report(
         '<link rel="icon" href="data:,">\n'
         f"<title>{html.escape(title)}</title>\n<style>{_CSS}</style>\n</head>\n<body>\n"
         f"<h1>{html.escape(title)}</h1>\n"
-        f"<p>Execution: {html.escape(str(r.get('execution_arn', '')))}; written "
+        f"<p>Execution: {html.escape(r.execution_arn)}; written "
         f"{html.escape(time.strftime('%Y-%m-%d %H:%M:%S %Z'))}.</p>\n"
-        f"<h2>Summary</h2>\n{summary}\n<h2>Cost (AWS list prices)</h2>\n{_cost_section(cost)}\n"
+        f"<h2>Summary</h2>\n{summary}\n<h2>Cost (AWS list prices)</h2>\n{_cost_section(priced)}\n"
         "<h2>Figures</h2>\n" + "\n".join(blocks) + "\n</body>\n</html>\n"
     )
     path = out / REPORT_HTML

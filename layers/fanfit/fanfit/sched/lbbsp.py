@@ -21,41 +21,13 @@ the slowest workers sit a round out.
 
 from __future__ import annotations
 
-from typing import Any
-
 import numpy as np
 from numpy.typing import ArrayLike
 
 from fanfit.errors import InvalidJobError
+from fanfit.split import check_count
 
-__all__ = ["idle_fraction", "lbbsp_batches", "round_times", "uniform_batches"]
-
-
-def uniform_batches(global_batch: int, n_workers: int) -> np.ndarray:
-    """Plain BSP: ``global_batch`` split as evenly as possible.
-
-    Parameters
-    ----------
-    global_batch : int
-        ``B`` (>= ``n_workers``), samples per round.
-    n_workers : int
-        ``N`` (>= 1).
-
-    Returns
-    -------
-    numpy.ndarray of int64, shape (n_workers,)
-        ``B // N + 1`` for the first ``B % N`` workers, ``B // N`` for the others.
-
-    Raises
-    ------
-    InvalidJobError
-        If ``N < 1`` or ``B < N``.
-    """
-    _check_count("n_workers", n_workers, 1)
-    _check_count("global_batch", global_batch, n_workers)
-    batches = np.full(n_workers, global_batch // n_workers, dtype=np.int64)
-    batches[: global_batch % n_workers] += 1
-    return batches
+__all__ = ["idle_fraction", "lbbsp_batches", "round_times"]
 
 
 def lbbsp_batches(
@@ -99,8 +71,8 @@ def lbbsp_batches(
             f"throughputs must be a non-empty 1-d array of positive samples/s, got {v!r}."
         )
     n = v.size
-    _check_count("min_batch", min_batch, 0)
-    _check_count("global_batch", global_batch, max(1, n * min_batch))
+    check_count("min_batch", min_batch, 0)
+    check_count("global_batch", global_batch, max(1, n * min_batch))
     lo: np.ndarray = np.full(n, float(min_batch))
     hi: np.ndarray
     if max_batch is None:
@@ -203,8 +175,3 @@ def idle_fraction(times: ArrayLike) -> float:
     if t.min() == t.max():
         return 0.0
     return max(0.0, float(1.0 - t.mean() / t.max()))  # round-off can push mean over max
-
-
-def _check_count(name: str, value: Any, low: int) -> None:
-    if isinstance(value, bool) or not isinstance(value, int | np.integer) or value < low:
-        raise InvalidJobError(f"{name} must be an integer of at least {low}, got {value!r}.")

@@ -15,7 +15,8 @@ This package imports nothing above it (no :mod:`fanfit.sched`, no :mod:`fanfit.j
 batches and DS-Sync groups are inputs.
 """
 
-from fanfit.train.batches import batch_rows, even_batches, global_batch_rows, row_range
+from fanfit.split import even_batches
+from fanfit.train.batches import batch_rows, global_batch_rows, row_range
 from fanfit.train.kmeans import (
     KMeansPartial,
     KMeansResult,

@@ -1,7 +1,7 @@
 """Which rows a worker processes in a round, from the round's batch sizes alone.
 
-A round's per-worker batch sizes ``b`` (the scheduler's, :func:`fanfit.sched.lbbsp.lbbsp_batches`
-or :func:`~fanfit.sched.lbbsp.uniform_batches`; :func:`even_batches` here) cut a sequence of rows into consecutive pieces,
+A round's per-worker batch sizes ``b`` (the scheduler's, :func:`fanfit.sched.lbbsp.lbbsp_batches`,
+or the even split :func:`fanfit.split.even_batches`) cut a sequence of rows into consecutive pieces,
 worker ``i`` taking ``[offset_i, offset_i + b_i)`` with ``offset_i = b_0 + ... + b_{i-1}``:
 
 - full-batch models (K-Means) cut the data set itself (``sum(b) == n_obs``): :func:`row_range`;
@@ -17,40 +17,10 @@ from numpy.typing import ArrayLike
 
 from fanfit.errors import InvalidJobError
 
-__all__ = ["BATCH_STREAM", "batch_rows", "even_batches", "global_batch_rows", "row_range"]
+__all__ = ["BATCH_STREAM", "batch_rows", "global_batch_rows", "row_range"]
 
 #: First word of the SeedSequence spawn key of mini-batch draws (0 folds, 1 fit units, 2 DS-Sync).
 BATCH_STREAM = 3
-
-
-def even_batches(global_batch: int, n_workers: int) -> np.ndarray:
-    """Plain BSP's split of a round: ``B // N + 1`` samples for the first ``B % N`` workers,
-    ``B // N`` for the others (the split :func:`fanfit.sched.lbbsp.uniform_batches` gives).
-
-    Parameters
-    ----------
-    global_batch : int
-        ``B`` (>= ``n_workers``), samples per round.
-    n_workers : int
-        ``N`` (>= 1).
-
-    Returns
-    -------
-    numpy.ndarray of int64, shape (n_workers,)
-
-    Raises
-    ------
-    InvalidJobError
-        If ``N < 1`` or ``B < N``.
-    """
-    if n_workers < 1 or global_batch < n_workers:
-        raise InvalidJobError(
-            f"need n_workers >= 1 and global_batch >= n_workers; got {global_batch!r} and "
-            f"{n_workers!r}."
-        )
-    batches = np.full(n_workers, global_batch // n_workers, dtype=np.int64)
-    batches[: global_batch % n_workers] += 1
-    return batches
 
 
 def _checked(batches: ArrayLike, worker: int) -> np.ndarray:

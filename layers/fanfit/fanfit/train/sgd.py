@@ -24,7 +24,8 @@ import numpy as np
 from numpy.typing import ArrayLike
 
 from fanfit.errors import InvalidJobError
-from fanfit.train.batches import batch_rows, even_batches
+from fanfit.split import even_batches
+from fanfit.train.batches import batch_rows
 from fanfit.train.linear import Params, init_params, loss_gradient
 
 __all__ = [
@@ -337,7 +338,7 @@ def train_sgd(
         pass a job's options).
     batches : callable, optional
         ``round_index -> (n_workers,) batch sizes summing to global_batch`` (e.g. LB-BSP from
-        measured throughputs); default the even split :func:`fanfit.train.batches.even_batches`.
+        measured throughputs); default the even split :func:`fanfit.split.even_batches`.
     init : dict, optional
         The round-0 model (e.g. :func:`fanfit.train.mlp.init_mlp_params`); default the linear
         model's zeros, :func:`fanfit.train.linear.init_params`.

@@ -30,7 +30,7 @@ from fanfit.jobs.documents.train import (
 from fanfit.jobs.train.data import get_state, read_plan, read_round_plan, signature
 from fanfit.prices import DEFAULT_PRICES, PriceTable
 from fanfit.sched.dssync import dssync_groups
-from fanfit.sched.lbbsp import lbbsp_batches, uniform_batches
+from fanfit.sched.lbbsp import lbbsp_batches
 from fanfit.sched.lyapunov import QueueSpec, dispatch_fragments, penalty_weight
 from fanfit.sched.resources import lambda_resource, stack_gpu_resource
 from fanfit.sched.throughput import (
@@ -39,6 +39,7 @@ from fanfit.sched.throughput import (
     ThroughputEntry,
     lambda_vcpus,
 )
+from fanfit.split import even_batches
 from fanfit.train.models import model_for
 
 __all__ = [
@@ -312,7 +313,7 @@ def schedule_round(
     without any, every worker's Lambda CPU share :func:`fanfit.sched.throughput.lambda_vcpus`
     (only the ratios matter to LB-BSP). Batches are
 
-    - ``'uniform'``: :func:`fanfit.sched.lbbsp.uniform_batches`;
+    - ``'uniform'``: :func:`fanfit.split.even_batches`;
     - ``'lb-bsp'``: :func:`fanfit.sched.lbbsp.lbbsp_batches`, ``b_i ~ B v_i / sum_j v_j`` (Chen et
       al., "Accelerating Distributed Learning in Non-Dedicated Environments", IEEE TCC 2021),
 
@@ -410,7 +411,7 @@ def schedule_round(
     elif spec.balance == "static":
         batches = np.asarray(spec.worker_batches, dtype=np.int64)
     else:
-        batches = uniform_batches(total, n)
+        batches = even_batches(total, n)
     groups = (
         dssync_groups(n, int(spec.group_size), int(spec.seed), round_index)
         if spec.sync == "ds-sync"
