@@ -155,16 +155,20 @@ def test_a_gpu_shard_is_not_a_lambda_shard_and_the_gpu_lane_runs_beside() -> Non
 # ------------------------------------------------------------------------------ projection
 
 
-def _prediction(units_per_shard: int | None = None):
-    spec = dml.DMLSpec(model="plr", score="partialling out", y_col="y", d_cols=("d",),
-                       x_cols=("x1", "x2"), n_folds=5, n_rep=20, seed=3,
-                       learners={"ml_l": "LinearRegression", "ml_m": "LinearRegression"})  # fmt: skip
+SPEC = dml.DMLSpec(model="plr", score="partialling out", y_col="y", d_cols=("d",),
+                   x_cols=("x1", "x2"), n_folds=5, n_rep=20, seed=3,
+                   learners={"ml_l": "LinearRegression", "ml_m": "LinearRegression"})  # fmt: skip
+
+
+def _prediction(units_per_shard: int | None = None, ml_m_rows_per_s: float = 400.0):
+    spec = SPEC
     folds = dml.draw_folds(500, 5, 20, seed=3)
     plan = EstimatePlan(job_id="plan-only", dml=spec, data_key="", folds_key="", n_obs=500,
                         n_stages=dml.n_stages(spec), max_concurrency=1000,
                         units_per_shard=units_per_shard, sharding="auto", spec_sha256="")  # fmt: skip
-    sigs = {unit_signature(spec, u, 500, 2) for u in dml.fit_units(spec, 0)}
-    history = EwmaThroughput(entries=[ThroughputEntry(s, L1, 400.0, 0.3, 3) for s in sigs])
+    rate = {"ml_l": 400.0, "ml_m": ml_m_rows_per_s}
+    sigs = {unit_signature(spec, u, 500, 2): rate[u.learner] for u in dml.fit_units(spec, 0)}
+    history = EwmaThroughput(entries=[ThroughputEntry(s, L1, x, 0.3, 3) for s, x in sigs.items()])
     return plan_job(plan, folds, history, stack="aws", memory_sizes=[1769],
                     gpu_enabled=False, account_concurrency=1000)  # fmt: skip
 
@@ -175,12 +179,12 @@ def test_the_projection_simulates_schedules_own_plan() -> None:
     (stage,) = prediction.stages
     (planned,) = stage.shards
     # WHEN turned into the simulation's stages THEN the plan's shards carry the fits' work
-    (sim,) = simulated_stages(prediction)
+    (sim,) = simulated_stages(prediction, SPEC)
     assert len(sim.shards) == planned.n_shards
     assert sum(s.work_s for s in sim.shards) == pytest.approx(200 * 1.0)
     assert sim.concurrency == prediction.job_concurrency
     # WHEN projected THEN the prediction's figures are the simulation's, recorded with the account
-    projected, projection = project_prediction(prediction)
+    projected, projection = project_prediction(prediction, SPEC)
     assert projected.predicted_wall_s == projection.wall_s == projected.stages[0].predicted_wall_s
     assert projected.predicted_cost_usd == projection.cost_usd
     assert projected.simulation is not None
@@ -190,7 +194,14 @@ def test_the_projection_simulates_schedules_own_plan() -> None:
     assert projection.wall_s > 1.0 + cold_start_s(AccountModel(), 1769)
     assert projection.cost_usd > 1769 / 1024 * 200 * DEFAULT_PRICES.lambda_gb_second_usd
     # ... and a fixed shard size (fewer, longer shards) changes the projection, not the work
-    fixed = simulated_stages(_prediction(units_per_shard=50))[0]
+    fixed = simulated_stages(_prediction(units_per_shard=50), SPEC)[0]
     assert len(fixed.shards) == 4
     assert sum(s.work_s for s in fixed.shards) == pytest.approx(200 * 1.0)
     assert np.isclose(fixed.shards[0].work_s, 50.0)
+    # ... and learners of different cost keep their own fits' seconds: with ml_m 4x slower, the
+    # plan's one-fit shards are 1 s (ml_l) and 4 s (ml_m), the wall follows the slower
+    uneven = _prediction(ml_m_rows_per_s=100.0)
+    works = sorted({round(s.work_s, 6) for s in simulated_stages(uneven, SPEC)[0].shards})
+    assert uneven.stages[0].shards[0].max_units_per_shard == 1 and works == [1.0, 4.0]
+    assert sum(s.work_s for s in simulated_stages(uneven, SPEC)[0].shards) == pytest.approx(500.0)
+    assert project_prediction(uneven, SPEC)[1].wall_s > projection.wall_s + 2.9

@@ -547,4 +547,4 @@ def plan_estimate(
     )
     if client.local:
         return prediction
-    return project_prediction(prediction)[0]
+    return project_prediction(prediction, spec)[0]
