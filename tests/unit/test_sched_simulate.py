@@ -205,3 +205,50 @@ def test_the_projection_simulates_schedules_own_plan() -> None:
     assert uneven.stages[0].shards[0].max_units_per_shard == 1 and works == [1.0, 4.0]
     assert sum(s.work_s for s in simulated_stages(uneven, SPEC)[0].shards) == pytest.approx(500.0)
     assert project_prediction(uneven, SPEC)[1].wall_s > projection.wall_s + 2.9
+
+
+def test_plan_only_says_the_figures_are_a_simulation(capsys) -> None:
+    from fanfit.cli.estimate import print_prediction
+
+    # GIVEN a projected prediction WHEN printed THEN a line says it is simulated, then the figures
+    projected, _ = project_prediction(_prediction(), SPEC)
+    print_prediction(projected)
+    out = capsys.readouterr().out.splitlines()
+    assert out[-3].startswith("predicted by a simulation of the AWS account, not measured")
+    assert "concurrency 1000, child starts 300/s, cold starts 1.35 s" in out[-3]
+    assert out[-2] == f"predicted_wall_s: {projected.predicted_wall_s:.2f}"
+    # ... and the local model's prediction has no such line
+    print_prediction(_prediction())
+    assert not any("simulation" in line for line in capsys.readouterr().out.splitlines())
+
+
+@pytest.mark.parametrize("local", [True, False])
+def test_plan_estimate_simulates_the_account_off_the_local_stack(monkeypatch, local) -> None:
+    import types
+
+    import pandas as pd
+
+    from fanfit.client import estimate as client_estimate
+
+    # GIVEN a stack (local or not) whose outputs offer one CrossFit size and no throughput table
+    monkeypatch.setattr(
+        client_estimate, "_stack_outputs", lambda c: {"CrossFitFunctionMemorySizes": "1769"}
+    )
+    monkeypatch.setattr(client_estimate, "_account_concurrency", lambda c: 1000)
+    client = types.SimpleNamespace(local=local, s3=None, stack=types.SimpleNamespace(name="s"))
+    rng = np.random.default_rng(5)
+    frame = pd.DataFrame(rng.normal(size=(120, 4)), columns=["y", "d", "x1", "x2"])
+    # WHEN the job is planned
+    got = client_estimate.plan_estimate(
+        client, frame, y="y", d="d", x=["x1", "x2"], ml_l="LinearRegression",
+        ml_m="LinearRegression", n_folds=2, n_rep=2,
+    )  # fmt: skip
+    # THEN the local stack keeps the local model; another stack gets the account simulation
+    if local:
+        assert got.simulation is None
+    else:
+        assert (
+            got.simulation is not None and got.simulation["account"]["lambda_concurrency"] == 1000
+        )
+        assert got.predicted_wall_s == pytest.approx(got.simulation["wall_s"])
+        assert got.predicted_cost_usd == pytest.approx(got.simulation["cost_usd"])
