@@ -46,6 +46,11 @@ Cost: each Lambda shard bills ``s(m) + R rho + w_i`` at its memory (AWS bills th
 per transition); the stage adds its ``stage_transitions``; GPU shards cost their placement's
 figure. Prepare and Aggregate are not included (as in the local model).
 
+Not modelled: Lambda's scaling rate (each function adds up to 1,000 environments every 10 s, AWS
+Lambda Developer Guide, "Lambda scaling behavior": no bound below the default 1,000 concurrency),
+throttling and its retries, failures and stragglers, and variation in the fits' seconds (each
+learner's fits take their predicted seconds).
+
 Constants (:class:`AccountModel`'s defaults) and their sources
 --------------------------------------------------------------
 - ``lambda_concurrency = 1000``: AWS Lambda Developer Guide, "Lambda quotas" (concurrent
