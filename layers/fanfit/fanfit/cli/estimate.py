@@ -117,5 +117,13 @@ def print_prediction(prediction: EstimatePrediction, as_json: bool = False) -> N
                 f"policy {s.policy}{' (probe wave first)' if s.probe else ''}, "
                 f"max concurrency {s.max_concurrency}"
             )
+    if prediction.simulation is not None:
+        a = prediction.simulation["account"]
+        print(
+            "predicted by a simulation of the AWS account, not measured (fanfit.sched.simulate): "
+            f"concurrency {a['lambda_concurrency']}, child starts {a['child_start_rate_per_s']:g}/s, "
+            f"cold starts {a['cold_sandbox_s'] + a['cold_init_s']:g} s at 1,769 MB "
+            f"for {a['cold_share']:.0%} of the environments"
+        )
     print(f"predicted_wall_s: {prediction.predicted_wall_s:.2f}")
     print(f"predicted_cost_usd: {prediction.predicted_cost_usd:.6f}")

@@ -481,11 +481,16 @@ def plan_estimate(
     :func:`~fanfit.jobs.estimate.schedule.size_placed`), fed with the stack's ThroughputTable
     (output ``ThroughputTableName``), its CrossFit memory sizes (``CrossFitFunctionMemorySizes``),
     whether it has the GPU worker (``GpuWorkerEnabled``) and the account's Lambda concurrency.
+    On the local stack the predicted seconds are the sizing's (the local model); on any other
+    stack they and the cost come from a simulation of the AWS account (its concurrency, cold
+    starts, the Distributed Map's child start rate, state transitions and S3 round trips:
+    :func:`fanfit.jobs.estimate.projection.project_prediction`, :mod:`fanfit.sched.simulate`).
 
     Returns
     -------
     EstimatePrediction
-        Each stage's placement and shards, ``predicted_wall_s`` and ``predicted_cost_usd``.
+        Each stage's placement and shards, ``predicted_wall_s`` and ``predicted_cost_usd``
+        (``simulation``: the account model and the simulated stages, off the local stack).
 
     Raises
     ------
@@ -495,6 +500,7 @@ def plan_estimate(
         The stack's outputs cannot be read.
     """
     from fanfit.jobs.estimate.data import unit_signature
+    from fanfit.jobs.estimate.projection import project_prediction
     from fanfit.jobs.estimate.schedule import plan_job
     from fanfit.sched.resources import crossfit_memory_sizes
     from fanfit.sched.shards import DEFAULT_ACCOUNT_CONCURRENCY
@@ -530,7 +536,7 @@ def plan_estimate(
         ddb = client.session.client("dynamodb", endpoint_url=client.stack.endpoint_url)
         loaded = storage.ThroughputRecords(table, ddb).load(signatures)
         entries = [ThroughputEntry.from_dict(e) for e in loaded]
-    return plan_job(
+    prediction = plan_job(
         plan,
         folds,
         EwmaThroughput(entries=entries),
@@ -539,3 +545,6 @@ def plan_estimate(
         gpu_enabled=outputs.get("GpuWorkerEnabled") == "true",
         account_concurrency=_account_concurrency(client),
     )
+    if client.local:
+        return prediction
+    return project_prediction(prediction, spec)[0]

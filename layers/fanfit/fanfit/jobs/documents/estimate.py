@@ -380,7 +380,10 @@ class EstimatePrediction(Document):
     shards of every stage, planned by Schedule's own code (:func:`fanfit.jobs.estimate.schedule.
     plan_job`) from the stack's ThroughputTable, memory sizes, GPU worker and concurrency, and the
     predicted wall seconds (the sum over stages of :attr:`PlannedStage.predicted_wall_s`) and cost
-    (of the placements) of the cross-fitting, Prepare and Aggregate not included. Nothing runs."""
+    (of the placements) of the cross-fitting, Prepare and Aggregate not included. Nothing runs.
+    On a stack that is not the local one the figures are an AWS account's simulation
+    (:func:`fanfit.jobs.estimate.projection.project_prediction`), recorded in ``simulation``
+    (:meth:`fanfit.sched.simulate.Projection.to_dict`; None: the local model)."""
 
     stack: str
     memory_sizes: list[int]
@@ -390,6 +393,7 @@ class EstimatePrediction(Document):
     stages: list[PlannedStage]
     predicted_wall_s: float
     predicted_cost_usd: float
+    simulation: dict[str, Any] | None = None
 
 
 class WaveDecision(_OmitNone):

@@ -1,0 +1,172 @@
+"""The AWS projection of DoubleML's 401(k) PLR with RF(500), 5 folds x 100 repetitions (issue 14, item 2).
+
+    python benchmarks/aws_projection.py --json
+
+A simulation, not a run on AWS: no stack and no AWS call. Steps:
+
+1. Measures here, in-process (``n_jobs=1``, one core), one fit and prediction of each nuisance
+   learner on a training fold of the 401(k) data (examples/data/sipp1991.dta; DoubleML's
+   covariates, y ``net_tfa``, d ``e401``): ``RandomForestRegressor`` for ml_l and
+   ``RandomForestClassifier`` for ml_m, 500 trees with the settings of DoubleML's 401(k) example
+   (``max_depth=7, max_features=3, min_samples_leaf=3``); the median of ``--repeats`` fits.
+2. Puts those throughputs (training rows/s) into a throughput table as measured at 1,769 MB (one
+   vCPU; this machine's core taken as one Lambda vCPU: an assumption) and plans the job with
+   Schedule's own code (:func:`fanfit.jobs.estimate.schedule.plan_job`) on the template's default
+   CrossFit sizes (1,769, 3,538, 10,240 MB), no GPU worker, AWS's default concurrency (1,000).
+3. Simulates the plan on the default AWS account model (:mod:`fanfit.sched.simulate`:
+   concurrency, cold starts, the Distributed Map's child start rate, transitions, S3 round trips;
+   :func:`fanfit.jobs.estimate.projection.project_prediction`).
+4. The comparison: DoubleML in-process on this machine, ``fit seconds x n_fits / cores`` (the fits
+   spread perfectly over the cores; DoubleML's own overhead left out).
+
+Prints one JSON object: model, learners, n_folds, n_rep, n_fits, placement, predicted_wall_s,
+predicted_cost_usd, account, fit_s_measured, doubleml_inprocess.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import sys
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+X_COLS = ["age", "inc", "educ", "fsize", "marr", "twoearn", "db", "pira", "hown"]
+#: DoubleML's 401(k) example's forests (DoubleML user guide / examples: "Impact of 401(k) on
+#: Financial Wealth"), 500 trees.
+RF_PARAMS = {"n_estimators": 500, "max_depth": 7, "max_features": 3, "min_samples_leaf": 3}
+
+
+def _measure(x, y, folds, estimator_cls, repeats: int, seed: int, classifier: bool) -> list[float]:
+    """Seconds of ``repeats`` fits + predictions of one unit (repetition 0, fold 0), n_jobs=1."""
+    train = folds[:, 0] != 0
+    times = []
+    for _ in range(repeats):
+        est = estimator_cls(**RF_PARAMS, random_state=seed, n_jobs=1)
+        t0 = time.perf_counter()
+        est.fit(x[train], y[train])
+        if classifier:
+            est.predict_proba(x[~train])
+        else:
+            est.predict(x[~train])
+        times.append(time.perf_counter() - t0)
+    return times
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--json", action="store_true", help="print one JSON object")
+    parser.add_argument("--n-folds", type=int, default=5)
+    parser.add_argument("--n-rep", type=int, default=100)
+    parser.add_argument("--repeats", type=int, default=3, help="fits measured per learner")
+    parser.add_argument("--seed", type=int, default=42)
+    args = parser.parse_args()
+
+    import numpy as np
+    import pandas as pd
+    from sklearn.ensemble import RandomForestClassifier, RandomForestRegressor
+
+    from fanfit import dml
+    from fanfit.client.check import check_estimate
+    from fanfit.jobs.documents.estimate import EstimatePlan
+    from fanfit.jobs.estimate.data import unit_signature
+    from fanfit.jobs.estimate.projection import project_prediction
+    from fanfit.jobs.estimate.schedule import plan_job
+    from fanfit.sched.shards import DEFAULT_ACCOUNT_CONCURRENCY
+    from fanfit.sched.simulate import AccountModel, cold_start_s
+    from fanfit.sched.throughput import EwmaThroughput, ThroughputEntry
+
+    frame = pd.read_stata(ROOT / "examples" / "data" / "sipp1991.dta")
+    learners = {
+        "ml_l": "RandomForestRegressor:" + json.dumps({**RF_PARAMS, "random_state": args.seed}),
+        "ml_m": "RandomForestClassifier:" + json.dumps({**RF_PARAMS, "random_state": args.seed}),
+    }
+    checked = check_estimate(
+        frame, model="plr", y="net_tfa", d="e401", x=X_COLS, n_folds=args.n_folds,
+        n_rep=args.n_rep, seed=args.seed, **learners,
+    )  # fmt: skip
+    spec = checked.spec
+    data = checked.data
+    folds = checked.folds if checked.folds is not None else dml.draw_spec_folds(spec, data)
+    n_obs = int(data.y.shape[0])
+    x = np.asarray(frame[X_COLS], dtype=float)
+
+    # 1. one fit of each learner, in-process, one core
+    fit_l = _measure(x, np.asarray(frame["net_tfa"], float), folds, RandomForestRegressor,
+                     args.repeats, args.seed, classifier=False)  # fmt: skip
+    fit_m = _measure(x, np.asarray(frame["e401"], int), folds, RandomForestClassifier,
+                     args.repeats, args.seed, classifier=True)  # fmt: skip
+    fit_s = {"ml_l": statistics.median(fit_l), "ml_m": statistics.median(fit_m)}
+    rows = int(np.count_nonzero(folds[:, 0] != 0))
+
+    # 2. the throughput table as if measured at 1,769 MB, and Schedule's plan
+    account = AccountModel(lambda_concurrency=DEFAULT_ACCOUNT_CONCURRENCY)
+    overhead = cold_start_s(account, 1769) + account.shard_s3_round_trips * account.s3_round_trip_s
+    n_features = len(spec.x_cols) + spec.n_treat - 1
+    entries = {}
+    for stage in range(dml.n_stages(spec)):
+        for u in dml.fit_units(spec, stage):
+            sig = unit_signature(spec, u, n_obs, n_features)
+            rows_per_s = rows / fit_s[dml.learner_name(u.learner)]
+            entries[sig] = ThroughputEntry(sig, "lambda-1769", rows_per_s, overhead, 1)
+    plan = EstimatePlan(
+        job_id="plan-only", dml=spec, data_key="", folds_key="", n_obs=n_obs,
+        n_stages=dml.n_stages(spec), max_concurrency=DEFAULT_ACCOUNT_CONCURRENCY,
+        sharding="auto", spec_sha256="",
+    )  # fmt: skip
+    prediction = plan_job(
+        plan, folds, EwmaThroughput(entries=list(entries.values())), stack="aws (simulated)",
+        memory_sizes=[1769, 3538, 10240], gpu_enabled=False,
+        account_concurrency=DEFAULT_ACCOUNT_CONCURRENCY,
+    )  # fmt: skip
+
+    # 3. the simulation
+    projected, projection = project_prediction(prediction, spec, account)
+
+    # 4. DoubleML in-process on this machine
+    n_fits = sum(len(dml.fit_units(spec, s)) for s in range(dml.n_stages(spec)))
+    cores = os.cpu_count() or 1
+    per_learner = {name: n_fits // len(fit_s) for name in fit_s}
+    inprocess_s = sum(fit_s[name] * per_learner[name] for name in fit_s) / cores
+
+    out = {
+        "model": "plr",
+        "learners": learners,
+        "n_folds": args.n_folds,
+        "n_rep": args.n_rep,
+        "n_fits": n_fits,
+        "placement": [
+            {
+                "stage": s.stage,
+                "resource": s.resource,
+                "seconds": round(s.seconds, 3),
+                "cost_usd": s.cost_usd,
+            }
+            for st in projected.stages
+            for s in st.placement.stages
+        ],  # fmt: skip
+        "shards": [s.to_json_dict() for st in projected.stages for s in st.shards],
+        "predicted_wall_s": round(projected.predicted_wall_s, 2),
+        "predicted_cost_usd": round(projected.predicted_cost_usd, 6),
+        "simulated_stages": [s.to_dict() for s in projection.stages],
+        "account": account.to_dict(),
+        "fit_s_measured": {k: round(v, 3) for k, v in fit_s.items()},
+        "fit_s_runs": {"ml_l": [round(t, 3) for t in fit_l], "ml_m": [round(t, 3) for t in fit_m]},
+        "train_rows_per_fit": rows,
+        "doubleml_inprocess": {
+            "cores": cores,
+            "predicted_wall_s": round(inprocess_s, 1),
+            "formula": "sum over learners of fit_s x fits / cores",
+        },
+        "note": "a simulation of an AWS account, not measured on AWS; fits measured on this "
+        "machine (shared with other work)",
+    }
+    print(json.dumps(out) if args.json else json.dumps(out, indent=2))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
