@@ -9,6 +9,7 @@ import time
 from fanfit import dml, storage
 from fanfit.errors import InvalidDocumentError, InvalidJobError
 from fanfit.jobs import sharing
+from fanfit.jobs.estimate.demand import stage_demand
 from fanfit.jobs.documents.estimate import (
     EstimatePlan,
     EstimateSpec,
@@ -113,7 +114,7 @@ def prepare_stage(
             partitions,
             job_id,
             "estimate",
-            demand=min(len(units), plan.max_concurrency),
+            demand=stage_demand(len(units), plan.max_concurrency),
             gpu_demand=GPU_DEMAND if on_gpu else 0,
             weight=plan.weight,
             execution_arn=execution_arn,

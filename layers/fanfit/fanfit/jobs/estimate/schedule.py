@@ -49,6 +49,7 @@ from fanfit.jobs.documents.estimate import (
     to_json_list,
     unit_doc,
 )
+from fanfit.jobs.estimate import demand
 from fanfit.jobs.estimate.data import (
     cached_folds,
     n_train,
@@ -208,6 +209,11 @@ def schedule_wave(
     out = WaveOutput(
         job_id=job_id, plan_key=storage.plan_key(job_id), stage=stage, wave=wave, has_wave=False
     )
+    # Dorm: the job's demand follows the wave about to be cut (jobs/estimate/demand.py)
+    demand.register_wave(
+        partitions, ctx, remaining, history, memory_sizes=memory_sizes or [crossfit_memory_mb],
+        gpu_enabled=gpu_enabled, account_concurrency=account_concurrency,
+    )  # fmt: skip
     if not remaining:
         if recovered:
             store.put_json(storage.schedule_key(job_id, stage), schedule.to_json_dict())
