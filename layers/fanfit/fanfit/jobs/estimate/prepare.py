@@ -9,7 +9,6 @@ import time
 from fanfit import dml, storage
 from fanfit.errors import InvalidDocumentError, InvalidJobError
 from fanfit.jobs import sharing
-from fanfit.jobs.estimate.demand import stage_demand
 from fanfit.jobs.documents.estimate import (
     EstimatePlan,
     EstimateSpec,
@@ -20,6 +19,7 @@ from fanfit.jobs.documents.estimate import (
     unit_doc,
 )
 from fanfit.jobs.estimate.data import cached_data, gather_predictions, load, peak_rss_mb, read_plan
+from fanfit.jobs.estimate.demand import stage_demand
 from fanfit.jobs.source import materialize_source
 from fanfit.sched.shards import DEFAULT_ACCOUNT_CONCURRENCY
 
