@@ -169,7 +169,8 @@ def schedule_wave(
         partition_at_barrier`: below its demand, stale jobs' shares are reclaimed first), read
         at this barrier, caps the wave: its shards are sized for, and its ``max_concurrency``
         never exceeds, ``min(job max_concurrency, partition)``. The partition used goes into the
-        wave's entry (``partition``).
+        wave's entry (``partition``). Before it is read, the job's demand is re-registered as the
+        wave's (:func:`fanfit.jobs.estimate.demand.register_wave`).
     memory_sizes : list of int, optional
         The memory sizes the stack's CrossFit functions offer, MB (default: only
         ``crossfit_memory_mb``); :func:`place` chooses among them.
