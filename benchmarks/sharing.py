@@ -15,8 +15,9 @@ discrete-event simulation against partitioning policies of :mod:`fanfit.sched.pa
 - ``fcfs``: first come, first served, each job takes its whole demand from what is left.
 
 Partitions are recomputed when a job arrives or ends, as Dorm does and as fanfit's partition table
-does (:mod:`fanfit.jobs.sharing`: an estimate registers its demand once per stage, not as its units
-finish; these estimates have one stage). A job's work comes from throughput measured in-process before the
+does (:mod:`fanfit.jobs.sharing`); an estimate's demand here is its units not yet finished, re-read at
+every event (fanfit's estimates re-register theirs at each wave barrier: the next wave's shards,
+:mod:`fanfit.jobs.estimate.demand`). A job's work comes from throughput measured in-process before the
 simulation, on this machine's one core (one 1,769 MB Lambda = 1 vCPU). Every job is a pool of equal
 tasks, each holding one Lambda slot while it runs:
 
