@@ -15,8 +15,9 @@ discrete-event simulation against partitioning policies of :mod:`fanfit.sched.pa
 - ``fcfs``: first come, first served, each job takes its whole demand from what is left.
 
 Partitions are recomputed when a job arrives or ends, as Dorm does and as fanfit's partition table
-does (:mod:`fanfit.jobs.sharing`: an estimate registers its demand once per stage, not as its units
-finish; these estimates have one stage). A job's work comes from throughput measured in-process before the
+does (:mod:`fanfit.jobs.sharing`); an estimate's demand here is its units not yet finished, re-read at
+every event (fanfit's estimates re-register theirs at each wave barrier: the next wave's shards,
+:mod:`fanfit.jobs.estimate.demand`). A job's work comes from throughput measured in-process before the
 simulation, on this machine's one core (one 1,769 MB Lambda = 1 vCPU). Every job is a pool of equal
 tasks, each holding one Lambda slot while it runs:
 
@@ -43,6 +44,22 @@ end); ``overhead_share`` = the policy's real wall time computing partitions / th
 ``utilization_ratio_bound`` = 1 / static's utilization: the most any policy's utilization can exceed
 static's, since utilization is at most 1. ``load_sweep`` repeats dorm against static on the same
 jobs at other offered loads (``--sweep-loads``): only the gaps between arrivals scale.
+
+Live (``--live``): at least 4 estimate jobs at once on a local stack of its own (state dir
+``.fanfit/bench-sharing-live``, deployed with ``AccountConcurrency=--live-capacity``), twice:
+
+- ``dorm``: each job may use the whole concurrency (``max_concurrency`` = capacity); the partition
+  table's Dorm cuts the partitions, from each job's demand (since issue 15: its next wave's shards,
+  re-registered at each barrier, :mod:`fanfit.jobs.estimate.demand`);
+- ``static``: each job capped at an equal, fixed part (``max_concurrency`` = capacity / jobs).
+
+The jobs differ in size (PLR, random forests, ``n_rep`` = 1, 2, ..: 8, 16, .. fits) and are
+submitted together, after a one-job warm-up (the throughput table then knows the learners, so
+neither run starts with a probe wave). Measured, not simulated: ``utilization`` = busy slot-seconds (the sum over every
+job's shards of ``ended_at - started_at``, inside the CrossFit function: the result's
+``timings.shards``) / (capacity x makespan), makespan from the first submission to the last job's
+end (its record's ``updated_at`` when it succeeded); ``jct_s`` per job = end - submission. The
+partition history's ``resize`` events are counted.
 """
 
 from __future__ import annotations
@@ -311,6 +328,109 @@ def simulate(policy: str, jobs: list[Job], capacity: int, args) -> dict:
     }
 
 
+def _live_frame(n_obs: int, seed: int):
+    """A PLR data set (y, d, x0..x9): ``d`` and ``y`` nonlinear in the first covariates."""
+    import pandas as pd
+
+    rng = np.random.default_rng(seed)
+    x = rng.normal(size=(n_obs, 10))
+    d = np.sin(x[:, 0]) + 0.5 * x[:, 1] ** 2 + rng.normal(size=n_obs)
+    y = 0.5 * d + np.cos(x[:, 0]) + x[:, 2] + rng.normal(size=n_obs)
+    frame = pd.DataFrame(x, columns=[f"x{i}" for i in range(10)])
+    frame["d"], frame["y"] = d, y
+    return frame
+
+
+def live_policy(client, policy: str, capacity: int, n_jobs: int, frame, timeout_s: float) -> dict:
+    """Run ``n_jobs`` estimates at once under ``policy`` (``dorm`` or ``static``); measured figures.
+
+    Returns
+    -------
+    dict
+        ``utilization`` (busy slot-seconds / (capacity x makespan)), ``busy_slot_s``,
+        ``makespan_s``, ``jct_s`` (per job, seconds), ``mean_jct_s``, ``shards``, ``resize_events``
+        (partition history entries of this run's jobs), ``max_partition_sum``.
+    """
+    cap = capacity if policy == "dorm" else max(1, capacity // n_jobs)
+    learner = '{"n_estimators": 40, "max_depth": 6, "random_state": 0}'
+    jobs = []
+    for i in range(n_jobs):
+        jobs.append(
+            client.submit_estimate(
+                frame, y="y", d="d", model="plr", n_folds=4, n_rep=i + 1, seed=i,
+                ml_l=f"RandomForestRegressor:{learner}", ml_m=f"RandomForestRegressor:{learner}",
+                max_concurrency=cap,
+            )
+        )  # fmt: skip
+    for job in jobs:
+        job.wait(timeout=timeout_s)
+    busy, ends, jct, n_shards = 0.0, [], [], 0
+    starts = []
+    for job in jobs:
+        record = job.record()
+        shards = job.stats()
+        n_shards += len(shards)
+        busy += sum(float(s["ended_at"]) - float(s["started_at"]) for s in shards)
+        submitted, ended = float(record["submitted_at"]), float(record["updated_at"])
+        starts.append(submitted)
+        ends.append(ended)
+        jct.append(ended - submitted)
+    makespan = max(ends) - min(starts)
+    ids = {job.job_id for job in jobs}
+    history = [h for h in client.partition_history() if h.get("job_id") in ids]
+    return {
+        "max_concurrency_per_job": cap,
+        "utilization": round(busy / (capacity * makespan), 4),
+        "busy_slot_s": round(busy, 2),
+        "makespan_s": round(makespan, 2),
+        "jct_s": [round(v, 2) for v in jct],
+        "mean_jct_s": round(float(np.mean(jct)), 2),
+        "shards": n_shards,
+        "resize_events": sum(h.get("event") == "resize" for h in history),
+        "history_events": len(history),
+        "max_partition_sum": max(
+            (sum(j["partition"] for j in h.get("jobs", {}).values()) for h in history), default=0
+        ),
+    }
+
+
+def live(capacity: int, n_jobs: int, n_obs: int, timeout_s: float) -> dict:
+    """Dorm against static partitions on a local stack of its own (started and stopped here)."""
+    import os
+
+    from fanfit.client import Client
+    from fanfit.local.deploy import Deployer
+    from fanfit.local.stack import ensure_local_stack
+
+    os.environ["FANFIT_HOME"] = str(ROOT / ".fanfit" / "bench-sharing-live")
+    frame = _live_frame(n_obs, seed=0)
+    started = time.perf_counter()
+    with ensure_local_stack(root=ROOT, deploy=False, keep_running=False) as info:
+        Deployer(
+            info, ROOT / "template.yaml", parameters={"AccountConcurrency": str(capacity)}
+        ).run()
+        client = Client.local_stack()
+        ready_s = time.perf_counter() - started
+        # warm-up: the throughput table learns the learners (no probe wave in either run) and the
+        # functions start warm
+        live_policy(client, "dorm", capacity, 1, frame, timeout_s)
+        runs = {
+            p: live_policy(client, p, capacity, n_jobs, frame, timeout_s)
+            for p in ("dorm", "static")
+        }
+    dorm, static = runs["dorm"], runs["static"]
+    return {
+        "capacity": capacity,
+        "jobs": n_jobs,
+        "n_obs": n_obs,
+        "stack_ready_s": round(ready_s, 1),
+        "policies": runs,
+        "utilization_ratio_vs_static": round(dorm["utilization"] / static["utilization"], 3),
+        "mean_jct_speedup_vs_static": round(static["mean_jct_s"] / dorm["mean_jct_s"], 3),
+        "load_avg": [round(v, 2) for v in os.getloadavg()],
+    }
+
+
 def compare(dorm: dict, static: dict) -> dict:
     """Dorm against static: the ratios and the issue's targets (utilization >= 1.5x static's,
     fairness loss <= 0.67x static's, overhead < 5% of the makespan)."""
@@ -327,6 +447,29 @@ def compare(dorm: dict, static: dict) -> dict:
                 dorm["fairness_loss"] <= 0.67 * static["fairness_loss"]
             ),
             "overhead_lt_5pct": bool(dorm["overhead_share"] < 0.05),
+        },
+    }
+
+
+def issue15_targets(policies: dict) -> dict:
+    """Issue 15's simulation targets: dorm utilization >= 0.90 and >= 0.98 of FCFS's, fairness loss
+    <= 0.30 of static's, mean job completion >= 1.5x faster than static."""
+    dorm, static, fcfs = policies["dorm"], policies["static"], policies["fcfs"]
+    figures = {
+        "dorm_utilization": dorm["utilization"],
+        "dorm_over_fcfs_utilization": round(dorm["utilization"] / fcfs["utilization"], 3),
+        "fairness_loss_ratio_vs_static": round(dorm["fairness_loss"] / static["fairness_loss"], 3),
+        "mean_jct_speedup_vs_static": round(static["mean_jct_s"] / dorm["mean_jct_s"], 3),
+    }
+    return {
+        **figures,
+        "met": {
+            "utilization_ge_0_90": bool(dorm["utilization"] >= 0.90),
+            "utilization_ge_0_98_of_fcfs": bool(figures["dorm_over_fcfs_utilization"] >= 0.98),
+            "fairness_loss_le_0_30_of_static": bool(
+                figures["fairness_loss_ratio_vs_static"] <= 0.30
+            ),
+            "mean_jct_ge_1_5x_static": bool(figures["mean_jct_speedup_vs_static"] >= 1.5),
         },
     }
 
@@ -348,6 +491,12 @@ def main() -> int:
         default="0.1,0.3,0.5,0.8,1.2",
         help="offered loads of the sweep (comma-separated; empty for none)",
     )
+    parser.add_argument("--live", action="store_true",
+                        help="also run dorm against static on a local stack of its own (minutes)")  # fmt: skip
+    parser.add_argument("--live-capacity", type=int, default=4, help="AccountConcurrency live")
+    parser.add_argument("--live-jobs", type=int, default=4, help="concurrent estimates live (>= 4)")
+    parser.add_argument("--live-n-obs", type=int, default=1000, help="rows of each live job")
+    parser.add_argument("--live-timeout-s", type=float, default=600.0)
     args = parser.parse_args()
 
     measured = measure()
@@ -371,6 +520,7 @@ def main() -> int:
         "measured": {k: round(v, 4) for k, v in measured.items()},
         "policies": policies,
         **compare(policies["dorm"], policies["static"]),
+        "issue15_targets": issue15_targets(policies),
     }
     # The same trace (same jobs, same measured seconds) at other offered loads: only the gaps
     # between arrivals scale. Shows where the targets hold and where they cannot.
@@ -399,6 +549,8 @@ def main() -> int:
             }
         )
     out["load_sweep"] = sweep
+    if args.live:
+        out["live"] = live(args.live_capacity, args.live_jobs, args.live_n_obs, args.live_timeout_s)
     if args.json:
         print(json.dumps(out))
     else:

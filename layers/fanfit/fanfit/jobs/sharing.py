@@ -5,7 +5,8 @@ the most invocations (GPU jobs) it may run at once. The partitions are recompute
 utilization-fairness optimizer (:func:`fanfit.sched.partition.dorm_partitions`, Sun et al. 2017)
 
 - when a job arrives (:func:`register_job`: Prepare of an estimate's stage 0, TrainInit), and when
-  its demand changes (Prepare of a later stage: another unit count);
+  its demand changes (Prepare of a later stage: another unit count; Schedule at each barrier: the
+  next wave's shards, :mod:`fanfit.jobs.estimate.demand`);
 - when a job ends (:func:`release_job`: Aggregate, TrainFinalize, and the Release function on the
   state machines' failure path).
 
@@ -23,7 +24,8 @@ and the history entry lists it under ``dropped`` with reason ``"stale"``. Jobs r
 an execution (before it was recorded) are never dropped this way.
 
 Demand (what a job can use at once): an estimate stage's unit count capped by the job's
-``max_concurrency``; a train job's Lambda worker count. GPU demand: the GPU workers a job asks for.
+``max_concurrency`` when the stage starts, then the shards its next wave runs at once (capped the
+same way, and by the units that remain); a train job's Lambda worker count. GPU demand: the GPU workers a job asks for.
 Capacity: the account's concurrency (template parameter ``AccountConcurrency``, environment
 ``FANFIT_ACCOUNT_CONCURRENCY``) and the GPUs of the Batch compute environment
 (``BatchMaxvCpus`` / :data:`GPU_WORKER_VCPUS`, environment ``FANFIT_BATCH_MAX_VCPUS``).

@@ -19,6 +19,7 @@ from fanfit.jobs.documents.estimate import (
     unit_doc,
 )
 from fanfit.jobs.estimate.data import cached_data, gather_predictions, load, peak_rss_mb, read_plan
+from fanfit.jobs.estimate.demand import stage_demand
 from fanfit.jobs.source import materialize_source
 from fanfit.sched.shards import DEFAULT_ACCOUNT_CONCURRENCY
 
@@ -113,7 +114,7 @@ def prepare_stage(
             partitions,
             job_id,
             "estimate",
-            demand=min(len(units), plan.max_concurrency),
+            demand=stage_demand(len(units), plan.max_concurrency),
             gpu_demand=GPU_DEMAND if on_gpu else 0,
             weight=plan.weight,
             execution_arn=execution_arn,

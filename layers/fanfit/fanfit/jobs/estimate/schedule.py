@@ -49,6 +49,7 @@ from fanfit.jobs.documents.estimate import (
     to_json_list,
     unit_doc,
 )
+from fanfit.jobs.estimate import demand
 from fanfit.jobs.estimate.data import (
     cached_folds,
     n_train,
@@ -168,7 +169,8 @@ def schedule_wave(
         partition_at_barrier`: below its demand, stale jobs' shares are reclaimed first), read
         at this barrier, caps the wave: its shards are sized for, and its ``max_concurrency``
         never exceeds, ``min(job max_concurrency, partition)``. The partition used goes into the
-        wave's entry (``partition``).
+        wave's entry (``partition``). Before it is read, the job's demand is re-registered as the
+        wave's (:func:`fanfit.jobs.estimate.demand.register_wave`).
     memory_sizes : list of int, optional
         The memory sizes the stack's CrossFit functions offer, MB (default: only
         ``crossfit_memory_mb``); :func:`place` chooses among them.
@@ -208,6 +210,11 @@ def schedule_wave(
     out = WaveOutput(
         job_id=job_id, plan_key=storage.plan_key(job_id), stage=stage, wave=wave, has_wave=False
     )
+    # Dorm: the job's demand follows the wave about to be cut (jobs/estimate/demand.py)
+    demand.register_wave(
+        partitions, ctx, remaining, history, memory_sizes=memory_sizes or [crossfit_memory_mb],
+        gpu_enabled=gpu_enabled, account_concurrency=account_concurrency,
+    )  # fmt: skip
     if not remaining:
         if recovered:
             store.put_json(storage.schedule_key(job_id, stage), schedule.to_json_dict())

@@ -1,0 +1,185 @@
+"""An estimate's demand on the shared capacity (Dorm), kept in step with its waves.
+
+A job's *demand* is what it registers in the partition table (:func:`fanfit.jobs.sharing.
+register_job`): the concurrent invocations it can use now, which Dorm's optimizer never exceeds
+when it cuts the job's partition (Sun et al. 2017, SoCC: "the demand of an application is the
+resources its tasks can use"). An estimate runs in waves of shards, and a wave can use at most
+its own shards at once, so:
+
+- Prepare registers a stage's demand when the stage starts (:func:`stage_demand`: its unit count,
+  capped by the job's ``max_concurrency``; stage 0 is the job's arrival);
+- Schedule re-registers it at each barrier, before sizing the wave it writes (:func:`follow_wave`:
+  a ``"resize"`` event in the partition history when it changed): the Lambda shards the wave
+  would run at once under the job's own cap (:func:`wave_demand`), so a probe wave or a stage's
+  last wave (only what remains) asks for no idle slots, and the partition Schedule then reads is
+  cut from that demand;
+- a stage with nothing left asks for :data:`IDLE_DEMAND` until the next stage's Prepare or
+  Aggregate (which releases the job).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import TYPE_CHECKING
+
+from fanfit import dml, storage
+from fanfit.jobs import sharing
+
+if TYPE_CHECKING:
+    from fanfit.jobs.estimate.schedule import StageContext
+    from fanfit.sched.throughput import EwmaThroughput
+
+__all__ = ["IDLE_DEMAND", "follow_wave", "register_wave", "stage_demand", "wave_demand"]
+
+#: Demand of a job between its stage's last wave and its next step (the partition table needs at
+#: least one slot of demand per registered job).
+IDLE_DEMAND = 1
+
+
+def stage_demand(n_units: int, max_concurrency: int) -> int:
+    """A stage's demand when it starts: its units, capped by the job's ``max_concurrency``.
+
+    Parameters
+    ----------
+    n_units : int
+        Fit units of the stage (>= 0).
+    max_concurrency : int
+        The job's cap on concurrent invocations (>= 1).
+
+    Returns
+    -------
+    int
+        ``min(n_units, max_concurrency)``.
+    """
+    return min(int(n_units), int(max_concurrency))
+
+
+def wave_demand(wave_concurrency: Sequence[int], n_units: int, max_concurrency: int) -> int:
+    """The Lambda demand of a wave: the shards it runs at once, capped as a stage's demand.
+
+    Parameters
+    ----------
+    wave_concurrency : sequence of int
+        Per Lambda resource of the wave, the Map concurrency its sizing chose
+        (:attr:`fanfit.sched.sizing.ShardingDecision.max_concurrency`, at most its shard count).
+    n_units : int
+        The wave's Lambda units (what remains of the stage on Lambda).
+    max_concurrency : int
+        The job's cap.
+
+    Returns
+    -------
+    int
+        ``min(sum(wave_concurrency), n_units, max_concurrency)``, at least 0.
+    """
+    return max(
+        0, min(sum(int(c) for c in wave_concurrency), stage_demand(n_units, max_concurrency))
+    )
+
+
+def follow_wave(
+    partitions: storage.Partitions | None,
+    job_id: str,
+    weight: float,
+    *,
+    demand: int,
+    gpu_demand: int = 0,
+) -> sharing.Partition | None:
+    """Re-register the job's demand at a barrier (Schedule), before the wave is sized.
+
+    A job that holds no partition (not registered, or already released) is left alone: only
+    Prepare registers a job's arrival, with its execution. A demand equal to the registered one
+    changes nothing (no recomputation, no history entry); another one is a ``"resize"`` recomputation of every partition (:func:`fanfit.jobs.sharing.
+    recompute`). The job keeps its recorded execution and its ``weight``. A demand of nothing at
+    all (no Lambda shard, no GPU shard: the stage is done) registers :data:`IDLE_DEMAND`.
+
+    Parameters
+    ----------
+    partitions : Partitions or None
+        None (no partition table) does nothing.
+    job_id : str
+    weight : float
+        The job's weight in the fair shares (its plan's ``weight``; unchanged).
+    demand : int
+        Lambda demand of the wave (:func:`wave_demand`).
+    gpu_demand : int
+        GPU worker jobs of the wave.
+
+    Returns
+    -------
+    Partition or None
+        The job's partition after the recomputation; None without a table or a registration.
+
+    Raises
+    ------
+    InvalidJobError, PartitionConflictError
+        See :func:`fanfit.jobs.sharing.register_job`.
+    """
+    if partitions is None:
+        return None
+    if demand + gpu_demand < 1:
+        demand = IDLE_DEMAND
+    held = sharing.read_partition(partitions, job_id)
+    if held is None or (held.demand, held.gpu_demand) == (demand, gpu_demand):
+        return held
+    return sharing.register_job(
+        partitions, job_id, "estimate", demand=demand, gpu_demand=gpu_demand, weight=weight
+    )
+
+
+def register_wave(
+    partitions: storage.Partitions | None,
+    ctx: StageContext,
+    remaining: list[dml.FitUnit],
+    history: EwmaThroughput,
+    *,
+    memory_sizes: list[int],
+    gpu_enabled: bool,
+    account_concurrency: int,
+) -> sharing.Partition | None:
+    """Schedule's barrier hook: register the demand of the wave about to be cut.
+
+    The wave is planned once under the job's own cap, with no partition (Schedule's
+    :func:`~fanfit.jobs.estimate.schedule.place` and :func:`~fanfit.jobs.estimate.schedule.
+    size_placed`, as ``fanfit estimate --plan-only`` plans), and its Lambda concurrency
+    (:func:`wave_demand`) and GPU shards become the job's demand (:func:`follow_wave`). Schedule
+    then reads the partition cut from that demand and sizes the wave it writes within it.
+
+    Parameters
+    ----------
+    partitions : Partitions or None
+        None, or a job holding no partition, plans nothing and changes nothing.
+    ctx : StageContext
+        The stage being scheduled.
+    remaining : list of FitUnit
+        The stage's units not yet run (empty: the stage is done, :data:`IDLE_DEMAND`).
+    history : EwmaThroughput
+        The throughput history the wave is sized from.
+    memory_sizes, gpu_enabled, account_concurrency
+        As :func:`fanfit.jobs.estimate.schedule.schedule_wave`.
+
+    Returns
+    -------
+    Partition or None
+        As :func:`follow_wave`.
+    """
+    if partitions is None or sharing.read_partition(partitions, ctx.job_id) is None:
+        return None
+    weight = ctx.plan.weight
+    if not remaining:
+        return follow_wave(partitions, ctx.job_id, weight, demand=0)
+    # Schedule imports this module; its phases are read here, at call time, to plan the wave
+    from fanfit.jobs.estimate.schedule import place, size_placed
+
+    unbound = place(
+        ctx, remaining, None, history, memory_sizes=memory_sizes, gpu_enabled=gpu_enabled
+    )
+    sizings = size_placed(ctx, unbound, history, account_concurrency=account_concurrency)
+    demand = wave_demand(
+        [s.decision.max_concurrency for s in sizings if s.shards],
+        len(unbound.lambda_units),
+        ctx.plan.max_concurrency,
+    )
+    return follow_wave(
+        partitions, ctx.job_id, weight, demand=demand, gpu_demand=len(unbound.gpu_shards)
+    )
