@@ -8,7 +8,8 @@ its own shards at once, so:
 
 - Prepare registers a stage's demand when the stage starts (:func:`stage_demand`: its unit count,
   capped by the job's ``max_concurrency``; stage 0 is the job's arrival);
-- Schedule re-registers it at each barrier, before sizing the wave it writes (:func:`follow_wave`:
+- Schedule re-registers it at each barrier, before sizing the wave it writes (:func:`follow_wave`, from Schedule's
+  :func:`fanfit.jobs.estimate.schedule.register_wave`:
   a ``"resize"`` event in the partition history when it changed): the Lambda shards the wave
   would run at once under the job's own cap (:func:`wave_demand`), so a probe wave or a stage's
   last wave (only what remains) asks for no idle slots, and the partition Schedule then reads is
@@ -20,16 +21,11 @@ its own shards at once, so:
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import TYPE_CHECKING
 
-from fanfit import dml, storage
+from fanfit import storage
 from fanfit.jobs import sharing
 
-if TYPE_CHECKING:
-    from fanfit.jobs.estimate.schedule import StageContext
-    from fanfit.sched.throughput import EwmaThroughput
-
-__all__ = ["IDLE_DEMAND", "follow_wave", "register_wave", "stage_demand", "wave_demand"]
+__all__ = ["IDLE_DEMAND", "follow_wave", "stage_demand", "wave_demand"]
 
 #: Demand of a job between its stage's last wave and its next step (the partition table needs at
 #: least one slot of demand per registered job).
@@ -124,62 +120,4 @@ def follow_wave(
         return held
     return sharing.register_job(
         partitions, job_id, "estimate", demand=demand, gpu_demand=gpu_demand, weight=weight
-    )
-
-
-def register_wave(
-    partitions: storage.Partitions | None,
-    ctx: StageContext,
-    remaining: list[dml.FitUnit],
-    history: EwmaThroughput,
-    *,
-    memory_sizes: list[int],
-    gpu_enabled: bool,
-    account_concurrency: int,
-) -> sharing.Partition | None:
-    """Schedule's barrier hook: register the demand of the wave about to be cut.
-
-    The wave is planned once under the job's own cap, with no partition (Schedule's
-    :func:`~fanfit.jobs.estimate.schedule.place` and :func:`~fanfit.jobs.estimate.schedule.
-    size_placed`, as ``fanfit estimate --plan-only`` plans), and its Lambda concurrency
-    (:func:`wave_demand`) and GPU shards become the job's demand (:func:`follow_wave`). Schedule
-    then reads the partition cut from that demand and sizes the wave it writes within it.
-
-    Parameters
-    ----------
-    partitions : Partitions or None
-        None, or a job holding no partition, plans nothing and changes nothing.
-    ctx : StageContext
-        The stage being scheduled.
-    remaining : list of FitUnit
-        The stage's units not yet run (empty: the stage is done, :data:`IDLE_DEMAND`).
-    history : EwmaThroughput
-        The throughput history the wave is sized from.
-    memory_sizes, gpu_enabled, account_concurrency
-        As :func:`fanfit.jobs.estimate.schedule.schedule_wave`.
-
-    Returns
-    -------
-    Partition or None
-        As :func:`follow_wave`.
-    """
-    if partitions is None or sharing.read_partition(partitions, ctx.job_id) is None:
-        return None
-    weight = ctx.plan.weight
-    if not remaining:
-        return follow_wave(partitions, ctx.job_id, weight, demand=0)
-    # Schedule imports this module; its phases are read here, at call time, to plan the wave
-    from fanfit.jobs.estimate.schedule import place, size_placed
-
-    unbound = place(
-        ctx, remaining, None, history, memory_sizes=memory_sizes, gpu_enabled=gpu_enabled
-    )
-    sizings = size_placed(ctx, unbound, history, account_concurrency=account_concurrency)
-    demand = wave_demand(
-        [s.decision.max_concurrency for s in sizings if s.shards],
-        len(unbound.lambda_units),
-        ctx.plan.max_concurrency,
-    )
-    return follow_wave(
-        partitions, ctx.job_id, weight, demand=demand, gpu_demand=len(unbound.gpu_shards)
     )

@@ -170,7 +170,7 @@ def schedule_wave(
         at this barrier, caps the wave: its shards are sized for, and its ``max_concurrency``
         never exceeds, ``min(job max_concurrency, partition)``. The partition used goes into the
         wave's entry (``partition``). Before it is read, the job's demand is re-registered as the
-        wave's (:func:`fanfit.jobs.estimate.demand.register_wave`).
+        wave's (:func:`register_wave`).
     memory_sizes : list of int, optional
         The memory sizes the stack's CrossFit functions offer, MB (default: only
         ``crossfit_memory_mb``); :func:`place` chooses among them.
@@ -211,7 +211,7 @@ def schedule_wave(
         job_id=job_id, plan_key=storage.plan_key(job_id), stage=stage, wave=wave, has_wave=False
     )
     # Dorm: the job's demand follows the wave about to be cut (jobs/estimate/demand.py)
-    demand.register_wave(
+    register_wave(
         partitions, ctx, remaining, history, memory_sizes=memory_sizes or [crossfit_memory_mb],
         gpu_enabled=gpu_enabled, account_concurrency=account_concurrency,
     )  # fmt: skip
@@ -454,6 +454,63 @@ def _observe_wave(
                 )
             )
     return observations
+
+
+def register_wave(
+    partitions: storage.Partitions | None,
+    ctx: StageContext,
+    remaining: list[dml.FitUnit],
+    history: EwmaThroughput,
+    *,
+    memory_sizes: list[int],
+    gpu_enabled: bool,
+    account_concurrency: int,
+) -> sharing.Partition | None:
+    """Schedule's barrier hook: register the demand of the wave about to be cut.
+
+    The wave is planned once under the job's own cap, with no partition (Schedule's
+    :func:`~fanfit.jobs.estimate.schedule.place` and :func:`~fanfit.jobs.estimate.schedule.
+    size_placed`, as ``fanfit estimate --plan-only`` plans), and its Lambda concurrency
+    (:func:`~fanfit.jobs.estimate.demand.wave_demand`) and GPU shards become the job's demand
+    (:func:`~fanfit.jobs.estimate.demand.follow_wave`). Schedule
+    then reads the partition cut from that demand and sizes the wave it writes within it.
+
+    Parameters
+    ----------
+    partitions : Partitions or None
+        None, or a job holding no partition, plans nothing and changes nothing.
+    ctx : StageContext
+        The stage being scheduled.
+    remaining : list of FitUnit
+        The stage's units not yet run (empty: the stage is done,
+        :data:`~fanfit.jobs.estimate.demand.IDLE_DEMAND`).
+    history : EwmaThroughput
+        The throughput history the wave is sized from.
+    memory_sizes, gpu_enabled, account_concurrency
+        As :func:`fanfit.jobs.estimate.schedule.schedule_wave`.
+
+    Returns
+    -------
+    Partition or None
+        As :func:`~fanfit.jobs.estimate.demand.follow_wave`.
+    """
+    if partitions is None or sharing.read_partition(partitions, ctx.job_id) is None:
+        return None
+    weight = ctx.plan.weight
+    if not remaining:
+        return demand.follow_wave(partitions, ctx.job_id, weight, demand=0)
+    unbound = place(
+        ctx, remaining, None, history, memory_sizes=memory_sizes, gpu_enabled=gpu_enabled
+    )
+    sizings = size_placed(ctx, unbound, history, account_concurrency=account_concurrency)
+    wave = demand.wave_demand(
+        [s.decision.max_concurrency for s in sizings if s.shards],
+        len(unbound.lambda_units),
+        ctx.plan.max_concurrency,
+    )
+    return demand.follow_wave(
+        partitions, ctx.job_id, weight, demand=wave, gpu_demand=len(unbound.gpu_shards)
+    )
 
 
 # --------------------------------------------------------------------------- 2. place
