@@ -202,7 +202,10 @@ def commands(block: Block) -> list[Command]:
 
 #: Relative tolerance of a shown number (see the module docstring).
 NUMBER_RTOL = 0.02
-_NUMBER = re.compile(r"(?<![\w.])[-+]?\d+(?:\.(\d+))?(?:[eE][-+]?\d+)?(?![\w.])")
+_NUMBER = re.compile(r"(?<![\w.])[-+]?\d+(?:\.\d+)?(?:[eE][-+]?\d+)?(?![\w.])")
+_TOKEN = re.compile(
+    rf"(?P<ellipsis>\.\.\.)|(?P<space>\s+)|(?P<number>{_NUMBER.pattern})|.", re.DOTALL
+)
 
 
 def output_matches(expected: str, got: str) -> bool:
@@ -213,14 +216,25 @@ def output_matches(expected: str, got: str) -> bool:
     want, have = expected.strip() + "\n", got.strip() + "\n"
     if _CHECKER.check_output(want, have, _FLAGS):
         return True
-    shown, printed = list(_NUMBER.finditer(want)), list(_NUMBER.finditer(have))
-    if len(shown) != len(printed) or not _CHECKER.check_output(
-        _NUMBER.sub("#", want), _NUMBER.sub("#", have), _FLAGS
-    ):
+    # the shown text as a pattern: its numbers captured, ``...`` any text, white space folded
+    pattern, shown = [], []
+    for token in _TOKEN.finditer(want.strip()):
+        if token.group("ellipsis"):
+            pattern.append(".*?")
+        elif token.group("space"):
+            pattern.append(r"\s+")
+        elif token.group("number"):
+            pattern.append(f"({_NUMBER.pattern})")
+            shown.append(token.group("number"))
+        else:
+            pattern.append(re.escape(token.group(0)))
+    found = re.fullmatch("".join(pattern), have.strip(), re.DOTALL)
+    if found is None:
         return False
-    for a, b in zip(shown, printed, strict=True):
-        x, y = float(a.group(0)), float(b.group(0))
-        unit = 10.0 ** -len(a.group(1) or "")
+    for text, printed in zip(shown, found.groups()[:: _NUMBER.groups + 1], strict=True):
+        x, y = float(text), float(printed)
+        decimals = text.partition(".")[2].split("e")[0].split("E")[0]
+        unit = 10.0 ** -len(decimals)
         if abs(x - y) > max(NUMBER_RTOL * max(abs(x), abs(y)), unit * 1.000001):
             return False
     return True

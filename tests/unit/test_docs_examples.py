@@ -179,6 +179,9 @@ def test_every_flag_the_guide_names_exists(doc) -> None:
             True,
         ),
         ("coef ... done", "coef 0.5 and more done", True),  # doctest's ELLIPSIS first
+        # numbers and an ellipsis that stands for text with numbers in it (a job id)
+        ("d  0.509  0.43\nest-...", "d  0.51  0.431\nest-20261125-151554-7453e623", True),
+        ("d  0.509  0.43\nest-...", "d  0.61  0.431\nest-20261125-151554-7453e623", False),
         ("d  0.509  0.04", "d  0.609  0.04", False),  # a number off by more than 2 %
         ("d  0.509  0.04", "x  0.509  0.04", False),  # other text
         ("d  0.509  0.04", "d  0.509  0.04  7", False),  # another count of numbers
