@@ -157,3 +157,40 @@ def test_the_train_methods_show_every_option():
         params = inspect.signature(method).parameters
         assert set(TrainOptions.names()) <= set(params)
         assert params["gpu_workers"].default == 0
+
+
+def test_wait_polls_a_young_job_at_least_every_half_second_then_backs_off(monkeypatch) -> None:
+    import fanfit.client.jobs as jobs_module
+    from fanfit.client.jobs import JobHandle
+
+    # GIVEN a job that runs for 40 s of a fake clock, which every pause advances
+    clock = {"now": 0.0}
+    pauses: list[float] = []
+
+    def sleep(seconds: float) -> None:
+        pauses.append(seconds)
+        clock["now"] += seconds
+
+    monkeypatch.setattr(jobs_module.time, "sleep", sleep)
+    monkeypatch.setattr(jobs_module.time, "monotonic", lambda: clock["now"])
+    handle = JobHandle(client=None, job_id="est-x", execution_arn="arn:x")  # type: ignore[arg-type]
+    monkeypatch.setattr(
+        handle,
+        "_describe_execution",
+        lambda: {"status": "RUNNING" if clock["now"] < 40.0 else "SUCCEEDED"},
+    )
+    # WHEN it is waited for
+    handle.wait(timeout=100.0, poll=0.25)
+    # THEN the pauses grow from 0.25 s, to at most 0.5 s in the first 30 s, then up to 2 s
+    early = [p for p, at in zip(pauses, _cumulative(pauses), strict=True) if at <= 30.0]
+    assert pauses[0] == 0.25 and max(early) == 0.5
+    assert max(pauses) == 2.0 and clock["now"] < 40.0 + 2.0
+
+
+def _cumulative(pauses: list[float]) -> list[float]:
+    """The fake clock when each pause starts."""
+    out, at = [], 0.0
+    for p in pauses:
+        out.append(at)
+        at += p
+    return out

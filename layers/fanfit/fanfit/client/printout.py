@@ -127,10 +127,10 @@ def _run_section(result: Any) -> str:
             f"in {cost['lambda_requests']} request(s), {cost['state_transitions']} state "
             f"transition(s), Batch {cost['batch_instance_s']:.0f} instance-s"
         )
-    else:  # the shards' billed Lambda time alone
+    else:  # the shards' billed Lambda time alone (Aggregate's figure): not counted yet
         lines.append(
-            f"Cost: about ${float(t.get('lambda_cost_usd', 0)):.5f} for the Lambda time "
-            "(the rest of the job could not be counted)"
+            f"Cost: about ${float(t.get('lambda_cost_usd', 0)):.5f} for the shards' Lambda time "
+            f"(the whole job's: fanfit status {doc.job_id})"
         )
     lines.append(f"Execution: {result.execution_arn}")
     return "\n".join(lines)
