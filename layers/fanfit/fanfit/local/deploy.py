@@ -179,6 +179,37 @@ def fingerprint(template: Path, parameters: Mapping[str, str] | None = None) -> 
     return digest.hexdigest()
 
 
+def file_stats_key(
+    template: Path, parameters: Mapping[str, str] | None = None, paths: list[Path] | None = None
+) -> str:
+    """A hash of the template, the parameters and each file's path, size and modification time
+    under the local paths the template names: equal keys mean :func:`fingerprint` need not read
+    the files again (the deploy record keeps the fingerprint under this key).
+
+    Parameters
+    ----------
+    template : pathlib.Path
+    parameters : mapping of str to str, optional
+    paths : list of pathlib.Path, optional
+        :func:`local_paths` of the template (read from it when not given).
+
+    Returns
+    -------
+    str
+        A SHA-256 hex digest.
+    """
+    digest = hashlib.sha256()
+    digest.update(template.read_bytes())
+    digest.update(json.dumps(dict(parameters or {}), sort_keys=True).encode())
+    for path in local_paths(template) if paths is None else paths:
+        for file in _iter_files(path):
+            st = file.stat()
+            digest.update(
+                f"{file.relative_to(template.parent)}\0{st.st_size}\0{st.st_mtime_ns}\0".encode()
+            )
+    return digest.hexdigest()
+
+
 class Deployer:
     """Builds a template with ``sam build`` and deploys it into a running local stack.
 
@@ -375,22 +406,48 @@ class Deployer:
             When a step fails (the message quotes the end of the SAM CLI's log).
         """
         started = time.perf_counter()
-        self.parameters = {
-            **local_batch_parameters(self.info, self.template),
-            **local_bucket_parameters(self.info, self.template, self.stack_name),
-            **self.parameters,
-        }
-        digest = fingerprint(self.template, self.parameters)
-        self.timings["fingerprint_s"] = round(time.perf_counter() - started, 2)
         record = self._read_record()
-        if (
-            not force
-            and record.get("fingerprint") == digest
-            and record.get("localstack_started_at") == self.info.started_at
+        same_stack = (
+            record.get("localstack_started_at") == self.info.started_at
             and record.get("endpoint") == self.info.endpoint
-        ):
+        )
+        # The stack's own parameters (its default VPC, its account) and the fingerprint of the
+        # files are kept in the record: a command on a running stack whose files have not
+        # changed reads neither EC2 nor every file again (seconds on a small machine).
+        template_key = hashlib.sha256(self.template.read_bytes()).hexdigest()
+        kept = record.get("local_parameters") or {}
+        if not force and same_stack and kept.get("template") == template_key:
+            local = dict(kept.get("values") or {})
+        else:
+            local = {
+                **local_batch_parameters(self.info, self.template),
+                **local_bucket_parameters(self.info, self.template, self.stack_name),
+            }
+        self.parameters = {**local, **self.parameters}
+        kept_paths = record.get("local_paths") or {}
+        if kept_paths.get("template") == template_key:  # parsing the template: about 0.5 s
+            paths = [Path(p) for p in kept_paths.get("paths") or ()]
+        else:
+            paths = local_paths(self.template)
+        stats_key = file_stats_key(self.template, self.parameters, paths)
+        if not force and record.get("stats_key") == stats_key and record.get("fingerprint"):
+            digest = str(record["fingerprint"])
+        else:
+            digest = fingerprint(self.template, self.parameters)
+        self.timings["fingerprint_s"] = round(time.perf_counter() - started, 2)
+        kept_now = {
+            "stats_key": stats_key,
+            "local_parameters": {"template": template_key, "values": local},
+            "local_paths": {
+                "template": template_key,
+                "paths": [str(p) for p in paths],
+            },
+        }
+        if not force and record.get("fingerprint") == digest and same_stack:
             outputs = self.outputs()
             if outputs is not None:
+                if any(record.get(k) != v for k, v in kept_now.items()):
+                    self._write_record({**record, **kept_now})
                 self.timings["total_s"] = round(time.perf_counter() - started, 2)
                 return outputs
         built = self.build(digest, force=force)
@@ -400,21 +457,24 @@ class Deployer:
             raise StackError(
                 f"stack {self.stack_name} is not complete after `sam deploy`; see {self.log_file}"
             )
-        self.record_file.write_text(
-            json.dumps(
-                {
-                    "fingerprint": digest,
-                    "localstack_started_at": self.info.started_at,
-                    "endpoint": self.info.endpoint,
-                    "outputs": outputs,
-                    "deployed_at": time.time(),
-                },
-                indent=2,
-            )
-            + "\n"
+        self._write_record(
+            {
+                "fingerprint": digest,
+                "localstack_started_at": self.info.started_at,
+                "endpoint": self.info.endpoint,
+                "outputs": outputs,
+                "deployed_at": time.time(),
+                **kept_now,
+            }
         )
         self.timings["total_s"] = round(time.perf_counter() - started, 2)
         return outputs
+
+    def _write_record(self, record: Mapping[str, Any]) -> None:
+        self.record_file.parent.mkdir(parents=True, exist_ok=True)
+        tmp = self.record_file.with_suffix(f".{os.getpid()}.tmp")
+        tmp.write_text(json.dumps(dict(record), indent=2) + "\n")
+        os.replace(tmp, self.record_file)
 
     def _read_record(self) -> dict[str, Any]:
         try:
