@@ -7,7 +7,8 @@ Runs the command ``--runs`` times (default 3) on the running local stack (``fanf
 first; a warm-up job runs before the clock, so the stack's functions are warm and the throughput
 of the learners is known), each as a fresh process (``python -m fanfit.cli``, as the ``fanfit``
 script runs it) on 500 rows of seeded synthetic data: PLR, LinearRegression and
-LogisticRegression, 5 folds x 2 repetitions. ``overhead_s`` = wall - execution: the CLI's
+LogisticRegression, 5 folds x 2 repetitions, printing the table (progress lines on stderr, as
+when not on a terminal; ``--quiet``: ``--output json -q``). ``overhead_s`` = wall - execution: the CLI's
 imports, the stack check, the data upload, the polling and the printout.
 Prints one JSON object: per run ``wall_s``, ``execution_s``, ``overhead_s``, and their medians.
 """
@@ -48,7 +49,8 @@ def command(data: Path, args: argparse.Namespace) -> list[str]:
     return [sys.executable, "-m", "fanfit.cli", "estimate", "--data", str(data), "--model", "plr",
             "--y", "y", "--d", "d", "--x", "x1,x2,x3", "--ml-l", "LinearRegression",
             "--ml-m", "LogisticRegression", "--n-folds", str(args.n_folds),
-            "--n-rep", str(args.n_rep), "--seed", str(args.seed), "--output", "json", "-q"]  # fmt: skip
+            "--n-rep", str(args.n_rep), "--seed", str(args.seed),
+            *(["--output", "json", "-q"] if args.quiet else [])]  # fmt: skip
 
 
 def run_once(cmd: list[str], sfn: Any) -> dict[str, float]:
@@ -58,7 +60,10 @@ def run_once(cmd: list[str], sfn: Any) -> dict[str, float]:
     wall_s = time.perf_counter() - t0
     if done.returncode != 0:
         raise RuntimeError(f"fanfit estimate failed ({done.returncode}): {done.stderr[-2000:]}")
-    arn = json.loads(done.stdout)["execution_arn"]
+    if done.stdout.lstrip().startswith("{"):  # --output json
+        arn = json.loads(done.stdout)["execution_arn"]
+    else:  # the table's last section ends with "Execution: ARN"
+        arn = next(x for x in done.stdout.splitlines() if x.startswith("Execution: ")).split()[1]
     desc = sfn.describe_execution(executionArn=arn)
     execution_s = (desc["stopDate"] - desc["startDate"]).total_seconds()
     return {"wall_s": round(wall_s, 3), "execution_s": round(execution_s, 3),
@@ -73,6 +78,11 @@ def main() -> int:
     parser.add_argument("--n-folds", type=int, default=5)
     parser.add_argument("--n-rep", type=int, default=2)
     parser.add_argument("--seed", type=int, default=42)
+    parser.add_argument(
+        "--quiet",
+        action="store_true",
+        help="measure `--output json -q` (default: the table, with progress lines on stderr)",
+    )
     args = parser.parse_args()
 
     from fanfit.client import Client

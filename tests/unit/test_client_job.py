@@ -159,7 +159,7 @@ def test_the_train_methods_show_every_option():
         assert params["gpu_workers"].default == 0
 
 
-def test_wait_polls_a_young_job_at_least_every_half_second_then_backs_off(monkeypatch) -> None:
+def test_wait_polls_a_young_job_at_least_every_quarter_second_then_backs_off(monkeypatch) -> None:
     import fanfit.client.jobs as jobs_module
     from fanfit.client.jobs import JobHandle
 
@@ -180,10 +180,10 @@ def test_wait_polls_a_young_job_at_least_every_half_second_then_backs_off(monkey
         lambda: {"status": "RUNNING" if clock["now"] < 40.0 else "SUCCEEDED"},
     )
     # WHEN it is waited for
-    handle.wait(timeout=100.0, poll=0.25)
-    # THEN the pauses grow from 0.25 s, to at most 0.5 s in the first 30 s, then up to 2 s
-    early = [p for p, at in zip(pauses, _cumulative(pauses), strict=True) if at <= 30.0]
-    assert pauses[0] == 0.25 and max(early) == 0.5
+    handle.wait(timeout=100.0, poll=0.1)
+    # THEN the pauses grow from 0.1 s, to at most 0.25 s in the first 20 s, then up to 2 s
+    early = [p for p, at in zip(pauses, _cumulative(pauses), strict=True) if at <= 20.0]
+    assert pauses[0] == 0.1 and max(early) == 0.25
     assert max(pauses) == 2.0 and clock["now"] < 40.0 + 2.0
 
 

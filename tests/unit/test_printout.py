@@ -95,6 +95,16 @@ def test_the_loss_appears_under_its_kind_and_old_results_print_without_losses(ma
     assert "No. Observations: 300" in text and EstimateResult(raw=old).nuisance_loss is None
 
 
+def test_a_default_learner_is_printed_as_scikit_learn_prints_it() -> None:
+    from fanfit.learners import ALLOWED_LEARNERS
+
+    # GIVEN every plain allowed learner with its defaults
+    for name, cls in ALLOWED_LEARNERS.items():
+        # THEN its text (written without building it) is the estimator's own
+        assert learner_text({"name": name, "params": {}}) == str(cls()), name
+        assert learner_text(name) == str(cls()), name
+
+
 def test_learner_text_is_the_estimators_or_the_spec_when_unknown() -> None:
     # THEN an allow-listed learner reads as scikit-learn prints it, an unknown one as its spec
     assert learner_text({"name": "LassoCV", "params": {"cv": 3}}) == "LassoCV(cv=3)"

@@ -94,8 +94,8 @@ class JobHandle:
     _MAX_POLL_S = 2.0
     #: Longest pause between two polls during the first :attr:`_FAST_POLL_FOR_S` seconds of a
     #: wait, seconds: a small job's end is seen within this long (a poll is one DescribeExecution).
-    _FAST_POLL_S = 0.5
-    _FAST_POLL_FOR_S = 30.0
+    _FAST_POLL_S = 0.25
+    _FAST_POLL_FOR_S = 20.0
 
     def __init__(self, client: StackClient, job_id: str, execution_arn: str) -> None:
         self.client = client
@@ -150,8 +150,8 @@ class JobHandle:
     ) -> Self:
         """Poll until the execution ends (at most ``timeout`` seconds).
 
-        The pause between polls starts at ``poll`` seconds and grows by half each time, to 0.5 s
-        during the first 30 s of the wait (so a small job's end is seen within half a second),
+        The pause between polls starts at ``poll`` seconds and grows by half each time, to 0.25 s
+        during the first 20 s of the wait (so a small job's end is seen within a quarter second),
         then to 2 s (estimate) or 1 s (train); the loop makes at least one poll (``timeout=0``: is it over
         now?) and at most ``timeout / poll + 1``, whatever the clock does.
 
