@@ -22,7 +22,7 @@ import shutil
 import subprocess
 import sys
 import time
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -167,14 +167,24 @@ def fingerprint(template: Path, parameters: Mapping[str, str] | None = None) -> 
     str
         A SHA-256 hex digest.
     """
+    return _digest(template, parameters, None, lambda file: file.read_bytes())
+
+
+def _digest(
+    template: Path,
+    parameters: Mapping[str, str] | None,
+    paths: list[Path] | None,
+    content: Callable[[Path], bytes],
+) -> str:
+    """SHA-256 of the template, the parameters, and each file's path and ``content(file)``."""
     digest = hashlib.sha256()
     digest.update(template.read_bytes())
     digest.update(json.dumps(dict(parameters or {}), sort_keys=True).encode())
-    for path in local_paths(template):
+    for path in local_paths(template) if paths is None else paths:
         for file in _iter_files(path):
             digest.update(str(file.relative_to(template.parent)).encode())
             digest.update(b"\0")
-            digest.update(file.read_bytes())
+            digest.update(content(file))
             digest.update(b"\0")
     return digest.hexdigest()
 
@@ -198,16 +208,12 @@ def file_stats_key(
     str
         A SHA-256 hex digest.
     """
-    digest = hashlib.sha256()
-    digest.update(template.read_bytes())
-    digest.update(json.dumps(dict(parameters or {}), sort_keys=True).encode())
-    for path in local_paths(template) if paths is None else paths:
-        for file in _iter_files(path):
-            st = file.stat()
-            digest.update(
-                f"{file.relative_to(template.parent)}\0{st.st_size}\0{st.st_mtime_ns}\0".encode()
-            )
-    return digest.hexdigest()
+
+    def stats(file: Path) -> bytes:
+        st = file.stat()
+        return f"{st.st_size}\0{st.st_mtime_ns}".encode()
+
+    return _digest(template, parameters, paths, stats)
 
 
 class Deployer:
