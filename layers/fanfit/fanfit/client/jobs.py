@@ -92,10 +92,10 @@ class JobHandle:
     _ERRORS: dict[str, type[errors.FanfitError]] = _ERRORS
     #: Longest pause between two polls of the execution, seconds.
     _MAX_POLL_S = 2.0
-    #: Longest pause between two polls during the first :attr:`_FAST_POLL_FOR_S` seconds of a
-    #: wait, seconds: a small job's end is seen within this long (a poll is one DescribeExecution).
-    _FAST_POLL_S = 0.25
-    _FAST_POLL_FOR_S = 20.0
+    #: Longest pause between two polls as a share of the time waited so far (at least
+    #: :attr:`_MIN_POLL_CAP_S`): a job's end is seen after at most about 2 % of its wall time.
+    _POLL_SHARE = 0.02
+    _MIN_POLL_CAP_S = 0.25
 
     def __init__(self, client: StackClient, job_id: str, execution_arn: str) -> None:
         self.client = client
@@ -150,9 +150,9 @@ class JobHandle:
     ) -> Self:
         """Poll until the execution ends (at most ``timeout`` seconds).
 
-        The pause between polls starts at ``poll`` seconds and grows by half each time, to 0.25 s
-        during the first 20 s of the wait (so a small job's end is seen within a quarter second),
-        then to 2 s (estimate) or 1 s (train); the loop makes at least one poll (``timeout=0``: is it over
+        The pause between polls starts at ``poll`` seconds and grows by half each time, to at most 2 % of the time waited so far (at least
+        0.25 s, at most 2 s for an estimate or 1 s for a train job): a job's end is seen within
+        about 2 % of its wall time, a small job's within a quarter second; the loop makes at least one poll (``timeout=0``: is it over
         now?) and at most ``timeout / poll + 1``, whatever the clock does.
 
         Parameters
@@ -206,8 +206,9 @@ class JobHandle:
                 if status != "RUNNING":
                     raise self._failure(desc)
                 time.sleep(poll)
-                young = time.monotonic() - started < self._FAST_POLL_FOR_S
-                poll = min(poll * 1.5, min(max_poll, self._FAST_POLL_S) if young else max_poll)
+                waited = time.monotonic() - started
+                cap = min(max_poll, max(self._MIN_POLL_CAP_S, self._POLL_SHARE * waited))
+                poll = min(poll * 1.5, cap)
         finally:
             if renderer is not None:
                 renderer.close()
