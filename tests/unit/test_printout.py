@@ -76,6 +76,16 @@ def test_str_is_doubleml_printout_then_the_run(make_frame, model, score, learner
     assert lines[-1] == "Execution: arn:exec:est-print"
 
 
+def test_confint_equals_doubleml_at_every_level(make_frame) -> None:
+    # GIVEN a DoubleML PLR and a fanfit result fitted alike
+    obj, res = _fit(make_frame, *CASES[0])
+    # THEN the pointwise intervals agree at several levels (the quantile is computed without scipy)
+    for level in (0.8, 0.9, 0.95, 0.99):
+        np.testing.assert_allclose(
+            res.confint(level=level).to_numpy(), obj.confint(level=level).to_numpy(), rtol=1e-12
+        )
+
+
 def test_the_loss_appears_under_its_kind_and_old_results_print_without_losses(make_frame) -> None:
     # GIVEN an IRM result (ml_g regressions, ml_m a classification)
     _, res = _fit(make_frame, *CASES[1])
