@@ -89,3 +89,13 @@ def test_a_changed_file_or_a_restarted_stack_is_read_again(project) -> None:
     # GIVEN a restarted stack WHEN a command runs THEN the stack's parameters are read again
     deploy.Deployer(_info(root, started_at=2.0), root / "template.yaml").run()
     assert calls["ec2"] == 2 and calls["build"] == 3
+
+
+def test_a_run_that_trusts_the_record_asks_the_stack_nothing(project, monkeypatch) -> None:
+    root, calls = project["root"], project["calls"]
+    deploy.Deployer(_info(root), root / "template.yaml").run()
+    # GIVEN a stack that would answer DescribeStacks differently
+    monkeypatch.setattr(deploy.Deployer, "outputs", lambda self: pytest.fail("asked the stack"))
+    # WHEN the next command trusts the record THEN it gets the recorded outputs, nothing built
+    outputs = deploy.Deployer(_info(root), root / "template.yaml").run(verify=False)
+    assert outputs == {"DataBucketName": "b"} and calls["build"] == 1
