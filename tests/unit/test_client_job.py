@@ -157,3 +157,47 @@ def test_the_train_methods_show_every_option():
         params = inspect.signature(method).parameters
         assert set(TrainOptions.names()) <= set(params)
         assert params["gpu_workers"].default == 0
+
+
+def test_wait_sees_a_jobs_end_within_a_quarter_second_or_2_percent_of_its_wall_time(
+    monkeypatch,
+) -> None:
+    import fanfit.client.jobs as jobs_module
+    from fanfit.client.jobs import JobHandle
+
+    # GIVEN a job that runs for 40 s of a fake clock, which every pause advances
+    clock = {"now": 0.0}
+    pauses: list[float] = []
+
+    def sleep(seconds: float) -> None:
+        pauses.append(seconds)
+        clock["now"] += seconds
+
+    monkeypatch.setattr(jobs_module.time, "sleep", sleep)
+    monkeypatch.setattr(jobs_module.time, "monotonic", lambda: clock["now"])
+    handle = JobHandle(client=None, job_id="est-x", execution_arn="arn:x")  # type: ignore[arg-type]
+    monkeypatch.setattr(
+        handle,
+        "_describe_execution",
+        lambda: {"status": "RUNNING" if clock["now"] < 40.0 else "SUCCEEDED"},
+    )
+    # WHEN it is waited for
+    handle.wait(timeout=100.0, poll=0.1)
+    # THEN the pauses grow from 0.1 s, to at most 0.25 s or 2 % of the time waited, at most 2 s
+    starts = _cumulative(pauses)
+    assert (
+        pauses[0] == 0.1
+        and max(p for p, at in zip(pauses, starts, strict=True) if at <= 12.5) == 0.25
+    )
+    assert all(p <= max(0.25, 0.02 * at) + 1e-9 for p, at in zip(pauses, starts, strict=True))
+    # AND the job's end is seen within 2 % of the time waited
+    assert 40.0 <= clock["now"] <= 40.0 * 1.02 + 1e-9
+
+
+def _cumulative(pauses: list[float]) -> list[float]:
+    """The fake clock when each pause starts."""
+    out, at = [], 0.0
+    for p in pauses:
+        out.append(at)
+        at += p
+    return out

@@ -437,6 +437,60 @@ def test_client_cost_of_an_ended_job_is_counted_once_and_kept_in_its_record():
         _collect_cost(client, "j", "arn:parent", None, True)
 
 
+def test_a_result_shows_a_kept_cost_and_never_counts_one():
+    from fanfit.client.jobs import collect_cost as _collect_cost
+    from fanfit.client.jobs import cost_or_none
+
+    # GIVEN a succeeded job whose record has no cost yet, and a history that cannot be read
+    client = _FakeClient("SUCCEEDED")
+    job = type("Job", (), {"client": client, "job_id": "j"})()
+    client.sfn.histories.clear()
+    # WHEN a result asks for the cost THEN it is None: no history is read (it would raise)
+    assert cost_or_none(job) is None
+    # GIVEN the cost counted on demand and kept in the record
+    client.sfn.histories["arn:parent"] = _parent_with_map_run()
+    counted = _collect_cost(client, "j", "arn:parent", None, False).to_dict()
+    client.sfn.histories.clear()
+    # WHEN a result asks again THEN it gets the kept cost, still without reading any history
+    assert cost_or_none(job) == counted
+
+
+def test_a_record_that_cannot_be_read_gives_no_cost():
+    from fanfit.client.jobs import cost_or_none
+
+    # GIVEN a job whose record read fails
+    class _Failing:
+        def get(self, job_id):
+            raise RuntimeError("AccessDenied")
+
+    job = type("Job", (), {"client": type("C", (), {"records": _Failing()})(), "job_id": "j"})()
+    # WHEN a result asks for its cost THEN it is None
+    assert cost_or_none(job) is None
+
+
+def test_children_are_listed_once_per_job_when_the_api_cannot_list_them():
+    # GIVEN a LocalStack-like API and a parent with three Map Runs (three waves)
+    parent = _parent_with_map_run()
+    for k in (2, 3):
+        parent.append(_ev(100 + k, "MapRunStarted", 5.0, 10, mapRunArn=f"arn:map-run-{k}"))
+    sfn = _FakeSfn({"arn:parent": parent}, None, 2, {})
+    asked = []
+    paginator = sfn.get_paginator
+
+    def counting(name):
+        if name == "list_executions":
+            asked.append(name)
+        return paginator(name)
+
+    sfn.get_paginator = counting
+    # WHEN the cost is collected
+    cost = collect_job_cost(sfn, "arn:parent", shard_records=[])
+    # THEN the children were asked for once, and every run's children are still counted
+    assert asked == ["list_executions"]
+    t = next(i for i in cost.items if i.service == "stepfunctions")
+    assert t.detail["child_starts"] == 6
+
+
 def test_client_cost_of_a_running_job_is_not_kept():
     from fanfit.client.jobs import collect_cost as _collect_cost
 
@@ -517,12 +571,12 @@ def test_the_estimate_table_prints_the_whole_jobs_cost_or_says_what_it_covers(ca
     line = next(x for x in out.splitlines() if x.startswith("Cost"))
     assert line.startswith(f"Cost: ${priced['total_usd']:.6f} at AWS list prices: Lambda ")
     assert f"in {priced['lambda_requests']} request(s), 40 state transition(s)" in line
-    # ... and without it, the shards' Lambda time, said to be only that
+    # ... and without it, the shards' Lambda time, said to be only that, and where the rest is
     _print_table(_table_result(None))
     out = capsys.readouterr().out
     line = next(x for x in out.splitlines() if x.startswith("Cost"))
     assert line == (
-        "Cost: about $0.00012 for the Lambda time (the rest of the job could not be counted)"
+        "Cost: about $0.00012 for the shards' Lambda time (the whole job's: fanfit status est-1)"
     )
     assert "Shards: 3, billed 7.2 GB-s" in out
     assert out.startswith("================== DoubleMLPLR Object ==================")

@@ -116,6 +116,33 @@ def test_is_classifier_and_is_regressor() -> None:
     assert LearnerSpec("DummyRegressor").is_regressor
 
 
+def test_the_kind_known_by_name_is_scikit_learns() -> None:
+    from sklearn.base import is_classifier, is_regressor
+
+    # GIVEN every plain allowed learner, built with its defaults
+    for name, cls in ALLOWED_LEARNERS.items():
+        spec = LearnerSpec(name)
+        # THEN the kind the spec gives by name (no import) is what scikit-learn says of the object
+        assert spec.is_classifier == is_classifier(cls()), name
+        assert spec.is_regressor == is_regressor(cls()), name
+
+
+def test_a_learner_with_default_params_is_checked_without_importing_scikit_learn() -> None:
+    import subprocess
+    import sys
+
+    # GIVEN a fresh interpreter WHEN it parses plain learners and asks their kind
+    code = (
+        "import sys; from fanfit.learners import LearnerSpec; "
+        "s = [LearnerSpec.parse(n) for n in ('LinearRegression', 'LogisticRegression')]; "
+        "assert s[0].is_regressor and s[1].is_classifier; "
+        "print('sklearn' in sys.modules)"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    # THEN scikit-learn was never imported
+    assert out.stdout.strip() == "False"
+
+
 def test_build_sets_random_state_only_where_the_class_has_one_and_the_user_gave_none() -> None:
     # GIVEN a forest without random_state, one with a user random_state, and a model without the parameter
     free = LearnerSpec("RandomForestRegressor", {"n_estimators": 3})

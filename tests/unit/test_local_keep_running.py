@@ -53,8 +53,8 @@ class FakeDeployer:
     def __init__(self, info, template) -> None:
         self.info = info
 
-    def run(self) -> dict:
-        FakeLocalStack.calls.append("deploy")
+    def run(self, force: bool = False, verify: bool = True) -> dict:
+        FakeLocalStack.calls.append("deploy" if verify else "deploy from the record")
         return {}
 
 
@@ -128,3 +128,32 @@ def test_the_cli_client_opener_leaves_the_stack_it_started_running(fake_stack, m
     assert "stop" not in fake_stack.calls
     assert fake_stack.already == INFO
     assert "fanfit local down" in capsys.readouterr().err
+
+
+def test_the_cli_client_opener_deploys_again_when_the_recorded_stack_is_gone(
+    fake_stack, monkeypatch
+):
+    # GIVEN a running local stack whose deploy record names a stack the client cannot read once
+    from fanfit import errors
+    from fanfit.cli import common
+    from fanfit.client import Client
+    from fanfit.local import deploy
+
+    fake_stack.already = INFO
+    answers = [errors.StackError("cannot read stack 'fanfit'"), "client"]
+
+    def local(cls):
+        answer = answers.pop(0)
+        if isinstance(answer, Exception):
+            raise answer
+        return answer
+
+    monkeypatch.setattr(Client, "local_stack", classmethod(local))
+    forced = []
+    monkeypatch.setattr(deploy, "deploy", lambda **kw: forced.append(kw))
+    # WHEN a command opens its client
+    with common.open_client(argparse.Namespace(stack=None, region=None)) as client:
+        assert client == "client"
+    # THEN the record was trusted first, and the project deployed again once the stack was missing
+    assert fake_stack.calls == ["deploy from the record"]
+    assert forced == [{"force": True}]

@@ -76,6 +76,16 @@ def test_str_is_doubleml_printout_then_the_run(make_frame, model, score, learner
     assert lines[-1] == "Execution: arn:exec:est-print"
 
 
+def test_confint_equals_doubleml_at_every_level(make_frame) -> None:
+    # GIVEN a DoubleML PLR and a fanfit result fitted alike
+    obj, res = _fit(make_frame, *CASES[0])
+    # THEN the pointwise intervals agree at several levels (the quantile is computed without scipy)
+    for level in (0.8, 0.9, 0.95, 0.99):
+        np.testing.assert_allclose(
+            res.confint(level=level).to_numpy(), obj.confint(level=level).to_numpy(), rtol=1e-12
+        )
+
+
 def test_the_loss_appears_under_its_kind_and_old_results_print_without_losses(make_frame) -> None:
     # GIVEN an IRM result (ml_g regressions, ml_m a classification)
     _, res = _fit(make_frame, *CASES[1])
@@ -93,6 +103,16 @@ def test_the_loss_appears_under_its_kind_and_old_results_print_without_losses(ma
     # THEN it has no loss section and still names treatments and rows
     assert "Out-of-sample Performance" not in text and "Treatment variable(s): ['d']" in text
     assert "No. Observations: 300" in text and EstimateResult(raw=old).nuisance_loss is None
+
+
+def test_a_default_learner_is_printed_as_scikit_learn_prints_it() -> None:
+    from fanfit.learners import ALLOWED_LEARNERS
+
+    # GIVEN every plain allowed learner with its defaults
+    for name, cls in ALLOWED_LEARNERS.items():
+        # THEN its text (written without building it) is the estimator's own
+        assert learner_text({"name": name, "params": {}}) == str(cls()), name
+        assert learner_text(name) == str(cls()), name
 
 
 def test_learner_text_is_the_estimators_or_the_spec_when_unknown() -> None:

@@ -89,8 +89,17 @@ def open_client(args: argparse.Namespace) -> Iterator[Any]:
         return
     from fanfit.local import stack as local_stack
 
-    with local_stack.ensure_local_stack():
-        yield Client.local_stack()
+    # The deploy record is trusted (no DescribeStacks before the client's own): if the stack it
+    # names is gone, the client cannot read it, and the project is deployed again.
+    with local_stack.ensure_local_stack(verify=False):
+        try:
+            client = Client.local_stack()
+        except errors.StackError:
+            from fanfit.local.deploy import deploy
+
+            deploy(force=True)
+            client = Client.local_stack()
+        yield client
 
 
 def stack_client(args: argparse.Namespace) -> contextlib.AbstractContextManager[Any]:

@@ -92,6 +92,10 @@ class JobHandle:
     _ERRORS: dict[str, type[errors.FanfitError]] = _ERRORS
     #: Longest pause between two polls of the execution, seconds.
     _MAX_POLL_S = 2.0
+    #: Longest pause between two polls as a share of the time waited so far (at least
+    #: :attr:`_MIN_POLL_CAP_S`): a job's end is seen after at most about 2 % of its wall time.
+    _POLL_SHARE = 0.02
+    _MIN_POLL_CAP_S = 0.25
 
     def __init__(self, client: StackClient, job_id: str, execution_arn: str) -> None:
         self.client = client
@@ -146,8 +150,9 @@ class JobHandle:
     ) -> Self:
         """Poll until the execution ends (at most ``timeout`` seconds).
 
-        The pause between polls starts at ``poll`` seconds and grows by half each time, to 2 s
-        (estimate) or 1 s (train); the loop makes at least one poll (``timeout=0``: is it over
+        The pause between polls starts at ``poll`` seconds and grows by half each time, to at most 2 % of the time waited so far (at least
+        0.25 s, at most 2 s for an estimate or 1 s for a train job): a job's end is seen within
+        about 2 % of its wall time, a small job's within a quarter second; the loop makes at least one poll (``timeout=0``: is it over
         now?) and at most ``timeout / poll + 1``, whatever the clock does.
 
         Parameters
@@ -183,7 +188,8 @@ class JobHandle:
         max_poll = (
             self._MAX_POLL_S if tracker is None else min(self._MAX_POLL_S, PROGRESS_INTERVAL_S)
         )
-        deadline = time.monotonic() + timeout
+        started = time.monotonic()
+        deadline = started + timeout
         shown_at = -math.inf
         try:
             for attempt in range(int(max(timeout, 0.0) / max(poll, 1e-3)) + 1):
@@ -200,7 +206,9 @@ class JobHandle:
                 if status != "RUNNING":
                     raise self._failure(desc)
                 time.sleep(poll)
-                poll = min(poll * 1.5, max_poll)
+                waited = time.monotonic() - started
+                cap = min(max_poll, max(self._MIN_POLL_CAP_S, self._POLL_SHARE * waited))
+                poll = min(poll * 1.5, cap)
         finally:
             if renderer is not None:
                 renderer.close()
@@ -549,10 +557,19 @@ def collect_cost(
 
 
 def cost_or_none(job: Any) -> dict[str, Any] | None:
-    """The job's cost as a dict, or None (logged) when it cannot be counted: a result never
-    fails for want of its cost."""
+    """The job's cost as a dict when it has already been counted (kept in its record by
+    :meth:`JobHandle.cost`, ``fanfit status`` or ``fanfit jobs --all``), else None.
+
+    Reading a result never counts the cost: counting reads the execution history and, on AWS, one
+    history per Distributed Map child (seconds for a job of many shards), which an attached run
+    would wait for. :meth:`JobHandle.cost` counts it on demand; a result's ``timings`` already
+    have the shards' billed Lambda time (``billed_gb_s``, ``lambda_cost_usd``, from Aggregate).
+    One read of the job record; a record that cannot be read gives None (logged).
+    """
     try:
-        return dict(job.cost().to_dict())
-    except Exception as exc:  # history not readable, no permission
-        log.warning("cannot count the cost of job %s: %s", job.job_id, exc)
+        got = job.client.records.get(job.job_id)
+        record = JobRecord.parse(got, source=f"the job record of {job.job_id}") if got else None
+    except Exception as exc:  # no permission, a record that does not parse: no cost shown
+        log.debug("cannot read the record of job %s: %s", job.job_id, exc)
         return None
+    return None if record is None or record.cost is None else dict(record.cost)

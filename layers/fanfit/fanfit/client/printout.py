@@ -42,13 +42,20 @@ def learner_text(learner: Any) -> str:
     Returns
     -------
     str
-        The estimator's text; the spec's own text when the learner cannot be built here.
+        The estimator's text (``NAME()`` for a plain learner with its defaults, as scikit-learn
+        prints it, without importing scikit-learn); the spec's own text when the learner cannot
+        be built here.
     """
     from fanfit.errors import FanfitError
-    from fanfit.learners import LearnerSpec
+    from fanfit.learners import ALLOWED_LEARNERS, LearnerSpec
 
     try:
-        return str(LearnerSpec.from_dict(learner).build())
+        spec = LearnerSpec.from_dict(learner)
+        if spec.name in ALLOWED_LEARNERS and not spec.params:
+            return (
+                f"{spec.name}()"  # scikit-learn's text of a default estimator, without importing it
+            )
+        return str(spec.build())
     except (FanfitError, TypeError, ValueError):
         if isinstance(learner, dict):
             params = ", ".join(f"{k}={v!r}" for k, v in (learner.get("params") or {}).items())
@@ -127,10 +134,10 @@ def _run_section(result: Any) -> str:
             f"in {cost['lambda_requests']} request(s), {cost['state_transitions']} state "
             f"transition(s), Batch {cost['batch_instance_s']:.0f} instance-s"
         )
-    else:  # the shards' billed Lambda time alone
+    else:  # the shards' billed Lambda time alone (Aggregate's figure): not counted yet
         lines.append(
-            f"Cost: about ${float(t.get('lambda_cost_usd', 0)):.5f} for the Lambda time "
-            "(the rest of the job could not be counted)"
+            f"Cost: about ${float(t.get('lambda_cost_usd', 0)):.5f} for the shards' Lambda time "
+            f"(the whole job's: fanfit status {doc.job_id})"
         )
     lines.append(f"Execution: {result.execution_arn}")
     return "\n".join(lines)

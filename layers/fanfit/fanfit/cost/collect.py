@@ -84,7 +84,8 @@ def _cannot_list(response: Any = None, **_: Any) -> None:
 def _child_executions(sfn: Any, map_run_arn: str) -> list[str] | None:
     """ARNs of a map run's child executions, or None when the API cannot list them (LocalStack).
 
-    A failure that says the API cannot list them (:func:`_cannot_list`) is not retried: for this
+    :func:`collect_job_cost` asks once per job: after a None it does not list the other Map Runs'
+    children (one wave's run each). A failure that says the API cannot list them (:func:`_cannot_list`) is not retried: for this
     call only, a ``needs-retry`` handler runs before botocore's retry handler and ends the call.
     """
     events: Any = getattr(getattr(sfn, "meta", None), "events", None)  # None: not botocore's
@@ -160,8 +161,10 @@ def collect_job_cost(
         if e.get("type") == "MapRunStarted" and event_details(e).get("mapRunArn")
     ]
     unread_children = 0
+    listable = True  # False once the API could not list one run's children: not asked again
     for run in map_runs:
-        children = _child_executions(sfn, run)
+        children = _child_executions(sfn, run) if listable else None
+        listable = children is not None
         if children is not None:
             transitions["child_starts"] = transitions.get("child_starts", 0) + len(children)
             for child in children:

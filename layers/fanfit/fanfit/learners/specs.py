@@ -51,6 +51,16 @@ from fanfit.learners.allowlist import (
     estimator_to_dict,
 )
 
+#: The allowed learners that are classifiers (``predict_proba``): the ``...Classifier`` classes and
+#: logistic regression; every other one in :data:`ALLOWED_LEARNERS` is a regressor. Known by name,
+#: so that checking a job's learners on the client needs no import of scikit-learn
+#: (tests/unit/test_learners.py checks it against scikit-learn's ``is_classifier``).
+CLASSIFIER_LEARNERS = frozenset(
+    name
+    for name in ALLOWED_LEARNERS
+    if name.endswith("Classifier") or name.startswith("LogisticRegression")
+)
+
 if (
     TYPE_CHECKING
 ):  # scikit-learn is imported when a learner is built (see fanfit.learners.allowlist)
@@ -121,6 +131,8 @@ class LearnerSpec:
             params = _pipeline_params(self.params)
         elif self.name in _SEARCHES:
             params = _search_params(self.name, self.params)
+        elif not self.params:  # a class's defaults are valid: scikit-learn is not imported
+            params = {}
         else:
             params = _check_params(self.name, ALLOWED_LEARNERS[self.name], self.params)
         # keep a private copy so that later changes to the caller's dict do not leak in
@@ -227,7 +239,10 @@ class LearnerSpec:
     @property
     def is_classifier(self) -> bool:
         """Whether the estimator (a composite's final one) is a classifier (DoubleML then uses
-        ``predict_proba[:, 1]``)."""
+        ``predict_proba[:, 1]``). A plain allowed learner is known by name
+        (:data:`CLASSIFIER_LEARNERS`); a composite is built."""
+        if self.name in ALLOWED_LEARNERS:
+            return self.name in CLASSIFIER_LEARNERS
         from sklearn.base import is_classifier
 
         return bool(is_classifier(self.build()))
@@ -235,7 +250,10 @@ class LearnerSpec:
     @property
     def is_regressor(self) -> bool:
         """Whether the estimator (a composite's final one) is a regressor (DoubleML then uses
-        ``predict``)."""
+        ``predict``). A plain allowed learner is known by name (:data:`CLASSIFIER_LEARNERS`);
+        a composite is built."""
+        if self.name in ALLOWED_LEARNERS:
+            return self.name not in CLASSIFIER_LEARNERS
         from sklearn.base import is_regressor
 
         return bool(is_regressor(self.build()))

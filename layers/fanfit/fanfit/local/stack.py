@@ -47,6 +47,7 @@ def ensure_local_stack(
     timeout_s: float = START_TIMEOUT_S,
     deploy: bool = True,
     keep_running: bool = True,
+    verify: bool = True,
 ) -> Iterator[StackInfo]:
     """Use the running local stack, or start one and leave it running for the next command.
 
@@ -64,6 +65,9 @@ def ensure_local_stack(
         (:data:`KEPT_RUNNING`: where it runs and ``fanfit local down`` to stop it), so that the
         next command (``fanfit status JOB``, ``fanfit report JOB``) finds the job; False: stop it
         on exit. A stack that was already running is always left running.
+    verify : bool
+        Ask the stack whether the deployed stack is complete even when the deploy record says
+        it is (:meth:`Deployer.run`'s ``verify``).
 
     Yields
     ------
@@ -80,7 +84,7 @@ def ensure_local_stack(
     info = running if running is not None else stack.start(timeout_s=timeout_s)
     try:
         if deploy:
-            Deployer(info, stack.root / "template.yaml").run()
+            Deployer(info, stack.root / "template.yaml").run(verify=verify)
         yield info
     finally:
         if running is None:
