@@ -26,6 +26,7 @@ from fanfit.jobs.documents.train import RoundPlan, StateMeta, TrainPlan
 from fanfit.sched.throughput import workload_signature
 from fanfit.train.model import ModelState
 from fanfit.train.models import model_for
+from fanfit.train.sgd import WorkerGradient, sgd_step
 
 __all__ = [
     "cached_data",
@@ -39,6 +40,8 @@ __all__ = [
     "read_plan",
     "read_round_plan",
     "signature",
+    "stepped_parts",
+    "stepped_partial",
     "worker_params",
 ]
 
@@ -224,6 +227,53 @@ def full_state(store: storage.JobStore, job_id: str, round_index: int) -> ModelS
     of = {i: g for g, members in enumerate(groups) for i in members}
     arrays = {k: np.stack([models[of[i]][k] for i in range(n)]) for k in models[0]}
     return state.with_arrays(arrays)
+
+
+#: Prefix of a DS-Sync partial's arrays: the worker's stepped model (:func:`stepped_partial`).
+STEPPED_PREFIX = "model_"
+
+
+def stepped_partial(
+    own: dict[str, np.ndarray], partial: dict[str, np.ndarray], lr: float, l2: float
+) -> dict[str, np.ndarray]:
+    """A DS-Sync worker's partial: its own model stepped with its gradient.
+
+    :func:`fanfit.train.sgd.sgd_step` of ``own`` with the gradient of ``partial``
+    (:meth:`fanfit.train.sgd.WorkerGradient.to_arrays`), the first half of
+    :func:`fanfit.train.sgd.dssync_step` done by the worker; the group's reduce averages the
+    members' stepped models (the second half). Same arithmetic, so the same model, bit for bit.
+
+    Returns
+    -------
+    dict
+        ``model_<key>`` per parameter (same shapes as ``own``), ``loss`` and ``n_samples``.
+    """
+    g = WorkerGradient.from_arrays(partial)
+    stepped = sgd_step(own, g.grads, lr, l2)
+    return {
+        **{f"{STEPPED_PREFIX}{k}": v for k, v in stepped.items()},
+        "loss": np.asarray(g.loss),
+        "n_samples": np.asarray(g.n_samples),
+    }
+
+
+def stepped_parts(partial: dict[str, np.ndarray]) -> tuple[dict[str, np.ndarray], float, int]:
+    """Inverse of :func:`stepped_partial`: the stepped model, the loss and the batch.
+
+    Raises
+    ------
+    InvalidJobError
+        A partial without a stepped model (a gradient's, :func:`stepped_partial` not applied).
+    """
+    model = {
+        k[len(STEPPED_PREFIX) :]: v for k, v in partial.items() if k.startswith(STEPPED_PREFIX)
+    }
+    if not model:
+        raise InvalidJobError(
+            f"a DS-Sync partial must hold the worker's stepped model ({STEPPED_PREFIX}*); "
+            f"got {sorted(partial)}"
+        )
+    return model, float(partial["loss"]), int(partial["n_samples"])
 
 
 def signature(plan: TrainPlan) -> str:

@@ -23,17 +23,15 @@ from fanfit.jobs.documents.train import (
 )
 from fanfit.jobs.train.data import (
     get_state,
-    get_state_groups,
     put_group_state,
     put_state,
     read_plan,
     read_round_plan,
-    worker_params,
+    stepped_parts,
 )
 from fanfit.sched.lbbsp import idle_fraction
-from fanfit.train.model import ModelState
 from fanfit.train.models import model_for
-from fanfit.train.sgd import WorkerGradient, dssync_step, reduce_gradients
+from fanfit.train.sgd import WorkerGradient, average_params, reduce_gradients
 
 __all__ = ["reduce_group", "reduce_round"]
 
@@ -181,13 +179,14 @@ def reduce_group(store: storage.JobStore, job_id: str, round_index: int, group: 
 
     The group ``G = groups[group]`` of the round (:attr:`RoundPlan.groups`, drawn by
     :func:`fanfit.sched.dssync.dssync_groups`) reads only its members' partials
-    (``train_partial_key`` of each ``i`` in ``G``) and its members' models (each from the object of
-    the group it was in the round before, :func:`fanfit.jobs.train.data.worker_params`; at most
-    ``|G|`` models), and writes one model, :func:`fanfit.train.sgd.dssync_step` restricted to the
-    group: :math:`\\sum_{j \\in G} (b_j / B_G)\\, \\mathrm{step}(w_j, g_j)`, the group's state
-    of round ``round_index + 1`` (``train_group_state_key``). The groups of a round run in parallel
-    (the ASL's Map over groups); as ``dssync_step`` treats each group apart, the models are those
-    of the single reduce over all groups, bit for bit. The group's record
+    (``train_partial_key`` of each ``i`` in ``G``: each member's model already stepped with its
+    gradient by the worker, :func:`fanfit.jobs.train.data.stepped_partial`) and writes one model,
+    the second half of :func:`fanfit.train.sgd.dssync_step` restricted to the group:
+    :math:`\\sum_{j \\in G} (b_j / B_G)\\, \\mathrm{step}(w_j, g_j)`, the group's state of
+    round ``round_index + 1`` (``train_group_state_key``), which the group's members read in the
+    next round. The groups of a round run in parallel (the ASL's Map over groups); as
+    ``dssync_step`` treats each group apart, the models are those of one reduce over all groups,
+    bit for bit. The group's record
     (:class:`~fanfit.jobs.documents.train.GroupRecord`, ``train_group_record_key``) keeps its
     members' statistics and losses for the round's record (:func:`reduce_round`).
 
@@ -220,25 +219,31 @@ def reduce_group(store: storage.JobStore, job_id: str, round_index: int, group: 
             f"group must be in 0..{len(round_plan.groups) - 1} in round {round_index}, got {group}"
         )
     members = [int(i) for i in round_plan.groups[group]]
-    state, groups = get_state_groups(store, job_id, round_index)
-    grads: list[WorkerGradient] = []
+    stepped: list[dict[str, np.ndarray]] = []
+    losses: list[float] = []
+    n_samples: list[int] = []
     workers: list[WorkerRecord] = []
     for i in members:
         part, stat = _read_partial(store, job_id, round_index, i)
-        grads.append(WorkerGradient.from_arrays(part))
+        model, loss, n = stepped_parts(part)
+        stepped.append(model)
+        losses.append(loss)
+        n_samples.append(n)
         workers.append(_worker_record(stat, round_plan))
-    models = _member_models(store, job_id, round_index, state, groups, members)
-    merged = dssync_step(models, grads, [list(range(len(members)))], float(spec.lr), float(spec.l2))
+    # dssync_step's weights b_j / B_G (equal when the group has no samples), then its average
+    b = np.asarray(n_samples, dtype=np.float64)
+    weights = b / b.sum() if b.sum() > 0 else np.full(b.size, 1.0 / b.size)
+    merged = average_params(stepped, weights)
     model_key = store.put_arrays(
-        storage.train_group_state_key(job_id, round_index + 1, group), merged[0]
+        storage.train_group_state_key(job_id, round_index + 1, group), merged
     )
     record = GroupRecord(
         round=round_index,
         group=group,
         members=members,
         workers=workers,
-        losses=[g.loss for g in grads],
-        n_samples=[g.n_samples for g in grads],
+        losses=losses,
+        n_samples=n_samples,
         model_key=model_key,
     )
     key = store.put_json(
@@ -247,28 +252,6 @@ def reduce_group(store: storage.JobStore, job_id: str, round_index: int, group: 
     return GroupReduceOutput(
         job_id=job_id, round=round_index, group=group, record_key=key
     ).to_json_dict()
-
-
-def _member_models(
-    store: storage.JobStore,
-    job_id: str,
-    round_index: int,
-    state: ModelState,
-    groups: list[list[int]] | None,
-    members: list[int],
-) -> list[dict[str, np.ndarray]]:
-    """The members' models at the start of the round; members that shared a group the round
-    before share one read."""
-    if groups is None:
-        return [worker_params(store, job_id, round_index, state, i, None) for i in members]
-    read: dict[int, dict[str, np.ndarray]] = {}
-    out = []
-    for i in members:
-        g = next(g for g, m in enumerate(groups) if i in m)
-        if g not in read:
-            read[g] = worker_params(store, job_id, round_index, state, i, groups)
-        out.append(read[g])
-    return out
 
 
 def _record_groups(

@@ -18,6 +18,7 @@ from fanfit.jobs.train.data import (
     read_plan,
     read_round_plan,
     signature,
+    stepped_partial,
     worker_params,
 )
 from fanfit.sched.resources import lambda_resource, resource_kind
@@ -104,6 +105,10 @@ def train_shard(
     t0 = time.perf_counter()
     out = model.worker_step(spec, state, X, y, batches, worker, round_index, device)
     compute_s = time.perf_counter() - t0
+    if groups is not None:
+        # DS-Sync: the worker steps its own model (the first half of dssync_step), so that its
+        # group's reduce reads one object per member (the stepped model), not two.
+        out = stepped_partial(own, out, float(spec.lr), float(spec.l2))
 
     stats = ShardStats(
         worker=worker,
