@@ -130,11 +130,7 @@ def main(argv: list[str] | None = None) -> int:
         "bsp_rounds_s": [r["round_s"] for r in timings["bsp"]],
         "dssync_rounds_s": [r["round_s"] for r in timings["ds-sync"]],
     }
-    if args.json:
-        print(json.dumps(out))
-    else:
-        for key, value in out.items():
-            print(f"{key}: {value}")
+    print(json.dumps(out, indent=None if args.json else 2))  # --json: one line
     return 0
 
 
