@@ -98,8 +98,11 @@ class Runner:
             if stop_after is not None and done == stop_after:
                 return None
             r = progress["round"]
-            for item in self.schedule(r)["workers"]:
+            planned = self.schedule(r)
+            for item in planned["workers"]:
                 self.shard(item)
+            for group in planned["groups"]:  # DS-Sync: the ASL's Map over the round's groups
+                self.h["train_reduce"](group, self.ctx())
             progress = self.reduce(r)
             done += 1
         return self.finalize(progress["round"])

@@ -332,8 +332,10 @@ class TrainJob(JobHandle):
             return walls
         for ev in events:
             kind = ev["type"]
+            # Only the workers' Map: a DS-Sync round also runs a Map over its groups.
             if kind == "MapStateEntered":
-                entered = ev["timestamp"]
+                name = ev.get("stateEnteredEventDetails", {}).get("name")
+                entered = ev["timestamp"] if name in (None, _ROUND_STATE) else None
             elif kind == "MapStateExited" and entered is not None:
                 walls.append((ev["timestamp"] - entered).total_seconds())
                 entered = None

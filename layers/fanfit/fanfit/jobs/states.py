@@ -60,7 +60,13 @@ class TrainState(StrEnum):
     WAIT_GPU_PARTIAL = "Wait for the GPU worker's job of the partial"
     REPORT_GPU_PARTIAL = "Report the GPU worker's partial"
     WORKER_STEP = "Compute the worker's partial on its batch"
+    IS_REDUCE_IN_GROUPS = "Does the round reduce group by group (DS-Sync)?"
     REDUCE = "Merge the workers' partials into the next model"
+    #: DS-Sync: the Map over the round's groups, its one Task (a group's reduce) inside, and the
+    #: round's record from the groups' records after it.
+    REDUCE_GROUPS = "Reduce every group of the round in parallel"
+    REDUCE_GROUP = "Merge the group's partials into the group's model"
+    RECORD_GROUPS = "Record the round from its groups' records"
     IS_ROUND_LEFT = "Is another round to run?"
     FINALIZE = "Write the trained model and the round records"
     RECORD_FAILURE = "Record that the job failed"

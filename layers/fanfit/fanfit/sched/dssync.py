@@ -6,6 +6,15 @@ into non-overlapping groups that synchronise independently (a smaller all-reduce
 barrier), and shuffles the membership every round so that models mix across groups and reach a
 global consensus. fanfit draws a round's groups from ``(job seed, round index)`` alone, so the
 scheduler, every worker and a rerun all compute the same groups without storing them.
+
+How a train job runs it (``orchestrator/train.asl.json``): each worker steps its own model with its
+gradient; after the workers' Map, a Map over the round's groups runs one reduce per group, in
+parallel, each reading only its members' partials and writing one model, shared by the group's
+members in the next round (:func:`fanfit.jobs.train.reduce.reduce_group`); a small step then merges
+the groups' records (statistics, losses: no model) into the round's record. No round merges the
+models globally: as in the paper, consensus comes from the reshuffling alone, and the only global
+merge is the last one, the average over the workers' models that TrainFinalize writes as the
+trained model (:func:`fanfit.train.sgd.average_params`).
 """
 
 from __future__ import annotations

@@ -199,6 +199,18 @@ def train_state_index(job_id: str, key: str) -> int | None:
     return int(name[:-4]) if name.endswith(".npz") and name[:-4].isdigit() else None
 
 
+def train_group_state_key(job_id: str, round_index: int, group: int) -> str:
+    """Key of one DS-Sync group's model at the start of round ``round_index`` (``.npz``): the model
+    group ``group`` of round ``round_index - 1`` reduced, shared by that group's members (round 0:
+    group 0, every worker, the first model)."""
+    return f"{job_prefix(job_id)}train/state/{round_index:05d}/groups/{group:03d}.npz"
+
+
+def train_group_record_key(job_id: str, round_index: int, group: int) -> str:
+    """Key of one DS-Sync group's part of a round's record (its members' statistics, losses)."""
+    return f"{job_prefix(job_id)}train/rounds/{round_index:05d}/groups/{group:03d}.json"
+
+
 def train_round_plan_key(job_id: str, round_index: int) -> str:
     """Key of a round's plan: per-worker batches, DS-Sync groups, predicted throughput."""
     return f"{job_prefix(job_id)}train/rounds/{round_index:05d}/plan.json"

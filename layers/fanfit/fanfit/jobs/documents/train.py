@@ -15,11 +15,13 @@ StateMeta           ``train_state_key`` (``__meta__`` of the npz) TrainInit/Redu
 RoundPlan           ``train_round_plan_key``                      TrainSchedule    TrainShard, TrainReduce
 ShardStats          ``train_partial_key`` (``__stats__``)         TrainShard       TrainReduce, progress
 RoundRecord         ``train_round_key``                           TrainReduce      TrainSchedule, TrainFinalize, progress
+GroupRecord         ``train_group_record_key``                    TrainReduce      TrainReduce (the round's record)
 TrainResult         ``result_key`` (result.json)                  TrainFinalize    client (TrainResult), report, cost
 InitOutput          state of the execution                        TrainInit        train.asl.json
 ScheduleOutput      state (the Map's items and concurrency)       TrainSchedule    train.asl.json
 ShardOutput         state (the Map item's result)                 TrainShard       train.asl.json
 ReduceOutput        state                                         TrainReduce      train.asl.json
+GroupReduceOutput   state (the group Map item's result)           TrainReduce      train.asl.json
 FinalizeOutput      state                                         TrainFinalize    train.asl.json, client
 ==================  ===========================================  ===============  =====================================
 
@@ -50,6 +52,9 @@ __all__ = [
     "TRAIN_MODELS",
     "DispatchQueue",
     "FinalizeOutput",
+    "GroupItem",
+    "GroupRecord",
+    "GroupReduceOutput",
     "InitOutput",
     "ReduceOutput",
     "RoundDispatch",
@@ -419,6 +424,11 @@ class StateMeta(_Sparse):
     n_iter: int = 0
     converged: bool | None = None
     inertia: float | None = None
+    #: DS-Sync: the groups whose models this state holds, one object each
+    #: (``train_group_state_key``, group ``g`` shared by the workers of ``groups[g]``), not in this
+    #: object: the groups of the round before (round 0: one group of every worker). None: the
+    #: arrays are in this object (BSP, K-Means).
+    groups: list[list[int]] | None = None
 
 
 class DispatchQueue(Document):
@@ -489,6 +499,15 @@ class RoundItem(Document):
     placement: PlacementKind = "lambda"
 
 
+class GroupItem(Document):
+    """One item of a DS-Sync round's group Map: group ``group`` of round ``round``
+    (:attr:`RoundPlan.groups`)."""
+
+    job_id: str
+    round: int
+    group: int
+
+
 class ScheduleOutput(Document):
     """TrainSchedule's output: the Map's ``MaxConcurrencyPath`` and its items."""
 
@@ -496,6 +515,18 @@ class ScheduleOutput(Document):
     round: int
     max_concurrency: int
     workers: list[RoundItem]
+    #: DS-Sync: one item per group of the round, each reduced in parallel; empty under BSP.
+    groups: list[GroupItem] = Field(default_factory=list)
+
+    #: Whether the round reduces group by group (DS-Sync, ``groups`` not empty): the ASL's
+    #: Choice after the workers' Map.
+    reduce_in_groups: bool = False
+
+    @model_validator(mode="after")
+    def _groups_flag(self) -> Self:
+        if self.reduce_in_groups != bool(self.groups):
+            raise ValueError("reduce_in_groups must be true exactly when groups is not empty")
+        return self
 
 
 class ShardStats(_Sparse):
@@ -569,6 +600,33 @@ class RoundRecord(_Sparse):
     dispatch: RoundDispatch | None = None
 
 
+class GroupRecord(Document):
+    """``rounds/<r>/groups/<g>.json`` (TrainReduce of one DS-Sync group): the group's members
+    (ascending), their :class:`WorkerRecord`, each member's mean loss over its batch and its batch
+    (``n_samples``), and the key of the model the group reduced to (``model_key``, the
+    group's state of round ``r + 1``). The round's record merges the groups' records."""
+
+    round: int
+    group: int
+    members: list[int]
+    workers: list[WorkerRecord]
+    losses: list[float]
+    n_samples: list[int]
+    model_key: str
+
+    @model_validator(mode="after")
+    def _one_per_member(self) -> Self:
+        n = len(self.members)
+        if not (len(self.workers) == len(self.losses) == len(self.n_samples) == n) or n == 0:
+            raise ValueError(
+                f"workers, losses and n_samples need one entry per member ({n}); got "
+                f"{len(self.workers)}, {len(self.losses)} and {len(self.n_samples)}"
+            )
+        if [w.worker for w in self.workers] != self.members:
+            raise ValueError(f"workers must be the members {self.members} in order")
+        return self
+
+
 class TrainResult(_Sparse):
     """``result.json`` of a train job (TrainFinalize); read by ``fanfit.client.train.TrainResult``,
     the report and the cost. Model fields by model: K-Means ``centroids`` (k, d), ``inertia``,
@@ -618,6 +676,16 @@ class ReduceOutput(Document):
     job_id: str
     round: int
     has_next_round: bool
+
+
+class GroupReduceOutput(Document):
+    """TrainReduce's output for one DS-Sync group (the group Map item's result): the key of the
+    group's record."""
+
+    job_id: str
+    round: int
+    group: int
+    record_key: str
 
 
 class FinalizeOutput(Document):

@@ -11,7 +11,7 @@ from fanfit.cost import LAMBDA_USD_PER_GB_SECOND, lambda_cost_usd
 from fanfit.errors import InvalidJobError
 from fanfit.jobs import sharing
 from fanfit.jobs.documents.train import FinalizeOutput, RoundRecord, TrainResult
-from fanfit.jobs.train.data import get_state, read_plan
+from fanfit.jobs.train.data import full_state, read_plan
 from fanfit.train.models import model_for
 
 __all__ = ["finalize_job"]
@@ -61,7 +61,9 @@ def finalize_job(
     started = time.time()
     plan = read_plan(store, job_id)
     spec = plan.spec
-    state = get_state(store, job_id, round_index)
+    # DS-Sync's one global merge: every group's model, averaged over the workers by the model's
+    # finalize (fanfit.train.sgd.average_params).
+    state = full_state(store, job_id, round_index)
     if state.phase != "done":
         raise InvalidJobError(f"round {round_index}'s model is not final (phase {state.phase})")
     rounds = []

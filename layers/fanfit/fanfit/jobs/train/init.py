@@ -11,7 +11,7 @@ from fanfit.errors import InvalidJobError
 from fanfit.jobs import sharing
 from fanfit.jobs.documents.train import InitOutput, TrainJobFile, TrainPlan, TrainSpec, TrainWorker
 from fanfit.jobs.source import materialize_source
-from fanfit.jobs.train.data import cached_data, put_state, read_plan
+from fanfit.jobs.train.data import cached_data, put_group_state, put_state, read_plan
 from fanfit.jobs.train.resume import register_partition, resume_job, resume_point
 from fanfit.jobs.train.schedule import max_batches
 from fanfit.train.models import model_for
@@ -171,7 +171,14 @@ def init_job(
         start = np.asarray(store.get_array(job.init_key), dtype=np.float64)
     state = model.init(spec, X, n_outputs, start)
     store.put_json(storage.plan_key(job_id), plan.to_json_dict())
-    put_state(store, job_id, 0, state)
+    if spec.sync == "ds-sync":
+        # DS-Sync's models live one per group (fanfit.jobs.train.data.put_group_state); round 0
+        # starts every worker from the same model: one group of all workers.
+        first = {k: v[0] for k, v in state.arrays.items()}
+        store.put_arrays(storage.train_group_state_key(job_id, 0, 0), first)
+        put_group_state(store, job_id, 0, state.meta(), [list(range(spec.workers))])
+    else:
+        put_state(store, job_id, 0, state)
     records.mark_running(job_id, execution_arn=execution_arn, kind="train", model=spec.model)
     register_partition(partitions, job_id, spec, weight, execution_arn)
     return InitOutput(

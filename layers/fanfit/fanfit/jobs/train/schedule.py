@@ -19,6 +19,7 @@ from fanfit.errors import JobNotFoundError
 from fanfit.jobs import sharing
 from fanfit.jobs.documents.train import (
     DispatchQueue,
+    GroupItem,
     RoundDispatch,
     RoundItem,
     RoundPlan,
@@ -341,7 +342,8 @@ def schedule_round(
     -------
     dict
         :class:`~fanfit.jobs.documents.train.ScheduleOutput`: ``job_id, round, max_concurrency,
-        workers``, the Map's ``MaxConcurrencyPath`` and one Map item per worker. The batches,
+        workers, groups``, the Map's ``MaxConcurrencyPath``, one Map item per worker and, under
+        DS-Sync, one item per group (the group Map, each group reducing apart). The batches,
         groups, predictions, partition and ``max_concurrency`` go to ``rounds/<r>/plan.json``
         (:class:`~fanfit.jobs.documents.train.RoundPlan`).
 
@@ -365,7 +367,13 @@ def schedule_round(
         kept = None
     if kept is not None:
         partition = sharing.partition_at_barrier(partitions, job_id)
-        return _round_items(job_id, round_index, workers, _max_concurrency(workers, partition))
+        return _round_items(
+            job_id,
+            round_index,
+            workers,
+            _max_concurrency(workers, partition),
+            len(kept.groups) if spec.sync == "ds-sync" else 0,
+        )
     state = get_state(store, job_id, round_index)
     n = len(workers)
     sig = signature(plan)
@@ -435,7 +443,13 @@ def schedule_round(
         dispatch=dispatch,
     )
     store.put_json(storage.train_round_plan_key(job_id, round_index), round_plan.to_json_dict())
-    return _round_items(job_id, round_index, workers, max_concurrency)
+    return _round_items(
+        job_id,
+        round_index,
+        workers,
+        max_concurrency,
+        len(groups) if spec.sync == "ds-sync" else 0,
+    )
 
 
 def _max_concurrency(workers: list[TrainWorker], partition: sharing.Partition | None) -> int:
@@ -451,13 +465,20 @@ def _max_concurrency(workers: list[TrainWorker], partition: sharing.Partition | 
 
 
 def _round_items(
-    job_id: str, round_index: int, workers: list[TrainWorker], max_concurrency: int
+    job_id: str,
+    round_index: int,
+    workers: list[TrainWorker],
+    max_concurrency: int,
+    n_groups: int,
 ) -> dict:
-    """:func:`schedule_round`'s output: the Map's concurrency and one item per worker."""
+    """:func:`schedule_round`'s output: the Map's concurrency, one item per worker, and under
+    DS-Sync (``n_groups > 0``) one item per group of the round for the group Map."""
     return ScheduleOutput(
         job_id=job_id,
         round=round_index,
         max_concurrency=max_concurrency,
+        groups=[GroupItem(job_id=job_id, round=round_index, group=g) for g in range(n_groups)],
+        reduce_in_groups=n_groups > 0,
         workers=[
             RoundItem(
                 job_id=job_id,

@@ -12,7 +12,15 @@ import numpy as np
 from fanfit import storage
 from fanfit.errors import InvalidJobError
 from fanfit.jobs.documents.train import ShardOutput, ShardStats
-from fanfit.jobs.train.data import get_state, plan_xy, read_plan, read_round_plan, signature
+from fanfit.jobs.train.data import (
+    get_state_groups,
+    plan_xy,
+    read_plan,
+    read_round_plan,
+    signature,
+    stepped_partial,
+    worker_params,
+)
 from fanfit.sched.resources import lambda_resource, resource_kind
 from fanfit.train.models import model_for
 
@@ -78,7 +86,13 @@ def train_shard(
     if not 0 <= worker < len(plan.workers):
         raise InvalidJobError(f"worker must be in 0..{len(plan.workers) - 1}, got {worker}")
     round_plan = read_round_plan(store, job_id, round_index)
-    state = get_state(store, job_id, round_index)
+    state, groups = get_state_groups(store, job_id, round_index)
+    if groups is not None:
+        # DS-Sync: read only this worker's group model, seen as every worker's (a read-only
+        # broadcast view, no copy), so the model's worker_step picks it as the worker's own.
+        own = worker_params(store, job_id, round_index, state, worker, groups)
+        n = len(plan.workers)
+        state = state.with_arrays({k: np.broadcast_to(v, (n, *v.shape)) for k, v in own.items()})
     X, y = plan_xy(store, plan)
     io_s = time.perf_counter() - t_io
     batches = np.asarray(round_plan.batches, dtype=np.int64)
@@ -91,6 +105,10 @@ def train_shard(
     t0 = time.perf_counter()
     out = model.worker_step(spec, state, X, y, batches, worker, round_index, device)
     compute_s = time.perf_counter() - t0
+    if groups is not None:
+        # DS-Sync: the worker steps its own model (the first half of dssync_step), so that its
+        # group's reduce reads one object per member (the stepped model), not two.
+        out = stepped_partial(own, out, float(spec.lr), float(spec.l2))
 
     stats = ShardStats(
         worker=worker,

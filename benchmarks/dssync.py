@@ -1,0 +1,138 @@
+"""DS-Sync against BSP on the local stack: the round's synchronisation, one reduce or parallel groups.
+
+A wide multinomial logistic regression, 1,000 features x 1,000 classes (1,001,000 parameters, an
+8 MB model in float64), trained by mini-batch SGD on a synthetic sparse-ish set (4,000 rows, 90% of
+the features zero in each row; labels from a random softmax model) by 8 Lambda workers, twice:
+
+- ``bsp``: every round one TrainReduce reads the 8 workers' gradients (8 x 8 MB) and the model and
+  writes the next model;
+- ``ds-sync`` (Wang et al. 2020, groups of 2, reshuffled every round): each worker steps its own
+  model, the 4 groups reduce in parallel (a Map over the round's groups, each reading only its 2
+  members' stepped models), then a small step records the round from the groups' records; the
+  models are averaged only once, at the end (TrainFinalize).
+
+A round's time is read from the execution's history: from the entry of the round's scheduling
+state to the entry of "Is another round to run?" (schedule, workers' Map, reduce: the round as the
+job sees it); its reduce time from the exit of the workers' Map to that entry (BSP's reduce;
+DS-Sync's group Map and the record step). Round 0 (cold starts) is left out; the medians over the
+other rounds are reported. ``round_speedup`` is BSP's median round over DS-Sync's; the losses are
+the last round's (the batch-weighted mean loss of the workers on their models).
+
+The benchmark starts its own local stack (state dir ``.fanfit/bench-dssync``) and stops it at the
+end. About 3-4 minutes on a 2-core machine.
+
+    python benchmarks/dssync.py --json
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import sys
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+N_OBS, N_FEATURES, N_CLASSES, N_WORKERS = 4_000, 1_000, 1_000, 8
+DENSITY = 0.1
+
+
+def synthetic(seed: int = 0) -> pd.DataFrame:
+    """A (N_OBS, N_FEATURES) design, ``DENSITY`` of each row's entries non-zero (standard normal),
+    with labels from a random softmax model over N_CLASSES classes."""
+    rng = np.random.default_rng(seed)
+    X = rng.normal(size=(N_OBS, N_FEATURES)) * (rng.random((N_OBS, N_FEATURES)) < DENSITY)
+    W = rng.normal(size=(N_FEATURES, N_CLASSES)) / np.sqrt(DENSITY * N_FEATURES)
+    y = (X @ W + rng.gumbel(size=(N_OBS, N_CLASSES))).argmax(axis=1)
+    frame = pd.DataFrame(X, columns=[f"x{i}" for i in range(N_FEATURES)])
+    frame["y"] = y.astype(float)
+    return frame
+
+
+def round_timings(sfn: Any, execution_arn: str) -> list[dict[str, float]]:
+    """Per round of an execution: ``round_s`` (scheduling state entered to "Is another round to
+    run?" entered) and ``reduce_s`` (workers' Map exited to that Choice entered), seconds."""
+    from fanfit.jobs.states import TrainState
+
+    pages = sfn.get_paginator("get_execution_history").paginate(executionArn=execution_arn)
+    rounds: list[dict[str, float]] = []
+    start = map_end = None
+    for ev in (ev for page in pages for ev in page["events"]):
+        details = ev.get("stateEnteredEventDetails") or ev.get("stateExitedEventDetails") or {}
+        name, kind, t = details.get("name"), ev["type"], ev["timestamp"]
+        if kind.endswith("StateEntered") and name == TrainState.SCHEDULE_ROUND:
+            start, map_end = t, None
+        elif kind == "MapStateExited" and name == TrainState.RUN_ROUND:
+            map_end = t
+        elif kind.endswith("StateEntered") and name == TrainState.IS_ROUND_LEFT and start:
+            if map_end is not None:
+                rounds.append(
+                    {
+                        "round_s": (t - start).total_seconds(),
+                        "reduce_s": (t - map_end).total_seconds(),
+                    }
+                )
+            start = None
+    return rounds
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--json", action="store_true", help="print one JSON object")
+    parser.add_argument("--rounds", type=int, default=6)
+    parser.add_argument("--group-size", type=int, default=2)
+    args = parser.parse_args(argv)
+
+    from fanfit.client import Client
+    from fanfit.local.stack import ensure_local_stack
+
+    frame = synthetic()
+    features = [c for c in frame.columns if c != "y"]
+    options = dict(model="logreg", features=features, target="y", workers=N_WORKERS,
+                   global_batch=N_OBS, rounds=args.rounds, lr=0.5, seed=0,
+                   group_size=args.group_size)  # fmt: skip
+    os.environ["FANFIT_HOME"] = str(
+        Path(__file__).resolve().parents[1] / ".fanfit" / "bench-dssync"
+    )
+    runs: dict[str, Any] = {}
+    timings: dict[str, list[dict[str, float]]] = {}
+    with ensure_local_stack(keep_running=False):
+        client = Client.local_stack()
+        for sync in ("bsp", "ds-sync"):
+            job = client.submit_train(frame, sync=sync, **options)
+            runs[sync] = job.result(timeout=900)
+            timings[sync] = round_timings(client.sfn, job.execution_arn)
+
+    def median(sync: str, field: str) -> float:
+        return statistics.median(r[field] for r in timings[sync][1:])
+
+    bsp, ds = runs["bsp"], runs["ds-sync"]
+    loss_bsp, loss_ds = float(bsp.rounds[-1]["loss"]), float(ds.rounds[-1]["loss"])
+    out = {
+        "n_workers": N_WORKERS,
+        "n_params": (N_FEATURES + 1) * N_CLASSES,
+        "bsp_round_s": median("bsp", "round_s"),
+        "dssync_round_s": median("ds-sync", "round_s"),
+        "round_speedup": median("bsp", "round_s") / median("ds-sync", "round_s"),
+        "bsp_reduce_s": median("bsp", "reduce_s"),
+        "dssync_reduce_s": median("ds-sync", "reduce_s"),
+        "loss_bsp": loss_bsp,
+        "loss_dssync": loss_ds,
+        "loss_rel_diff": abs(loss_ds - loss_bsp) / abs(loss_bsp),
+        "group_size": args.group_size,
+        "rounds": args.rounds,
+        "n_obs": N_OBS,
+        "global_batch": N_OBS,
+        "bsp_rounds_s": [r["round_s"] for r in timings["bsp"]],
+        "dssync_rounds_s": [r["round_s"] for r in timings["ds-sync"]],
+    }
+    print(json.dumps(out, indent=None if args.json else 2))  # --json: one line
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
