@@ -11,7 +11,7 @@ A simulation, not a run on AWS: no stack and no AWS call. Steps:
    (``max_depth=7, max_features=3, min_samples_leaf=3``); the median of ``--repeats`` fits.
 2. Puts those throughputs (training rows/s) into a throughput table as measured at 1,769 MB (one
    vCPU; this machine's core taken as one Lambda vCPU: an assumption) and plans the job with
-   Schedule's own code (:func:`fanfit.jobs.estimate.schedule.plan_job`) on the template's default
+   Schedule's own code (:func:`fanfit.jobs.estimate.wave.plan_job`) on the template's default
    CrossFit sizes (1,769, 3,538, 10,240 MB), no GPU worker, AWS's default concurrency (1,000).
 3. Simulates the plan on the default AWS account model (:mod:`fanfit.sched.simulate`:
    concurrency, cold starts, the Distributed Map's child start rate, transitions, S3 round trips;
@@ -74,7 +74,7 @@ def main() -> int:
     from fanfit.jobs.documents.estimate import EstimatePlan
     from fanfit.jobs.estimate.data import unit_signature
     from fanfit.jobs.estimate.projection import project_prediction
-    from fanfit.jobs.estimate.schedule import plan_job
+    from fanfit.jobs.estimate.wave import plan_job
     from fanfit.sched.shards import DEFAULT_ACCOUNT_CONCURRENCY
     from fanfit.sched.simulate import AccountModel, cold_start_s
     from fanfit.sched.throughput import EwmaThroughput, ThroughputEntry

@@ -24,7 +24,7 @@ from fanfit.jobs.documents.estimate import (
     WaveEntry,
 )
 from fanfit.jobs.estimate.data import unit_signature
-from fanfit.jobs.estimate.schedule import plan_job, plan_placement
+from fanfit.jobs.estimate.wave import plan_job, plan_placement
 from fanfit.progress.renderers import placement_lines
 from fanfit.sched.placement import (
     GPU_STARTUP_PRIOR_S,

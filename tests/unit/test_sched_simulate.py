@@ -14,7 +14,7 @@ from fanfit.errors import InvalidJobError
 from fanfit.jobs.documents.estimate import EstimatePlan
 from fanfit.jobs.estimate.data import unit_signature
 from fanfit.jobs.estimate.projection import project_prediction, simulated_stages
-from fanfit.jobs.estimate.schedule import plan_job
+from fanfit.jobs.estimate.wave import plan_job
 from fanfit.prices import DEFAULT_PRICES
 from fanfit.sched.simulate import (
     AccountModel,

@@ -475,9 +475,9 @@ def plan_estimate(
     """Plan an estimate job on the stack without running anything (``fanfit estimate --plan-only``).
 
     The options and the data are checked as :func:`submit_estimate` checks them; nothing is
-    uploaded or started. The plan is Schedule's own (:func:`fanfit.jobs.estimate.schedule.
-    plan_job`: :func:`~fanfit.jobs.estimate.schedule.place` then
-    :func:`~fanfit.jobs.estimate.schedule.size_placed`), fed with the stack's ThroughputTable
+    uploaded or started. The plan is Schedule's own (:func:`fanfit.jobs.estimate.wave.
+    plan_job`: :func:`~fanfit.jobs.estimate.wave.place` then
+    :func:`~fanfit.jobs.estimate.wave.size_placed`), fed with the stack's ThroughputTable
     (output ``ThroughputTableName``), its CrossFit memory sizes (``CrossFitFunctionMemorySizes``),
     whether it has the GPU worker (``GpuWorkerEnabled``) and the account's Lambda concurrency.
     On the local stack the predicted seconds are the sizing's (the local model); on any other
@@ -500,7 +500,7 @@ def plan_estimate(
     """
     from fanfit.jobs.estimate.data import unit_signature
     from fanfit.jobs.estimate.projection import project_prediction
-    from fanfit.jobs.estimate.schedule import plan_job
+    from fanfit.jobs.estimate.wave import plan_job
     from fanfit.sched.resources import crossfit_memory_sizes
     from fanfit.sched.shards import DEFAULT_ACCOUNT_CONCURRENCY
     from fanfit.sched.throughput import EwmaThroughput, ThroughputEntry

@@ -722,7 +722,7 @@ def compare_placements(
 
 # --------------------------------------------------------------------------- run-time placement
 #
-# Schedule (fanfit.jobs.estimate.schedule.place) and ``fanfit estimate --plan-only`` place a wave
+# Schedule (fanfit.jobs.estimate.wave.place) and ``fanfit estimate --plan-only`` place a wave
 # with the functions below: the wave's units are grouped by nuisance learner (one group is one
 # stage of the model above: its units are its samples, split over the workers), each group gets a
 # profile per offered resource from the throughput table (wave_profiles), and choose_placement
@@ -848,7 +848,7 @@ def wave_profiles(
     for g in groups:
         base = predict(g.signature, f"lambda-{_PRIOR_MB}")
         # the overhead measured at any Lambda size stands for the others (it is start-up and
-        # I/O, not CPU-bound); the largest, as fanfit.jobs.estimate.schedule.size takes it
+        # I/O, not CPU-bound); the largest, as fanfit.jobs.estimate.wave.size takes it
         seen = [v for r in lambdas if (v := predict_io(g.signature, r)) is not None]
         lambda_overhead = max(seen) if seen else lambda_startup_s
         by_resource: dict[str, ResourceProfile] = {}

@@ -377,7 +377,7 @@ class PlannedStage(Document):
 
 class EstimatePrediction(Document):
     """What ``fanfit estimate --plan-only`` and ``Client.plan_estimate`` return: the placement and
-    shards of every stage, planned by Schedule's own code (:func:`fanfit.jobs.estimate.schedule.
+    shards of every stage, planned by Schedule's own code (:func:`fanfit.jobs.estimate.wave.
     plan_job`) from the stack's ThroughputTable, memory sizes, GPU worker and concurrency, and the
     predicted wall seconds (the sum over stages of :attr:`PlannedStage.predicted_wall_s`) and cost
     (of the placements) of the cross-fitting, Prepare and Aggregate not included. Nothing runs.

@@ -9,7 +9,7 @@ its own shards at once, so:
 - Prepare registers a stage's demand when the stage starts (:func:`stage_demand`: its unit count,
   capped by the job's ``max_concurrency``; stage 0 is the job's arrival);
 - Schedule re-registers it at each barrier, before sizing the wave it writes (:func:`follow_wave`, from Schedule's
-  :func:`fanfit.jobs.estimate.schedule.register_wave`:
+  :func:`fanfit.jobs.estimate.wave.register_wave`:
   a ``"resize"`` event in the partition history when it changed): the Lambda shards the wave
   would run at once under the job's own cap (:func:`wave_demand`), so a probe wave or a stage's
   last wave (only what remains) asks for no idle slots, and the partition Schedule then reads is

@@ -73,7 +73,7 @@ def prepare_stage(
     Returns
     -------
     PrepareOutput
-        The stage's unit count and whether a stage follows; :func:`~fanfit.jobs.estimate.schedule.
+        The stage's unit count and whether a stage follows; :func:`~fanfit.jobs.estimate.wave.
         schedule_wave` cuts the units into shards.
 
     Raises

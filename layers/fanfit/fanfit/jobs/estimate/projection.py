@@ -1,6 +1,6 @@
 """The AWS projection of a planned estimate: Schedule's plan, simulated on an account model.
 
-:func:`fanfit.jobs.estimate.schedule.plan_job` plans each stage with Schedule's own code (placement
+:func:`fanfit.jobs.estimate.wave.plan_job` plans each stage with Schedule's own code (placement
 and sizing); :func:`project_prediction` turns that plan into the simulation's stages
 (:func:`simulated_stages`) and replaces the prediction's seconds and USD with the simulation's
 (:func:`fanfit.sched.simulate.simulate_job`). ``fanfit estimate --plan-only`` and
@@ -40,7 +40,7 @@ def simulated_stages(prediction: EstimatePrediction, spec: dml.DMLSpec) -> list[
     Parameters
     ----------
     prediction : EstimatePrediction
-        From :func:`fanfit.jobs.estimate.schedule.plan_job`.
+        From :func:`fanfit.jobs.estimate.wave.plan_job`.
     spec : DMLSpec
         The job's spec (its units per stage).
 
@@ -104,7 +104,7 @@ def project_prediction(
     Parameters
     ----------
     prediction : EstimatePrediction
-        From :func:`fanfit.jobs.estimate.schedule.plan_job`.
+        From :func:`fanfit.jobs.estimate.wave.plan_job`.
     spec : DMLSpec
         The job's spec.
     account : AccountModel, optional

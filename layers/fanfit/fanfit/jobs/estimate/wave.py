@@ -1,0 +1,563 @@
+"""Planning one wave of a stage: where its units run and how they are cut into shards.
+
+Schedule (:mod:`fanfit.jobs.estimate.schedule`) observes the last wave, then plans the next with
+this module's two phases, and writes it:
+
+2. :func:`place`: choose, per nuisance learner, the resource its units run on: a CrossFit memory
+   size the stack offers or the GPU worker (HeterPS's exact solver, :func:`fanfit.sched.placement.
+   choose_placement`, on profiles from the throughput table: :func:`plan_placement`), under the
+   job's objective (deadline, budget, or the default) and its partition of the shared capacity
+   (Dorm), read at this barrier;
+3. :func:`size` / :func:`size_placed`: cut each Lambda resource's units into shards from the
+   predicted seconds per unit (:func:`fanfit.sched.sizing.plan_shards`; a probe wave without
+   history).
+
+The same phases plan a whole job without running it (:func:`plan_job`, ``fanfit estimate
+--plan-only``) and the wave whose shards become the job's Dorm demand at a barrier
+(:func:`register_wave`).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from fanfit import dml, storage
+from fanfit.jobs import sharing
+from fanfit.jobs.documents.estimate import (
+    EstimatePlan,
+    EstimatePrediction,
+    PartitionUsed,
+    PlacedStage,
+    PlacementDecision,
+    PlacementInput,
+    PlannedShards,
+    PlannedStage,
+    WaveDecision,
+)
+from fanfit.jobs.estimate import demand
+from fanfit.jobs.estimate.data import (
+    n_train,
+    unit_signature,
+)
+from fanfit.sched.placement import (
+    Objective,
+    PlacementChoice,
+    WorkGroup,
+    choose_placement,
+    wave_profiles,
+)
+from fanfit.sched.resources import (
+    lambda_resource,
+    resource_kind,
+    resource_memory_mb,
+    stack_gpu_resource,
+)
+from fanfit.sched.shards import deal, n_shards_for
+from fanfit.sched.sizing import DEFAULT_STARTUP_S, plan_shards, split_units
+from fanfit.sched.throughput import (
+    EwmaThroughput,
+)
+
+#: GPU worker jobs one wave deals its GPU units over (the plan has no option for more).
+GPU_SHARDS_PER_WAVE = 1
+
+
+@dataclass(frozen=True)
+class StageContext:
+    """What every phase reads of the stage being scheduled."""
+
+    job_id: str
+    stage: int
+    plan: EstimatePlan
+    folds: np.ndarray
+    n_obs: int
+    n_features: int
+    units: list[dml.FitUnit]
+    #: unit key -> workload signature
+    signatures: dict[str, str]
+
+
+@dataclass(frozen=True)
+class Placement:
+    """Where the wave's units run: ``gpu_shards`` on the GPU worker, ``lambda_units`` still to be
+    sized (on ``lambda_resource``), under ``job_concurrency`` (the job's cap, within its
+    partition). ``by_resource`` splits the Lambda units by the CrossFit memory size chosen for
+    them (absent: all on ``lambda_resource``); ``decision`` is the placement's record."""
+
+    gpu_shards: list[list[dml.FitUnit]]
+    lambda_units: list[dml.FitUnit]
+    job_concurrency: int
+    partition: PartitionUsed | None
+    lambda_resource: str | None = None
+    by_resource: dict[str, list[dml.FitUnit]] | None = None
+    decision: PlacementDecision | None = None
+
+
+@dataclass(frozen=True)
+class Sizing:
+    """The Lambda shards of the wave and what their cut was based on."""
+
+    shards: list[list[dml.FitUnit]]
+    decision: WaveDecision
+    resource: str
+    #: signature -> predicted samples/s on ``resource`` (None: no history)
+    predicted: dict[str, float | None]
+    startup_s: float
+
+
+def plan_job(
+    plan: EstimatePlan,
+    folds: np.ndarray,
+    history: EwmaThroughput,
+    *,
+    stack: str,
+    memory_sizes: list[int],
+    gpu_enabled: bool,
+    account_concurrency: int,
+) -> EstimatePrediction:
+    """Plan a job without running it (``fanfit estimate --plan-only``): Schedule's own phases.
+
+    For each stage, the stage's units (:func:`fanfit.dml.fit_units`) are placed by :func:`place`
+    and sized by :func:`size_placed`, exactly as Schedule plans a stage's first wave, from
+    ``history`` (the stack's ThroughputTable); no partition is read (the job holds none yet).
+
+    Parameters
+    ----------
+    plan : EstimatePlan
+        The job's plan as Prepare would write it (its ``job_id`` is a placeholder).
+    folds : ndarray, shape (n_obs, n_rep)
+    history : EwmaThroughput
+        Over the stack's ThroughputTable entries of the job's signatures.
+    stack : str
+        The stack's name (recorded).
+    memory_sizes : list of int
+        The CrossFit functions' memory sizes, MB.
+    gpu_enabled : bool
+    account_concurrency : int
+        The account's Lambda concurrency.
+
+    Returns
+    -------
+    EstimatePrediction
+        ``predicted_wall_s``: the sum over stages of the sizing's predicted makespan
+        (:func:`fanfit.sched.sizing.plan_shards`; the placement's prediction for a probe wave);
+        ``predicted_cost_usd``: the sum of the placements' costs.
+    """
+    spec = plan.dml
+    n_features = len(spec.x_cols) + spec.n_treat - 1
+    stages = []
+    for stage in range(plan.n_stages):
+        units = dml.fit_units(spec, stage)
+        ctx = StageContext(
+            job_id=plan.job_id, stage=stage, plan=plan, folds=folds, n_obs=plan.n_obs,
+            n_features=n_features, units=units,
+            signatures={u.key: unit_signature(spec, u, plan.n_obs, n_features) for u in units},
+        )  # fmt: skip
+        placement = place(
+            ctx, units, None, history, memory_sizes=memory_sizes, gpu_enabled=gpu_enabled
+        )
+        sizings = size_placed(ctx, placement, history, account_concurrency=account_concurrency)
+        shards = [
+            PlannedShards(
+                resource=s.resource,
+                n_shards=len(s.shards),
+                max_units_per_shard=max((len(sh) for sh in s.shards), default=0),
+                policy=s.decision.policy,
+                probe=bool(s.decision.probe),
+                max_concurrency=s.decision.max_concurrency,
+                predicted_makespan_s=s.decision.predicted_makespan_s,
+            )
+            for s in sizings
+            if s.shards
+        ]
+        if placement.gpu_shards:
+            shards.append(
+                PlannedShards(
+                    resource=stack_gpu_resource(),
+                    n_shards=len(placement.gpu_shards),
+                    max_units_per_shard=max(len(sh) for sh in placement.gpu_shards),
+                    policy="gpu",
+                    probe=False,
+                    max_concurrency=len(placement.gpu_shards),
+                )
+            )
+        assert placement.decision is not None
+        # the shards as cut run side by side: the stage takes its longest resource's makespan
+        makespans = [
+            s.decision.predicted_makespan_s
+            for s in sizings
+            if s.shards and s.decision.predicted_makespan_s is not None
+        ]
+        gpu_s = [
+            st.seconds for st in placement.decision.stages if resource_kind(st.resource) == "gpu"
+        ]
+        sized = [s for s in sizings if s.shards]
+        wall = (
+            max(makespans + gpu_s)
+            if makespans and len(makespans) == len(sized)
+            else placement.decision.predicted_wall_s
+        )
+        stages.append(
+            PlannedStage(
+                stage=stage, n_units=len(units), placement=placement.decision, shards=shards,
+                predicted_wall_s=wall,
+            )
+        )  # fmt: skip
+    return EstimatePrediction(
+        stack=stack,
+        memory_sizes=memory_sizes,
+        gpu_enabled=gpu_enabled,
+        account_concurrency=account_concurrency,
+        job_concurrency=plan.max_concurrency,
+        stages=stages,
+        predicted_wall_s=sum(s.predicted_wall_s for s in stages),
+        predicted_cost_usd=sum(s.placement.predicted_cost_usd for s in stages),
+    )
+
+
+def register_wave(
+    partitions: storage.Partitions | None,
+    ctx: StageContext,
+    remaining: list[dml.FitUnit],
+    history: EwmaThroughput,
+    *,
+    memory_sizes: list[int],
+    gpu_enabled: bool,
+    account_concurrency: int,
+) -> sharing.Partition | None:
+    """Schedule's barrier hook: register the demand of the wave about to be cut.
+
+    The wave is planned once under the job's own cap, with no partition (Schedule's
+    :func:`~fanfit.jobs.estimate.wave.place` and :func:`~fanfit.jobs.estimate.wave.
+    size_placed`, as ``fanfit estimate --plan-only`` plans), and its Lambda concurrency
+    (:func:`~fanfit.jobs.estimate.demand.wave_demand`) and GPU shards become the job's demand
+    (:func:`~fanfit.jobs.estimate.demand.follow_wave`). Schedule
+    then reads the partition cut from that demand and sizes the wave it writes within it.
+
+    Parameters
+    ----------
+    partitions : Partitions or None
+        None, or a job holding no partition, plans nothing and changes nothing.
+    ctx : StageContext
+        The stage being scheduled.
+    remaining : list of FitUnit
+        The stage's units not yet run (empty: the stage is done,
+        :data:`~fanfit.jobs.estimate.demand.IDLE_DEMAND`).
+    history : EwmaThroughput
+        The throughput history the wave is sized from.
+    memory_sizes, gpu_enabled, account_concurrency
+        As :func:`fanfit.jobs.estimate.schedule.schedule_wave`.
+
+    Returns
+    -------
+    Partition or None
+        As :func:`~fanfit.jobs.estimate.demand.follow_wave`.
+    """
+    if partitions is None or sharing.read_partition(partitions, ctx.job_id) is None:
+        return None
+    weight = ctx.plan.weight
+    if not remaining:
+        return demand.follow_wave(partitions, ctx.job_id, weight, demand=0)
+    unbound = place(
+        ctx, remaining, None, history, memory_sizes=memory_sizes, gpu_enabled=gpu_enabled
+    )
+    sizings = size_placed(ctx, unbound, history, account_concurrency=account_concurrency)
+    wave = demand.wave_demand(
+        [s.decision.max_concurrency for s in sizings if s.shards],
+        len(unbound.lambda_units),
+        ctx.plan.max_concurrency,
+    )
+    return demand.follow_wave(
+        partitions, ctx.job_id, weight, demand=wave, gpu_demand=len(unbound.gpu_shards)
+    )
+
+
+# --------------------------------------------------------------------------- 2. place
+
+
+def learner_groups(
+    plan: EstimatePlan,
+    units: list[dml.FitUnit],
+    signatures: dict[str, str],
+    folds: np.ndarray,
+) -> dict[str, tuple[WorkGroup, list[dml.FitUnit]]]:
+    """The units grouped by nuisance learner (the placement's stages), with their work groups.
+
+    A learner whose spec ``requires_gpu`` (PyTorch: the Lambda layers have no torch) is a group
+    that cannot run on Lambda (``lambda_ok=False``): it has no Lambda profile.
+    """
+    learners = plan.dml.learners
+    by_learner: dict[str, list[dml.FitUnit]] = {}
+    for u in units:
+        by_learner.setdefault(u.learner, []).append(u)
+    out = {}
+    for name, group in by_learner.items():
+        rows = float(np.mean([n_train(folds, u, plan.dml) for u in group]))
+        out[name] = (
+            WorkGroup(
+                name=name,
+                signature=signatures[group[0].key],
+                n_units=len(group),
+                rows_per_unit=rows,
+                lambda_ok=not learners[dml.learner_name(name)].requires_gpu,
+            ),
+            group,
+        )
+    return out
+
+
+def plan_placement(
+    groups: list[WorkGroup],
+    history: EwmaThroughput,
+    *,
+    memory_sizes: list[int],
+    gpu_enabled: bool,
+    job_concurrency: int,
+    gpu_slots: int = GPU_SHARDS_PER_WAVE,
+    objective: Objective | None = None,
+) -> tuple[PlacementChoice, PlacementDecision]:
+    """Place a wave's learner groups (HeterPS) from the throughput history; pure.
+
+    The offered resources are ``lambda-<MB>`` for each of ``memory_sizes`` and, when
+    ``gpu_enabled``, the GPU worker (:func:`fanfit.sched.resources.stack_gpu_resource`). Profiles:
+    :func:`fanfit.sched.placement.wave_profiles` (measured figures, else the documented priors;
+    Lambda start-up without a measurement: :data:`fanfit.sched.sizing.DEFAULT_STARTUP_S`).
+    Workers: up to ``job_concurrency`` per Lambda resource and ``gpu_slots`` GPU jobs. The
+    groups run side by side in the Map; the model (sum of the groups' times, each with the whole
+    concurrency) is an upper bound of the wave's makespan with the same worker-seconds.
+    ``fanfit estimate --plan-only`` calls this same function.
+
+    Returns
+    -------
+    (PlacementChoice, PlacementDecision)
+        The solver's choice and its record for the job's documents.
+
+    Raises
+    ------
+    InfeasiblePlacementError, InvalidJobError
+        A group with no resource it can run on.
+    """
+    objective = objective or Objective()
+    resources = [lambda_resource(mb) for mb in memory_sizes]
+    if gpu_enabled:
+        resources.append(stack_gpu_resource())
+    known = {(e.signature, e.resource) for e in history.entries}
+    profiles, inputs = wave_profiles(
+        groups,
+        resources,
+        history.predict,
+        history.predict_io,
+        lambda_startup_s=DEFAULT_STARTUP_S,
+        measured=lambda sig, res: (sig, res) in known,
+    )
+    choice = choose_placement(
+        profiles,
+        objective,
+        max_workers={"lambda": max(1, job_concurrency), "gpu": max(1, gpu_slots)},
+    )
+    placed = choice.placement
+    decision = PlacementDecision(
+        objective=objective.kind,  # type: ignore[arg-type]
+        deadline_s=objective.deadline_s,
+        budget_usd=objective.budget_usd,
+        slack=objective.slack,
+        resources=resources,
+        stages=[PlacedStage(**s.to_dict()) for s in placed.stages],
+        inputs=[PlacementInput(**i.to_dict()) for i in inputs],
+        fastest_s=choice.fastest_s,
+        met=choice.met,
+        predicted_wall_s=placed.total_s,
+        predicted_cost_usd=placed.cost_usd,
+    )
+    return choice, decision
+
+
+def place(
+    ctx: StageContext,
+    remaining: list[dml.FitUnit],
+    partitions: storage.Partitions | None,
+    history: EwmaThroughput | None = None,
+    *,
+    memory_sizes: list[int] | None = None,
+    gpu_enabled: bool = False,
+) -> Placement:
+    """Where the wave's units run, under the job's objective and partition.
+
+    Each nuisance learner's units go where :func:`plan_placement` puts them: the CrossFit
+    function of one of ``memory_sizes`` or the GPU worker, the least cost within the job's
+    ``deadline_s``, the least time within its ``budget_usd``, or by default the least cost at most
+    5% slower than the fastest plan. A learner that cannot run on Lambda (PyTorch) has no Lambda
+    profile, so the solver places it on the GPU worker. GPU units are dealt over
+    :data:`GPU_SHARDS_PER_WAVE` jobs. The job's partition of the shared capacity, read at this
+    barrier (Dorm, :func:`fanfit.jobs.sharing.partition_at_barrier`), caps the job's concurrency.
+    """
+    partition = sharing.partition_at_barrier(partitions, ctx.job_id)
+    job_concurrency = ctx.plan.max_concurrency
+    if partition is not None:
+        job_concurrency = min(job_concurrency, partition.concurrency)
+    sizes = memory_sizes or [1769]
+    groups = learner_groups(ctx.plan, remaining, ctx.signatures, ctx.folds)
+    objective = Objective(deadline_s=ctx.plan.deadline_s, budget_usd=ctx.plan.budget_usd)
+    choice, decision = plan_placement(
+        [g for g, _ in groups.values()],
+        history if history is not None else EwmaThroughput(),
+        memory_sizes=sizes,
+        gpu_enabled=gpu_enabled,
+        job_concurrency=job_concurrency,
+        objective=objective,
+    )
+    on_gpu: list[dml.FitUnit] = []
+    by_resource: dict[str, list[dml.FitUnit]] = {}
+    for stage in choice.placement.stages:
+        units = groups[stage.stage][1]
+        if resource_kind(stage.resource) == "gpu":
+            on_gpu += units
+        else:
+            by_resource.setdefault(stage.resource, []).extend(units)
+    gpu_keys = {u.key for u in on_gpu}
+    lambda_units = [u for u in remaining if u.key not in gpu_keys]
+    main = max(by_resource, key=lambda r: len(by_resource[r])) if by_resource else None
+    return Placement(
+        gpu_shards=deal(on_gpu, GPU_SHARDS_PER_WAVE) if on_gpu else [],
+        lambda_units=lambda_units,
+        job_concurrency=job_concurrency,
+        partition=None if partition is None else PartitionUsed(**partition.to_dict()),
+        lambda_resource=main or lambda_resource(sizes[0]),
+        by_resource=by_resource,
+        decision=decision,
+    )
+
+
+# --------------------------------------------------------------------------- 3. size
+
+
+def size(
+    ctx: StageContext,
+    placement: Placement,
+    history: EwmaThroughput,
+    crossfit_memory_mb: int,
+    *,
+    account_concurrency: int,
+) -> Sizing:
+    """Cut the Lambda units of the wave into shards.
+
+    Each unit's predicted seconds are its training rows over the predicted throughput of its
+    signature on ``lambda-<crossfit_memory_mb>``; the start-up is the largest predicted overhead
+    (:data:`fanfit.sched.sizing.DEFAULT_STARTUP_S` without one). A job's fixed ``units_per_shard``
+    deals the units into that size; otherwise :func:`fanfit.sched.sizing.plan_shards` decides with
+    the job's ``sharding`` policy (``'per-fold'`` / ``'per-repetition'``: DoubleML-Serverless's
+    layouts); under ``'auto'`` a signature without history makes the wave a probe, one unit of each
+    unmeasured signature first.
+    """
+    plan, remaining = ctx.plan, placement.lambda_units
+    resource = lambda_resource(crossfit_memory_mb)
+    signatures = ctx.signatures
+    predicted = {sig: history.predict(sig, resource) for sig in set(signatures.values())}
+    io = [v for sig in predicted if (v := history.predict_io(sig, resource)) is not None]
+    startup_s = max(io) if io else DEFAULT_STARTUP_S
+    unknown = [u for u in remaining if predicted[signatures[u.key]] is None]
+    seconds = None
+    if not unknown:
+        seconds = float(
+            np.mean(
+                [
+                    n_train(ctx.folds, u, plan.dml) / predicted[signatures[u.key]]  # type: ignore[operator]
+                    for u in remaining
+                ]
+            )
+        )
+    fixed = plan.units_per_shard
+    shards: list[list[dml.FitUnit]]
+    if not remaining:
+        shards = []
+        decision = WaveDecision(policy="gpu", n_shards=0, max_concurrency=0)
+    elif fixed:
+        made = plan_shards(
+            len(remaining),
+            seconds,
+            startup_s,
+            policy="per-fold",
+            account_concurrency=account_concurrency,
+            job_concurrency=placement.job_concurrency,
+        )
+        shards = deal(remaining, n_shards_for(len(remaining), placement.job_concurrency, fixed))
+        decision = WaveDecision(
+            **{
+                **made.to_dict(),
+                "policy": "fixed",
+                "units_per_shard": int(fixed),
+                "n_shards": len(shards),
+                "max_concurrency": min(len(shards), made.max_concurrency),
+            }
+        )
+    else:
+        if unknown and plan.sharding == "auto":
+            remaining = _probe_order(remaining, signatures, {u.key for u in unknown})
+        made = plan_shards(
+            len(remaining),
+            seconds,
+            startup_s,
+            policy=plan.sharding,
+            n_folds=plan.dml.n_cross_folds,
+            account_concurrency=account_concurrency,
+            job_concurrency=placement.job_concurrency,
+        )
+        shards = split_units(remaining, made)
+        decision = WaveDecision(**made.to_dict())
+    return Sizing(
+        shards=shards, decision=decision, resource=resource, predicted=predicted,
+        startup_s=startup_s,
+    )  # fmt: skip
+
+
+def size_placed(
+    ctx: StageContext,
+    placement: Placement,
+    history: EwmaThroughput,
+    *,
+    account_concurrency: int,
+) -> list[Sizing]:
+    """:func:`size` for each Lambda resource the placement chose, in order of their unit counts
+    (the first is the wave's main sizing). The job's concurrency is shared between resources in
+    proportion to their units (at least 1 each); one resource keeps all of it."""
+    groups = placement.by_resource
+    if not groups:
+        default = resource_memory_mb(placement.lambda_resource or lambda_resource(1769))
+        return [
+            size(ctx, placement, history, default or 1769, account_concurrency=account_concurrency)
+        ]
+    order = sorted(groups, key=lambda r: (-len(groups[r]), r))
+    total = sum(len(groups[r]) for r in order)
+    sizings = []
+    for resource in order:
+        share = max(1, (placement.job_concurrency * len(groups[resource])) // total)
+        part = Placement(
+            gpu_shards=[],
+            lambda_units=groups[resource],
+            job_concurrency=placement.job_concurrency if len(order) == 1 else share,
+            partition=placement.partition,
+            lambda_resource=resource,
+        )
+        memory = resource_memory_mb(resource) or 1769
+        sizings.append(size(ctx, part, history, memory, account_concurrency=account_concurrency))
+    return sizings
+
+
+def _probe_order(
+    units: list[dml.FitUnit], signatures: dict[str, str], unknown: set[str]
+) -> list[dml.FitUnit]:
+    """``units`` with one unit of each unmeasured signature first (round-robin), then the rest."""
+    by_signature: dict[str, list[dml.FitUnit]] = {}
+    for u in units:
+        if u.key in unknown:
+            by_signature.setdefault(signatures[u.key], []).append(u)
+    first: list[dml.FitUnit] = []
+    queues = list(by_signature.values())
+    while any(queues):
+        for queue in queues:
+            if queue:
+                first.append(queue.pop(0))
+    chosen = {u.key for u in first}
+    return first + [u for u in units if u.key not in chosen]
