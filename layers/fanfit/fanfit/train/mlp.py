@@ -32,15 +32,14 @@ runs every ``mlp`` worker on the GPU worker (AWS Batch), whose image has torch.
 
 from __future__ import annotations
 
-import os
 from collections.abc import Callable, Sequence
-from typing import Any
 
 import numpy as np
 from numpy.typing import ArrayLike
 
 from fanfit.errors import InvalidDataError, InvalidJobError
 from fanfit.train.linear import Params
+from fanfit.train.torch_steps import TORCH_DEVICES, import_torch, resolve_device
 
 __all__ = [
     "MAX_HIDDEN_LAYERS",
@@ -62,7 +61,7 @@ MAX_HIDDEN_LAYERS = 16
 #: Widest hidden layer of an ``mlp`` train job.
 MAX_HIDDEN_WIDTH = 8192
 #: Where :func:`mlp_loss_gradient` runs: ``'auto'`` (CUDA when available, else the CPU).
-MLP_DEVICES: tuple[str, ...] = ("auto", "cpu", "cuda")
+MLP_DEVICES: tuple[str, ...] = TORCH_DEVICES
 #: Environment variable the GPU worker reads for the device (default ``'auto'``).
 DEVICE_VARIABLE = "FANFIT_MLP_DEVICE"
 
@@ -199,16 +198,11 @@ def mlp_accuracy(params: Params, X: ArrayLike, y: ArrayLike) -> float:
     return float(np.mean(mlp_predict(params, X) == np.asarray(y)))
 
 
-def _import_torch() -> Any:
-    try:
-        import torch
-    except ImportError as exc:  # the Lambda layer has no torch
-        raise InvalidJobError(
-            "the mlp model's worker step needs PyTorch, which is not installed here (the Lambda "
-            "layer does not ship it): run every mlp worker on the GPU worker (--gpu-workers "
-            "equal to --workers), or `pip install torch` where it runs."
-        ) from exc
-    return torch
+_WHY = (
+    "the mlp model's worker step needs PyTorch, which is not installed here (the Lambda "
+    "layer does not ship it): run every mlp worker on the GPU worker (--gpu-workers "
+    "equal to --workers), or `pip install torch` where it runs."
+)
 
 
 def mlp_device(device: str | None = None) -> str:
@@ -224,18 +218,7 @@ def mlp_device(device: str | None = None) -> str:
     InvalidJobError
         An unknown device, or ``'cuda'`` without a visible GPU.
     """
-    name = (device or os.environ.get(DEVICE_VARIABLE) or "auto").lower()
-    if name not in MLP_DEVICES:
-        raise InvalidJobError(
-            f"the MLP device must be one of {', '.join(MLP_DEVICES)} (${DEVICE_VARIABLE}); "
-            f"got {name!r}"
-        )
-    torch = _import_torch()  # also when it answers 'cpu': the caller's step needs it next
-    if name == "cpu":
-        return "cpu"
-    if name == "cuda" and not torch.cuda.is_available():
-        raise InvalidJobError(f"${DEVICE_VARIABLE}=cuda, but torch sees no CUDA device here")
-    return "cuda" if torch.cuda.is_available() else "cpu"
+    return resolve_device(device, (DEVICE_VARIABLE,), "MLP", _WHY)
 
 
 def mlp_loss_gradient(
@@ -275,7 +258,7 @@ def mlp_loss_gradient(
     if X.shape[0] == 0:
         return 0.0, {k: np.zeros_like(v, dtype=np.float64) for k, v in params.items()}
     where = mlp_device(device)
-    torch = _import_torch()
+    torch = import_torch(_WHY)
     dev = torch.device(where)
     dtype = torch.float64 if where == "cpu" else torch.float32
     leaves = {

@@ -25,6 +25,7 @@ module needs numpy alone (``tests/unit/test_cold_start_imports.py``).
 from __future__ import annotations
 
 import os
+from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
@@ -43,15 +44,55 @@ TORCH_DEVICES: tuple[str, ...] = ("auto", "cpu", "cuda")
 DEVICE_VARIABLE = "FANFIT_TORCH_DEVICE"
 
 
-def _import_torch() -> Any:
+def import_torch(why: str) -> Any:
+    """``import torch``, or :class:`InvalidJobError` saying ``why`` it is needed (the Lambda layer
+    has no PyTorch)."""
     try:
         import torch
     except ImportError as exc:  # the Lambda layer has no torch
-        raise InvalidJobError(
-            "the torch backend of a train worker step needs PyTorch, which is not installed here "
-            "(the Lambda layer does not ship it): it runs on the GPU worker only."
-        ) from exc
+        raise InvalidJobError(why) from exc
     return torch
+
+
+def resolve_device(device: str | None, variables: Sequence[str], what: str, why: str) -> str:
+    """Where a PyTorch step runs: ``'cpu'`` or ``'cuda'``; imports torch (the step needs it next).
+
+    Parameters
+    ----------
+    device : {'auto', 'cpu', 'cuda'}, optional
+        Default: the first of ``variables`` set in the environment, else ``'auto'``: CUDA when
+        ``torch.cuda.is_available()``.
+    variables : sequence of str
+        Environment variables read in order (the first is named in errors).
+    what : str
+        The step's name in the messages (``'torch'``, ``'MLP'``).
+    why : str
+        The message when torch is not installed (:func:`import_torch`).
+
+    Raises
+    ------
+    InvalidJobError
+        An unknown device, ``'cuda'`` without a visible GPU, or no torch here.
+    """
+    chosen = device or next((os.environ[v] for v in variables if os.environ.get(v)), None)
+    name = (chosen or "auto").lower()
+    if name not in TORCH_DEVICES:
+        raise InvalidJobError(
+            f"the {what} device must be one of {', '.join(TORCH_DEVICES)} (${variables[0]}); "
+            f"got {name!r}"
+        )
+    torch = import_torch(why)
+    if name == "cpu":
+        return "cpu"
+    if name == "cuda" and not torch.cuda.is_available():
+        raise InvalidJobError(f"${variables[0]}=cuda, but torch sees no CUDA device here")
+    return "cuda" if torch.cuda.is_available() else "cpu"
+
+
+_WHY = (
+    "the torch backend of a train worker step needs PyTorch, which is not installed here "
+    "(the Lambda layer does not ship it): it runs on the GPU worker only."
+)
 
 
 def torch_device(device: str | None = None) -> str:
@@ -68,20 +109,7 @@ def torch_device(device: str | None = None) -> str:
     InvalidJobError
         An unknown device, ``'cuda'`` without a visible GPU, or no torch here.
     """
-    name = (
-        device or os.environ.get(DEVICE_VARIABLE) or os.environ.get("FANFIT_MLP_DEVICE") or "auto"
-    ).lower()
-    if name not in TORCH_DEVICES:
-        raise InvalidJobError(
-            f"the torch device must be one of {', '.join(TORCH_DEVICES)} (${DEVICE_VARIABLE}); "
-            f"got {name!r}"
-        )
-    torch = _import_torch()
-    if name == "cpu":
-        return "cpu"
-    if name == "cuda" and not torch.cuda.is_available():
-        raise InvalidJobError(f"${DEVICE_VARIABLE}=cuda, but torch sees no CUDA device here")
-    return "cuda" if torch.cuda.is_available() else "cpu"
+    return resolve_device(device, (DEVICE_VARIABLE, "FANFIT_MLP_DEVICE"), "torch", _WHY)
 
 
 def _fast_dtype(torch: Any, where: str) -> Any:
@@ -106,7 +134,7 @@ def kmeans_step_torch(
     Xa, C = check_kmeans_inputs(X, centroids)
     prev = None if prev_centroids is None else check_kmeans_inputs(Xa, prev_centroids)[1]
     where = torch_device(device)
-    torch = _import_torch()
+    torch = import_torch(_WHY)
     dev = torch.device(where)
     fast = _fast_dtype(torch, where)
     Xt = torch.as_tensor(Xa, device=dev)
@@ -155,7 +183,7 @@ def loss_gradient_torch(
     if n == 0:
         return 0.0, {"W": np.zeros_like(params["W"]), "b": np.zeros_like(params["b"])}
     where = torch_device(device)
-    torch = _import_torch()
+    torch = import_torch(_WHY)
     dev = torch.device(where)
     fast = _fast_dtype(torch, where)
     Xt = torch.as_tensor(Xa, device=dev).to(fast)
