@@ -28,10 +28,12 @@ __all__ = [
     "DID_LEARNERS",
     "DID_SCORES",
     "NuisanceLearner",
+    "all_rows",
     "did_cs_learners",
     "did_cs_score_elements",
     "did_learners",
     "did_score_elements",
+    "rows_where",
 ]
 
 #: DoubleML's scores of DoubleMLDID and DoubleMLDIDCS.
@@ -65,6 +67,9 @@ class NuisanceLearner:
     subsample : str
         Which training rows of an outer fold it uses before ``rows`` applies: ``'train'`` (all of
         them, plain cross-fitting) or a nested split the model's docstring describes.
+    after : tuple of str
+        The learners whose predictions this fit needs first (its target is derived from them);
+        empty for a fit that can run in the first stage.
     """
 
     name: str
@@ -73,19 +78,32 @@ class NuisanceLearner:
     rows: Callable[[Arrays], np.ndarray]
     target: str
     subsample: str = "train"
+    after: tuple[str, ...] = ()
 
 
-def _all_rows(arrays: Arrays) -> np.ndarray:
+def all_rows(arrays: Arrays) -> np.ndarray:
+    """The row mask of a learner fitted on every training row: all True, shape (n_obs,)."""
     return np.ones(np.shape(arrays["d"]), dtype=bool)
 
 
-def _cell(d_value: int, t_value: int | None) -> Callable[[Arrays], np.ndarray]:
-    """The row mask ``d == d_value`` (and ``t == t_value``)."""
+def rows_where(**conditions: int) -> Callable[[Arrays], np.ndarray]:
+    """The row mask ``arrays[k] == v`` for every ``k=v`` given, e.g. ``rows_where(d=0, t=1)``.
+
+    Parameters
+    ----------
+    **conditions : int
+        Array name (``d``, ``t``, ``s``, ``z``) and the value its rows must have.
+
+    Returns
+    -------
+    callable
+        ``rows(arrays) -> numpy.ndarray`` of bool, shape (n_obs,).
+    """
 
     def rows(arrays: Arrays) -> np.ndarray:
-        mask = np.asarray(arrays["d"]) == d_value
-        if t_value is not None:
-            mask = mask & (np.asarray(arrays["t"]) == t_value)
+        mask = np.ones(np.shape(arrays["d"]), dtype=bool)
+        for key, value in conditions.items():
+            mask &= np.asarray(arrays[key]) == value
         return mask
 
     return rows
@@ -121,11 +139,11 @@ def did_learners(score: str = "observational") -> tuple[NuisanceLearner, ...]:
     """
     _check_score(score)
     learners = [
-        NuisanceLearner("ml_g0", "ml_g", None, _cell(0, None), "y"),
-        NuisanceLearner("ml_g1", "ml_g", None, _cell(1, None), "y"),
+        NuisanceLearner("ml_g0", "ml_g", None, rows_where(d=0), "y"),
+        NuisanceLearner("ml_g1", "ml_g", None, rows_where(d=1), "y"),
     ]
     if score == "observational":
-        learners.append(NuisanceLearner("ml_m", "ml_m", True, _all_rows, "d"))
+        learners.append(NuisanceLearner("ml_m", "ml_m", True, all_rows, "d"))
     return tuple(learners)
 
 
@@ -152,11 +170,11 @@ def did_cs_learners(score: str = "observational") -> tuple[NuisanceLearner, ...]
     """
     _check_score(score)
     learners = [
-        NuisanceLearner(f"ml_g_d{a}_t{b}", "ml_g", None, _cell(a, b), "y")
+        NuisanceLearner(f"ml_g_d{a}_t{b}", "ml_g", None, rows_where(d=a, t=b), "y")
         for a, b in ((0, 0), (0, 1), (1, 0), (1, 1))
     ]
     if score == "observational":
-        learners.append(NuisanceLearner("ml_m", "ml_m", True, _all_rows, "d"))
+        learners.append(NuisanceLearner("ml_m", "ml_m", True, all_rows, "d"))
     return tuple(learners)
 
 
