@@ -307,7 +307,7 @@ def test_quantile_module_imports_no_heavy_library() -> None:
     import sys
 
     code = (
-        "import sys, fanfit.dml.scores_quantile, fanfit.dml.scores_did\n"
+        "import sys, fanfit.dml.scores_quantile, fanfit.dml.scores_did, fanfit.dml.scores_ssm\n"
         "print([m for m in ('sklearn', 'scipy.optimize', 'statsmodels') if m in sys.modules])"
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)

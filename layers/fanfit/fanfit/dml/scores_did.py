@@ -70,6 +70,10 @@ class NuisanceLearner:
     after : tuple of str
         The learners whose predictions this fit needs first (its target is derived from them);
         empty for a fit that can run in the first stage.
+    features : str
+        Its covariates, comma-separated: ``'x'`` (the model's covariates), or with ``d``, ``z`` or
+        another learner's predictions appended as columns in that order (e.g. ``'x, d, z'``,
+        ``'x, ml_pi'``).
     """
 
     name: str
@@ -79,6 +83,7 @@ class NuisanceLearner:
     target: str
     subsample: str = "train"
     after: tuple[str, ...] = ()
+    features: str = "x"
 
 
 def all_rows(arrays: Arrays) -> np.ndarray:

@@ -80,6 +80,7 @@ __all__ = [
     "qte_aggregate",
     "solve_bounded_root",
     "solve_ipw_score",
+    "split_halves",
 ]
 
 #: Where the preliminary fits of a nested split run (NuisanceLearner.subsample).
@@ -122,14 +123,40 @@ def _check_quantile_options(quantile: float, treatment: int) -> None:
 # ----------------------------------------------------------------------------------------------
 
 
+def split_halves(train_inds: np.ndarray, strata: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Split an outer fold's training rows in two stratified halves, as DoubleML's nested models do.
+
+    ``train_test_split(train_inds, test_size=0.5, random_state=42, stratify=strata[train_inds])``
+    (DoubleML ``irm/pq.py``, ``irm/lpq.py``, ``irm/cvar.py``, ``irm/ssm.py``; scikit-learn is
+    imported when called).
+
+    Parameters
+    ----------
+    train_inds : numpy.ndarray of int, shape (n_train,)
+        The outer fold's training rows.
+    strata : numpy.ndarray, shape (n_obs,)
+        :math:`D` (PQ, CVaR), :math:`D + 2Z` (LPQ) or :math:`D + 2S` (SSM nonignorable).
+
+    Returns
+    -------
+    train_inds_1, train_inds_2 : numpy.ndarray of int
+        Row indices of the two halves, in the order the fits see them.
+    """
+    from sklearn.model_selection import train_test_split
+
+    train_inds_1, train_inds_2 = train_test_split(
+        train_inds, test_size=0.5, random_state=42, stratify=strata[train_inds]
+    )
+    return train_inds_1, train_inds_2
+
+
 def nested_split(
     train_inds: np.ndarray, strata: np.ndarray, n_folds: int
 ) -> tuple[np.ndarray, np.ndarray, list[tuple[np.ndarray, np.ndarray]]]:
-    """Split an outer fold's training rows in two halves and the first half in inner folds.
+    """Split an outer fold's training rows in two halves (:func:`split_halves`) and the first half in inner folds.
 
-    ``train_test_split(train_inds, test_size=0.5, random_state=42, stratify=strata[train_inds])``
-    then ``StratifiedKFold(n_splits=n_folds).split(X=train_inds_1, y=strata[train_inds_1])``, as
-    DoubleML's PQ, LPQ and CVaR do (scikit-learn is imported when called).
+    The inner folds are ``StratifiedKFold(n_splits=n_folds).split(X=train_inds_1,
+    y=strata[train_inds_1])``, as DoubleML's PQ, LPQ and CVaR draw them.
 
     Parameters
     ----------
@@ -147,11 +174,9 @@ def nested_split(
     smpls_prelim : list of (train, test)
         Inner folds as positions within ``train_inds_1``.
     """
-    from sklearn.model_selection import StratifiedKFold, train_test_split
+    from sklearn.model_selection import StratifiedKFold
 
-    train_inds_1, train_inds_2 = train_test_split(
-        train_inds, test_size=0.5, random_state=42, stratify=strata[train_inds]
-    )
+    train_inds_1, train_inds_2 = split_halves(train_inds, strata)
     smpls_prelim = list(
         StratifiedKFold(n_splits=n_folds).split(X=train_inds_1, y=strata[train_inds_1])
     )
