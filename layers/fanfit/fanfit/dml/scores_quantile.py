@@ -359,6 +359,35 @@ def _adjusted_propensity(
     return m
 
 
+def _level_propensity(
+    m_hat: np.ndarray, d: np.ndarray, treatment: int, normalize_ipw: bool, clipping_threshold: float
+) -> np.ndarray:
+    """:math:`\tilde m_d`: the clipped (and normalised) propensity of treatment level ``treatment``."""
+    m = _adjusted_propensity(m_hat, d, normalize_ipw, clipping_threshold)
+    return 1 - m if treatment == 0 else m
+
+
+def _ipw_root(ipw_score: ScoreFn, coef_start_val: float, coef_bounds: tuple[float, float]) -> float:
+    _, bracket_guess = get_bracket_guess(ipw_score, coef_start_val, coef_bounds)
+    return solve_ipw_score(ipw_score, bracket_guess)
+
+
+def _solve_localized(
+    y: np.ndarray,
+    psi_of: Callable[[float], np.ndarray],
+    coef_start_val: float,
+    deriv_weights: np.ndarray,
+) -> NonlinearSolution:
+    """Root of the mean of ``psi_of`` in ``[min y, max y]``, with the KDE derivative at the root."""
+
+    def score(theta: float) -> float:
+        return float(np.mean(psi_of(theta)))
+
+    coef = solve_bounded_root(score, coef_start_val, (y.min(), y.max()))
+    deriv = kde_at_zero(y - coef, deriv_weights)
+    return NonlinearSolution(coef, psi_of(coef), np.full(len(y), deriv))
+
+
 # ----------------------------------------------------------------------------------------------
 # PQ
 # ----------------------------------------------------------------------------------------------
@@ -427,15 +456,12 @@ def pq_ipw_estimate(
         If ``quantile`` is outside (0, 1) or ``treatment`` is not 0 or 1.
     """
     _check_quantile_options(quantile, treatment)
-    m = _adjusted_propensity(m_hat_prelim, d1, normalize_ipw, clipping_threshold)
-    if treatment == 0:
-        m = 1 - m
+    m = _level_propensity(m_hat_prelim, d1, treatment, normalize_ipw, clipping_threshold)
 
     def ipw_score(theta: float) -> float:
         return float(np.mean((d1 == treatment) / m * (y1 <= theta) - quantile))
 
-    _, bracket_guess = get_bracket_guess(ipw_score, coef_start_val, coef_bounds)
-    return solve_ipw_score(ipw_score, bracket_guess)
+    return _ipw_root(ipw_score, coef_start_val, coef_bounds)
 
 
 def pq_solve(
@@ -489,20 +515,13 @@ def pq_solve(
         If ``quantile`` is outside (0, 1) or ``treatment`` is not 0 or 1.
     """
     _check_quantile_options(quantile, treatment)
-    m = _adjusted_propensity(m_hat, d, normalize_ipw, clipping_threshold)
-    if treatment == 0:
-        m = 1 - m
+    m = _level_propensity(m_hat, d, treatment, normalize_ipw, clipping_threshold)
     ind_d = d == treatment
 
     def psi_of(coef: float) -> np.ndarray:
         return ind_d * ((y <= coef) - g_hat) / m + g_hat - quantile
 
-    def score(theta: float) -> float:
-        return float(np.mean(psi_of(theta)))
-
-    coef = solve_bounded_root(score, coef_start_val, (y.min(), y.max()))
-    deriv = kde_at_zero(y - coef, ind_d / m)
-    return NonlinearSolution(coef, psi_of(coef), np.full(len(y), deriv))
+    return _solve_localized(y, psi_of, coef_start_val, ind_d / m)
 
 
 def pq_learners(treatment: int = 1) -> tuple[NuisanceLearner, ...]:
@@ -518,15 +537,22 @@ def pq_learners(treatment: int = 1) -> tuple[NuisanceLearner, ...]:
     tuple of NuisanceLearner
         ``ml_m_prelim`` (inner, step 2), ``ml_g`` (step 4) and ``ml_m`` (step 5).
     """
+    return _localized_learners(treatment, True, "1{y <= theta_ipw_k}")
+
+
+def _localized_learners(
+    treatment: int, g_classifier: bool, g_target: str
+) -> tuple[NuisanceLearner, ...]:
+    """PQ's and CVaR's fits: ``ml_m`` inner on half 1, ``ml_g`` on half 2 (rows ``d == treatment``), ``ml_m``."""
     _check_quantile_options(0.5, treatment)
     return (
         NuisanceLearner("ml_m_prelim", "ml_m", True, all_rows, "d", INNER_CV),
         NuisanceLearner(
             "ml_g",
             "ml_g",
-            True,
+            g_classifier,
             rows_where(d=treatment),
-            "1{y <= theta_ipw_k}",
+            g_target,
             HALF_2,
             ("ml_m_prelim",),
         ),
@@ -621,9 +647,7 @@ def cvar_score_elements(
         If ``quantile`` is outside (0, 1) or ``treatment`` is not 0 or 1.
     """
     _check_quantile_options(quantile, treatment)
-    m = _adjusted_propensity(m_hat, d, normalize_ipw, clipping_threshold)
-    if treatment == 0:
-        m = 1 - m
+    m = _level_propensity(m_hat, d, treatment, normalize_ipw, clipping_threshold)
     g_target = cvar_g_target(y, pq_est, quantile)
     psi_b = (d == treatment) * (g_target - g_hat) / m + g_hat
     psi_a = np.full_like(m, -1.0)
@@ -641,19 +665,8 @@ def cvar_learners(treatment: int = 1) -> tuple[NuisanceLearner, ...]:
     -------
     tuple of NuisanceLearner
     """
-    _check_quantile_options(0.5, treatment)
-    return (
-        NuisanceLearner("ml_m_prelim", "ml_m", True, all_rows, "d", INNER_CV),
-        NuisanceLearner(
-            "ml_g",
-            "ml_g",
-            False,
-            rows_where(d=treatment),
-            "max(theta_ipw_k, (y - quantile * theta_ipw_k) / (1 - quantile))",
-            HALF_2,
-            ("ml_m_prelim",),
-        ),
-        NuisanceLearner("ml_m", "ml_m", True, all_rows, "d"),
+    return _localized_learners(
+        treatment, False, "max(theta_ipw_k, (y - quantile * theta_ipw_k) / (1 - quantile))"
     )
 
 
@@ -746,8 +759,7 @@ def lpq_ipw_estimate(
         u = (d1 == treatment) * (y1 <= theta)
         return float(np.mean(weights * u + -1.0 * quantile))
 
-    _, bracket_guess = get_bracket_guess(ipw_score, coef_start_val, coef_bounds)
-    return solve_ipw_score(ipw_score, bracket_guess)
+    return _ipw_root(ipw_score, coef_start_val, coef_bounds)
 
 
 def lpq_solve(
@@ -813,13 +825,8 @@ def lpq_solve(
         score3 = (1 - z) / (1 - m_z) * (ind_d * (y <= coef) - g_du_z0_hat)
         return sign * (score1 + score2 - score3) / comp_prob - quantile
 
-    def score(theta: float) -> float:
-        return float(np.mean(psi_of(theta)))
-
-    coef = solve_bounded_root(score, coef_start_val, (y.min(), y.max()))
     score_weights = sign * ((z / m_z) - (1 - z) / (1 - m_z)) * ind_d / comp_prob
-    deriv = kde_at_zero(y - coef, score_weights)
-    return NonlinearSolution(coef, psi_of(coef), np.full(len(y), deriv))
+    return _solve_localized(y, psi_of, coef_start_val, score_weights)
 
 
 def lpq_learners(treatment: int = 1) -> tuple[NuisanceLearner, ...]:
