@@ -333,7 +333,6 @@ def kde_at_zero(u: np.ndarray, weights: np.ndarray) -> float:
     std_dev = np.std(x, axis=0, ddof=1)
     sigma = np.minimum(std_dev, iqr) if iqr > 0 else std_dev
     bw = 0.9 * sigma * n ** (-0.2)
-    bw *= 1  # statsmodels' adjust
     w = np.asarray(weights, dtype=float)
     w = w / w.sum()
     k = 0.3989422804014327 * np.exp(-(((x[:, None] - 0) / bw) ** 2) / 2.0)
