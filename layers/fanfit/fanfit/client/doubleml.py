@@ -32,6 +32,7 @@ import numpy as np
 import pandas as pd
 
 from fanfit import errors
+from fanfit.client.heterogeneity import HeterogeneityMethods, PolicyTreeMethod
 from fanfit.dml.folds import smpls_to_folds, validate_cluster_folds
 from fanfit.dml.interop import import_doubleml
 from fanfit.learners import LearnerSpec, as_learner_spec
@@ -412,7 +413,7 @@ def _where(values: np.ndarray, keep: np.ndarray) -> np.ndarray:
     return out
 
 
-class DoubleMLPLR(_OnStack, _doubleml.DoubleMLPLR):  # type: ignore[misc]
+class DoubleMLPLR(HeterogeneityMethods, _OnStack, _doubleml.DoubleMLPLR):  # type: ignore[misc]
     """DoubleML's partially linear regression model, fitted on a fanfit stack.
 
     Parameters as ``doubleml.DoubleMLPLR`` (0.11): ``obj_dml_data, ml_l, ml_m, ml_g=None,
@@ -511,7 +512,9 @@ class _PropensityOptions:
         }
 
 
-class DoubleMLIRM(_PropensityOptions, _OnStack, _doubleml.DoubleMLIRM):  # type: ignore[misc]
+class DoubleMLIRM(  # type: ignore[misc]
+    HeterogeneityMethods, PolicyTreeMethod, _PropensityOptions, _OnStack, _doubleml.DoubleMLIRM
+):
     """DoubleML's interactive regression model, fitted on a fanfit stack.
 
     Parameters as ``doubleml.DoubleMLIRM`` (0.11): ``obj_dml_data, ml_g, ml_m, n_folds=5, n_rep=1,
