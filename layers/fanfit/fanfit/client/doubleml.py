@@ -15,7 +15,9 @@ predictions then go to DoubleML's own ``fit(external_predictions=...)`` (DoubleM
 "External predictions"; Bach et al. 2022, JMLR 23), so that coef, se, summary, confint, bootstrap,
 sensitivity_analysis, evaluate_learners and nuisance_loss are DoubleML's numbers by construction.
 The fit checks that coef and se also equal the job's own result (relative 1e-9) and raises
-:class:`fanfit.errors.ParityError` otherwise.
+:class:`fanfit.errors.ParityError` otherwise. ``cate``, ``gate`` and (IRM) ``policy_tree`` come
+from :mod:`fanfit.client.heterogeneity`: DoubleML's results, from the stored predictions, with
+fanfit's named errors.
 
 Importing this module imports DoubleML (a client extra: ``pip install 'fanfit[doubleml]'``);
 without it, :class:`fanfit.dml.interop.MissingDependencyError` gives the pip command.

@@ -43,9 +43,9 @@ from fanfit import errors
 from fanfit.dml.heterogeneity import irm_orthogonal_signal, plr_partialled_out
 from fanfit.dml.interop import import_doubleml
 
-import_doubleml()  # without DoubleML: MissingDependencyError, with the pip command
-import doubleml as _doubleml  # noqa: E402 - after the check that names the extra
-from doubleml.double_ml import DoubleML as _DoubleMLBase  # noqa: E402
+#: DoubleML (without it: MissingDependencyError, with the pip command); its models' base class.
+_doubleml = import_doubleml()
+_DoubleMLBase = _doubleml.double_ml.DoubleML
 
 __all__ = [
     "HeterogeneityInputs",
@@ -125,9 +125,16 @@ class HeterogeneityInputs:
                 "result of fanfit.dml.aggregate or estimate_in_process, or the job"
             )
         preds = {k: np.asarray(v)[:, :, 0] for k, v in result.predictions.items()}
+        return cls._of_spec(spec, data, preds, result.all_coef)
+
+    @classmethod
+    def _of_spec(
+        cls, spec: Any, data: Any, preds: Mapping[str, np.ndarray], all_coef: Any
+    ) -> HeterogeneityInputs:
+        """From fanfit's spec and data, the first treatment's predictions and ``all_coef``."""
         return cls(
             model=spec.model, score=spec.score, y=np.asarray(data.y), d=np.asarray(data.d)[:, 0],
-            predictions=preds, theta=np.asarray(result.all_coef)[0],
+            predictions=preds, theta=np.asarray(all_coef)[0],
             trimming_threshold=float(spec.trimming_threshold),
             normalize_ipw=bool(spec.normalize_ipw), n_treat=len(spec.d_cols),
         )  # fmt: skip
@@ -192,13 +199,7 @@ class HeterogeneityInputs:
         spec = plan.dml
         names, values = job.client.store.get_data(plan.data_key)
         data = dml.validate_data(spec, names, values)
-        preds = job.predictions()[spec.d_cols[0]]
-        return cls(
-            model=spec.model, score=spec.score, y=np.asarray(data.y), d=np.asarray(data.d)[:, 0],
-            predictions=preds, theta=np.asarray(result.all_coef)[0],
-            trimming_threshold=float(spec.trimming_threshold),
-            normalize_ipw=bool(spec.normalize_ipw), n_treat=len(spec.d_cols),
-        )  # fmt: skip
+        return cls._of_spec(spec, data, job.predictions()[spec.d_cols[0]], result.all_coef)
 
 
 def _inputs(source: Any) -> HeterogeneityInputs:
@@ -242,15 +243,8 @@ def _check_model(inputs: HeterogeneityInputs, method: str, models: tuple[str, ..
         )
 
 
-def _check_frame(frame: Any, name: str, n_obs: int) -> pd.DataFrame:
-    """``frame`` as the numeric, finite ``(n_obs, k)`` DataFrame that ``name`` must be.
-
-    Raises
-    ------
-    fanfit.errors.InvalidDataError
-        Not a DataFrame, a row count other than ``n_obs``, no columns, duplicate column names,
-        or a non-numeric, missing or infinite value (the message names ``name`` and the column).
-    """
+def _check_shape(frame: Any, name: str, n_obs: int) -> None:
+    """Raise :class:`fanfit.errors.InvalidDataError` unless ``frame`` is an ``(n_obs, k >= 1)`` DataFrame."""
     if not isinstance(frame, pd.DataFrame):
         raise errors.InvalidDataError(
             f"{name} must be a pandas DataFrame of shape (n_obs, k), got {type(frame).__name__}"
@@ -262,6 +256,18 @@ def _check_frame(frame: Any, name: str, n_obs: int) -> pd.DataFrame:
         )
     if frame.shape[1] == 0:
         raise errors.InvalidDataError(f"{name} has no columns")
+
+
+def _check_frame(frame: Any, name: str, n_obs: int) -> pd.DataFrame:
+    """``frame`` as the numeric, finite ``(n_obs, k)`` DataFrame that ``name`` must be.
+
+    Raises
+    ------
+    fanfit.errors.InvalidDataError
+        Not a DataFrame, a row count other than ``n_obs``, no columns, duplicate column names,
+        or a non-numeric, missing or infinite value (the message names ``name`` and the column).
+    """
+    _check_shape(frame, name, n_obs)
     if not frame.columns.is_unique:
         dupes = sorted({str(c) for c in frame.columns[frame.columns.duplicated()]})
         raise errors.InvalidDataError(f"{name} has duplicate column names: {', '.join(dupes)}")
@@ -350,17 +356,7 @@ def _dummies(groups: Any, n_obs: int) -> pd.DataFrame:
     ------
     fanfit.errors.InvalidDataError
     """
-    if not isinstance(groups, pd.DataFrame):
-        raise errors.InvalidDataError(
-            f"groups must be a pandas DataFrame of shape (n_obs, k), got {type(groups).__name__}"
-        )
-    if groups.shape[0] != n_obs:
-        raise errors.InvalidDataError(
-            f"groups has {groups.shape[0]} rows; it needs one per observation of the estimate "
-            f"({n_obs}), in the data's order"
-        )
-    if groups.shape[1] == 0:
-        raise errors.InvalidDataError("groups has no columns")
+    _check_shape(groups, "groups", n_obs)
     # DoubleML's test: every column bool, or every column the platform's int (int64)
     if not (all(groups.dtypes == np.dtype(bool)) or all(groups.dtypes == np.dtype(int))):
         if groups.shape[1] != 1:
