@@ -139,6 +139,15 @@ def test_irm_cate_equals_doublemls(irm, path) -> None:
     assert_same_blp(blp, reference, _grid(df))
 
 
+def test_irm_cate_with_normalized_ipw_and_clipping_equals_doublemls() -> None:
+    # GIVEN an IRM with normalize_ipw and a trimming threshold of 0.05, fitted by DoubleML
+    theirs, ours, df = _fit_both("irm", n_rep=1, normalize_ipw=True, trimming_threshold=0.05)
+    inputs = _from_result(theirs, ours, df)
+    assert inputs.normalize_ipw and inputs.trimming_threshold == 0.05
+    # WHEN fanfit's cate runs on its predictions THEN it is DoubleML's
+    assert_same_blp(het.cate(inputs, _basis(df)), theirs.cate(_basis(df)), _grid(df))
+
+
 def test_the_signal_is_doublemls_psi_b(irm) -> None:
     # GIVEN DoubleML's IRM fit WHEN fanfit's signal is computed from its predictions
     theirs, _, df = irm
