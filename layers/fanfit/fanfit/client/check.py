@@ -71,7 +71,7 @@ class CheckedEstimate:
         (name -> canonical spec string),
         ``folds`` (``'drawn from seed <seed>'`` or ``'given'``), ``seed``, ``sharding``,
         ``max_concurrency``, ``units_per_shard``, ``weight``, ``boot_method``, ``n_rep_boot``,
-        ``cluster_cols``, ``normalize_ipw``, ``subgroups`` (IIVM: the subgroups in effect)."""
+        ``cluster_cols``, ``normalize_ipw``, ``subgroups`` (IIVM: the subgroups in effect), ``treatment_level`` (APO)."""
         spec = self.spec
         keys = dml.prediction_keys(spec)
         folds = f"{spec.n_folds} folds"
@@ -110,6 +110,7 @@ class CheckedEstimate:
                 if spec.model == "iivm"
                 else None
             ),
+            "treatment_level": spec.treatment_level,
         }
 
 

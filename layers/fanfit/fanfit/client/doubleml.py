@@ -40,6 +40,7 @@ import_doubleml()  # without DoubleML: MissingDependencyError, with the pip comm
 import doubleml as _doubleml  # noqa: E402 - after the check that names the extra
 
 __all__ = [
+    "DoubleMLAPO",
     "DoubleMLIIVM",
     "DoubleMLIRM",
     "DoubleMLPLIV",
@@ -594,12 +595,65 @@ class DoubleMLIIVM(_PropensityOptions, _OnStack, _doubleml.DoubleMLIIVM):  # typ
                 "ml_r0": _where(r0, z0), "ml_r1": _where(r1, z1)}  # fmt: skip
 
 
+class DoubleMLAPO(_PropensityOptions, _OnStack, _doubleml.DoubleMLAPO):  # type: ignore[misc]
+    """DoubleML's average potential outcome model at one treatment level, fitted on a fanfit stack.
+
+    Parameters as ``doubleml.DoubleMLAPO`` (0.11): ``obj_dml_data, ml_g, ml_m, treatment_level,
+    n_folds=5, n_rep=1, score='APO', weights=None, normalize_ipw=False, trimming_rule='truncate',
+    trimming_threshold=1e-2, ps_processor_config=None, draw_sample_splitting=True``, and the
+    DataFrame columns (``y_col``, ``d_cols``, ``x_cols``, ``z_cols``, ``cluster_cols``, by
+    keyword) as :class:`DoubleMLPLR`. The job fits ``ml_g`` on the rows at the level
+    (``ml_g_d_lvl1``) and off it (``ml_g_d_lvl0``, on the treatment and the covariates) and
+    ``ml_m`` on ``1{d == treatment_level}`` (model ``apo`` of
+    :mod:`fanfit.dml.models`).
+
+    Raises
+    ------
+    fanfit.errors.UnsupportedArgumentError
+        As :class:`DoubleMLIRM`.
+    """
+
+    _fanfit_model = "apo"
+
+    def __init__(
+        self, obj_dml_data: Any, ml_g: Any, ml_m: Any, treatment_level: Any, n_folds: int = 5,
+        n_rep: int = 1, score: Any = "APO", weights: Any = None, normalize_ipw: bool = False,
+        trimming_rule: str = "truncate", trimming_threshold: float = 1e-2,
+        ps_processor_config: Any = None, draw_sample_splitting: bool = True, **columns: Any,
+    ) -> None:  # fmt: skip
+        unknown = sorted(set(columns) - {"y_col", "d_cols", "x_cols", "z_cols", "cluster_cols"})
+        if unknown:
+            raise TypeError(f"DoubleMLAPO() got unexpected keyword argument(s) {unknown}")
+        cols = [columns.get(k) for k in ("y_col", "d_cols", "x_cols", "z_cols", "cluster_cols")]
+        data = _dml_data(obj_dml_data, *cols)
+        _check_arguments(data, score)
+        self._fanfit_check_ps(weights, normalize_ipw, ps_processor_config)
+        learners = (_estimator("ml_g", ml_g), _estimator("ml_m", ml_m))
+        ps = (normalize_ipw, trimming_rule, trimming_threshold, ps_processor_config)
+        super().__init__(
+            data, *learners, treatment_level, n_folds, n_rep, score, weights, *ps,
+            draw_sample_splitting,
+        )  # fmt: skip
+        self._fanfit_check_learners()
+
+    def _fanfit_model_options(self) -> dict[str, Any]:
+        options = super()._fanfit_model_options()
+        options["treatment_level"] = float(self.treatment_level)
+        return options
+
+    def _fanfit_targets(self, y, d, z, preds):  # type: ignore[no-untyped-def]
+        treated = (d == self.treatment_level).astype(float)
+        return {"ml_g_d_lvl0": _where(y, treated == 0), "ml_g_d_lvl1": _where(y, treated == 1),
+                "ml_m": treated}  # fmt: skip
+
+
 #: fanfit's class of each DoubleML class.
 _CLASSES: dict[type, type] = {
     _doubleml.DoubleMLPLR: DoubleMLPLR,
     _doubleml.DoubleMLIRM: DoubleMLIRM,
     _doubleml.DoubleMLPLIV: DoubleMLPLIV,
     _doubleml.DoubleMLIIVM: DoubleMLIIVM,
+    _doubleml.DoubleMLAPO: DoubleMLAPO,
 }
 
 
@@ -637,18 +691,21 @@ def from_doubleml(model: Any, client: Any = None, **fit_options: Any) -> Any:
     if cls is None:
         raise _unsupported(
             f"a {type(model).__name__}",
-            "fanfit runs DoubleMLPLR, DoubleMLIRM, DoubleMLPLIV and DoubleMLIIVM",
+            "fanfit runs DoubleMLPLR, DoubleMLIRM, DoubleMLPLIV, DoubleMLIIVM and DoubleMLAPO",
         )
     kwargs: dict[str, Any] = dict(model.learner)
     cluster = bool(getattr(model._dml_data, "is_cluster_data", False))
     n_folds = model._n_folds_per_cluster if cluster else model.n_folds  # per cluster variable
     kwargs.update(n_folds=n_folds, n_rep=model.n_rep, score=model.score,
                   draw_sample_splitting=False)  # fmt: skip
-    if isinstance(model, _doubleml.DoubleMLIRM | _doubleml.DoubleMLIIVM):
+    if isinstance(model, _doubleml.DoubleMLIRM | _doubleml.DoubleMLIIVM | _doubleml.DoubleMLAPO):
         kwargs.update(
             normalize_ipw=model.normalize_ipw, ps_processor_config=model.ps_processor_config
         )
-    if isinstance(model, _doubleml.DoubleMLIRM) and not np.all(model._weights["weights"] == 1.0):
+    if isinstance(model, _doubleml.DoubleMLAPO):
+        kwargs["treatment_level"] = model.treatment_level
+    weighted = _doubleml.DoubleMLIRM | _doubleml.DoubleMLAPO
+    if isinstance(model, weighted) and not np.all(model._weights["weights"] == 1.0):
         raise _unsupported("weights", "fanfit's IRM scores weight every observation equally")
     if isinstance(model, _doubleml.DoubleMLIIVM):
         kwargs["subgroups"] = dict(model.subgroups)
