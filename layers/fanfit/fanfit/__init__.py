@@ -16,6 +16,7 @@ __version__ = "0.1.0"
 #: import DoubleML and pandas, which ``import fanfit`` (and the Lambda layer) never loads.
 _DOUBLEML_NAMES = (
     "DoubleMLAPO",
+    "DoubleMLAPOS",
     "DoubleMLIIVM",
     "DoubleMLIRM",
     "DoubleMLPLIV",
@@ -26,6 +27,7 @@ _DOUBLEML_NAMES = (
 __all__ = [
     "Client",
     "DoubleMLAPO",
+    "DoubleMLAPOS",
     "DoubleMLIIVM",
     "DoubleMLIRM",
     "DoubleMLPLIV",
