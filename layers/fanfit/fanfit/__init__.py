@@ -26,12 +26,6 @@ _DOUBLEML_NAMES = (
 
 __all__ = [
     "Client",
-    "DoubleMLAPO",
-    "DoubleMLAPOS",
-    "DoubleMLIIVM",
-    "DoubleMLIRM",
-    "DoubleMLPLIV",
-    "DoubleMLPLR",
     "FanfitError",
     "InvalidDataError",
     "InvalidFoldsError",
@@ -40,7 +34,7 @@ __all__ = [
     "JobFailedError",
     "StackError",
     "__version__",
-    "from_doubleml",
+    *_DOUBLEML_NAMES,
 ]
 
 
