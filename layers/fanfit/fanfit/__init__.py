@@ -14,14 +14,18 @@ __version__ = "0.1.0"
 
 #: DoubleML's classes on a stack (:mod:`fanfit.client.doubleml`), imported on first use: they
 #: import DoubleML and pandas, which ``import fanfit`` (and the Lambda layer) never loads.
-_DOUBLEML_NAMES = ("DoubleMLIIVM", "DoubleMLIRM", "DoubleMLPLIV", "DoubleMLPLR", "from_doubleml")
-
-__all__ = [
-    "Client",
+_DOUBLEML_NAMES = (
+    "DoubleMLAPO",
+    "DoubleMLAPOS",
     "DoubleMLIIVM",
     "DoubleMLIRM",
     "DoubleMLPLIV",
     "DoubleMLPLR",
+    "from_doubleml",
+)
+
+__all__ = [
+    "Client",
     "FanfitError",
     "InvalidDataError",
     "InvalidFoldsError",
@@ -30,7 +34,7 @@ __all__ = [
     "JobFailedError",
     "StackError",
     "__version__",
-    "from_doubleml",
+    *_DOUBLEML_NAMES,
 ]
 
 

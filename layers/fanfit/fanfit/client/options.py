@@ -324,10 +324,11 @@ class EstimateOptions(_Options):
     ----------
     data : str, path, DataFrame or s3:// URI
         CSV, Parquet or Stata (.dta) file.
-    model : {'plr', 'irm', 'pliv', 'iivm'}
+    model : {'plr', 'irm', 'pliv', 'iivm', 'apo'}
+        :data:`fanfit.dml.MODELS`, the model registry's (:mod:`fanfit.dml.models`).
     score : str, optional
         plr: ``'partialling out'`` | ``'IV-type'``; irm: ``ATE`` | ``ATTE``; iivm: ``LATE``;
-        default DoubleML's.
+        apo: ``APO``; default DoubleML's.
     y : str
         Outcome column.
     d : str or sequence of str
@@ -359,6 +360,9 @@ class EstimateOptions(_Options):
         iivm: DoubleML's ``{"always_takers": bool, "never_takers": bool}``, or the command line's
         ``"always_takers=false,never_takers=true"`` (a key left out stays true). Set
         ``always_takers`` false under one-sided noncompliance (nobody with ``z == 0`` treated).
+    treatment_level : float, optional
+        apo: DoubleMLAPO's ``treatment_level``, the value of the treatment column whose average
+        potential outcome is estimated (required for apo, refused for the other models).
     boot_method : {'normal', 'Bayes', 'wild'}, optional
         Multiplier bootstrap of the joint confidence intervals.
     n_rep_boot : int
@@ -376,9 +380,9 @@ class EstimateOptions(_Options):
     """
 
     data: Any = _option(help=_DATA_HELP, kind="path")
-    model: str = _option("plr", choices=("plr", "irm", "pliv", "iivm"))
+    model: str = _option("plr", choices=dml.MODELS)
     score: str | None = _option(
-        None, help="plr: 'partialling out' | 'IV-type'; irm: ATE | ATTE; iivm: LATE"
+        None, help="plr: 'partialling out' | 'IV-type'; irm: ATE | ATTE; iivm: LATE; apo: APO"
     )
     y: str = _option(help="outcome column")
     d: str | Sequence[str] = _option(help="treatment column(s), comma-separated", kind="columns")
@@ -419,6 +423,11 @@ class EstimateOptions(_Options):
         metavar="always_takers=BOOL,never_takers=BOOL",
         help="iivm: which subgroups exist (default both true); always_takers=false under "
         "one-sided noncompliance (nobody with z=0 treated)",
+    )
+    treatment_level: float | None = _option(
+        None,
+        kind="float",
+        help="apo: the treatment value whose average potential outcome is estimated",
     )
     boot_method: str | None = _option(None, choices=("normal", "Bayes", "wild"))
     n_rep_boot: int = _option(500, kind="int")
@@ -518,6 +527,7 @@ class EstimateOptions(_Options):
             trimming_threshold=self.trimming_threshold, boot_method=self.boot_method,
             n_rep_boot=self.n_rep_boot, cluster_cols=self.cluster_cols,
             normalize_ipw=self.normalize_ipw, subgroups=self.subgroups,
+            treatment_level=self.treatment_level,
         )  # fmt: skip
 
     def check(self) -> tuple[dml.DMLSpec, list[str], float]:
@@ -633,6 +643,7 @@ def build_spec(
     cluster_cols: str | Sequence[str] | None = None,
     normalize_ipw: bool = False,
     subgroups: str | Mapping[str, Any] | None = None,
+    treatment_level: float | None = None,
 ) -> tuple[dml.DMLSpec, list[str]]:
     """Build and validate a :class:`fanfit.dml.DMLSpec` from user options.
 
@@ -666,6 +677,8 @@ def build_spec(
                         ("n_rep_boot", n_rep_boot)):  # fmt: skip
         check_int(name, value)
     check_number("trimming_threshold", trimming_threshold)
+    if treatment_level is not None:
+        check_number("treatment_level", treatment_level)
     check_columns("cluster_cols", cluster_cols, optional=True)
     if not isinstance(normalize_ipw, bool):
         raise InvalidJobError(f"normalize_ipw must be True or False, got {_shown(normalize_ipw)}")
@@ -687,6 +700,7 @@ def build_spec(
         cluster_cols=tuple(_as_list(cluster_cols)),
         normalize_ipw=normalize_ipw,
         subgroups=parse_subgroups(subgroups),
+        treatment_level=None if treatment_level is None else float(treatment_level),
     )
     spec.validate()
     columns = list(spec.used_cols)

@@ -7,13 +7,9 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from fanfit.dml.models import check_noncompliance, column, column_label, model_def, require_binary
 from fanfit.dml.spec import DMLSpec
-from fanfit.errors import (
-    InvalidDataError,
-    InvalidJobError,
-    InvalidLearnerError,
-    OneSidedNoncomplianceError,
-)
+from fanfit.errors import InvalidDataError, InvalidLearnerError
 
 __all__ = ["DMLData", "check_columns", "check_noncompliance", "is_binary", "validate_data"]
 
@@ -190,49 +186,11 @@ def validate_data(spec: DMLSpec, columns: Sequence[str], values: np.ndarray) -> 
     z = _take(values, index, spec.z_cols) if spec.z_cols else None
     cluster_vars = _take(values, index, spec.cluster_cols) if spec.cluster_cols else None
 
-    _check_binary_roles(spec, y, d, z)
-    if spec.model == "iivm":
-        assert z is not None
-        check_noncompliance(spec, d[:, 0], z[:, 0])
+    data = DMLData(y=y, d=d, x=x, z=z, cluster_vars=cluster_vars)
+    _check_model_data(spec, data)
     if cluster_vars is not None:
         _check_clusters(spec, cluster_vars)
-    return DMLData(y=y, d=d, x=x, z=z, cluster_vars=cluster_vars)
-
-
-def check_noncompliance(spec: DMLSpec, d: np.ndarray, z: np.ndarray) -> None:
-    """Refuse IIVM data whose missing subgroup ``spec.subgroups`` says exists.
-
-    Without always takers (one-sided noncompliance: ``d == 0`` wherever ``z == 0``, as in
-    DoubleML's 401(k) example, p401 instrumented by e401) ``ml_r0`` would be fitted on one class
-    only and every shard would fail; likewise ``ml_r1`` without never takers (``d == 1`` wherever
-    ``z == 1``). DoubleML's documentation sets ``subgroups={'always_takers': False}`` there.
-
-    Parameters
-    ----------
-    spec : DMLSpec
-        An IIVM spec.
-    d, z : numpy.ndarray, shape (n_obs,)
-        Binary treatment and instrument.
-
-    Raises
-    ------
-    OneSidedNoncomplianceError
-        Naming the option ``subgroups`` and the value to set.
-    """
-    d_col, z_col = spec.d_cols[0], spec.z_cols[0]
-    if spec.always_takers and not np.any(d[z == 0] == 1):
-        raise OneSidedNoncomplianceError(
-            f"No row with {z_col} == 0 has {d_col} == 1: there are no always takers (one-sided "
-            f"noncompliance), so ml_r cannot be fitted on the rows with {z_col} == 0 (one class "
-            "only). Set subgroups={'always_takers': False} (CLI: --subgroups "
-            "always_takers=false), as DoubleML does for this design."
-        )
-    if spec.never_takers and not np.any(d[z == 1] == 0):
-        raise OneSidedNoncomplianceError(
-            f"Every row with {z_col} == 1 has {d_col} == 1: there are no never takers, so ml_r "
-            f"cannot be fitted on the rows with {z_col} == 1 (one class only). Set "
-            "subgroups={'never_takers': False} (CLI: --subgroups never_takers=false)."
-        )
+    return data
 
 
 def _check_clusters(spec: DMLSpec, cluster_vars: np.ndarray) -> None:
@@ -246,51 +204,34 @@ def _check_clusters(spec: DMLSpec, cluster_vars: np.ndarray) -> None:
             )
 
 
-def _require_binary(
-    col: str, values: np.ndarray, why: str, error: type[InvalidJobError] = InvalidDataError
-) -> None:
-    if not is_binary(values):
-        bad = np.flatnonzero((values != 0) & (values != 1))
-        raise error(
-            f"Column {col!r} must be binary with values 0 and 1 {why}, but row {int(bad[0])} "
-            f"has {float(values[bad[0]]):g} ({bad.size} row(s) are neither 0 nor 1)."
+def _check_model_data(spec: DMLSpec, data: DMLData) -> None:
+    """The model's binary columns, then every classifier's target, then the model's own checks."""
+    mdef = model_def(spec.model)
+    for name in mdef.binary:
+        require_binary(
+            column_label(spec, name),
+            column(spec, data, name, 0),
+            f"(model {spec.model!r} needs one binary {_ROLE_WORD.get(name, name)})",
         )
-    if np.all(values == values[0]):
-        raise InvalidDataError(
-            f"Column {col!r} must take both values 0 and 1 {why}, but every row is {values[0]:g}."
-        )
-
-
-def _check_binary_roles(spec: DMLSpec, y: np.ndarray, d: np.ndarray, z: np.ndarray | None) -> None:
     learners = spec.learners
-    model = spec.model
-
-    def classifier(name: str) -> bool:
-        return name in learners and learners[name].is_classifier
-
-    if model in ("irm", "iivm"):
-        _require_binary(spec.d_cols[0], d[:, 0], f"(model {model!r} needs one binary treatment)")
-    if model == "iivm":
-        assert z is not None
-        _require_binary(spec.z_cols[0], z[:, 0], "(model 'iivm' needs one binary instrument)")
-    if model == "plr" and classifier("ml_m"):
-        for j, col in enumerate(spec.d_cols):
-            _require_binary(
+    seen = set()
+    for fit in mdef.nuisances(spec):
+        lspec = learners.get(fit.learner)
+        if lspec is None or not lspec.is_classifier or mdef.roles[fit.learner] != "either":
+            continue
+        for i_treat in range(spec.n_treat) if fit.target == "d" else (0,):
+            col = spec.d_cols[i_treat] if fit.target == "d" else column_label(spec, fit.target)
+            if (fit.learner, col) in seen:
+                continue
+            seen.add((fit.learner, col))
+            require_binary(
                 col,
-                d[:, j],
-                f"when ml_m is a classifier ({learners['ml_m'].name}); use a regressor otherwise",
+                column(spec, data, fit.target, i_treat),
+                f"when {fit.learner} is a classifier ({lspec.name}); use a regressor otherwise",
                 InvalidLearnerError,
             )
-    for name in ("ml_l", "ml_g"):
-        if classifier(name) and spec.model in ("plr", "irm", "iivm"):
-            _require_binary(
-                spec.y_col,
-                y,
-                f"when {name} is a classifier ({learners[name].name}); use a regressor otherwise",
-                InvalidLearnerError,
-            )
-    if model == "plr" and spec.score == "IV-type" and is_binary(y):
-        raise InvalidDataError(
-            f"Outcome column {spec.y_col!r} is binary, and score 'IV-type' does not support binary "
-            "outcomes (additive probability models); use score 'partialling out'."
-        )
+    if mdef.check_data is not None:
+        mdef.check_data(spec, data)
+
+
+_ROLE_WORD = {"d": "treatment", "z": "instrument"}

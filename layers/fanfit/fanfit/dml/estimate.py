@@ -7,16 +7,13 @@ import numpy as np
 from fanfit.dml.data import DMLData
 from fanfit.dml.folds import cluster_folds_to_smpls
 from fanfit.dml.losses import loss_metrics, nuisance_loss
+from fanfit.dml.models import model_def
 from fanfit.dml.result import DMLResult
 from fanfit.dml.scores import (
     clip_propensity,
     cluster_est_coef,
     cluster_var_est,
     est_coef,
-    iivm_score_elements,
-    irm_score_elements,
-    pliv_score_elements,
-    plr_score_elements,
     var_est,
 )
 from fanfit.dml.spec import DMLSpec
@@ -27,11 +24,11 @@ from fanfit.dml.units import (
     fit_units,
     init_preds,
     n_stages,
+    prediction_keys,
     put_predictions,
     stage_inputs,
     validate_spec_folds,
 )
-from fanfit.errors import InvalidDataError
 
 __all__ = ["aggregate", "estimate_in_process", "score_elements"]
 
@@ -41,8 +38,10 @@ def score_elements(
 ) -> tuple[np.ndarray, np.ndarray]:
     """Score elements ``psi_a``, ``psi_b`` of one repetition and treatment.
 
-    Dispatches to :mod:`fanfit.dml.scores` (formulas there); IRM and IIVM propensities are
-    clipped to ``[trimming_threshold, 1 - trimming_threshold]`` first, as DoubleML does. IIVM
+    Calls the model's :attr:`~fanfit.dml.models.ModelDef.score_elements` (formulas in
+    :mod:`fanfit.dml.scores`); the propensities it lists in
+    :attr:`~fanfit.dml.models.ModelDef.clipped` (IRM, IIVM, APO: ``ml_m``) are clipped to
+    ``[trimming_threshold, 1 - trimming_threshold]`` first, as DoubleML does. IIVM
     without always takers (``subgroups['always_takers']`` False) takes :math:`\\hat r(0, X) = 0`,
     without never takers :math:`\\hat r(1, X) = 1` (DoubleML ``DoubleMLIIVM._nuisance_est``).
 
@@ -58,41 +57,11 @@ def score_elements(
     -------
     psi_a, psi_b : numpy.ndarray, shape (n_obs,)
     """
-    y = data.y
-    d = data.d[:, i_treat]
-
-    def p(key: str) -> np.ndarray:
-        return preds[key][:, i_rep, i_treat]
-
-    if spec.model == "plr":
-        g_hat = p("ml_g") if spec.score == "IV-type" else None
-        return plr_score_elements(y, d, p("ml_l"), p("ml_m"), g_hat, spec.score)
-    if spec.model == "irm":
-        m_hat = clip_propensity(p("ml_m"), spec.trimming_threshold)
-        return irm_score_elements(
-            y, d, p("ml_g0"), p("ml_g1"), m_hat, spec.score, spec.normalize_ipw
-        )
-    if data.z is None:
-        raise InvalidDataError(f"Model {spec.model!r} needs instrument data (z).")
-    if spec.model == "pliv":
-        if len(spec.z_cols) > 1:
-            z = np.asfortranarray(data.z)  # DoubleML's z is a DataFrame's .values
-            m_hat = np.full((data.n_obs, len(spec.z_cols)), np.nan)
-            for j, col in enumerate(spec.z_cols):
-                m_hat[:, j] = p(f"ml_m_{col}")
-        else:
-            z = data.z[:, 0]
-            m_hat = p("ml_m")
-        g_hat = p("ml_g") if spec.score == "IV-type" else None
-        return pliv_score_elements(y, z, d, p("ml_l"), m_hat, p("ml_r"), g_hat, spec.score)
-    # iivm
-    z = data.z[:, 0]
-    m_hat = clip_propensity(p("ml_m"), spec.trimming_threshold)
-    r_hat0 = p("ml_r0") if spec.always_takers else np.zeros_like(d)
-    r_hat1 = p("ml_r1") if spec.never_takers else np.ones_like(d)
-    return iivm_score_elements(
-        y, z, d, p("ml_g0"), p("ml_g1"), m_hat, r_hat0, r_hat1, spec.normalize_ipw
-    )
+    mdef = model_def(spec.model)
+    p = {k: preds[k][:, i_rep, i_treat] for k in prediction_keys(spec) if k in preds}
+    for key in mdef.clipped:
+        p[key] = clip_propensity(p[key], spec.trimming_threshold)
+    return mdef.score_elements(spec, data, p, i_treat)
 
 
 def aggregate(

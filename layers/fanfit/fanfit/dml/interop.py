@@ -25,6 +25,7 @@ import numpy as np
 
 from fanfit.dml.data import DMLData
 from fanfit.dml.folds import cluster_folds_to_smpls, folds_to_smpls
+from fanfit.dml.models import REGISTRY, model_def
 from fanfit.dml.spec import DMLSpec
 from fanfit.dml.units import check_preds, prediction_keys, validate_spec_folds
 from fanfit.errors import FanfitError, InvalidJobError
@@ -41,12 +42,7 @@ __all__ = [
 ]
 
 #: The DoubleML class of each fanfit model.
-DOUBLEML_CLASSES = {
-    "plr": "DoubleMLPLR",
-    "irm": "DoubleMLIRM",
-    "pliv": "DoubleMLPLIV",
-    "iivm": "DoubleMLIIVM",
-}
+DOUBLEML_CLASSES = {name: m.doubleml_class for name, m in REGISTRY.items()}
 
 #: What a user runs to get DoubleML next to fanfit (the ``doubleml`` extra pins DoubleML 0.11.4).
 PIP_DOUBLEML = "pip install 'fanfit[doubleml]'  (or: pip install doubleml==0.11.4)"
@@ -304,31 +300,22 @@ def to_doubleml(
         "score": spec.score,
         "draw_sample_splitting": False,
     }
-    if spec.model in ("irm", "iivm"):
+    mdef = model_def(spec.model)
+    if mdef.ipw_options:
         from doubleml.utils import PSProcessorConfig
 
         common["normalize_ipw"] = spec.normalize_ipw
         common["ps_processor_config"] = PSProcessorConfig(
             clipping_threshold=spec.trimming_threshold
         )
-    if spec.model == "iivm" and spec.subgroups is not None:
-        common["subgroups"] = dict(spec.subgroups)
-    cls = getattr(dml_pkg, DOUBLEML_CLASSES[spec.model])
-    if spec.model == "plr":
-        obj = cls(obj_data, learners["ml_l"], learners["ml_m"], ml_g=learners.get("ml_g"), **common)
-    elif spec.model == "irm":
-        obj = cls(obj_data, learners["ml_g"], learners["ml_m"], **common)
-    elif spec.model == "pliv":
-        obj = cls(
-            obj_data,
-            learners["ml_l"],
-            learners["ml_m"],
-            learners["ml_r"],
-            ml_g=learners.get("ml_g"),
-            **common,
-        )
-    else:
-        obj = cls(obj_data, learners["ml_g"], learners["ml_m"], learners["ml_r"], **common)
+    for option in mdef.options:
+        value = getattr(spec, option)
+        if value is not None:
+            common[option] = dict(value) if isinstance(value, Mapping) else value
+    cls = getattr(dml_pkg, mdef.doubleml_class)
+    positional = [learners[name] for name in mdef.doubleml_learners]
+    optional = {name: learners.get(name) for name in mdef.doubleml_optional}
+    obj = cls(obj_data, *positional, **optional, **common)
     if spec.cluster_cols:
         assert data.cluster_vars is not None
         obj.set_sample_splitting(*cluster_folds_to_smpls(folds, data.cluster_vars, spec.n_folds))

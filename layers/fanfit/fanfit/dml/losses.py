@@ -18,11 +18,17 @@ prediction key                 target                                         ro
 ``ml_g0`` / ``ml_g1`` (IRM)    :math:`Y`                                      :math:`D = 0` / :math:`D = 1`
 ``ml_g0`` / ``ml_g1`` (IIVM)   :math:`Y`                                      :math:`Z = 0` / :math:`Z = 1`
 ``ml_r0`` / ``ml_r1`` (IIVM)   :math:`D`                                      :math:`Z = 0` / :math:`Z = 1`
+``ml_g_d_lvl0`` (APO)          :math:`Y`                                      :math:`D \ne \ell`
+``ml_g_d_lvl1`` (APO)          :math:`Y`                                      :math:`D = \ell`
+``ml_m`` (APO)                 :math:`1\{D = \ell\}`                        all
 =============================  =============================================  ========================
+
+The table is the registry's (:attr:`fanfit.dml.models.Nuisance.target` and ``rows``):
+:func:`nuisance_targets` reads it from there.
 
 (:math:`\tilde\theta` is the preliminary partialling-out estimate ``ml_g`` was fitted with,
 :func:`~fanfit.dml.scores.plr_theta_initial` / :func:`~fanfit.dml.scores.pliv_theta_initial`.)
-The propensity predictions of IRM and IIVM (``ml_m``) are evaluated after clipping to
+The propensity predictions of IRM, IIVM and APO (``ml_m``) are evaluated after clipping to
 ``[trimming_threshold, 1 - trimming_threshold]``, as DoubleML clips them before it computes the loss.
 """
 
@@ -33,10 +39,11 @@ from collections.abc import Mapping
 import numpy as np
 
 from fanfit.dml.data import DMLData
-from fanfit.dml.scores import clip_propensity, pliv_theta_initial, plr_theta_initial
+from fanfit.dml.models import RESIDUAL, column, model_def
+from fanfit.dml.scores import clip_propensity
 from fanfit.dml.spec import DMLSpec
 from fanfit.dml.units import check_preds, learner_name, prediction_keys
-from fanfit.errors import InvalidDataError, InvalidJobError
+from fanfit.errors import InvalidJobError
 
 __all__ = [
     "LOG_LOSS",
@@ -149,14 +156,6 @@ def loss_metrics(spec: DMLSpec) -> dict[str, str]:
     return out
 
 
-def _subgroups(spec: DMLSpec) -> tuple[bool, bool]:
-    """IIVM's (always_takers, never_takers); both True unless the spec says otherwise."""
-    groups = getattr(spec, "subgroups", None)
-    if isinstance(groups, Mapping):
-        return bool(groups.get("always_takers", True)), bool(groups.get("never_takers", True))
-    return bool(getattr(spec, "always_takers", True)), bool(getattr(spec, "never_takers", True))
-
-
 def _only(values: np.ndarray, rows: np.ndarray) -> np.ndarray:
     """``values`` as float with NaN outside ``rows`` (DoubleML's ``_cond_targets``)."""
     out = values.astype(float)
@@ -193,74 +192,25 @@ def nuisance_targets(
     """
     checked = check_preds(spec, data.n_obs, dict(preds))
     shape = (data.n_obs, spec.n_rep, spec.n_treat)
-    model = spec.model
-    if model in ("pliv", "iivm") and data.z is None:
-        raise InvalidDataError(f"Model {model!r} needs instrument data (z).")
-    z0 = data.z[:, 0] if data.z is not None else None
-    always_takers, never_takers = _subgroups(spec)
+    mdef = model_def(spec.model)
     out = {}
-    for key in prediction_keys(spec):
+    for fit in mdef.nuisances(spec):
         targets = np.full(shape, np.nan)
         for i_treat in range(spec.n_treat):
-            d = data.d[:, i_treat]
             for i_rep in range(spec.n_rep):
-                targets[:, i_rep, i_treat] = _target(
-                    spec, data, checked, key, d, z0, i_rep, i_treat, always_takers, never_takers
-                )
-        out[key] = targets
+                if fit.target == RESIDUAL:
+                    assert mdef.theta_initial is not None
+                    p = {k: v[:, i_rep, i_treat] for k, v in checked.items()}
+                    theta = mdef.theta_initial(spec, data, p, i_treat)
+                    target = data.y - theta * data.d[:, i_treat]
+                else:
+                    target = column(spec, data, fit.target, i_treat)
+                if fit.rows is not None:
+                    name, level = fit.rows
+                    target = _only(target, column(spec, data, name, i_treat) == level)
+                targets[:, i_rep, i_treat] = target
+        out[fit.key] = targets
     return out
-
-
-def _target(
-    spec: DMLSpec,
-    data: DMLData,
-    preds: dict[str, np.ndarray],
-    key: str,
-    d: np.ndarray,
-    z0: np.ndarray | None,
-    i_rep: int,
-    i_treat: int,
-    always_takers: bool,
-    never_takers: bool,
-) -> np.ndarray:
-    model = spec.model
-    if key == "ml_l":
-        return data.y
-    if key == "ml_r":
-        return d
-    if key == "ml_m":
-        if model in ("pliv", "iivm"):
-            assert z0 is not None
-            return z0
-        return d
-    if key.startswith("ml_m_"):
-        assert data.z is not None
-        return data.z[:, spec.z_cols.index(key[5:])]
-    if key == "ml_g":
-        l_hat = preds["ml_l"][:, i_rep, i_treat]
-        m_hat = preds["ml_m"][:, i_rep, i_treat]
-        if model == "plr":
-            theta = plr_theta_initial(data.y, d, l_hat, m_hat)
-        else:
-            assert z0 is not None
-            theta = pliv_theta_initial(
-                data.y, z0, d, l_hat, m_hat, preds["ml_r"][:, i_rep, i_treat]
-            )
-        return data.y - theta * d
-    if key in ("ml_g0", "ml_g1"):
-        level = float(key[-1])
-        if model == "irm":
-            return _only(data.y, d == level)
-        assert z0 is not None
-        return _only(data.y, z0 == level)
-    if key in ("ml_r0", "ml_r1"):
-        assert z0 is not None
-        level = float(key[-1])
-        fitted = always_takers if key == "ml_r0" else never_takers
-        # DoubleML: without the subgroup, r0 = 0 / r1 = 1 is both prediction and target
-        target = d if fitted else np.full_like(d, level)
-        return _only(target, z0 == level)
-    raise InvalidJobError(f"Unknown prediction key {key!r} for model {model!r}.")
 
 
 def nuisance_loss(
@@ -297,6 +247,7 @@ def nuisance_loss(
         An IV model without instrument data.
     """
     metrics = loss_metrics(spec)
+    clipped = model_def(spec.model).clipped
     targets = nuisance_targets(spec, data, preds)
     checked = check_preds(spec, data.n_obs, dict(preds))
     out = {}
@@ -305,7 +256,7 @@ def nuisance_loss(
         for i_rep in range(spec.n_rep):
             for i_treat in range(spec.n_treat):
                 p = checked[key][:, i_rep, i_treat]
-                if key == "ml_m" and spec.model in ("irm", "iivm"):
+                if key in clipped:
                     p = clip_propensity(p, spec.trimming_threshold)
                 t = targets[key][:, i_rep, i_treat]
                 loss[i_rep, i_treat] = log_loss(t, p) if metric == LOG_LOSS else rmse(t, p)

@@ -17,8 +17,9 @@ from typing import Any
 import numpy as np
 
 from fanfit.dml.data import DMLData
+from fanfit.dml.models import column, column_label, model_def
 from fanfit.dml.spec import DMLSpec
-from fanfit.errors import InvalidDataError, InvalidJobError
+from fanfit.errors import InvalidJobError
 
 __all__ = ["N_BINS", "propensity_overlap"]
 
@@ -58,7 +59,8 @@ def propensity_overlap(
     InvalidDataError
         IIVM without instrument data.
     """
-    if spec.model not in ("irm", "iivm"):
+    group_col = model_def(spec.model).propensity_group
+    if group_col is None:
         return None
     if "ml_m" not in preds:
         raise InvalidJobError("Propensity overlap needs the 'ml_m' predictions; they are missing.")
@@ -67,12 +69,8 @@ def propensity_overlap(
         raise InvalidJobError(
             f"Predictions for 'ml_m' have shape {m_hat.shape}, expected {(data.n_obs, spec.n_rep, spec.n_treat)}."
         )
-    if spec.model == "irm":
-        group, variable = data.d[:, 0], spec.d_cols[0]
-    else:
-        if data.z is None:
-            raise InvalidDataError("Model 'iivm' needs instrument data (z).")
-        group, variable = data.z[:, 0], spec.z_cols[0]
+    group = column(spec, data, group_col, 0)
+    variable = column_label(spec, group_col)
     edges = np.linspace(0.0, 1.0, int(n_bins) + 1)
     counts = {
         str(level): [

@@ -25,6 +25,7 @@ import numpy as np
 
 __all__ = [
     "aggregate_coefs_and_ses",
+    "apo_score_elements",
     "clip_propensity",
     "cluster_est_coef",
     "cluster_var_est",
@@ -213,6 +214,51 @@ def irm_score_elements(
         np.divide(np.multiply(d, u_hat1), m_hat_adj)
         - np.divide(np.multiply(1.0 - d, u_hat0), 1.0 - m_hat_adj)
     )
+    psi_a = -1.0 * np.divide(weights, np.mean(weights))
+    return psi_a, psi_b
+
+
+def apo_score_elements(
+    y: np.ndarray,
+    treated: np.ndarray,
+    g_hat1: np.ndarray,
+    m_hat: np.ndarray,
+    normalize_ipw: bool = False,
+) -> tuple[np.ndarray, np.ndarray]:
+    r"""Score elements of the average potential outcome (APO) at one treatment level.
+
+    Model :math:`Y = g_0(D, X) + U` with a discrete treatment :math:`D`; the APO of level
+    :math:`\ell` is :math:`\theta_0 = E[g_0(\ell, X)]`. With :math:`T = 1\{D = \ell\}`,
+    :math:`\hat g(\ell, X)` fitted on the rows with :math:`T = 1` and the propensity
+    :math:`\hat m(X) = \hat P(T = 1|X)` (DoubleML 0.11.4 ``irm/apo.py``
+    ``DoubleMLAPO._score_elements``; weights :math:`\omega = \bar\omega = 1`):
+
+    .. math::
+
+        \psi_a = -\frac{\omega}{\bar\omega}, \qquad
+        \psi_b = \omega\, \hat g(\ell, X) + \bar\omega\, \frac{T\,(Y - \hat g(\ell, X))}{\hat m(X)}.
+
+    Parameters
+    ----------
+    y : numpy.ndarray, shape (n_obs,)
+    treated : numpy.ndarray, shape (n_obs,)
+        :math:`T`, 0.0 / 1.0.
+    g_hat1 : numpy.ndarray, shape (n_obs,)
+        Out-of-fold ``ml_g_d_lvl1`` predictions.
+    m_hat : numpy.ndarray, shape (n_obs,)
+        Out-of-fold ``ml_m`` predictions, already clipped (:func:`clip_propensity`).
+    normalize_ipw : bool
+        Normalize the propensities first (:func:`normalize_ipw_weights`).
+
+    Returns
+    -------
+    psi_a, psi_b : numpy.ndarray, shape (n_obs,)
+    """
+    if normalize_ipw:
+        m_hat = normalize_ipw_weights(m_hat, treated)
+    u_hat = y - g_hat1
+    weights = np.ones(y.shape[0])
+    psi_b = weights * g_hat1 + weights * np.divide(np.multiply(treated, u_hat), m_hat)
     psi_a = -1.0 * np.divide(weights, np.mean(weights))
     return psi_a, psi_b
 

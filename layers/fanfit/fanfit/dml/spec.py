@@ -13,6 +13,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from fanfit.dml.models import REGISTRY, model_def
 from fanfit.errors import InvalidJobError, InvalidLearnerError
 from fanfit.learners import LearnerSpec, as_learner_spec
 
@@ -29,47 +30,17 @@ __all__ = [
     "required_learners",
 ]
 
-#: The models, named as fanfit's jobs name them (DoubleMLPLR, DoubleMLIRM, DoubleMLPLIV, DoubleMLIIVM).
-MODELS = ("plr", "irm", "pliv", "iivm")
+#: The models, named as fanfit's jobs name them (the :data:`~fanfit.dml.models.REGISTRY` keys).
+MODELS = tuple(REGISTRY)
 
 #: Default score per model (DoubleML's constructor defaults).
-DEFAULT_SCORE = {"plr": "partialling out", "irm": "ATE", "pliv": "partialling out", "iivm": "LATE"}
+DEFAULT_SCORE = {name: m.default_score for name, m in REGISTRY.items()}
 
 #: Valid scores per model. PLIV's ``'IV-type'`` needs exactly one instrument (as in DoubleML).
-SCORES = {
-    "plr": ("partialling out", "IV-type"),
-    "irm": ("ATE", "ATTE"),
-    "pliv": ("partialling out", "IV-type"),
-    "iivm": ("LATE",),
-}
+SCORES = {name: m.scores for name, m in REGISTRY.items()}
 
 #: Multiplier bootstrap methods (DoubleML's ``bootstrap(method=...)``).
 BOOT_METHODS = ("normal", "Bayes", "wild")
-
-# What each learner of each model may be: "regressor", "classifier", or "either" (a classifier
-# only for a binary 0/1 target, decided on the data). As DoubleML's _check_learner calls in
-# plr.py, irm.py, pliv.py, iivm.py.
-_ROLES: dict[str, dict[str, str]] = {
-    "plr": {"ml_l": "either", "ml_m": "either", "ml_g": "regressor"},
-    "irm": {"ml_g": "either", "ml_m": "classifier"},
-    "pliv": {"ml_l": "regressor", "ml_m": "regressor", "ml_r": "regressor", "ml_g": "regressor"},
-    "iivm": {"ml_g": "either", "ml_m": "classifier", "ml_r": "classifier"},
-}
-
-_LEARNER_PURPOSE = {
-    ("plr", "ml_l"): "E[Y|X]",
-    ("plr", "ml_m"): "E[D|X]",
-    ("plr", "ml_g"): "E[Y - D theta|X] (IV-type score)",
-    ("irm", "ml_g"): "E[Y|D,X]",
-    ("irm", "ml_m"): "P(D=1|X)",
-    ("pliv", "ml_l"): "E[Y|X]",
-    ("pliv", "ml_m"): "E[Z|X]",
-    ("pliv", "ml_r"): "E[D|X]",
-    ("pliv", "ml_g"): "E[Y - D theta|X] (IV-type score)",
-    ("iivm", "ml_g"): "E[Y|Z,X]",
-    ("iivm", "ml_m"): "P(Z=1|X)",
-    ("iivm", "ml_r"): "P(D=1|Z,X)",
-}
 
 #: Most cluster variables (DoubleML 0.11 implements one- and two-way clustering only).
 MAX_CLUSTER_VARS = 2
@@ -101,17 +72,17 @@ def required_learners(model: str, score: str) -> tuple[str, ...]:
     -------
     tuple of str
         E.g. ``('ml_l', 'ml_m')`` for PLR with ``'partialling out'``, ``('ml_l', 'ml_m', 'ml_g')``
-        for ``'IV-type'``.
+        for ``'IV-type'`` (the learners of the model's nuisances,
+        :attr:`~fanfit.dml.models.ModelDef.nuisances`, with one instrument and every subgroup).
+
+    Raises
+    ------
+    InvalidJobError
+        An unknown model.
     """
-    if model == "plr":
-        return ("ml_l", "ml_m", "ml_g") if score == "IV-type" else ("ml_l", "ml_m")
-    if model == "irm":
-        return ("ml_g", "ml_m")
-    if model == "pliv":
-        return ("ml_l", "ml_m", "ml_r", "ml_g") if score == "IV-type" else ("ml_l", "ml_m", "ml_r")
-    if model == "iivm":
-        return ("ml_g", "ml_m", "ml_r")
-    raise InvalidJobError(f"Unknown model {model!r}; choose one of {', '.join(MODELS)}.")
+    mdef = model_def(model)
+    probe = DMLSpec(model, score, "y", ("d",), ("x",), z_cols=("z",), treatment_level=1.0)
+    return mdef.required_learners(probe)
 
 
 def parse_subgroups(value: str | Mapping[str, Any] | None) -> dict[str, Any] | None:
@@ -155,7 +126,7 @@ def parse_subgroups(value: str | Mapping[str, Any] | None) -> dict[str, Any] | N
 
 def learner_roles(model: str) -> dict[str, str]:
     """``{learner: 'regressor' | 'classifier' | 'either'}`` for a model (see DoubleML's ``_check_learner``)."""
-    return dict(_ROLES[model])
+    return dict(model_def(model).roles)
 
 
 def _is_int(value: Any) -> bool:
@@ -231,6 +202,9 @@ class DMLSpec:
         nobody with ``z == 0`` is treated) does not fit ``ml_r0`` and sets
         :math:`\\hat r(0, X) = 0`; ``never_takers=False`` does not fit ``ml_r1`` and sets
         :math:`\\hat r(1, X) = 1`.
+    treatment_level : float or None
+        APO only (DoubleMLAPO's ``treatment_level``): the value of the treatment column whose
+        average potential outcome is estimated.
     """
 
     model: str
@@ -249,6 +223,7 @@ class DMLSpec:
     boot_method: str | None = None
     cluster_cols: tuple[str, ...] = ()
     subgroups: dict[str, bool] | None = None
+    treatment_level: float | None = None
 
     def __post_init__(self) -> None:
         for name in ("d_cols", "x_cols", "z_cols", "cluster_cols"):
@@ -307,11 +282,8 @@ class DMLSpec:
         InvalidLearnerError
             A classifier where the model needs a regressor, or the reverse.
         """
-        if self.model not in MODELS:
-            raise InvalidJobError(
-                f"Unknown model {self.model!r}; choose one of {', '.join(MODELS)}."
-            )
-        valid_scores = SCORES[self.model]
+        mdef = model_def(self.model)
+        valid_scores = mdef.scores
         if self.score not in valid_scores:
             raise InvalidJobError(
                 f"Invalid score {self.score!r} for model {self.model!r}; valid scores: "
@@ -321,7 +293,8 @@ class DMLSpec:
         self._validate_columns()
         self._validate_options()
         self._validate_clusters()
-        self._validate_subgroups()
+        self._validate_model_options()
+        mdef.check_spec(self)
         self._validate_learners()
 
     def _validate_columns(self) -> None:
@@ -356,28 +329,6 @@ class DMLSpec:
                         f"Column {', '.join(repr(c) for c in both)} is set as both {a} and {b}; "
                         "each column can have one role only."
                     )
-        if self.model in ("irm", "iivm") and len(self.d_cols) != 1:
-            raise InvalidJobError(
-                f"Model {self.model!r} needs exactly one binary treatment column (d_cols), "
-                f"got {len(self.d_cols)}: {', '.join(self.d_cols)}. Use 'plr' or 'pliv' for several treatments."
-            )
-        if self.model in ("plr", "irm") and self.z_cols:
-            iv_model = "pliv" if self.model == "plr" else "iivm"
-            raise InvalidJobError(
-                f"Model {self.model!r} takes no instruments, but z_cols is {list(self.z_cols)}; "
-                f"use model {iv_model!r} for an instrumental variable model."
-            )
-        if self.model == "pliv" and not self.z_cols:
-            raise InvalidJobError("Model 'pliv' needs at least one instrument column in z_cols.")
-        if self.model == "iivm" and len(self.z_cols) != 1:
-            raise InvalidJobError(
-                f"Model 'iivm' needs exactly one binary instrument column in z_cols, got {len(self.z_cols)}."
-            )
-        if self.model == "pliv" and self.score == "IV-type" and len(self.z_cols) != 1:
-            raise InvalidJobError(
-                f"Model 'pliv' with score 'IV-type' needs exactly one instrument, got {len(self.z_cols)}; "
-                "use score 'partialling out' with several instruments."
-            )
 
     def _validate_clusters(self) -> None:
         if len(self.cluster_cols) > MAX_CLUSTER_VARS:
@@ -399,14 +350,20 @@ class DMLSpec:
                 f"than {MAX_N_FOLDS}; use n_folds of at most {int(MAX_N_FOLDS**0.5)}."
             )
 
+    def _validate_model_options(self) -> None:
+        own = model_def(self.model).options
+        for option in ("subgroups", "treatment_level"):
+            if getattr(self, option) is not None and option not in own:
+                owners = [name for name, m in REGISTRY.items() if option in m.options]
+                raise InvalidJobError(
+                    f"{option} is an option of model {' or '.join(repr(o) for o in owners)} only, "
+                    f"but the model is {self.model!r}; leave {option} unset."
+                )
+        self._validate_subgroups()
+
     def _validate_subgroups(self) -> None:
         if self.subgroups is None:
             return
-        if self.model != "iivm":
-            raise InvalidJobError(
-                f"subgroups is an option of model 'iivm' only, but the model is {self.model!r}; "
-                "leave subgroups unset."
-            )
         keys = set(DEFAULT_SUBGROUPS)
         if not isinstance(self.subgroups, dict) or set(self.subgroups) != keys:
             raise InvalidJobError(
@@ -452,12 +409,13 @@ class DMLSpec:
             raise InvalidJobError(
                 f"learners must be an object mapping ml_* names to learners, got {self.learners!r}."
             )
+        mdef = model_def(self.model)
         needed = required_learners(self.model, self.score)
         for name in needed:
             if name not in self.learners:
                 raise InvalidJobError(
                     f"Model {self.model!r} with score {self.score!r} needs learner {name!r} for "
-                    f"{_LEARNER_PURPOSE[(self.model, name)]}; given: "
+                    f"{mdef.purposes[name]}; given: "
                     f"{', '.join(sorted(self.learners)) or 'none'}. Required: {', '.join(needed)}."
                 )
         extra = sorted(set(self.learners) - set(needed))
@@ -466,13 +424,13 @@ class DMLSpec:
                 f"Model {self.model!r} with score {self.score!r} does not use learner(s) "
                 f"{', '.join(repr(e) for e in extra)}; it takes exactly {', '.join(needed)}."
             )
-        roles = _ROLES[self.model]
+        roles = mdef.roles
         for name in needed:
             spec = self.learners[name]
             if not isinstance(spec, LearnerSpec):
                 raise InvalidLearnerError(f"Learner {name} is not a LearnerSpec: {spec!r}.")
             role = roles[name]
-            purpose = _LEARNER_PURPOSE[(self.model, name)]
+            purpose = mdef.purposes[name]
             if role == "regressor" and not spec.is_regressor:
                 raise InvalidLearnerError(
                     f"Learner {name} ({spec.name}) must be a regressor for model {self.model!r} "
@@ -508,7 +466,7 @@ class DMLSpec:
             "boot_method": self.boot_method,
             "cluster_cols": list(self.cluster_cols),
             "subgroups": None if self.subgroups is None else dict(self.subgroups),
-        }
+        } | ({} if self.treatment_level is None else {"treatment_level": self.treatment_level})
 
     @classmethod
     def from_dict(cls, d: dict) -> DMLSpec:

@@ -33,17 +33,20 @@ from fanfit.dml.folds import (
     validate_cluster_folds,
     validate_folds,
 )
-from fanfit.dml.scores import pliv_theta_initial, plr_theta_initial
+from fanfit.dml.models import RESIDUAL, Nuisance, column, model_def
 from fanfit.dml.spec import DMLSpec
 from fanfit.errors import InvalidDataError, InvalidFoldsError, InvalidJobError
 
 __all__ = [
     "FitUnit",
     "draw_spec_folds",
+    "features",
     "fit_predict",
     "fit_units",
     "init_preds",
     "n_stages",
+    "nuisance",
+    "nuisances",
     "prediction_keys",
     "put_predictions",
     "stage_inputs",
@@ -139,29 +142,31 @@ def prediction_keys(spec: DMLSpec, stage: int | None = None) -> tuple[str, ...]:
         :math:`\\hat r(1, X) = 1` without fitting; :func:`~fanfit.dml.estimate.score_elements`
         does too).
     """
-    if spec.model == "plr":
-        keys = [("ml_l", 0), ("ml_m", 0)] + ([("ml_g", 1)] if spec.score == "IV-type" else [])
-    elif spec.model == "irm":
-        keys = [("ml_g0", 0), ("ml_g1", 0), ("ml_m", 0)]
-    elif spec.model == "pliv":
-        if len(spec.z_cols) > 1:
-            keys = [("ml_l", 0), ("ml_r", 0)] + [(f"ml_m_{z}", 0) for z in spec.z_cols]
-        else:
-            keys = [("ml_l", 0), ("ml_m", 0), ("ml_r", 0)] + (
-                [("ml_g", 1)] if spec.score == "IV-type" else []
-            )
-    elif spec.model == "iivm":
-        keys = [("ml_g0", 0), ("ml_g1", 0), ("ml_m", 0)]
-        keys += [("ml_r0", 0)] if spec.always_takers else []
-        keys += [("ml_r1", 0)] if spec.never_takers else []
-    else:
-        raise InvalidJobError(f"Unknown model {spec.model!r}.")
-    return tuple(k for k, s in keys if stage is None or s == stage)
+    return tuple(n.key for n in nuisances(spec) if stage is None or n.stage == stage)
+
+
+def nuisances(spec: DMLSpec) -> tuple[Nuisance, ...]:
+    """The spec's nuisance fits (:attr:`fanfit.dml.models.ModelDef.nuisances`), in DoubleML's order."""
+    return model_def(spec.model).nuisances(spec)
+
+
+def nuisance(spec: DMLSpec, key: str) -> Nuisance:
+    """The nuisance fit behind a prediction key.
+
+    Raises
+    ------
+    InvalidJobError
+        A key the spec's model does not use.
+    """
+    for n in nuisances(spec):
+        if n.key == key:
+            return n
+    raise InvalidJobError(f"Unknown prediction key {key!r} for model {spec.model!r}.")
 
 
 def n_stages(spec: DMLSpec) -> int:
     """Number of stages: 2 for the IV-type scores of PLR and PLIV (``ml_g`` after a preliminary estimate), else 1."""
-    return 2 if spec.model in ("plr", "pliv") and spec.score == "IV-type" else 1
+    return model_def(spec.model).n_stages(spec)
 
 
 def fit_units(spec: DMLSpec, stage: int) -> list[FitUnit]:
@@ -274,9 +279,8 @@ def unit_seed(seed: int, unit: FitUnit) -> int:
 
 
 def learner_name(key: str) -> str:
-    """The ``spec.learners`` name behind a prediction key (``ml_g0 -> ml_g``, ``ml_m_Z1 -> ml_m``)."""
-    if key.startswith("ml_m_"):
-        return "ml_m"
+    """The ``spec.learners`` name behind a prediction key (``ml_g0 -> ml_g``, ``ml_m_Z1 -> ml_m``,
+    ``ml_g_d_lvl1 -> ml_g``): every registry model names its keys ``<learner>`` + suffix."""
     return key[:4]
 
 
@@ -285,34 +289,30 @@ def _target_and_rows(
     spec: DMLSpec, unit: FitUnit, data: DMLData, inputs: dict | None
 ) -> tuple[np.ndarray, np.ndarray | None]:
     """Target of the unit's learner and the restriction of its training rows (or None)."""
-    key = unit.learner
-    d = data.d[:, unit.i_treat]
-    model = spec.model
-    if key == "ml_l":
-        return data.y, None
-    if key == "ml_g":
+    fit = nuisance(spec, unit.learner)
+    if fit.target == RESIDUAL:
         theta = _theta_initial(inputs, unit, spec)
-        return data.y - theta * d, None
-    if key == "ml_m":
-        if model in ("pliv", "iivm"):
-            assert data.z is not None
-            return data.z[:, 0], None
-        return d, None
-    if key.startswith("ml_m_"):
-        assert data.z is not None
-        return data.z[:, spec.z_cols.index(key[5:])], None
-    if key == "ml_r":
-        return d, None
-    if key in ("ml_g0", "ml_g1", "ml_r0", "ml_r1"):
-        level = float(key[-1])
-        if model == "irm":
-            cond = d == level
-        else:
-            assert data.z is not None
-            cond = data.z[:, 0] == level
-        target = data.y if key.startswith("ml_g") else d
-        return target, cond
-    raise InvalidJobError(f"Unknown prediction key {key!r} for model {model!r}.")
+        target = data.y - theta * data.d[:, unit.i_treat]
+    else:
+        target = column(spec, data, fit.target, unit.i_treat)
+    if fit.rows is None:
+        return target, None
+    name, level = fit.rows
+    return target, column(spec, data, name, unit.i_treat) == level
+
+
+def features(spec: DMLSpec, data: DMLData, key: str, i_treat: int) -> np.ndarray:
+    """The features a prediction key's learner sees: :meth:`DMLData.xd`, or with
+    ``features='dx'`` (:class:`~fanfit.dml.models.Nuisance`) the treatment column before it.
+
+    Returns
+    -------
+    numpy.ndarray, shape (n_obs, n_features)
+    """
+    x = data.xd(i_treat)
+    if nuisance(spec, key).features == "dx":
+        return np.column_stack((data.d[:, i_treat], x))
+    return x
 
 
 def _theta_initial(inputs: dict | None, unit: FitUnit, spec: DMLSpec) -> float:
@@ -372,7 +372,7 @@ def fit_predict(
             f"Unit {unit.key} needs learner {name!r}, which the spec does not define."
         )
     lspec = spec.learners[name]
-    x = data.xd(unit.i_treat)
+    x = features(spec, data, unit.learner, unit.i_treat)
     target, cond = _target_and_rows(spec, unit, data, stage_inputs)
     col = np.asarray(folds)[:, unit.i_rep]
     test = np.flatnonzero(col == unit.i_fold)
@@ -506,19 +506,14 @@ def stage_inputs(spec: DMLSpec, stage: int, data: DMLData, folds: np.ndarray, pr
         return {}
     validate_spec_folds(spec, data, folds)
     p = check_preds(spec, data.n_obs, preds, stage=0)
-    theta = []
-    for i_treat in range(spec.n_treat):
-        d = data.d[:, i_treat]
-        row = []
-        for i_rep in range(spec.n_rep):
-            l_hat = p["ml_l"][:, i_rep, i_treat]
-            m_hat = p["ml_m"][:, i_rep, i_treat]
-            if spec.model == "plr":
-                row.append(plr_theta_initial(data.y, d, l_hat, m_hat))
-            else:
-                if data.z is None:
-                    raise InvalidDataError("Model 'pliv' needs instrument data (z).")
-                r_hat = p["ml_r"][:, i_rep, i_treat]
-                row.append(pliv_theta_initial(data.y, data.z[:, 0], d, l_hat, m_hat, r_hat))
-        theta.append(row)
+    theta_initial = model_def(spec.model).theta_initial
+    if theta_initial is None:
+        raise InvalidJobError(f"Model {spec.model!r} has no stage {stage}.")
+    theta = [
+        [
+            theta_initial(spec, data, {k: v[:, i_rep, i_treat] for k, v in p.items()}, i_treat)
+            for i_rep in range(spec.n_rep)
+        ]
+        for i_treat in range(spec.n_treat)
+    ]
     return {"theta_initial": theta}

@@ -1,0 +1,605 @@
+r"""The model registry: everything fanfit knows about each DoubleML model, in one place.
+
+Prepare, Schedule, CrossFit, Aggregate and the rest of :mod:`fanfit.dml` look a model up here
+(:func:`model_def`) and hold no model-specific branches. A :class:`ModelDef` declares
+
+- its DoubleML class and constructor (positional and keyword learners, model-only options),
+- its scores (the first is DoubleML's default) and its nuisance learners: for each learner whether
+  it must be a regressor, a classifier or may be either, and what it estimates,
+- its nuisance fits (:class:`Nuisance`, per score and options): the prediction key (DoubleML's
+  ``external_predictions`` key), the learner, the target, the sample it is fitted on (all rows,
+  ``d == 0``/``d == 1``, ``z == 0``/``z == 1``, or the rows at/off a treatment level), the features
+  and the stage (``ml_g`` of PLR/PLIV ``'IV-type'`` runs in stage 1 on :math:`Y - \tilde\theta D`,
+  :math:`\tilde\theta` from :attr:`ModelDef.theta_initial` of stage 0),
+- its score function (``psi_a``, ``psi_b`` of a score linear in :math:`\theta`), the propensity it
+  clips to ``[trimming_threshold, 1 - trimming_threshold]`` and its data checks.
+
+Adding a model means one :class:`ModelDef` in :data:`REGISTRY` plus its score function (in
+:mod:`fanfit.dml.scores` or a ``scores_*.py`` of its own) and its client class
+(:mod:`fanfit.client.doubleml`); see docs/models.md.
+
+Columns and samples are named by short strings resolved by :func:`column`: ``'y'``, ``'d'`` (the
+active treatment), ``'z'`` (the first instrument), ``'z:<col>'`` (instrument ``col``), ``'treated'``
+(:math:`1\{D = \text{treatment\_level}\}`, APO) and, as a target only, :data:`RESIDUAL`
+(:math:`Y - \tilde\theta D`).
+"""
+
+from __future__ import annotations
+
+import numbers
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from fanfit.dml.scores import (
+    apo_score_elements,
+    iivm_score_elements,
+    irm_score_elements,
+    pliv_score_elements,
+    pliv_theta_initial,
+    plr_score_elements,
+    plr_theta_initial,
+)
+from fanfit.errors import InvalidDataError, InvalidJobError, OneSidedNoncomplianceError
+
+# The spec and the data are typed loosely here: fanfit.dml.spec and fanfit.dml.data import this
+# module, and the import graph stays acyclic (tests/unit/test_import_graph.py).
+#: A :class:`fanfit.dml.spec.DMLSpec`.
+DMLSpec = Any
+#: A :class:`fanfit.dml.data.DMLData`.
+DMLData = Any
+
+__all__ = [
+    "RESIDUAL",
+    "REGISTRY",
+    "ModelDef",
+    "Nuisance",
+    "column",
+    "column_label",
+    "model_def",
+]
+
+#: Target of ``ml_g`` under PLR/PLIV ``'IV-type'``: :math:`Y - \tilde\theta D`.
+RESIDUAL = "y - theta d"
+
+#: Predictions of one repetition and treatment: prediction key -> array of shape (n_obs,).
+Preds = Mapping[str, np.ndarray]
+
+
+@dataclass(frozen=True)
+class Nuisance:
+    """One nuisance fit of a model (per treatment, repetition and fold it becomes a fit unit).
+
+    Attributes
+    ----------
+    key : str
+        Prediction key, DoubleML's ``external_predictions`` key (``'ml_g0'``, ``'ml_g_d_lvl1'``...).
+    learner : str
+        The ``spec.learners`` name it fits (``'ml_g'``).
+    target : str
+        ``'y'``, ``'d'``, ``'z'``, ``'z:<col>'``, ``'treated'`` or :data:`RESIDUAL`.
+    rows : tuple of (str, float) or None
+        The training sample: None for all rows, else ``(column, value)``, the rows where that
+        column (:func:`column`) equals the value, e.g. ``('d', 0.0)`` for IRM's ``ml_g0``.
+        The loss is evaluated on the same rows.
+    features : str
+        ``'x'`` (covariates plus the other treatments, :meth:`DMLData.xd`) or ``'dx'`` (the
+        treatment column first, then ``'x'``: APO's ``ml_g_d_lvl0``).
+    stage : int
+        0, or 1 for fits that need :attr:`ModelDef.theta_initial` of stage 0.
+    """
+
+    key: str
+    learner: str
+    target: str
+    rows: tuple[str, float] | None = None
+    features: str = "x"
+    stage: int = 0
+
+
+@dataclass(frozen=True)
+class ModelDef:
+    """A model of the registry (see the module docstring).
+
+    Attributes
+    ----------
+    name : str
+        fanfit's name (``spec.model``), e.g. ``'irm'``.
+    doubleml_class : str
+        DoubleML's class, e.g. ``'DoubleMLIRM'``.
+    scores : tuple of str
+        Valid scores; the first is DoubleML's default.
+    roles : dict of str to str
+        ``{learner: 'regressor' | 'classifier' | 'either'}`` (DoubleML's ``_check_learner``);
+        'either' means a classifier only for a binary 0/1 target.
+    purposes : dict of str to str
+        What each learner estimates, for messages (``'P(D=1|X)'``).
+    nuisances : callable
+        ``(spec) -> tuple of Nuisance`` in DoubleML's ``params_names`` order.
+    score_elements : callable
+        ``(spec, data, preds, i_treat) -> (psi_a, psi_b)``, arrays of shape (n_obs,); ``preds``
+        maps every prediction key to its (n_obs,) predictions of one repetition and treatment,
+        the propensity keys :attr:`clipped` already clipped.
+    check_spec : callable
+        ``(spec) -> None``: the model's column and option rules, raising InvalidJobError.
+    binary : tuple of str
+        Columns (:func:`column`) that must be binary 0/1 with both values (IRM: ``'d'``).
+    check_data : callable or None
+        ``(spec, data) -> None``: the model's other data rules, run after the binary columns and
+        the classifiers' targets are checked, raising InvalidDataError (or a subclass).
+    theta_initial : callable or None
+        ``(spec, data, preds, i_treat) -> float``: the preliminary estimate a stage-1 fit with
+        target :data:`RESIDUAL` needs, from the stage-0 predictions of that repetition.
+    clipped : tuple of str
+        Prediction keys of propensities, clipped to ``[t, 1 - t]`` before the score and the loss.
+    propensity_group : str or None
+        The column (:func:`column`) the propensity ``ml_m`` predicts, for the overlap report.
+    doubleml_learners : tuple of str
+        The learners DoubleML's constructor takes positionally, in order.
+    doubleml_optional : tuple of str
+        Learners it takes as keywords (None when the score does not use them).
+    options : tuple of str
+        Model-only spec options (None elsewhere): ``'subgroups'``, ``'treatment_level'``; passed
+        to DoubleML's constructor by name.
+    ipw_options : bool
+        Whether the model takes ``normalize_ipw`` and ``ps_processor_config``.
+    """
+
+    name: str
+    doubleml_class: str
+    scores: tuple[str, ...]
+    roles: Mapping[str, str]
+    purposes: Mapping[str, str]
+    nuisances: Callable[[DMLSpec], tuple[Nuisance, ...]]
+    score_elements: Callable[[DMLSpec, DMLData, Preds, int], tuple[np.ndarray, np.ndarray]]
+    check_spec: Callable[[DMLSpec], None]
+    binary: tuple[str, ...] = ()
+    check_data: Callable[[DMLSpec, DMLData], None] | None = None
+    theta_initial: Callable[[DMLSpec, DMLData, Preds, int], float] | None = None
+    clipped: tuple[str, ...] = ()
+    propensity_group: str | None = None
+    doubleml_learners: tuple[str, ...] = ()
+    doubleml_optional: tuple[str, ...] = ()
+    options: tuple[str, ...] = ()
+    ipw_options: bool = False
+
+    @property
+    def default_score(self) -> str:
+        """DoubleML's default score (the first of :attr:`scores`)."""
+        return self.scores[0]
+
+    def n_stages(self, spec: DMLSpec) -> int:
+        """1 + the highest stage of the spec's nuisances."""
+        return 1 + max(n.stage for n in self.nuisances(spec))
+
+    def required_learners(self, spec: DMLSpec) -> tuple[str, ...]:
+        """The learners the spec's nuisances fit, in :attr:`roles` order."""
+        used = {n.learner for n in self.nuisances(spec)}
+        return tuple(name for name in self.roles if name in used)
+
+
+# --------------------------------------------------------------------------- columns
+def column(spec: DMLSpec, data: DMLData, name: str, i_treat: int) -> np.ndarray:
+    """The data column a target or sample names (see the module docstring).
+
+    Returns
+    -------
+    numpy.ndarray of float64, shape (n_obs,)
+
+    Raises
+    ------
+    InvalidDataError
+        An instrument column asked of data without instruments.
+    InvalidJobError
+        An unknown name.
+    """
+    if name == "y":
+        return data.y
+    if name == "d":
+        return data.d[:, i_treat]
+    if name == "treated":
+        return (data.d[:, i_treat] == spec.treatment_level).astype(np.float64)
+    if name == "z" or name.startswith("z:"):
+        if data.z is None:
+            raise InvalidDataError(f"Model {spec.model!r} needs instrument data (z).")
+        return data.z[:, 0] if name == "z" else data.z[:, spec.z_cols.index(name[2:])]
+    raise InvalidJobError(f"Unknown column {name!r} in the model registry.")
+
+
+def column_label(spec: DMLSpec, name: str) -> str:
+    """The data column behind :func:`column`'s ``name`` (``'d' -> spec.d_cols[0]``), for reports."""
+    if name == "d":
+        return spec.d_cols[0]
+    if name == "z":
+        return spec.z_cols[0]
+    if name.startswith("z:"):
+        return name[2:]
+    if name == "treated":
+        return f"{spec.d_cols[0]} == {spec.treatment_level:g}"
+    return spec.y_col
+
+
+# --------------------------------------------------------------------------- checks
+def _one_treatment(spec: DMLSpec, alternative: str) -> None:
+    if len(spec.d_cols) != 1:
+        raise InvalidJobError(
+            f"Model {spec.model!r} needs exactly one {alternative}treatment column (d_cols), "
+            f"got {len(spec.d_cols)}: {', '.join(spec.d_cols)}. Use 'plr' or 'pliv' for several treatments."
+        )
+
+
+def _no_instruments(spec: DMLSpec, iv_model: str) -> None:
+    if spec.z_cols:
+        raise InvalidJobError(
+            f"Model {spec.model!r} takes no instruments, but z_cols is {list(spec.z_cols)}; "
+            f"use model {iv_model!r} for an instrumental variable model."
+        )
+
+
+def _check_plr(spec: DMLSpec) -> None:
+    _no_instruments(spec, "pliv")
+
+
+def _check_irm(spec: DMLSpec) -> None:
+    _one_treatment(spec, "binary ")
+    _no_instruments(spec, "iivm")
+
+
+def _check_pliv(spec: DMLSpec) -> None:
+    if not spec.z_cols:
+        raise InvalidJobError("Model 'pliv' needs at least one instrument column in z_cols.")
+    if spec.score == "IV-type" and len(spec.z_cols) != 1:
+        raise InvalidJobError(
+            f"Model 'pliv' with score 'IV-type' needs exactly one instrument, got {len(spec.z_cols)}; "
+            "use score 'partialling out' with several instruments."
+        )
+
+
+def _check_iivm(spec: DMLSpec) -> None:
+    _one_treatment(spec, "binary ")
+    if len(spec.z_cols) != 1:
+        raise InvalidJobError(
+            f"Model 'iivm' needs exactly one binary instrument column in z_cols, got {len(spec.z_cols)}."
+        )
+
+
+def _check_apo(spec: DMLSpec) -> None:
+    _one_treatment(spec, "")
+    _no_instruments(spec, "iivm")
+    level = spec.treatment_level
+    if level is None:
+        raise InvalidJobError(
+            "Model 'apo' needs treatment_level, the value of the treatment column whose average "
+            "potential outcome is estimated (CLI: --treatment-level 1)."
+        )
+    if (
+        isinstance(level, bool)
+        or not isinstance(level, numbers.Real)
+        or not np.isfinite(float(level))
+    ):
+        raise InvalidJobError(f"treatment_level must be a finite number, got {level!r}.")
+
+
+def require_binary(
+    col: str, values: np.ndarray, why: str, error: type[InvalidJobError] = InvalidDataError
+) -> None:
+    """Refuse a column that is not binary 0/1 with both values.
+
+    Parameters
+    ----------
+    col : str
+        The column's name, for the message.
+    values : numpy.ndarray, shape (n_obs,)
+    why : str
+        The reason, appended to the message.
+    error : type
+        The error to raise (InvalidDataError, or InvalidLearnerError for a classifier's target).
+
+    Raises
+    ------
+    InvalidDataError
+        Naming the column, the first offending row and ``why`` (``error`` when the values are not
+        all 0 or 1).
+    """
+    if not bool(np.all((np.power(values, 2) - values) == 0)):
+        bad = np.flatnonzero((values != 0) & (values != 1))
+        raise error(
+            f"Column {col!r} must be binary with values 0 and 1 {why}, but row {int(bad[0])} "
+            f"has {float(values[bad[0]]):g} ({bad.size} row(s) are neither 0 nor 1)."
+        )
+    if np.all(values == values[0]):
+        raise InvalidDataError(
+            f"Column {col!r} must take both values 0 and 1 {why}, but every row is {values[0]:g}."
+        )
+
+
+def _data_plr(spec: DMLSpec, data: DMLData) -> None:
+    if spec.score == "IV-type" and bool(np.all((np.power(data.y, 2) - data.y) == 0)):
+        raise InvalidDataError(
+            f"Outcome column {spec.y_col!r} is binary, and score 'IV-type' does not support binary "
+            "outcomes (additive probability models); use score 'partialling out'."
+        )
+
+
+def _data_iivm(spec: DMLSpec, data: DMLData) -> None:
+    check_noncompliance(spec, data.d[:, 0], column(spec, data, "z", 0))
+
+
+def _data_apo(spec: DMLSpec, data: DMLData) -> None:
+    n_treated = int(np.sum(column(spec, data, "treated", 0)))
+    if n_treated < 5:
+        raise InvalidDataError(
+            f"treatment_level={spec.treatment_level:g}: {n_treated} row(s) of {spec.d_cols[0]!r} "
+            "have that value, fewer than 5 (DoubleML's minimum); choose a level the data has."
+        )
+    if n_treated == data.n_obs:
+        raise InvalidDataError(
+            f"treatment_level={spec.treatment_level:g}: every row of {spec.d_cols[0]!r} has that "
+            "value, so ml_g_d_lvl0 has no rows to fit; choose another level."
+        )
+
+
+def check_noncompliance(spec: DMLSpec, d: np.ndarray, z: np.ndarray) -> None:
+    """Refuse IIVM data whose missing subgroup ``spec.subgroups`` says exists.
+
+    Without always takers (one-sided noncompliance: ``d == 0`` wherever ``z == 0``, as in
+    DoubleML's 401(k) example, p401 instrumented by e401) ``ml_r0`` would be fitted on one class
+    only and every shard would fail; likewise ``ml_r1`` without never takers (``d == 1`` wherever
+    ``z == 1``). DoubleML's documentation sets ``subgroups={'always_takers': False}`` there.
+
+    Parameters
+    ----------
+    spec : DMLSpec
+        An IIVM spec.
+    d, z : numpy.ndarray, shape (n_obs,)
+        Binary treatment and instrument.
+
+    Raises
+    ------
+    OneSidedNoncomplianceError
+        Naming the option ``subgroups`` and the value to set.
+    """
+    d_col, z_col = spec.d_cols[0], spec.z_cols[0]
+    if spec.always_takers and not np.any(d[z == 0] == 1):
+        raise OneSidedNoncomplianceError(
+            f"No row with {z_col} == 0 has {d_col} == 1: there are no always takers (one-sided "
+            f"noncompliance), so ml_r cannot be fitted on the rows with {z_col} == 0 (one class "
+            "only). Set subgroups={'always_takers': False} (CLI: --subgroups "
+            "always_takers=false), as DoubleML does for this design."
+        )
+    if spec.never_takers and not np.any(d[z == 1] == 0):
+        raise OneSidedNoncomplianceError(
+            f"Every row with {z_col} == 1 has {d_col} == 1: there are no never takers, so ml_r "
+            f"cannot be fitted on the rows with {z_col} == 1 (one class only). Set "
+            "subgroups={'never_takers': False} (CLI: --subgroups never_takers=false)."
+        )
+
+
+# --------------------------------------------------------------------------- nuisances
+def _plr_nuisances(spec: DMLSpec) -> tuple[Nuisance, ...]:
+    out = [Nuisance("ml_l", "ml_l", "y"), Nuisance("ml_m", "ml_m", "d")]
+    if spec.score == "IV-type":
+        out.append(Nuisance("ml_g", "ml_g", RESIDUAL, stage=1))
+    return tuple(out)
+
+
+def _irm_nuisances(spec: DMLSpec) -> tuple[Nuisance, ...]:
+    return (
+        Nuisance("ml_g0", "ml_g", "y", rows=("d", 0.0)),
+        Nuisance("ml_g1", "ml_g", "y", rows=("d", 1.0)),
+        Nuisance("ml_m", "ml_m", "d"),
+    )
+
+
+def _pliv_nuisances(spec: DMLSpec) -> tuple[Nuisance, ...]:
+    if len(spec.z_cols) > 1:
+        return (
+            Nuisance("ml_l", "ml_l", "y"),
+            Nuisance("ml_r", "ml_r", "d"),
+            *(Nuisance(f"ml_m_{z}", "ml_m", f"z:{z}") for z in spec.z_cols),
+        )
+    out = [
+        Nuisance("ml_l", "ml_l", "y"),
+        Nuisance("ml_m", "ml_m", "z"),
+        Nuisance("ml_r", "ml_r", "d"),
+    ]
+    if spec.score == "IV-type":
+        out.append(Nuisance("ml_g", "ml_g", RESIDUAL, stage=1))
+    return tuple(out)
+
+
+def _iivm_nuisances(spec: DMLSpec) -> tuple[Nuisance, ...]:
+    out = [
+        Nuisance("ml_g0", "ml_g", "y", rows=("z", 0.0)),
+        Nuisance("ml_g1", "ml_g", "y", rows=("z", 1.0)),
+        Nuisance("ml_m", "ml_m", "z"),
+    ]
+    # DoubleML sets r(0, X) = 0 without always takers and r(1, X) = 1 without never takers
+    if spec.always_takers:
+        out.append(Nuisance("ml_r0", "ml_r", "d", rows=("z", 0.0)))
+    if spec.never_takers:
+        out.append(Nuisance("ml_r1", "ml_r", "d", rows=("z", 1.0)))
+    return tuple(out)
+
+
+def _apo_nuisances(spec: DMLSpec) -> tuple[Nuisance, ...]:
+    # DoubleML 0.11.4 irm/apo.py _nuisance_est: ml_g_d_lvl0 on (d, x) of the rows off the level
+    # (used by its sensitivity analysis only), ml_g_d_lvl1 on x of the rows at the level,
+    # ml_m on x of all rows with target 1{d == level}
+    return (
+        Nuisance("ml_g_d_lvl0", "ml_g", "y", rows=("treated", 0.0), features="dx"),
+        Nuisance("ml_g_d_lvl1", "ml_g", "y", rows=("treated", 1.0)),
+        Nuisance("ml_m", "ml_m", "treated"),
+    )
+
+
+# --------------------------------------------------------------------------- scores
+def _plr_score(
+    spec: DMLSpec, data: DMLData, p: Preds, i_treat: int
+) -> tuple[np.ndarray, np.ndarray]:
+    g_hat = p["ml_g"] if spec.score == "IV-type" else None
+    return plr_score_elements(data.y, data.d[:, i_treat], p["ml_l"], p["ml_m"], g_hat, spec.score)
+
+
+def _irm_score(
+    spec: DMLSpec, data: DMLData, p: Preds, i_treat: int
+) -> tuple[np.ndarray, np.ndarray]:
+    d = data.d[:, i_treat]
+    return irm_score_elements(
+        data.y, d, p["ml_g0"], p["ml_g1"], p["ml_m"], spec.score, spec.normalize_ipw
+    )
+
+
+def _pliv_score(
+    spec: DMLSpec, data: DMLData, p: Preds, i_treat: int
+) -> tuple[np.ndarray, np.ndarray]:
+    column(spec, data, "z", i_treat)  # names the missing instrument data
+    assert data.z is not None
+    if len(spec.z_cols) > 1:
+        z = np.asfortranarray(data.z)  # DoubleML's z is a DataFrame's .values
+        m_hat = np.full((data.n_obs, len(spec.z_cols)), np.nan)
+        for j, col in enumerate(spec.z_cols):
+            m_hat[:, j] = p[f"ml_m_{col}"]
+    else:
+        z = data.z[:, 0]
+        m_hat = p["ml_m"]
+    g_hat = p["ml_g"] if spec.score == "IV-type" else None
+    d = data.d[:, i_treat]
+    return pliv_score_elements(data.y, z, d, p["ml_l"], m_hat, p["ml_r"], g_hat, spec.score)
+
+
+def _iivm_score(
+    spec: DMLSpec, data: DMLData, p: Preds, i_treat: int
+) -> tuple[np.ndarray, np.ndarray]:
+    z = column(spec, data, "z", i_treat)
+    d = data.d[:, i_treat]
+    r_hat0 = p["ml_r0"] if spec.always_takers else np.zeros_like(d)
+    r_hat1 = p["ml_r1"] if spec.never_takers else np.ones_like(d)
+    return iivm_score_elements(
+        data.y, z, d, p["ml_g0"], p["ml_g1"], p["ml_m"], r_hat0, r_hat1, spec.normalize_ipw
+    )
+
+
+def _apo_score(
+    spec: DMLSpec, data: DMLData, p: Preds, i_treat: int
+) -> tuple[np.ndarray, np.ndarray]:
+    treated = column(spec, data, "treated", i_treat)
+    return apo_score_elements(data.y, treated, p["ml_g_d_lvl1"], p["ml_m"], spec.normalize_ipw)
+
+
+def _plr_theta(spec: DMLSpec, data: DMLData, p: Preds, i_treat: int) -> float:
+    return plr_theta_initial(data.y, data.d[:, i_treat], p["ml_l"], p["ml_m"])
+
+
+def _pliv_theta(spec: DMLSpec, data: DMLData, p: Preds, i_treat: int) -> float:
+    z = column(spec, data, "z", i_treat)
+    return pliv_theta_initial(data.y, z, data.d[:, i_treat], p["ml_l"], p["ml_m"], p["ml_r"])
+
+
+# --------------------------------------------------------------------------- the registry
+_IV_TYPE_G = "E[Y - D theta|X] (IV-type score)"
+
+#: Every model fanfit runs, by ``spec.model``.
+REGISTRY: dict[str, ModelDef] = {
+    m.name: m
+    for m in (
+        ModelDef(
+            name="plr",
+            doubleml_class="DoubleMLPLR",
+            scores=("partialling out", "IV-type"),
+            roles={"ml_l": "either", "ml_m": "either", "ml_g": "regressor"},
+            purposes={"ml_l": "E[Y|X]", "ml_m": "E[D|X]", "ml_g": _IV_TYPE_G},
+            nuisances=_plr_nuisances,
+            score_elements=_plr_score,
+            check_spec=_check_plr,
+            check_data=_data_plr,
+            theta_initial=_plr_theta,
+            doubleml_learners=("ml_l", "ml_m"),
+            doubleml_optional=("ml_g",),
+        ),
+        ModelDef(
+            name="irm",
+            doubleml_class="DoubleMLIRM",
+            scores=("ATE", "ATTE"),
+            roles={"ml_g": "either", "ml_m": "classifier"},
+            purposes={"ml_g": "E[Y|D,X]", "ml_m": "P(D=1|X)"},
+            nuisances=_irm_nuisances,
+            score_elements=_irm_score,
+            check_spec=_check_irm,
+            binary=("d",),
+            clipped=("ml_m",),
+            propensity_group="d",
+            doubleml_learners=("ml_g", "ml_m"),
+            ipw_options=True,
+        ),
+        ModelDef(
+            name="pliv",
+            doubleml_class="DoubleMLPLIV",
+            scores=("partialling out", "IV-type"),
+            roles={
+                "ml_l": "regressor",
+                "ml_m": "regressor",
+                "ml_r": "regressor",
+                "ml_g": "regressor",
+            },
+            purposes={"ml_l": "E[Y|X]", "ml_m": "E[Z|X]", "ml_r": "E[D|X]", "ml_g": _IV_TYPE_G},
+            nuisances=_pliv_nuisances,
+            score_elements=_pliv_score,
+            check_spec=_check_pliv,
+            theta_initial=_pliv_theta,
+            doubleml_learners=("ml_l", "ml_m", "ml_r"),
+            doubleml_optional=("ml_g",),
+        ),
+        ModelDef(
+            name="iivm",
+            doubleml_class="DoubleMLIIVM",
+            scores=("LATE",),
+            roles={"ml_g": "either", "ml_m": "classifier", "ml_r": "classifier"},
+            purposes={"ml_g": "E[Y|Z,X]", "ml_m": "P(Z=1|X)", "ml_r": "P(D=1|Z,X)"},
+            nuisances=_iivm_nuisances,
+            score_elements=_iivm_score,
+            check_spec=_check_iivm,
+            binary=("d", "z"),
+            check_data=_data_iivm,
+            clipped=("ml_m",),
+            propensity_group="z",
+            doubleml_learners=("ml_g", "ml_m", "ml_r"),
+            options=("subgroups",),
+            ipw_options=True,
+        ),
+        ModelDef(
+            name="apo",
+            doubleml_class="DoubleMLAPO",
+            scores=("APO",),
+            roles={"ml_g": "either", "ml_m": "classifier"},
+            purposes={"ml_g": "E[Y|D,X]", "ml_m": "P(D=treatment_level|X)"},
+            nuisances=_apo_nuisances,
+            score_elements=_apo_score,
+            check_spec=_check_apo,
+            check_data=_data_apo,
+            clipped=("ml_m",),
+            propensity_group="treated",
+            doubleml_learners=("ml_g", "ml_m"),
+            options=("treatment_level",),
+            ipw_options=True,
+        ),
+    )
+}
+
+
+def model_def(model: str) -> ModelDef:
+    """The registry entry of ``model``.
+
+    Raises
+    ------
+    InvalidJobError
+        An unknown model, naming the known ones.
+    """
+    try:
+        return REGISTRY[model]
+    except (KeyError, TypeError):
+        raise InvalidJobError(
+            f"Unknown model {model!r}; choose one of {', '.join(REGISTRY)}."
+        ) from None
