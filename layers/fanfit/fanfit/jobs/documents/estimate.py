@@ -180,7 +180,7 @@ class EstimateSpec(Document):
     units_per_shard: Annotated[StrictInt, Field(ge=1, le=MAX_UNITS_PER_SHARD)] | None = None
     sharding: str | None = None
     weight: float = 1.0
-    #: The placement's objective (:class:`fanfit.sched.placement.Objective`): a deadline, seconds,
+    #: The placement's objective (:class:`fanfit.sched.profiles.Objective`): a deadline, seconds,
     #: or a budget, USD; neither: the least cost within 5% of the fastest plan's time.
     deadline_s: Annotated[float, Field(gt=0, allow_inf_nan=False)] | None = None
     budget_usd: Annotated[float, Field(gt=0, allow_inf_nan=False)] | None = None
@@ -317,7 +317,7 @@ class PlacedStage(Document):
 
 
 class PlacementInput(Document):
-    """A figure the placement used (:class:`fanfit.sched.placement.ProfileInput`): a learner
+    """A figure the placement used (:class:`fanfit.sched.profiles.ProfileInput`): a learner
     group's rows/s and start-up seconds on a resource, ``source`` 'measured' (the ThroughputTable),
     'scaled' (measured at another Lambda size) or 'prior'."""
 

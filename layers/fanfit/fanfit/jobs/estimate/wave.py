@@ -4,7 +4,7 @@ Schedule (:mod:`fanfit.jobs.estimate.schedule`) observes the last wave, then pla
 this module's two phases, and writes it:
 
 2. :func:`place`: choose, per nuisance learner, the resource its units run on: a CrossFit memory
-   size the stack offers or the GPU worker (HeterPS's exact solver, :func:`fanfit.sched.placement.
+   size the stack offers or the GPU worker (HeterPS's exact solver, :func:`fanfit.sched.profiles.
    choose_placement`, on profiles from the throughput table: :func:`plan_placement`), under the
    job's objective (deadline, budget, or the default) and its partition of the shared capacity
    (Dorm), read at this barrier;
@@ -41,7 +41,7 @@ from fanfit.jobs.estimate.data import (
     n_train,
     unit_signature,
 )
-from fanfit.sched.placement import (
+from fanfit.sched.profiles import (
     Objective,
     PlacementChoice,
     WorkGroup,
@@ -322,7 +322,7 @@ def plan_placement(
 
     The offered resources are ``lambda-<MB>`` for each of ``memory_sizes`` and, when
     ``gpu_enabled``, the GPU worker (:func:`fanfit.sched.resources.stack_gpu_resource`). Profiles:
-    :func:`fanfit.sched.placement.wave_profiles` (measured figures, else the documented priors;
+    :func:`fanfit.sched.profiles.wave_profiles` (measured figures, else the documented priors;
     Lambda start-up without a measurement: :data:`fanfit.sched.sizing.DEFAULT_STARTUP_S`).
     Workers: up to ``job_concurrency`` per Lambda resource and ``gpu_slots`` GPU jobs. The
     groups run side by side in the Map; the model (sum of the groups' times, each with the whole
