@@ -4,6 +4,8 @@ the GPU worker can run are split between the two queues by drift-plus-penalty on
 
 from __future__ import annotations
 
+from typing import Any
+
 import numpy as np
 import pytest
 
@@ -11,6 +13,7 @@ from fanfit import dml
 from fanfit.errors import InvalidJobError
 from fanfit.jobs.documents.estimate import (
     EstimatePlan,
+    EstimatePrediction,
     PlacementInput,
     WaveDecision,
     WaveEntry,
@@ -111,13 +114,18 @@ def _input(stage: str, resource: str, rows: float, startup: float, source: str =
     )
 
 
+def _torch_and_linear(n_torch: int, n_linear: int, rows: float) -> dict[str, Any]:
+    """Learner groups of a wave: ml_l a Torch learner (GPU only), ml_m a linear one."""
+    return {
+        "ml_l": (WorkGroup("ml_l", "t", n_torch, rows, lambda_ok=False), _units("ml_l", n_torch)),
+        "ml_m": (WorkGroup("ml_m", "s", n_linear, rows), _units("ml_m", n_linear)),
+    }
+
+
 def test_a_learner_both_can_run_is_split_and_a_torch_learner_loads_the_gpu_queue() -> None:
     # GIVEN a wave of a Torch learner (GPU only, 40 units) and a linear one (60 units), both at
     # 1,000 rows per unit, the solver having put the linear one at 1,769 MB
-    groups = {
-        "ml_l": (WorkGroup("ml_l", "t", 40, 1_000.0, lambda_ok=False), _units("ml_l", 40)),
-        "ml_m": (WorkGroup("ml_m", "s", 60, 1_000.0), _units("ml_m", 60)),
-    }
+    groups = _torch_and_linear(40, 60, 1_000.0)
     inputs = [
         _input("ml_l", GPU, 10_000.0, 2.0),
         _input("ml_m", L1, 2_000.0, 0.5),
@@ -162,10 +170,7 @@ def test_a_learner_the_solver_put_on_the_gpu_splits_with_the_cheapest_lambda_siz
 
 def test_an_unmeasured_gpu_start_up_takes_the_one_measured_for_the_wave() -> None:
     # GIVEN the GPU worker measured for the Torch learner (3 s) and only the prior for the other
-    groups = {
-        "ml_l": (WorkGroup("ml_l", "t", 4, 100.0, lambda_ok=False), _units("ml_l", 4)),
-        "ml_m": (WorkGroup("ml_m", "s", 4, 100.0), _units("ml_m", 4)),
-    }
+    groups = _torch_and_linear(4, 4, 100.0)
     inputs = [
         _input("ml_l", GPU, 1_000.0, 3.0),
         _input("ml_m", L1, 1_000.0, 0.5),
@@ -198,9 +203,9 @@ def _plan() -> tuple[EstimatePlan, np.ndarray]:
     return plan, folds
 
 
-def test_a_planned_stage_runs_a_learner_on_both_queues_and_records_the_split() -> None:
-    # GIVEN both learners measured on Lambda and on the GPU worker (slow enough that the GPU's
-    # 1 s start-up is worth paying)
+def _predict(gpu_enabled: bool = True) -> EstimatePrediction:
+    """The plan of :func:`_plan`'s job with both learners measured at 400 rows/s on Lambda (0.3 s
+    start-up) and on the GPU worker (1 s start-up)."""
     plan, folds = _plan()
     sigs = {unit_signature(plan.dml, u, 2000, 2) for u in dml.fit_units(plan.dml, 0)}
     history = EwmaThroughput(
@@ -208,10 +213,15 @@ def test_a_planned_stage_runs_a_learner_on_both_queues_and_records_the_split() -
             ThroughputEntry(s, r, 400.0, io, 3) for s in sigs for r, io in ((L1, 0.3), (GPU, 1.0))
         ]
     )
+    return plan_job(plan, folds, history, stack="s", memory_sizes=[1769],
+                    gpu_enabled=gpu_enabled, account_concurrency=10)  # fmt: skip
+
+
+def test_a_planned_stage_runs_a_learner_on_both_queues_and_records_the_split() -> None:
+    # GIVEN both learners measured on Lambda and on the GPU worker (slow enough that the GPU's
+    # 1 s start-up is worth paying)
     # WHEN the job is planned on a stack with the GPU worker
-    prediction = plan_job(plan, folds, history, stack="s", memory_sizes=[1769],
-                          gpu_enabled=True, account_concurrency=10)  # fmt: skip
-    (stage,) = prediction.stages
+    (stage,) = _predict().stages
     # THEN each learner's 20 fits are split between lambda-1769 and the GPU worker, and the
     # decision says how (the fits, the backlogs, V)
     dispatch = stage.placement.dispatch
@@ -229,15 +239,7 @@ def test_a_planned_stage_runs_a_learner_on_both_queues_and_records_the_split() -
 
 
 def test_the_split_travels_in_the_wave_entry_and_an_old_entry_has_none() -> None:
-    plan, folds = _plan()
-    sigs = {unit_signature(plan.dml, u, 2000, 2) for u in dml.fit_units(plan.dml, 0)}
-    history = EwmaThroughput(
-        entries=[
-            ThroughputEntry(s, r, 400.0, io, 3) for s in sigs for r, io in ((L1, 0.3), (GPU, 1.0))
-        ]
-    )
-    decision = plan_job(plan, folds, history, stack="s", memory_sizes=[1769],
-                        gpu_enabled=True, account_concurrency=10).stages[0].placement  # fmt: skip
+    decision = _predict().stages[0].placement
     entry = WaveEntry(
         stage=0, wave=0, decision=WaveDecision(policy="auto", n_shards=1, max_concurrency=1),
         resource=L1, predicted_samples_per_s={}, startup_s=2.0, map_runs_prefix="p",
@@ -249,6 +251,5 @@ def test_the_split_travels_in_the_wave_entry_and_an_old_entry_has_none() -> None
     assert again == entry and entry.summary().placement == decision
     assert len(entry.to_json_dict()["placement"]["dispatch"]) == 2
     # ... and a decision without one writes no "dispatch"
-    no_gpu = plan_job(plan, folds, history, stack="s", memory_sizes=[1769],
-                      gpu_enabled=False, account_concurrency=10).stages[0].placement  # fmt: skip
+    no_gpu = _predict(gpu_enabled=False).stages[0].placement
     assert no_gpu.dispatch is None and "dispatch" not in no_gpu.to_json_dict()
