@@ -10,6 +10,10 @@ compared with the run's cross-fitting phase (``timings['crossfit_s']``: the Map 
 Schedule steps between waves, from the execution history). Prints one JSON object:
 predicted_wall_s, crossfit_s, relative_error, within_25pct, and the placement. A measurement on a
 machine shared with other work, not a test.
+
+The run's shards start in the execution environments the warm-up left warm; the prediction's
+start-up per shard is the overhead the throughput table averaged over warm shards
+(:class:`fanfit.sched.throughput.EwmaThroughput`), not the warm-up's cold probe shards'.
 """
 
 from __future__ import annotations

@@ -67,16 +67,30 @@ def test_an_estimate_with_a_torch_learner_runs_its_shards_on_batch_and_equals_do
     )
     result = job.result(timeout=600)
 
-    # THEN every ml_l fit ran on the GPU worker (AWS Batch) and every ml_m fit on Lambda
+    # THEN every ml_l fit ran on the GPU worker (AWS Batch), every Lambda shard holds ml_m fits
     schedule = job.record()["schedule"]["waves"]
     assert sum(w["n_gpu_shards"] for w in schedule) >= 1
     from fanfit import storage
     from fanfit.dml import FitUnit
 
     stage = local_client.store.get_json(storage.schedule_key(job.job_id, 0))
-    for shard in (s for w in stage["waves"] for s in w["shards"]):
-        learners = {FitUnit.from_key(key).learner for key in shard["units"]}
-        assert learners == ({"ml_l"} if shard["placement"] == "gpu" else {"ml_m"}), shard
+    for wave in stage["waves"]:
+        on = {"lambda": [], "gpu": []}
+        for shard in wave["shards"]:
+            on[shard["placement"]] += [FitUnit.from_key(key).learner for key in shard["units"]]
+        assert set(on["lambda"]) <= {"ml_m"}, wave["shards"]
+        # ... and ml_m, which both can run, was split between the Lambda queue and the GPU
+        # worker by drift-plus-penalty (Proteus): the wave's decision records the split (the
+        # GPU's backlog, its start-up and the Torch fits, makes it all or nearly all Lambda's)
+        # and its GPU shard holds the ml_m fits the split gave it
+        (split,) = wave["placement"]["dispatch"]
+        lam, gpu = split["queues"]
+        assert split["stage"] == "ml_m" and lam["units"] + gpu["units"] == split["n_units"]
+        assert gpu["backlog_s"] > lam["backlog_s"] and split["V"] >= 0
+        assert on["gpu"].count("ml_m") == gpu["units"]
+        assert on["lambda"].count("ml_m") <= lam["units"]
+    # ... in the job record too
+    assert {d["stage"] for w in schedule for d in w["placement"]["dispatch"]} == {"ml_m"}
     # ... a Batch job ran and succeeded
     batch = local_client.session.client("batch", endpoint_url=local_client.stack.endpoint_url)
     queue = fanfit_outputs["GpuJobQueueArn"]

@@ -76,4 +76,7 @@ def test_plan_only_then_a_tiny_job_shows_its_placement(
     out = capsys.readouterr().out
     assert "placement (least cost within 5% of the fastest plan's time)" in out
     assert "ml_l on lambda-" in out and "input ml_m lambda-1769" in out
+    # ... with the split of each learner between Lambda and the session stack's GPU worker
+    # (drift-plus-penalty; the GPU worker's prior start-up keeps a tiny job's fits on Lambda)
+    assert "    dispatch ml_l (drift-plus-penalty, V " in out and " 0 on gpu:" in out
     print(f"placement on stack: ran on {sorted(ran)}; {time.perf_counter() - started:.1f} s")

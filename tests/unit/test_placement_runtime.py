@@ -26,15 +26,13 @@ from fanfit.jobs.documents.estimate import (
 from fanfit.jobs.estimate.data import unit_signature
 from fanfit.jobs.estimate.wave import plan_job, plan_placement
 from fanfit.progress.renderers import placement_lines
-from fanfit.sched.placement import (
+from fanfit.sched.placement import ResourceProfile, StageProfile, evaluate_choice
+from fanfit.sched.profiles import (
     GPU_STARTUP_PRIOR_S,
     PRIOR_ROWS_PER_S,
     Objective,
-    ResourceProfile,
-    StageProfile,
     WorkGroup,
     choose_placement,
-    evaluate_choice,
     wave_profiles,
 )
 from fanfit.sched.resources import crossfit_memory_sizes

@@ -16,6 +16,7 @@ from fanfit.sched.throughput import (
     DEFAULT_ALPHA,
     EwmaThroughput,
     ShardObservation,
+    ThroughputEntry,
     ThroughputPredictor,
     lambda_vcpus,
     scale_throughput,
@@ -99,6 +100,35 @@ def test_ewma_first_observation_then_weighted_average() -> None:
     assert p.predict(SIG, "lambda-1769") == pytest.approx(130.0)
     assert p.predict_io(SIG, "lambda-1769") == pytest.approx(1.3)
     assert p.entries[0].n_observations == 2
+
+
+def test_the_overhead_of_warm_shards_is_averaged_apart_from_cold_starts() -> None:
+    # GIVEN a probe shard that started a fresh environment (8 s of overhead on the local stack)
+    p = EwmaThroughput()
+    p.update(obs(100, 1.0, io_s=8.0, cold_start=True))
+    # THEN it predicts the overhead until a warm shard is seen
+    assert p.predict_io(SIG, "lambda-1769") == 8.0
+    # WHEN a warm shard measures 1 s THEN it replaces the cold average, which is kept apart
+    p.update(obs(100, 1.0, io_s=1.0))
+    assert p.predict_io(SIG, "lambda-1769") == 1.0
+    assert p.entries[0].cold_io_s == 8.0 and p.entries[0].n_warm == 1
+    # WHEN another cold start (6 s) then a warm shard (2 s) follow
+    p.update(obs(100, 1.0, io_s=6.0, cold_start=True))
+    assert p.predict_io(SIG, "lambda-1769") == 1.0
+    p.update(obs(100, 1.0, io_s=2.0))
+    # THEN each average takes its own kind, and the throughput every shard
+    entry = p.entries[0]
+    assert entry.io_s == pytest.approx(0.3 * 2.0 + 0.7 * 1.0)
+    assert entry.cold_io_s == pytest.approx(0.3 * 6.0 + 0.7 * 8.0)
+    assert (entry.n_observations, entry.n_warm) == (4, 2)
+    # ... and the entry reads back from DynamoDB's numbers; one stored before has no warm count
+    assert (
+        ThroughputEntry.from_dict(json.loads(json.dumps(entry.to_dict()), parse_float=Decimal))
+        == entry
+    )
+    old = {k: v for k, v in entry.to_dict().items() if k not in ("cold_io_s", "n_warm")}
+    assert ThroughputEntry.from_dict(old).n_warm == 0
+    assert "cold_io_s" not in ThroughputEntry(SIG, "lambda-1769", 1.0, 1.0, 1).to_dict()
 
 
 @settings(max_examples=50, deadline=None)

@@ -27,7 +27,9 @@ def placement_lines(decision: PlacementDecision) -> list[str]:
 
     The objective and its bound, each learner's resource with its predicted seconds and USD, the
     predicted wall seconds and cost, and the inputs (rows/s and start-up per resource, with their
-    source: measured, scaled from another memory size, or prior).
+    source: measured, scaled from another memory size, or prior), and for each learner split
+    between Lambda and the GPU worker (Proteus) its fits, backlogs, throughputs and predicted ends
+    per queue and the penalty weight ``V``.
     """
     if decision.objective == "deadline":
         goal = f"least cost within a deadline of {decision.deadline_s:g} s"
@@ -49,6 +51,16 @@ def placement_lines(decision: PlacementDecision) -> list[str]:
         lines.append(
             f"    input {i.stage} {i.resource}: {i.rows_per_s:,.0f} rows/s, "
             f"start-up {i.startup_s:.2f} s ({i.source})"
+        )
+    for d in decision.dispatch or []:
+        parts = [
+            f"{q.units} on {q.resource} (backlog {q.backlog_s:.2f} s, "
+            f"{q.units_per_s:,.1f} fits/s, ends {q.finish_s:.2f} s)"
+            for q in d.queues
+        ]
+        lines.append(
+            f"    dispatch {d.stage} (drift-plus-penalty, V {d.V:.4g}, {d.n_fragments} "
+            f"fragment(s)): {d.n_units} fit(s): {'; '.join(parts)}"
         )
     return lines
 

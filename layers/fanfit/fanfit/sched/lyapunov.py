@@ -34,7 +34,9 @@ A train round with Lambda and GPU workers uses the rule on a round's samples
 (:func:`dispatch_fragments`, called by :mod:`fanfit.jobs.train.schedule`): the round's batch is cut
 into fragments that arrive one per slot, the slot being the time the queues together serve one
 fragment, each queue starting from the backlog measured at the last barrier; :func:`penalty_weight`
-sets ``V`` from the backlog the cheaper queue may build.
+sets ``V`` from the backlog the cheaper queue may build. An estimate wave splits the units that
+both Lambda and the GPU worker can run by the same rule on backlogs in seconds of work at the
+barrier (:func:`split_wave`, called by :func:`fanfit.jobs.estimate.wave.place`).
 """
 
 from __future__ import annotations
@@ -53,12 +55,16 @@ __all__ = [
     "QueueSpec",
     "SimulationResult",
     "FragmentDispatch",
+    "UnitSplit",
+    "WAVE_BACKLOG_SLACK",
+    "WAVE_FRAGMENTS",
     "backlog_bound",
     "dispatch_fragments",
     "penalty_weight",
     "poisson_trace",
     "queue_specs_from_prices",
     "simulate",
+    "split_wave",
 ]
 
 
@@ -559,4 +565,154 @@ def dispatch_fragments(
         assignment=tuple(assignment),
         initial_backlog=start,
         final_backlog=tuple(float(b) for b in dispatcher._backlog),
+    )
+
+
+#: Fragments an estimate wave's dual-capable units are cut into for the CPU-GPU dispatch (at most
+#: one per unit), as a train round's samples are (:mod:`fanfit.jobs.train.schedule`).
+WAVE_FRAGMENTS = 200
+#: The share of the wave's time the cheaper queue may fall behind for its price: ``V`` lets it
+#: build half this share of the wave's seconds of backlog before work spills to the dearer queue
+#: (the dearer one idles meanwhile, so the end moves by about twice that): a split gives at most
+#: about 5% of the wave's time for cost, as the default placement objective does.
+WAVE_BACKLOG_SLACK = 0.05
+
+
+@dataclass(frozen=True)
+class UnitSplit:
+    """What :func:`split_wave` decided for one group of units that both queues can run.
+
+    Attributes
+    ----------
+    queue_names : tuple of str
+        ``('lambda', 'gpu')``.
+    units : tuple of int
+        Units sent to each queue (they sum to the group's).
+    fragments : tuple of int
+        Fragments sent to each queue.
+    n_fragments : int
+        Fragments the units were cut into (0 for no units).
+    V : float
+        The penalty weight used, seconds per (USD per unit).
+    units_per_s : tuple of float
+        Each queue's throughput, units/s.
+    usd_per_unit : tuple of float
+        Each queue's cost per unit, USD.
+    backlog_s : tuple of float
+        Each queue's backlog before the split, seconds of work.
+    finish_s : tuple of float
+        Each queue's predicted end, seconds from now: ``backlog_s + units / units_per_s``.
+    """
+
+    queue_names: tuple[str, ...]
+    units: tuple[int, ...]
+    fragments: tuple[int, ...]
+    n_fragments: int
+    V: float
+    units_per_s: tuple[float, ...]
+    usd_per_unit: tuple[float, ...]
+    backlog_s: tuple[float, ...]
+    finish_s: tuple[float, ...]
+
+    def units_of(self, name: str) -> int:
+        """Units sent to queue ``name``."""
+        return self.units[self.queue_names.index(name)]
+
+
+def split_wave(
+    n_units: int,
+    units_per_s: Mapping[str, float],
+    usd_per_s: Mapping[str, float],
+    backlog_s: Mapping[str, float],
+    *,
+    slack: float = WAVE_BACKLOG_SLACK,
+    max_fragments: int = WAVE_FRAGMENTS,
+) -> UnitSplit:
+    """Split a wave's units that both the Lambda queue and the GPU worker can run (Proteus).
+
+    Drift-plus-penalty on the queues' backlogs in seconds of work:
+
+    - queue ``q`` (``'lambda'``, ``'gpu'``) serves ``v_q = units_per_s[q]`` units/s (its workers
+      together) and costs ``c_q = usd_per_s[q] / v_q`` USD per unit (a busy queue);
+    - the ``n`` units are cut into ``F = min(n, max_fragments)`` fragments whose sizes differ by at
+      most one; they arrive one per slot, the slot being the ``s / (v_lambda + v_gpu)`` seconds
+      both queues together take to serve a fragment of ``s`` units;
+    - ``T_q(0) = backlog_s[q]``, the seconds of work queue ``q`` holds at the barrier (its start-up
+      and the work already sent to it); a fragment of ``s`` units sent to ``q`` adds ``s / v_q``
+      seconds, and every queue serves the slot's seconds: ``T_q(t+1) = max(T_q(t) - slot, 0) +
+      a_q(t) / v_q`` (Neely 2010, eq. 2.1, in seconds);
+    - each fragment goes to ``argmin_q V c_q + T_q(t)`` (the first queue on a tie). This is the
+      drift-plus-penalty choice ``argmin_q V c_q s + sum_p w_p Q_p a_p`` for the weighted
+      quadratic Lyapunov function ``L = 1/2 sum_q Q_q^2 / v_q`` of the backlogs in units
+      ``Q_q = v_q T_q``: weighting each queue by its service time makes the backlogs, and so the
+      queues' ends, even in seconds rather than in units (with the unweighted ``1/2 sum Q_q^2`` of
+      :class:`LyapunovDispatcher`, a slower queue would end later by its backlog's units at the
+      lower rate);
+    - ``V = b / (max_q c_q - min_q c_q)`` with ``b = slack / 2 x n / (v_lambda + v_gpu)``: the
+      cheaper queue may fall ``b`` seconds behind before work spills to the dearer one (as
+      :func:`penalty_weight`, in seconds); 0 when both cost the same per unit.
+
+    With ``V = 0`` both queues end within a fragment's time of each other; a queue whose backlog
+    alone exceeds the other's whole run gets no units.
+
+    Parameters
+    ----------
+    n_units : int
+        Units to split (>= 0).
+    units_per_s, usd_per_s, backlog_s : mapping of str to float
+        Per queue ``'lambda'`` and ``'gpu'``: throughput (units/s, > 0), price of the queue's
+        workers (USD/s, >= 0) and backlog (seconds, >= 0).
+    slack : float
+        Fraction of the wave's time the cost may buy (>= 0).
+    max_fragments : int
+        Most fragments (>= 1).
+
+    Returns
+    -------
+    UnitSplit
+
+    Raises
+    ------
+    InvalidJobError
+        A count or value out of range, or a queue missing from a mapping.
+    """
+    if isinstance(n_units, bool) or not isinstance(n_units, int | np.integer) or n_units < 0:
+        raise InvalidJobError(f"n_units must be an integer >= 0, got {n_units!r}.")
+    if isinstance(max_fragments, bool) or not isinstance(max_fragments, int) or max_fragments < 1:
+        raise InvalidJobError(f"max_fragments must be an integer >= 1, got {max_fragments!r}.")
+    names = ("lambda", "gpu")
+    for what, mapping in (("units_per_s", units_per_s), ("usd_per_s", usd_per_s),
+                          ("backlog_s", backlog_s)):  # fmt: skip
+        missing = [q for q in names if q not in mapping]
+        if missing:
+            raise InvalidJobError(f"{what} has no figure for queue(s) {missing}.")
+    v = np.array([_nonneg(units_per_s[q], f"units_per_s of {q}", positive=True) for q in names])
+    cost = np.array([_nonneg(usd_per_s[q], f"usd_per_s of {q}") for q in names]) / v
+    start = np.array([_nonneg(backlog_s[q], f"backlog_s of {q}") for q in names])
+    _nonneg(slack, "slack")
+    n = int(n_units)
+    n_fragments = min(n, max_fragments)
+    spread = float(cost.max() - cost.min())
+    V = slack / 2 * n / float(v.sum()) / spread if spread > 0 else 0.0
+    units, fragments = [0, 0], [0, 0]
+    backlog = start.copy()
+    weight = V * cost
+    for k in range(n_fragments):
+        size = n // n_fragments + (1 if k < n % n_fragments else 0)
+        i = int(np.argmin(weight + backlog))
+        units[i] += size
+        fragments[i] += 1
+        arrival = np.zeros(len(names))
+        arrival[i] = size / v[i]
+        backlog = np.maximum(backlog - size / float(v.sum()), 0.0) + arrival
+    return UnitSplit(
+        queue_names=names,
+        units=(units[0], units[1]),
+        fragments=(fragments[0], fragments[1]),
+        n_fragments=n_fragments,
+        V=V,
+        units_per_s=(float(v[0]), float(v[1])),
+        usd_per_unit=(float(cost[0]), float(cost[1])),
+        backlog_s=(float(start[0]), float(start[1])),
+        finish_s=tuple(float(start[i] + units[i] / v[i]) for i in range(len(names))),
     )

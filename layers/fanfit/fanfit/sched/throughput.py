@@ -281,9 +281,14 @@ class ThroughputEntry:
     samples_per_s : float
         EWMA of the observed throughput, samples/s.
     io_s : float
-        EWMA of the observed I/O seconds per shard.
+        EWMA of the observed overhead seconds per shard (start-up and I/O) of shards that ran in a
+        warm execution environment; of cold ones while no warm shard has been seen.
     n_observations : int
         Observations folded in.
+    cold_io_s : float or None
+        EWMA of the overhead of shards that started a fresh environment (None: none seen).
+    n_warm : int
+        Observations from warm environments folded in.
     """
 
     signature: str
@@ -291,10 +296,13 @@ class ThroughputEntry:
     samples_per_s: float
     io_s: float
     n_observations: int
+    cold_io_s: float | None = None
+    n_warm: int = 0
 
     def to_dict(self) -> dict[str, Any]:
-        """Plain dict (one DynamoDB item per key, if stored that way)."""
-        return asdict(self)
+        """Plain dict (one DynamoDB item per key, if stored that way); ``cold_io_s`` left out
+        when None (DynamoDB-safe)."""
+        return {k: v for k, v in asdict(self).items() if v is not None}
 
     @classmethod
     def from_dict(cls, d: dict[str, Any]) -> ThroughputEntry:
@@ -306,6 +314,8 @@ class ThroughputEntry:
                 samples_per_s=_num(d["samples_per_s"], "samples_per_s"),
                 io_s=_num(d["io_s"], "io_s"),
                 n_observations=_int(d["n_observations"], "n_observations"),
+                cold_io_s=None if d.get("cold_io_s") is None else _num(d["cold_io_s"], "cold_io_s"),
+                n_warm=_int(d.get("n_warm", 0), "n_warm"),
             )
         except KeyError as exc:
             raise InvalidJobError(f"throughput entry lacks the field {exc}.") from exc
@@ -326,9 +336,14 @@ class EwmaThroughput:
     """Exponentially weighted moving average of samples/s per ``(signature, resource)``.
 
     ``v <- alpha * x + (1 - alpha) * v`` for each new throughput ``x`` of the key; the first
-    observation sets ``v = x``. The I/O seconds per shard are averaged the same way. Cold and
-    warm starts feed the same average: ``compute_s`` excludes start-up and I/O, so both measure
-    the same speed.
+    observation sets ``v = x``. Cold and warm starts feed the same throughput average:
+    ``compute_s`` excludes start-up and I/O, so both measure the same speed. The overhead per
+    shard (:meth:`predict_io`) does not: a shard that starts a fresh execution environment pays
+    the runtime's start and the imports, several seconds on the local stack (7 to 8 s measured
+    there for a probe shard, against 0.6 to 1.1 s warm), which the next shards on the same warm
+    environments do not. So the warm shards' overhead is averaged on its own (the first warm
+    observation replaces an average of cold ones) and predicts the overhead once measured; the
+    cold shards' is kept as ``cold_io_s`` and predicts it only until a warm shard is seen.
 
     Parameters
     ----------
@@ -370,16 +385,33 @@ class EwmaThroughput:
         """Fold ``observation`` into the average of its ``(signature, resource)``."""
         key = (observation.signature, observation.resource)
         old = self._entries.get(key)
-        x, io = observation.samples_per_s, observation.io_s
+        x, io, cold = observation.samples_per_s, observation.io_s, observation.cold_start
         if old is None:
-            self._entries[key] = ThroughputEntry(*key, x, io, 1)
+            self._entries[key] = ThroughputEntry(
+                *key, x, io, 1, cold_io_s=io if cold else None, n_warm=0 if cold else 1
+            )
             return
         a = self.alpha
+
+        def ewma(new: float, previous: float | None) -> float:
+            return new if previous is None else a * new + (1 - a) * previous
+
+        cold_io_s: float | None
+        if cold:
+            # a cold shard's overhead moves the warm average only while there is none
+            io_s = old.io_s if old.n_warm else ewma(io, old.io_s)
+            cold_io_s = ewma(io, old.cold_io_s)
+        else:
+            # the first warm shard replaces an average of cold ones
+            io_s = ewma(io, old.io_s if old.n_warm else None)
+            cold_io_s = old.cold_io_s
         self._entries[key] = ThroughputEntry(
             *key,
-            a * x + (1 - a) * old.samples_per_s,
-            a * io + (1 - a) * old.io_s,
+            ewma(x, old.samples_per_s),
+            io_s,
             old.n_observations + 1,
+            cold_io_s=cold_io_s,
+            n_warm=old.n_warm + (0 if cold else 1),
         )
 
     def predict(self, signature: str, resource: str) -> float | None:
@@ -407,7 +439,8 @@ class EwmaThroughput:
         return scale_throughput(source.samples_per_s, source_mb, target, self.threads)
 
     def predict_io(self, signature: str, resource: str) -> float | None:
-        """Average I/O seconds per shard of the key (no scaling: I/O is not CPU-bound); or None."""
+        """Average overhead seconds per shard of the key (no scaling: I/O is not CPU-bound): of
+        warm shards once one is measured, else of cold ones; or None."""
         entry = self._entries.get((signature, resource))
         return None if entry is None else entry.io_s
 

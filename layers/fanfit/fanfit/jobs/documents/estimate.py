@@ -64,6 +64,7 @@ __all__ = [
     "MAX_UNITS_PER_SHARD",
     "AggregateOutput",
     "CrossFitOutput",
+    "DispatchedQueue",
     "EstimatePlan",
     "EstimatePrediction",
     "EstimateResultDoc",
@@ -88,6 +89,7 @@ __all__ = [
     "StageSchedule",
     "StepRecord",
     "WaveDecision",
+    "WaveDispatch",
     "WaveEntry",
     "WaveOutput",
     "WaveSummary",
@@ -180,7 +182,7 @@ class EstimateSpec(Document):
     units_per_shard: Annotated[StrictInt, Field(ge=1, le=MAX_UNITS_PER_SHARD)] | None = None
     sharding: str | None = None
     weight: float = 1.0
-    #: The placement's objective (:class:`fanfit.sched.placement.Objective`): a deadline, seconds,
+    #: The placement's objective (:class:`fanfit.sched.profiles.Objective`): a deadline, seconds,
     #: or a budget, USD; neither: the least cost within 5% of the fastest plan's time.
     deadline_s: Annotated[float, Field(gt=0, allow_inf_nan=False)] | None = None
     budget_usd: Annotated[float, Field(gt=0, allow_inf_nan=False)] | None = None
@@ -317,7 +319,7 @@ class PlacedStage(Document):
 
 
 class PlacementInput(Document):
-    """A figure the placement used (:class:`fanfit.sched.placement.ProfileInput`): a learner
+    """A figure the placement used (:class:`fanfit.sched.profiles.ProfileInput`): a learner
     group's rows/s and start-up seconds on a resource, ``source`` 'measured' (the ThroughputTable),
     'scaled' (measured at another Lambda size) or 'prior'."""
 
@@ -328,13 +330,41 @@ class PlacementInput(Document):
     source: Literal["measured", "scaled", "prior"]
 
 
+class DispatchedQueue(Document):
+    """One queue of a wave's CPU-GPU dispatch (:class:`fanfit.sched.lyapunov.UnitSplit`): its
+    resource, throughput (units/s, its workers together), cost per unit (USD), backlog at the
+    barrier (seconds of work), the units and fragments it was sent, and its predicted end (seconds
+    from the barrier)."""
+
+    name: Literal["lambda", "gpu"]
+    resource: str
+    units_per_s: float
+    usd_per_unit: float
+    backlog_s: float
+    units: int
+    fragments: int
+    finish_s: float
+
+
+class WaveDispatch(Document):
+    """Proteus' split of one learner group's units between the Lambda queue and the GPU worker
+    (:func:`fanfit.sched.lyapunov.split_wave`): the group, its units, the fragments they were cut
+    into, the penalty weight ``V`` (seconds per USD-per-unit) and the two queues."""
+
+    stage: str
+    n_units: int
+    n_fragments: int
+    V: float
+    queues: list[DispatchedQueue]
+
+
 class PlacementDecision(_OmitNone):
-    """Where a wave's learner groups run and why (HeterPS, :func:`fanfit.sched.placement.
+    """Where a wave's learner groups run and why (HeterPS, :func:`fanfit.sched.profiles.
     choose_placement`): the objective, the offered resources, the inputs, the choice, and the
     predicted wall seconds and cost of the wave (``met``: whether the plan meets the deadline or
     budget; ``fastest_s``: the fastest plan's predicted seconds)."""
 
-    OMIT_NONE: ClassVar[frozenset[str] | None] = frozenset({"deadline_s", "budget_usd"})
+    OMIT_NONE: ClassVar[frozenset[str] | None] = frozenset({"deadline_s", "budget_usd", "dispatch"})
 
     objective: Literal["deadline", "budget", "default"]
     deadline_s: float | None = None
@@ -347,6 +377,9 @@ class PlacementDecision(_OmitNone):
     met: bool
     predicted_wall_s: float
     predicted_cost_usd: float
+    #: The learner groups both Lambda and the GPU worker can run, split between them by
+    #: drift-plus-penalty (Proteus); None when the GPU worker is not offered or no group can.
+    dispatch: list[WaveDispatch] | None = None
 
 
 class PlannedShards(Document):

@@ -4,10 +4,11 @@ Schedule (:mod:`fanfit.jobs.estimate.schedule`) observes the last wave, then pla
 this module's two phases, and writes it:
 
 2. :func:`place`: choose, per nuisance learner, the resource its units run on: a CrossFit memory
-   size the stack offers or the GPU worker (HeterPS's exact solver, :func:`fanfit.sched.placement.
+   size the stack offers or the GPU worker (HeterPS's exact solver, :func:`fanfit.sched.profiles.
    choose_placement`, on profiles from the throughput table: :func:`plan_placement`), under the
    job's objective (deadline, budget, or the default) and its partition of the shared capacity
-   (Dorm), read at this barrier;
+   (Dorm), read at this barrier; a learner both Lambda and the GPU worker can run is then split
+   between them by drift-plus-penalty on the queues' backlogs (Proteus: :func:`dispatch_units`);
 3. :func:`size` / :func:`size_placed`: cut each Lambda resource's units into shards from the
    predicted seconds per unit (:func:`fanfit.sched.sizing.plan_shards`; a probe wave without
    history).
@@ -26,6 +27,7 @@ import numpy as np
 from fanfit import dml, storage
 from fanfit.jobs import sharing
 from fanfit.jobs.documents.estimate import (
+    DispatchedQueue,
     EstimatePlan,
     EstimatePrediction,
     PartitionUsed,
@@ -35,13 +37,16 @@ from fanfit.jobs.documents.estimate import (
     PlannedShards,
     PlannedStage,
     WaveDecision,
+    WaveDispatch,
 )
 from fanfit.jobs.estimate import demand
 from fanfit.jobs.estimate.data import (
     n_train,
     unit_signature,
 )
-from fanfit.sched.placement import (
+from fanfit.prices import DEFAULT_PRICES, PriceTable
+from fanfit.sched.lyapunov import split_wave
+from fanfit.sched.profiles import (
     Objective,
     PlacementChoice,
     WorkGroup,
@@ -190,9 +195,13 @@ def plan_job(
             for s in sizings
             if s.shards and s.decision.predicted_makespan_s is not None
         ]
+        split = placement.decision.dispatch or []
+        dual = {d.stage for d in split}
         gpu_s = [
-            st.seconds for st in placement.decision.stages if resource_kind(st.resource) == "gpu"
-        ]
+            st.seconds
+            for st in placement.decision.stages
+            if resource_kind(st.resource) == "gpu" and st.stage not in dual
+        ] + [q.finish_s for d in split for q in d.queues if q.name == "gpu" and q.units]
         sized = [s for s in sizings if s.shards]
         wall = (
             max(makespans + gpu_s)
@@ -322,7 +331,7 @@ def plan_placement(
 
     The offered resources are ``lambda-<MB>`` for each of ``memory_sizes`` and, when
     ``gpu_enabled``, the GPU worker (:func:`fanfit.sched.resources.stack_gpu_resource`). Profiles:
-    :func:`fanfit.sched.placement.wave_profiles` (measured figures, else the documented priors;
+    :func:`fanfit.sched.profiles.wave_profiles` (measured figures, else the documented priors;
     Lambda start-up without a measurement: :data:`fanfit.sched.sizing.DEFAULT_STARTUP_S`).
     Workers: up to ``job_concurrency`` per Lambda resource and ``gpu_slots`` GPU jobs. The
     groups run side by side in the Map; the model (sum of the groups' times, each with the whole
@@ -389,8 +398,9 @@ def place(
     function of one of ``memory_sizes`` or the GPU worker, the least cost within the job's
     ``deadline_s``, the least time within its ``budget_usd``, or by default the least cost at most
     5% slower than the fastest plan. A learner that cannot run on Lambda (PyTorch) has no Lambda
-    profile, so the solver places it on the GPU worker. GPU units are dealt over
-    :data:`GPU_SHARDS_PER_WAVE` jobs. The job's partition of the shared capacity, read at this
+    profile, so the solver places it on the GPU worker. A learner both can run, when the GPU
+    worker is offered, is split between a Lambda size and the GPU worker by :func:`dispatch_units`
+    (Proteus) instead. GPU units are dealt over :data:`GPU_SHARDS_PER_WAVE` jobs. The job's partition of the shared capacity, read at this
     barrier (Dorm, :func:`fanfit.jobs.sharing.partition_at_barrier`), caps the job's concurrency.
     """
     partition = sharing.partition_at_barrier(partitions, ctx.job_id)
@@ -408,14 +418,14 @@ def place(
         job_concurrency=job_concurrency,
         objective=objective,
     )
-    on_gpu: list[dml.FitUnit] = []
-    by_resource: dict[str, list[dml.FitUnit]] = {}
-    for stage in choice.placement.stages:
-        units = groups[stage.stage][1]
-        if resource_kind(stage.resource) == "gpu":
-            on_gpu += units
-        else:
-            by_resource.setdefault(stage.resource, []).extend(units)
+    on_gpu, by_resource, dispatch = dispatch_units(
+        groups,
+        {s.stage: s.resource for s in choice.placement.stages},
+        decision.inputs,
+        job_concurrency=job_concurrency,
+    )
+    if dispatch:
+        decision = decision.model_copy(update={"dispatch": dispatch})
     gpu_keys = {u.key for u in on_gpu}
     lambda_units = [u for u in remaining if u.key not in gpu_keys]
     main = max(by_resource, key=lambda r: len(by_resource[r])) if by_resource else None
@@ -428,6 +438,143 @@ def place(
         by_resource=by_resource,
         decision=decision,
     )
+
+
+def dispatch_units(
+    groups: dict[str, tuple[WorkGroup, list[dml.FitUnit]]],
+    chosen: dict[str, str],
+    inputs: list[PlacementInput],
+    *,
+    job_concurrency: int,
+    gpu_slots: int = GPU_SHARDS_PER_WAVE,
+    prices: PriceTable = DEFAULT_PRICES,
+) -> tuple[list[dml.FitUnit], dict[str, list[dml.FitUnit]], list[WaveDispatch]]:
+    """Send each learner group's units to its resource; split those both queues can run (Proteus).
+
+    A group the placement's inputs profile on the GPU worker and on Lambda (``lambda_ok``, the
+    GPU worker offered) is dual: its units are split between the Lambda queue and the GPU worker
+    by :func:`fanfit.sched.lyapunov.split_wave`, online, one group after the other, on the
+    backlogs the queues hold at that point. Every other group goes where the solver put it.
+
+    - The Lambda queue runs at the solver's Lambda size for the group, or, where the solver chose
+      the GPU worker, at the size with the least USD per unit (``price per second / rows/s``;
+      the smaller on a tie). It serves ``job_concurrency`` workers' ``rows/s / rows per unit``
+      units/s and costs their GB-seconds (:meth:`fanfit.prices.PriceTable.lambda_cost_usd`).
+    - The GPU worker serves ``gpu_slots`` jobs' units/s at the instance's price per second
+      (:meth:`fanfit.prices.PriceTable.gpu_cost_usd`, the stack's instance type).
+    - Backlogs, seconds of work at the barrier: the queue's start-up (the measured overhead per
+      shard: the group's own on that resource; on the GPU worker, where the group's is the prior,
+      the largest measured for another group of the wave, since the wave's GPU units run in one
+      job) plus the work already sent to it (units x rows per unit / rows/s, over its workers).
+
+    Parameters
+    ----------
+    groups : dict of str to (WorkGroup, list of FitUnit)
+        :func:`learner_groups`.
+    chosen : dict of str to str
+        The solver's resource per group.
+    inputs : list of PlacementInput
+        The figures the placement used (rows/s and start-up seconds per group and resource).
+    job_concurrency : int
+        The job's Lambda workers.
+    gpu_slots : int
+        GPU worker jobs of the wave.
+    prices : PriceTable
+
+    Returns
+    -------
+    (list of FitUnit, dict of str to list of FitUnit, list of WaveDispatch)
+        The GPU worker's units, the Lambda units by resource, and the split of each dual group.
+    """
+    gpu = stack_gpu_resource()
+    instance = gpu.split(":", 1)[1]
+    if instance not in prices.gpu_instance_hour_usd:
+        instance = prices.gpu_instance_type
+    figures = {(i.stage, i.resource): i for i in inputs}
+    measured_gpu = [
+        i.startup_s for i in inputs if resource_kind(i.resource) == "gpu" and i.source != "prior"
+    ]
+    dual = [n for n in chosen if groups[n][0].lambda_ok and (n, gpu) in figures]
+    workers = {"lambda": max(1, job_concurrency), "gpu": max(1, gpu_slots)}
+    busy = {"lambda": 0.0, "gpu": 0.0}
+    on_gpu: list[dml.FitUnit] = []
+    by_resource: dict[str, list[dml.FitUnit]] = {}
+    for name, resource in chosen.items():
+        if name in dual:
+            continue
+        group, units = groups[name]
+        kind = resource_kind(resource)
+        fig = figures.get((name, resource))
+        if fig is not None:
+            work = group.n_units * group.rows_per_unit / fig.rows_per_s
+            busy[kind] += work / workers[kind]
+        if kind == "gpu":
+            on_gpu += units
+        else:
+            by_resource.setdefault(resource, []).extend(units)
+    dispatch = []
+    for name in dual:
+        group, units = groups[name]
+        resource = chosen[name]
+        if resource_kind(resource) != "lambda":
+            lambdas = [
+                i for i in inputs if i.stage == name and resource_kind(i.resource) == "lambda"
+            ]
+            best = min(
+                lambdas,
+                key=lambda i: (
+                    prices.lambda_cost_usd(resource_memory_mb(i.resource) or 0, 1.0, 0)
+                    / i.rows_per_s,
+                    resource_memory_mb(i.resource) or 0,
+                ),
+            )
+            resource = best.resource
+        lam, gp = figures[(name, resource)], figures[(name, gpu)]
+        per_unit = max(group.rows_per_unit, 1.0)
+        rate = {
+            "lambda": lam.rows_per_s / per_unit * workers["lambda"],
+            "gpu": gp.rows_per_s / per_unit * workers["gpu"],
+        }
+        memory = resource_memory_mb(resource) or 0
+        usd = {
+            "lambda": prices.lambda_cost_usd(memory, 1.0, 0) * workers["lambda"],
+            "gpu": prices.gpu_cost_usd(1.0, instance) * workers["gpu"],
+        }
+        gpu_startup = gp.startup_s
+        if gp.source == "prior" and measured_gpu:
+            gpu_startup = max(measured_gpu)
+        startup = {"lambda": lam.startup_s, "gpu": gpu_startup}
+        split = split_wave(
+            len(units), rate, usd, {q: startup[q] + busy[q] for q in ("lambda", "gpu")}
+        )
+        n_lambda = split.units_of("lambda")
+        if n_lambda:
+            by_resource.setdefault(resource, []).extend(units[:n_lambda])
+        on_gpu += units[n_lambda:]
+        for q in ("lambda", "gpu"):
+            busy[q] += split.units_of(q) / rate[q]
+        dispatch.append(
+            WaveDispatch(
+                stage=name,
+                n_units=len(units),
+                n_fragments=split.n_fragments,
+                V=split.V,
+                queues=[
+                    DispatchedQueue(
+                        name=q,  # type: ignore[arg-type]
+                        resource=resource if q == "lambda" else gpu,
+                        units_per_s=split.units_per_s[i],
+                        usd_per_unit=split.usd_per_unit[i],
+                        backlog_s=split.backlog_s[i],
+                        units=split.units[i],
+                        fragments=split.fragments[i],
+                        finish_s=split.finish_s[i],
+                    )
+                    for i, q in enumerate(split.queue_names)
+                ],
+            )
+        )
+    return on_gpu, by_resource, dispatch
 
 
 # --------------------------------------------------------------------------- 3. size
