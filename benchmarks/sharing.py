@@ -16,8 +16,9 @@ discrete-event simulation against partitioning policies of :mod:`fanfit.sched.pa
 
 Partitions are recomputed when a job arrives or ends, as Dorm does and as fanfit's partition table
 does (:mod:`fanfit.jobs.sharing`); an estimate's demand here is its units not yet finished, re-read at
-every event (fanfit's estimates re-register theirs at each wave barrier: the next wave's shards,
-:mod:`fanfit.jobs.estimate.demand`). A job's work comes from throughput measured in-process before the
+every event, and an estimate whose unfinished units fall below its partition is an event too (fanfit's
+estimates re-register theirs at each wave barrier: the next wave's shards, so a stage's last wave asks
+only for what remains, :mod:`fanfit.jobs.estimate.demand`). A job's work comes from throughput measured in-process before the
 simulation, on this machine's one core (one 1,769 MB Lambda = 1 vCPU). Every job is a pool of equal
 tasks, each holding one Lambda slot while it runs:
 
@@ -311,6 +312,9 @@ def simulate(policy: str, jobs: list[Job], capacity: int, args) -> dict:
         now = next_t
         for j in running:
             changed |= j.finish(now)
+            # an estimate lowers its demand as its units finish (fanfit.jobs.estimate.demand): once
+            # its unfinished units fall below its partition, the slots it cannot use are re-cut
+            changed |= j.kind == "estimate" and j.end is None and j.demand() < held[j.job_id]
     # every task ran once: the slot-seconds done are the trace's work
     assert abs(work_done - sum(j.work for j in jobs)) < 1e-6 * sum(j.work for j in jobs)
     ends = [j.end if j.end is not None else math.nan for j in jobs]

@@ -165,6 +165,7 @@ def _probe_v1(root: Path, own: dict[str, str]) -> Limits | str:
         if not os.access(parent / limit_file, os.W_OK):
             return f"cgroup v1: {parent / limit_file} is not writable (needs root)"
         parents[controller] = parent
+    _weigh_parent(parents["cpu"] / "cpu.shares", 1024, 262_144)
     return Limits(
         "v1",
         f"cpu.cfs_quota_us and memory.limit_in_bytes per environment under {parents['cpu']} "
@@ -172,6 +173,44 @@ def _probe_v1(root: Path, own: dict[str, str]) -> Limits | str:
         memory_parent=str(parents["memory"]),
         cpu_parent=str(parents["cpu"]),
     )
+
+
+def parent_weight(per_core: int, most: int, cores: int | None = None) -> int:
+    """The ``fanfit-lambda`` parent's CPU weight: one nice-0 task's weight per core of the machine.
+
+    The parent competes with the stack's own processes (LocalStack, the client, a benchmark's
+    in-process baseline) as one entity. At the default weight (v1 ``cpu.shares`` 1024, v2
+    ``cpu.weight`` 100) all the environments together weigh as much as one busy host thread, so
+    two Lambda environments beside one busy LocalStack thread get one core between them on a
+    two-core machine. On AWS every environment has vCPUs of its own; weighing the group as
+    ``cores`` busy threads lets the environments use the machine's cores as the host's processes
+    would, while each environment's CFS quota still caps it at its ``MemorySize``'s share (the
+    kernel's CFS group scheduling: Documentation/scheduler/sched-design-CFS.rst, "Group scheduler
+    extensions to CFS").
+
+    Parameters
+    ----------
+    per_core : int
+        The weight of one nice-0 task: 1024 (v1 ``cpu.shares``) or 100 (v2 ``cpu.weight``).
+    most : int
+        The controller's largest weight (v1 262,144; v2 10,000).
+    cores : int, optional
+        Cores of the machine; ``os.cpu_count()`` by default.
+
+    Returns
+    -------
+    int
+        ``per_core * cores``, at most ``most``.
+    """
+    return min(most, per_core * max(1, cores or os.cpu_count() or 1))
+
+
+def _weigh_parent(weight_file: Path, per_core: int, most: int) -> None:
+    """Write :func:`parent_weight` to the parent's weight file; a failure only logs."""
+    try:
+        weight_file.write_text(str(parent_weight(per_core, most)))
+    except OSError as exc:
+        LOG.warning("could not set %s: %s", weight_file, exc)
 
 
 def _tokens(path: Path) -> set[str]:
@@ -220,6 +259,7 @@ def _probe_v2(root: Path, own: dict[str, str]) -> Limits | str:
         parent = directory / _GROUP
         parent.mkdir(exist_ok=True)
         _enable(parent)
+        _weigh_parent(parent / "cpu.weight", 100, 10_000)
     except OSError as exc:
         return f"cgroup v2: cannot hand the cpu and memory controllers down from {directory}: {exc}"
     return Limits(

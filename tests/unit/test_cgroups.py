@@ -81,6 +81,9 @@ def test_cgroup_v1_limits_apply_where_the_controllers_are_writable(tmp_path, mon
     assert found.mode == "v1" and found.apply
     assert found.memory_parent == str(root / "memory" / "process_api" / "x" / "fanfit-lambda")
     assert found.cpu_parent == str(root / "cpu" / "fanfit-lambda")
+    # ... and the parent weighs as one busy thread per core against the host's processes
+    parent_shares = root / "cpu" / "fanfit-lambda" / "cpu.shares"
+    assert parent_shares.read_text() == str(1024 * os.cpu_count())
     # ... and an environment of 1,769 MB gets 1,769 MiB and one core (20 ms of each 20 ms)
     monkeypatch.setattr(cg, "_found", found)
     groups = cg.create("env-1", 1769)
@@ -102,6 +105,7 @@ def test_a_delegated_cgroup_v2_gets_cpu_max_and_memory_max(tmp_path, monkeypatch
     assert found.memory_parent == found.cpu_parent == str(parent)
     assert {"+cpu", "+memory"} <= set((own / "cgroup.subtree_control").read_text().split())
     assert {"+cpu", "+memory"} <= set((parent / "cgroup.subtree_control").read_text().split())
+    assert (parent / "cpu.weight").read_text() == str(min(10_000, 100 * os.cpu_count()))
     # ... and an environment of 885 MB gets memory.max of 885 MiB on its cgroup, no swap, and
     # half a core (cpu.max) on the leaf it runs in after init
     _write(parent / "env-2" / "memory.swap.max", "max")
@@ -123,6 +127,22 @@ def test_a_delegated_cgroup_v2_gets_cpu_max_and_memory_max(tmp_path, monkeypatch
                 f.unlink()
     groups.remove()
     assert not groups.top.exists()
+
+
+@pytest.mark.parametrize(
+    ("per_core", "most", "cores", "expected"),
+    [
+        (1024, 262_144, 2, 2048),
+        (100, 10_000, 2, 200),
+        (100, 10_000, 128, 10_000),
+        (1024, 262_144, 1, 1024),
+    ],
+)
+def test_the_parent_weighs_one_nice_0_thread_per_core_within_the_controllers_range(
+    per_core, most, cores, expected
+) -> None:
+    # GIVEN a weight per core, the controller's range and a core count WHEN weighed THEN capped
+    assert cg.parent_weight(per_core, most, cores) == expected
 
 
 def test_a_v2_cgroup_with_processes_moves_them_to_a_leaf_before_handing_controllers_down(

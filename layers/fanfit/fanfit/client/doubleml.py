@@ -15,7 +15,9 @@ predictions then go to DoubleML's own ``fit(external_predictions=...)`` (DoubleM
 "External predictions"; Bach et al. 2022, JMLR 23), so that coef, se, summary, confint, bootstrap,
 sensitivity_analysis, evaluate_learners and nuisance_loss are DoubleML's numbers by construction.
 The fit checks that coef and se also equal the job's own result (relative 1e-9) and raises
-:class:`fanfit.errors.ParityError` otherwise.
+:class:`fanfit.errors.ParityError` otherwise. ``cate``, ``gate`` and (IRM) ``policy_tree`` come
+from :mod:`fanfit.client.heterogeneity`: DoubleML's results, from the stored predictions, with
+fanfit's named errors.
 
 Importing this module imports DoubleML (a client extra: ``pip install 'fanfit[doubleml]'``);
 without it, :class:`fanfit.dml.interop.MissingDependencyError` gives the pip command.
@@ -32,6 +34,7 @@ import numpy as np
 import pandas as pd
 
 from fanfit import errors
+from fanfit.client.heterogeneity import HeterogeneityMethods, PolicyTreeMethod
 from fanfit.dml.folds import smpls_to_folds, validate_cluster_folds
 from fanfit.dml.interop import import_doubleml
 from fanfit.learners import LearnerSpec, as_learner_spec
@@ -413,7 +416,7 @@ def _where(values: np.ndarray, keep: np.ndarray) -> np.ndarray:
     return out
 
 
-class DoubleMLPLR(_OnStack, _doubleml.DoubleMLPLR):  # type: ignore[misc]
+class DoubleMLPLR(HeterogeneityMethods, _OnStack, _doubleml.DoubleMLPLR):  # type: ignore[misc]
     """DoubleML's partially linear regression model, fitted on a fanfit stack.
 
     Parameters as ``doubleml.DoubleMLPLR`` (0.11): ``obj_dml_data, ml_l, ml_m, ml_g=None,
@@ -512,7 +515,9 @@ class _PropensityOptions:
         }
 
 
-class DoubleMLIRM(_PropensityOptions, _OnStack, _doubleml.DoubleMLIRM):  # type: ignore[misc]
+class DoubleMLIRM(  # type: ignore[misc]
+    HeterogeneityMethods, PolicyTreeMethod, _PropensityOptions, _OnStack, _doubleml.DoubleMLIRM
+):
     """DoubleML's interactive regression model, fitted on a fanfit stack.
 
     Parameters as ``doubleml.DoubleMLIRM`` (0.11): ``obj_dml_data, ml_g, ml_m, n_folds=5, n_rep=1,
