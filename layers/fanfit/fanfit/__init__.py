@@ -16,6 +16,8 @@ __version__ = "0.1.0"
 #: import DoubleML and pandas, which ``import fanfit`` (and the Lambda layer) never loads.
 _DOUBLEML_NAMES = (
     "DoubleMLAPO",
+    "DoubleMLDID",
+    "DoubleMLDIDCS",
     "DoubleMLIIVM",
     "DoubleMLIRM",
     "DoubleMLPLIV",
@@ -26,6 +28,8 @@ _DOUBLEML_NAMES = (
 __all__ = [
     "Client",
     "DoubleMLAPO",
+    "DoubleMLDID",
+    "DoubleMLDIDCS",
     "DoubleMLIIVM",
     "DoubleMLIRM",
     "DoubleMLPLIV",
