@@ -93,3 +93,32 @@ def test_apo_weights_are_refused_by_name() -> None:
             _data(), LinearRegression(), LogisticRegression(), treatment_level=1,
             weights=np.ones(300),
         )  # fmt: skip
+
+
+def test_apos_fits_one_apo_job_per_level_and_equals_doubleml() -> None:
+    # GIVEN fanfit's and DoubleML's DoubleMLAPOS over three levels, same data, learners and seed
+    data = _data()
+    args = (data, LinearRegression(), LogisticRegression(), [0, 1, 2])
+    np.random.seed(5)
+    ours = fanfit.DoubleMLAPOS(*args, n_folds=2, n_rep=2)
+    np.random.seed(5)
+    theirs = dml.DoubleMLAPOS(*args, n_folds=2, n_rep=2)
+    client = FakeClient()
+    # WHEN fanfit's is fitted on the fake stack and DoubleML's in-process
+    ours.fit(client=client)
+    theirs.fit()
+    # THEN one apo job per level was submitted, all on DoubleML's sample splitting
+    assert [o["treatment_level"] for o in client.submitted] == [0.0, 1.0, 2.0]
+    assert all(o["model"] == "apo" for o in client.submitted)
+    # AND coef, se, the bootstrap and the causal contrasts are DoubleML's
+    np.testing.assert_allclose(ours.coef, theirs.coef, rtol=RTOL)
+    np.testing.assert_allclose(ours.se, theirs.se, rtol=RTOL)
+    np.random.seed(3)
+    ours.bootstrap(n_rep_boot=100)
+    np.random.seed(3)
+    theirs.bootstrap(n_rep_boot=100)
+    np.testing.assert_allclose(ours.confint(joint=True), theirs.confint(joint=True), rtol=RTOL)
+    ours_acc, theirs_acc = ours.causal_contrast(0), theirs.causal_contrast(0)
+    assert list(ours_acc.treatment_names) == ["1 vs 0", "2 vs 0"]
+    np.testing.assert_allclose(ours_acc.thetas, theirs_acc.thetas, rtol=RTOL)
+    np.testing.assert_allclose(ours_acc.ses, theirs_acc.ses, rtol=RTOL)

@@ -16,6 +16,7 @@ __version__ = "0.1.0"
 #: import DoubleML and pandas, which ``import fanfit`` (and the Lambda layer) never loads.
 _DOUBLEML_NAMES = (
     "DoubleMLAPO",
+    "DoubleMLAPOS",
     "DoubleMLDID",
     "DoubleMLDIDCS",
     "DoubleMLIIVM",
@@ -27,13 +28,6 @@ _DOUBLEML_NAMES = (
 
 __all__ = [
     "Client",
-    "DoubleMLAPO",
-    "DoubleMLDID",
-    "DoubleMLDIDCS",
-    "DoubleMLIIVM",
-    "DoubleMLIRM",
-    "DoubleMLPLIV",
-    "DoubleMLPLR",
     "FanfitError",
     "InvalidDataError",
     "InvalidFoldsError",
@@ -42,7 +36,7 @@ __all__ = [
     "JobFailedError",
     "StackError",
     "__version__",
-    "from_doubleml",
+    *_DOUBLEML_NAMES,
 ]
 
 
