@@ -28,6 +28,7 @@ from fanfit.dml import (
 )
 from fanfit.dml.interop import to_doubleml
 from fanfit.dml.models import REGISTRY
+from fanfit.dml.overlap import propensity_overlap
 from fanfit.errors import InvalidDataError, InvalidJobError
 
 pytestmark = pytest.mark.filterwarnings(
@@ -89,6 +90,12 @@ def _doubleml(spec: DMLSpec, df: pd.DataFrame, folds: np.ndarray):
     return obj
 
 
+def _assert_estimates(result, obj, rtol: float) -> None:
+    """coef, se and the per-repetition ones of a fanfit result equal the DoubleML object's."""
+    for name in ("coef", "se", "all_coef", "all_se"):
+        np.testing.assert_allclose(getattr(result, name), getattr(obj, name), rtol=rtol, atol=0)
+
+
 @pytest.mark.parametrize("model", ["did", "didcs"])
 @pytest.mark.parametrize(("score", "normalization"), CASES)
 def test_did_scores_and_estimate_equal_doubleml(model, score, normalization) -> None:
@@ -100,23 +107,23 @@ def test_did_scores_and_estimate_equal_doubleml(model, score, normalization) -> 
     obj = _doubleml(spec, df, folds)
     preds = {k: np.asarray(obj.predictions[k], dtype=np.float64) for k in prediction_keys(spec)}
     # WHEN fanfit computes the score elements from DoubleML's predictions and aggregates them
-    for i_rep in range(spec.n_rep):
-        psi_a, psi_b = score_elements(spec, data, preds, i_rep, 0)
-        # THEN they are DoubleML's at 1e-12
-        np.testing.assert_allclose(psi_a, obj.psi_elements["psi_a"][:, i_rep, 0], rtol=1e-12)
-        np.testing.assert_allclose(psi_b, obj.psi_elements["psi_b"][:, i_rep, 0], rtol=1e-12)
-    result = aggregate(spec, data, folds, preds)
-    for name in ("coef", "se", "all_coef", "all_se"):
-        np.testing.assert_allclose(getattr(result, name), getattr(obj, name), rtol=1e-12, atol=0)
-    # AND fanfit's own fits (unit by unit) give DoubleML's predictions and estimate
+    psi = [score_elements(spec, data, preds, i_rep, 0) for i_rep in range(spec.n_rep)]
+    # THEN they are DoubleML's at 1e-12 (psi_elements: (n_obs, n_rep, n_treat))
+    for j, name in enumerate(("psi_a", "psi_b")):
+        ours_psi = np.stack([p[j] for p in psi], axis=1)
+        np.testing.assert_allclose(ours_psi, obj.psi_elements[name][:, :, 0], rtol=1e-12)
+    _assert_estimates(aggregate(spec, data, folds, preds), obj, 1e-12)
+    # AND fanfit's own fits (unit by unit) give DoubleML's predictions (DoubleML stores the
+    # propensities clipped) and estimate
     own = estimate_in_process(spec, data, folds)
+    clip = {"ml_m": (spec.trimming_threshold, 1 - spec.trimming_threshold)}
     for key in prediction_keys(spec):
-        ours = own.predictions[key]
-        if key == "ml_m":  # DoubleML stores the propensities clipped
-            ours = np.clip(ours, spec.trimming_threshold, 1 - spec.trimming_threshold)
+        ours = np.clip(own.predictions[key], *clip.get(key, (-np.inf, np.inf)))
         np.testing.assert_allclose(ours, obj.predictions[key], rtol=1e-9, atol=1e-12, err_msg=key)
-    for name in ("coef", "se", "all_coef", "all_se"):
-        np.testing.assert_allclose(getattr(own, name), getattr(obj, name), rtol=1e-9, atol=0)
+    _assert_estimates(own, obj, 1e-9)
+    # AND the overlap report has the propensity of the observational score only
+    overlap = propensity_overlap(spec, data, own.predictions)
+    assert (overlap is None) == (score == "experimental")
     # AND DoubleML refitted on fanfit's predictions (to_doubleml) agrees
     back = to_doubleml(spec, data, folds, own.predictions)
     np.testing.assert_allclose(back.coef, own.coef, rtol=1e-12)

@@ -695,7 +695,14 @@ def _did_data(obj_dml_data: Any, t_required: bool, **columns: Any) -> Any:
 
 
 class _DIDOptions:
-    """DoubleMLDID's and DoubleMLDIDCS's options on the stack: clipping and normalization."""
+    """DoubleMLDID's and DoubleMLDIDCS's construction and options on the stack: clipping and
+    normalization."""
+
+    def _fanfit_build(self, data: Any, ml_g: Any, ml_m: Any, *args: Any) -> None:
+        """DoubleML's constructor on checked data and learners; ``args`` from ``n_folds`` on."""
+        _check_arguments(data, args[2])
+        super().__init__(data, _estimator("ml_g", ml_g), _estimator("ml_m", ml_m), *args)  # type: ignore[call-arg]
+        self._fanfit_check_learners()  # type: ignore[attr-defined]
 
     def _fanfit_model_options(self) -> dict[str, Any]:
         return {
@@ -732,12 +739,8 @@ class DoubleMLDID(_DIDOptions, _OnStack, _doubleml.DoubleMLDID):  # type: ignore
         y_col: Any = None, d_cols: Any = None, x_cols: Any = None,
     ) -> None:  # fmt: skip
         data = _did_data(obj_dml_data, False, y_col=y_col, d_cols=d_cols, x_cols=x_cols)
-        _check_arguments(data, score)
-        super().__init__(
-            data, _estimator("ml_g", ml_g), _estimator("ml_m", ml_m), n_folds, n_rep, score,
-            in_sample_normalization, clipping_threshold, draw_sample_splitting,
-        )  # fmt: skip
-        self._fanfit_check_learners()
+        self._fanfit_build(data, ml_g, ml_m, n_folds, n_rep, score, in_sample_normalization,
+                           clipping_threshold, draw_sample_splitting)  # fmt: skip
 
     def _fanfit_targets(self, y, d, z, preds):  # type: ignore[no-untyped-def]
         out = {"ml_g0": _where(y, d == 0), "ml_g1": _where(y, d == 1)}
@@ -773,12 +776,8 @@ class DoubleMLDIDCS(_DIDOptions, _OnStack, _doubleml.DoubleMLDIDCS):  # type: ig
     ) -> None:  # fmt: skip
         columns = {"y_col": y_col, "d_cols": d_cols, "x_cols": x_cols, "t_col": t_col}
         data = _did_data(obj_dml_data, True, **columns)
-        _check_arguments(data, score)
-        super().__init__(
-            data, _estimator("ml_g", ml_g), _estimator("ml_m", ml_m), n_folds, n_rep, score,
-            in_sample_normalization, clipping_threshold, draw_sample_splitting,
-        )  # fmt: skip
-        self._fanfit_check_learners()
+        self._fanfit_build(data, ml_g, ml_m, n_folds, n_rep, score, in_sample_normalization,
+                           clipping_threshold, draw_sample_splitting)  # fmt: skip
 
     def _fanfit_model_options(self) -> dict[str, Any]:
         return super()._fanfit_model_options() | {"t": self._dml_data.t_col}

@@ -617,6 +617,20 @@ def _pliv_theta(spec: DMLSpec, data: DMLData, p: Preds, i_treat: int) -> float:
 # --------------------------------------------------------------------------- the registry
 _IV_TYPE_G = "E[Y - D theta|X] (IV-type score)"
 
+#: What DoubleMLDID and DoubleMLDIDCS declare alike: scores, learners, the clipped propensity
+#: (DoubleML's ``clipping_threshold``), ``in_sample_normalization`` and DoubleMLDIDData.
+_DID_COMMON: dict[str, Any] = {
+    "scores": ("observational", "experimental"),
+    "roles": {"ml_g": "either", "ml_m": "classifier"},
+    "clipped": ("ml_m",),
+    "propensity_group": "d",
+    "doubleml_learners": ("ml_g",),
+    "doubleml_optional": ("ml_m",),
+    "options": ("in_sample_normalization",),
+    "doubleml_data": "DoubleMLDIDData",
+    "clipping_keyword": "clipping_threshold",
+}
+
 #: Every model fanfit runs, by ``spec.model``.
 REGISTRY: dict[str, ModelDef] = {
     m.name: m
@@ -704,40 +718,24 @@ REGISTRY: dict[str, ModelDef] = {
         ModelDef(
             name="did",
             doubleml_class="DoubleMLDID",
-            scores=("observational", "experimental"),
-            roles={"ml_g": "either", "ml_m": "classifier"},
             purposes={"ml_g": "E[Y1 - Y0|D,X]", "ml_m": "P(D=1|X)"},
             nuisances=_did_nuisances,
             score_elements=_did_score,
             check_spec=_check_did,
             binary=("d",),
-            clipped=("ml_m",),
-            propensity_group="d",
-            doubleml_learners=("ml_g",),
-            doubleml_optional=("ml_m",),
-            options=("in_sample_normalization",),
-            doubleml_data="DoubleMLDIDData",
-            clipping_keyword="clipping_threshold",
+            **_DID_COMMON,
         ),
         ModelDef(
             name="didcs",
             doubleml_class="DoubleMLDIDCS",
-            scores=("observational", "experimental"),
-            roles={"ml_g": "either", "ml_m": "classifier"},
             purposes={"ml_g": "E[Y|D,T,X]", "ml_m": "P(D=1|X)"},
             nuisances=_didcs_nuisances,
             score_elements=_didcs_score,
             check_spec=_check_didcs,
             binary=("d", "t"),
             check_data=_data_didcs,
-            clipped=("ml_m",),
-            propensity_group="d",
-            doubleml_learners=("ml_g",),
-            doubleml_optional=("ml_m",),
-            options=("in_sample_normalization",),
-            doubleml_data="DoubleMLDIDData",
             data_options={"t_col": "t_col"},
-            clipping_keyword="clipping_threshold",
+            **_DID_COMMON,
         ),
     )
 }
