@@ -13,6 +13,7 @@ import numpy as np
 from fanfit import dml, errors, storage
 from fanfit.client.data import check_header_columns, in_place_uri, read_table, to_matrix
 from fanfit.client.options import EstimateOptions
+from fanfit.dml.models import model_def
 from fanfit.jobs.documents import DataSource
 
 __all__ = [
@@ -108,7 +109,7 @@ class CheckedEstimate:
             "normalize_ipw": spec.normalize_ipw,
             "subgroups": (
                 {"always_takers": spec.always_takers, "never_takers": spec.never_takers}
-                if spec.model == "iivm"
+                if "subgroups" in model_def(spec.model).options
                 else None
             ),
             "treatment_level": spec.treatment_level,

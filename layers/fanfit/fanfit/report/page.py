@@ -11,6 +11,7 @@ from typing import Any
 
 from matplotlib.figure import Figure
 
+from fanfit.dml.models import REGISTRY
 from fanfit.errors import InvalidJobError
 from fanfit.jobs.documents.estimate import ShardStats
 from fanfit.report.figures import (
@@ -120,9 +121,13 @@ def _job_section(r: EstimateReportInput) -> str:
         ["seed", str(spec.seed)],
         ["n_folds x n_rep", f"{spec.n_folds} x {spec.n_rep}"],
     ]
-    if r.model in ("irm", "iivm"):
+    mdef = REGISTRY.get(r.model)
+    if mdef is not None and mdef.ipw_options:
         rows.append(["trimming_threshold", spec.trimming_threshold])
         rows.append(["normalize_ipw", spec.normalize_ipw])
+    for option in mdef.options if mdef is not None else ():
+        if getattr(spec, option, None) is not None:
+            rows.append([option, str(getattr(spec, option))])
     rows += [[name, _learner_text(v)] for name, v in sorted(spec.learners.items())]
     return _table(["option", "value"], rows)
 
