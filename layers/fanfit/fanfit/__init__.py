@@ -17,6 +17,8 @@ __version__ = "0.1.0"
 _DOUBLEML_NAMES = (
     "DoubleMLAPO",
     "DoubleMLAPOS",
+    "DoubleMLDID",
+    "DoubleMLDIDCS",
     "DoubleMLIIVM",
     "DoubleMLIRM",
     "DoubleMLPLIV",

@@ -116,10 +116,13 @@ _TYPES: dict[str, type] = {"int": int, "float": float}
 def add_options(p: argparse.ArgumentParser, infos: Sequence[OptionInfo]) -> None:
     """One flag per option of an options model (:class:`fanfit.client.options.EstimateOptions`,
     :class:`~fanfit.client.options.TrainOptions`): its spelling, type, default, choices, metavar
-    and help; a ``'bool'`` option is a flag without a value."""
+    and help; a ``'bool'`` option is a flag without a value (``--x``, or ``--x``/``--no-x``
+    when its default is None: unset, the model's default applies)."""
     for info in infos:
         kwargs: dict[str, Any] = {"dest": info.name, "help": info.help}
-        if info.kind == "bool":
+        if info.kind == "bool" and info.default is None:
+            kwargs.update(action=argparse.BooleanOptionalAction, default=None)
+        elif info.kind == "bool":
             kwargs["action"] = "store_true"
         elif info.required:
             kwargs["required"] = True

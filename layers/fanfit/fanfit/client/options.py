@@ -363,6 +363,12 @@ class EstimateOptions(_Options):
     treatment_level : float, optional
         apo: DoubleMLAPO's ``treatment_level``, the value of the treatment column whose average
         potential outcome is estimated (required for apo, refused for the other models).
+    t : str, optional
+        didcs: the binary time column, 0 before and 1 after the treatment (DoubleML's ``t_col``;
+        required for didcs, refused for the other models).
+    in_sample_normalization : bool, optional
+        did, didcs: DoubleML's ``in_sample_normalization`` (None: its default True); the command
+        line's ``--no-in-sample-normalization`` sets it false.
     boot_method : {'normal', 'Bayes', 'wild'}, optional
         Multiplier bootstrap of the joint confidence intervals.
     n_rep_boot : int
@@ -428,6 +434,15 @@ class EstimateOptions(_Options):
         None,
         kind="float",
         help="apo: the treatment value whose average potential outcome is estimated",
+    )
+    t: str | None = _option(
+        None, help="didcs: the binary time column (0 before, 1 after; DoubleML's t_col)"
+    )
+    in_sample_normalization: bool | None = _option(
+        None,
+        kind="bool",
+        help="did, didcs: normalized (Hajek) weights, DoubleML's default; "
+        "--no-in-sample-normalization for the unnormalized ones",
     )
     boot_method: str | None = _option(None, choices=("normal", "Bayes", "wild"))
     n_rep_boot: int = _option(500, kind="int")
@@ -506,6 +521,7 @@ class EstimateOptions(_Options):
             return self
         taken = {self.y, *_as_list(self.d), *_as_list(self.z)}
         taken.update(_as_list(getattr(self, "cluster_cols", None)))
+        taken.update(_as_list(getattr(self, "t", None)))
         x = [str(c) for c in columns if str(c) not in taken]
         if not x:
             raise InvalidJobError(
@@ -528,6 +544,7 @@ class EstimateOptions(_Options):
             n_rep_boot=self.n_rep_boot, cluster_cols=self.cluster_cols,
             normalize_ipw=self.normalize_ipw, subgroups=self.subgroups,
             treatment_level=self.treatment_level,
+            t=self.t, in_sample_normalization=self.in_sample_normalization,
         )  # fmt: skip
 
     def check(self) -> tuple[dml.DMLSpec, list[str], float]:
@@ -644,6 +661,8 @@ def build_spec(
     normalize_ipw: bool = False,
     subgroups: str | Mapping[str, Any] | None = None,
     treatment_level: float | None = None,
+    t: str | None = None,
+    in_sample_normalization: bool | None = None,
 ) -> tuple[dml.DMLSpec, list[str]]:
     """Build and validate a :class:`fanfit.dml.DMLSpec` from user options.
 
@@ -682,6 +701,11 @@ def build_spec(
     check_columns("cluster_cols", cluster_cols, optional=True)
     if not isinstance(normalize_ipw, bool):
         raise InvalidJobError(f"normalize_ipw must be True or False, got {_shown(normalize_ipw)}")
+    check_str("t", t, optional=True)
+    if in_sample_normalization is not None and not isinstance(in_sample_normalization, bool):
+        raise InvalidJobError(
+            f"in_sample_normalization must be True or False, got {_shown(in_sample_normalization)}"
+        )
     model = str(model).lower()
     spec = dml.DMLSpec(
         model=model,
@@ -701,6 +725,8 @@ def build_spec(
         normalize_ipw=normalize_ipw,
         subgroups=parse_subgroups(subgroups),
         treatment_level=None if treatment_level is None else float(treatment_level),
+        t_col=t,
+        in_sample_normalization=in_sample_normalization,
     )
     spec.validate()
     columns = list(spec.used_cols)

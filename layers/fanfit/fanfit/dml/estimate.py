@@ -60,7 +60,8 @@ def score_elements(
     mdef = model_def(spec.model)
     p = {k: preds[k][:, i_rep, i_treat] for k in prediction_keys(spec) if k in preds}
     for key in mdef.clipped:
-        p[key] = clip_propensity(p[key], spec.trimming_threshold)
+        if key in p:  # a score without the propensity (DID 'experimental') has no such key
+            p[key] = clip_propensity(p[key], spec.trimming_threshold)
     return mdef.score_elements(spec, data, p, i_treat)
 
 

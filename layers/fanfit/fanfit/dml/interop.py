@@ -191,6 +191,8 @@ def _data_frame(spec: DMLSpec, data: DMLData) -> Any:
         cols.update({c: data.z[:, j] for j, c in enumerate(spec.z_cols)})
     if data.cluster_vars is not None:
         cols.update({c: data.cluster_vars[:, j] for j, c in enumerate(spec.cluster_cols)})
+    if data.t is not None and spec.t_col is not None:
+        cols[spec.t_col] = data.t
     return pd.DataFrame(cols)
 
 
@@ -285,13 +287,17 @@ def to_doubleml(
     else:
         external = external_predictions(spec, predictions)
 
-    obj_data = dml_pkg.DoubleMLData(
+    mdef = model_def(spec.model)
+    data_kwargs = {kw: getattr(spec, opt) for opt, kw in mdef.data_options.items()}
+    if spec.cluster_cols:
+        data_kwargs["cluster_cols"] = list(spec.cluster_cols)
+    obj_data = getattr(dml_pkg, mdef.doubleml_data)(
         _data_frame(spec, data),
         spec.y_col,
         list(spec.d_cols),
         x_cols=list(spec.x_cols),
         z_cols=list(spec.z_cols) or None,
-        cluster_cols=list(spec.cluster_cols) or None,
+        **data_kwargs,
     )
     learners = {k: v.build() for k, v in spec.learners.items()}
     common: dict[str, Any] = {
@@ -300,7 +306,8 @@ def to_doubleml(
         "score": spec.score,
         "draw_sample_splitting": False,
     }
-    mdef = model_def(spec.model)
+    if mdef.clipping_keyword is not None:
+        common[mdef.clipping_keyword] = spec.trimming_threshold
     if mdef.ipw_options:
         from doubleml.utils import PSProcessorConfig
 

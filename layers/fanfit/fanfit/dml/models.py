@@ -28,7 +28,7 @@ from __future__ import annotations
 
 import numbers
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
@@ -42,6 +42,7 @@ from fanfit.dml.scores import (
     plr_score_elements,
     plr_theta_initial,
 )
+from fanfit.dml.scores_did import did_cs_score_elements, did_score_elements
 from fanfit.errors import InvalidDataError, InvalidJobError, OneSidedNoncomplianceError
 
 # The spec and the data are typed loosely here: fanfit.dml.spec and fanfit.dml.data import this
@@ -59,6 +60,7 @@ __all__ = [
     "column",
     "column_label",
     "model_def",
+    "row_mask",
 ]
 
 #: Target of ``ml_g`` under PLR/PLIV ``'IV-type'``: :math:`Y - \tilde\theta D`.
@@ -89,6 +91,10 @@ class Nuisance:
         treatment column first, then ``'x'``: APO's ``ml_g_d_lvl0``).
     stage : int
         0, or 1 for fits that need :attr:`ModelDef.theta_initial` of stage 0.
+    also : tuple of (str, float)
+        Further ``(column, value)`` conditions on the training sample, all of which must hold
+        with ``rows`` (DIDCS's ``ml_g_d0_t1``: ``rows=('d', 0.0), also=(('t', 1.0),)``);
+        :func:`row_mask` combines them.
     """
 
     key: str
@@ -97,6 +103,7 @@ class Nuisance:
     rows: tuple[str, float] | None = None
     features: str = "x"
     stage: int = 0
+    also: tuple[tuple[str, float], ...] = ()
 
 
 @dataclass(frozen=True)
@@ -145,6 +152,14 @@ class ModelDef:
         to DoubleML's constructor by name.
     ipw_options : bool
         Whether the model takes ``normalize_ipw`` and ``ps_processor_config``.
+    doubleml_data : str
+        DoubleML's data class the model takes (``'DoubleMLData'``; DID: ``'DoubleMLDIDData'``).
+    data_options : dict of str to str
+        Spec options that name a further data column, by the data class's keyword
+        (``{'t_col': 't_col'}``: DIDCS's time indicator); None when unset.
+    clipping_keyword : str or None
+        The constructor keyword that takes ``spec.trimming_threshold`` when the model clips its
+        propensity without ``ps_processor_config`` (DID: ``'clipping_threshold'``).
     """
 
     name: str
@@ -164,6 +179,9 @@ class ModelDef:
     doubleml_optional: tuple[str, ...] = ()
     options: tuple[str, ...] = ()
     ipw_options: bool = False
+    doubleml_data: str = "DoubleMLData"
+    data_options: Mapping[str, str] = field(default_factory=dict)
+    clipping_keyword: str | None = None
 
     @property
     def default_score(self) -> str:
@@ -201,6 +219,10 @@ def column(spec: DMLSpec, data: DMLData, name: str, i_treat: int) -> np.ndarray:
         return data.d[:, i_treat]
     if name == "treated":
         return (data.d[:, i_treat] == spec.treatment_level).astype(np.float64)
+    if name == "t":
+        if data.t is None:
+            raise InvalidDataError(f"Model {spec.model!r} needs a time column (t_col).")
+        return data.t
     if name == "z" or name.startswith("z:"):
         if data.z is None:
             raise InvalidDataError(f"Model {spec.model!r} needs instrument data (z).")
@@ -218,7 +240,26 @@ def column_label(spec: DMLSpec, name: str) -> str:
         return name[2:]
     if name == "treated":
         return f"{spec.d_cols[0]} == {spec.treatment_level:g}"
+    if name == "t":
+        return str(spec.t_col)
     return spec.y_col
+
+
+def row_mask(spec: DMLSpec, data: DMLData, fit: Nuisance, i_treat: int) -> np.ndarray | None:
+    """The rows a nuisance is fitted and evaluated on: every condition of ``fit.rows`` and
+    ``fit.also`` (:func:`column` equal to the value), or None for all rows.
+
+    Returns
+    -------
+    numpy.ndarray of bool, shape (n_obs,), or None
+    """
+    conditions = ((fit.rows,) if fit.rows is not None else ()) + fit.also
+    if not conditions:
+        return None
+    mask = np.ones(data.n_obs, dtype=bool)
+    for name, level in conditions:
+        mask &= column(spec, data, name, i_treat) == level
+    return mask
 
 
 # --------------------------------------------------------------------------- checks
@@ -282,6 +323,20 @@ def _check_apo(spec: DMLSpec) -> None:
         raise InvalidJobError(f"treatment_level must be a finite number, got {level!r}.")
 
 
+def _check_did(spec: DMLSpec) -> None:
+    _one_treatment(spec, "binary ")
+    _no_instruments(spec, "iivm")
+
+
+def _check_didcs(spec: DMLSpec) -> None:
+    _check_did(spec)
+    if spec.t_col is None:
+        raise InvalidJobError(
+            "Model 'didcs' needs t_col, the binary time column (0 before, 1 after the treatment; "
+            "DoubleML's t_col; CLI: --t t)."
+        )
+
+
 def require_binary(
     col: str, values: np.ndarray, why: str, error: type[InvalidJobError] = InvalidDataError
 ) -> None:
@@ -339,6 +394,19 @@ def _data_apo(spec: DMLSpec, data: DMLData) -> None:
             f"treatment_level={spec.treatment_level:g}: every row of {spec.d_cols[0]!r} has that "
             "value, so ml_g_d_lvl0 has no rows to fit; choose another level."
         )
+
+
+def _data_didcs(spec: DMLSpec, data: DMLData) -> None:
+    d, t = column(spec, data, "d", 0), column(spec, data, "t", 0)
+    for a in (0.0, 1.0):
+        for b in (0.0, 1.0):
+            n_cell = int(np.sum((d == a) & (t == b)))
+            if n_cell < 2:
+                raise InvalidDataError(
+                    f"Model 'didcs' fits ml_g on each group and period, but {n_cell} row(s) have "
+                    f"{spec.d_cols[0]} == {a:g} and {spec.t_col} == {b:g} (t_col); every "
+                    "combination of treatment group and period needs rows."
+                )
 
 
 def check_noncompliance(spec: DMLSpec, d: np.ndarray, z: np.ndarray) -> None:
@@ -435,6 +503,30 @@ def _apo_nuisances(spec: DMLSpec) -> tuple[Nuisance, ...]:
     )
 
 
+def _did_nuisances(spec: DMLSpec) -> tuple[Nuisance, ...]:
+    # DoubleML 0.11.4 did/did.py _nuisance_est (fanfit.dml.scores_did.did_learners): ml_g0 and
+    # ml_g1 on the rows with d == 0 / d == 1 for both scores, ml_m on all rows (observational)
+    out = [
+        Nuisance("ml_g0", "ml_g", "y", rows=("d", 0.0)),
+        Nuisance("ml_g1", "ml_g", "y", rows=("d", 1.0)),
+    ]
+    if spec.score == "observational":
+        out.append(Nuisance("ml_m", "ml_m", "d"))
+    return tuple(out)
+
+
+def _didcs_nuisances(spec: DMLSpec) -> tuple[Nuisance, ...]:
+    # DoubleML 0.11.4 did/did_cs.py _nuisance_est (fanfit.dml.scores_did.did_cs_learners):
+    # ml_g_d{a}_t{b} on the rows with d == a and t == b, ml_m on all rows (observational)
+    out = [
+        Nuisance(f"ml_g_d{a}_t{b}", "ml_g", "y", rows=("d", float(a)), also=(("t", float(b)),))
+        for a, b in ((0, 0), (0, 1), (1, 0), (1, 1))
+    ]
+    if spec.score == "observational":
+        out.append(Nuisance("ml_m", "ml_m", "d"))
+    return tuple(out)
+
+
 # --------------------------------------------------------------------------- scores
 def _plr_score(
     spec: DMLSpec, data: DMLData, p: Preds, i_treat: int
@@ -489,6 +581,30 @@ def _apo_score(
     return apo_score_elements(data.y, treated, p["ml_g_d_lvl1"], p["ml_m"], spec.normalize_ipw)
 
 
+def _in_sample_normalization(spec: DMLSpec) -> bool:
+    return spec.in_sample_normalization is not False  # DoubleML's default True
+
+
+def _did_score(
+    spec: DMLSpec, data: DMLData, p: Preds, i_treat: int
+) -> tuple[np.ndarray, np.ndarray]:
+    return did_score_elements(
+        data.y, data.d[:, i_treat], p["ml_g0"], p["ml_g1"], p.get("ml_m"), spec.score,
+        _in_sample_normalization(spec), spec.trimming_threshold,
+    )  # fmt: skip
+
+
+def _didcs_score(
+    spec: DMLSpec, data: DMLData, p: Preds, i_treat: int
+) -> tuple[np.ndarray, np.ndarray]:
+    t = column(spec, data, "t", i_treat)
+    return did_cs_score_elements(
+        data.y, data.d[:, i_treat], t, p["ml_g_d0_t0"], p["ml_g_d0_t1"], p["ml_g_d1_t0"],
+        p["ml_g_d1_t1"], p.get("ml_m"), spec.score,
+        _in_sample_normalization(spec), spec.trimming_threshold,
+    )  # fmt: skip
+
+
 def _plr_theta(spec: DMLSpec, data: DMLData, p: Preds, i_treat: int) -> float:
     return plr_theta_initial(data.y, data.d[:, i_treat], p["ml_l"], p["ml_m"])
 
@@ -500,6 +616,20 @@ def _pliv_theta(spec: DMLSpec, data: DMLData, p: Preds, i_treat: int) -> float:
 
 # --------------------------------------------------------------------------- the registry
 _IV_TYPE_G = "E[Y - D theta|X] (IV-type score)"
+
+#: What DoubleMLDID and DoubleMLDIDCS declare alike: scores, learners, the clipped propensity
+#: (DoubleML's ``clipping_threshold``), ``in_sample_normalization`` and DoubleMLDIDData.
+_DID_COMMON: dict[str, Any] = {
+    "scores": ("observational", "experimental"),
+    "roles": {"ml_g": "either", "ml_m": "classifier"},
+    "clipped": ("ml_m",),
+    "propensity_group": "d",
+    "doubleml_learners": ("ml_g",),
+    "doubleml_optional": ("ml_m",),
+    "options": ("in_sample_normalization",),
+    "doubleml_data": "DoubleMLDIDData",
+    "clipping_keyword": "clipping_threshold",
+}
 
 #: Every model fanfit runs, by ``spec.model``.
 REGISTRY: dict[str, ModelDef] = {
@@ -584,6 +714,28 @@ REGISTRY: dict[str, ModelDef] = {
             doubleml_learners=("ml_g", "ml_m"),
             options=("treatment_level",),
             ipw_options=True,
+        ),
+        ModelDef(
+            name="did",
+            doubleml_class="DoubleMLDID",
+            purposes={"ml_g": "E[Y1 - Y0|D,X]", "ml_m": "P(D=1|X)"},
+            nuisances=_did_nuisances,
+            score_elements=_did_score,
+            check_spec=_check_did,
+            binary=("d",),
+            **_DID_COMMON,
+        ),
+        ModelDef(
+            name="didcs",
+            doubleml_class="DoubleMLDIDCS",
+            purposes={"ml_g": "E[Y|D,T,X]", "ml_m": "P(D=1|X)"},
+            nuisances=_didcs_nuisances,
+            score_elements=_didcs_score,
+            check_spec=_check_didcs,
+            binary=("d", "t"),
+            check_data=_data_didcs,
+            data_options={"t_col": "t_col"},
+            **_DID_COMMON,
         ),
     )
 }

@@ -47,7 +47,8 @@ def propensity_overlap(
     Returns
     -------
     dict or None
-        None for PLR and PLIV (no propensity score). Else JSON-safe: ``variable`` (the treatment
+        None for PLR and PLIV (no propensity score) and for a score that fits none (DID and
+        DIDCS ``'experimental'``). Else JSON-safe: ``variable`` (the treatment
         or instrument column), ``bin_edges`` (``n_bins + 1`` floats), ``counts`` (``"0"`` and
         ``"1"`` -> ``n_rep`` lists of ``n_bins`` ints: rows of that group per bin, per repetition),
         ``trimming_threshold``.
@@ -59,9 +60,10 @@ def propensity_overlap(
     InvalidDataError
         IIVM without instrument data.
     """
-    group_col = model_def(spec.model).propensity_group
-    if group_col is None:
-        return None
+    mdef = model_def(spec.model)
+    group_col = mdef.propensity_group
+    if group_col is None or all(n.key != "ml_m" for n in mdef.nuisances(spec)):
+        return None  # no propensity, or a score without it (DID 'experimental')
     if "ml_m" not in preds:
         raise InvalidJobError("Propensity overlap needs the 'ml_m' predictions; they are missing.")
     m_hat = np.asarray(preds["ml_m"], dtype=np.float64)

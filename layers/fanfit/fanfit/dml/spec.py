@@ -205,6 +205,12 @@ class DMLSpec:
     treatment_level : float or None
         APO only (DoubleMLAPO's ``treatment_level``): the value of the treatment column whose
         average potential outcome is estimated.
+    t_col : str or None
+        DIDCS only (DoubleML's ``DoubleMLDIDData(t_col=...)``): the binary time column, 0 before
+        and 1 after the treatment (repeated cross-sections).
+    in_sample_normalization : bool or None
+        DID and DIDCS only (DoubleML's ``in_sample_normalization``): Hajek-normalized weights;
+        None means DoubleML's default True.
     """
 
     model: str
@@ -224,6 +230,8 @@ class DMLSpec:
     cluster_cols: tuple[str, ...] = ()
     subgroups: dict[str, bool] | None = None
     treatment_level: float | None = None
+    t_col: str | None = None
+    in_sample_normalization: bool | None = None
 
     def __post_init__(self) -> None:
         for name in ("d_cols", "x_cols", "z_cols", "cluster_cols"):
@@ -243,7 +251,17 @@ class DMLSpec:
     @property
     def used_cols(self) -> tuple[str, ...]:
         """All columns the estimate reads: y, d, x, z, then the cluster columns (in that order)."""
-        return (self.y_col, *self.d_cols, *self.x_cols, *self.z_cols, *self.cluster_cols)
+        return (
+            self.y_col, *self.d_cols, *self.x_cols, *self.z_cols, *self.cluster_cols,
+            *self.extra_cols,
+        )  # fmt: skip
+
+    @property
+    def extra_cols(self) -> tuple[str, ...]:
+        """The further data columns the model's ``data_options`` name (DIDCS: ``t_col``)."""
+        mdef = REGISTRY.get(self.model) if isinstance(self.model, str) else None
+        options = mdef.data_options if mdef is not None else ()
+        return tuple(getattr(self, o) for o in options if getattr(self, o, None) is not None)
 
     @property
     def n_cross_folds(self) -> int:
@@ -319,7 +337,10 @@ class DMLSpec:
             "x_cols": self.x_cols,
             "z_cols": self.z_cols,
             "cluster_cols": self.cluster_cols,
+            "t_col": (self.t_col,) if isinstance(self.t_col, str) else (),
         }
+        if self.t_col is not None and (not isinstance(self.t_col, str) or not self.t_col):
+            raise InvalidJobError(f"t_col must be a non-empty column name, got {self.t_col!r}.")
         names = list(roles)
         for i, a in enumerate(names):
             for b in names[i + 1 :]:
@@ -351,15 +372,27 @@ class DMLSpec:
             )
 
     def _validate_model_options(self) -> None:
-        own = model_def(self.model).options
-        for option in ("subgroups", "treatment_level"):
+        mdef = model_def(self.model)
+        own = (*mdef.options, *mdef.data_options)
+        for option in ("subgroups", "treatment_level", "t_col", "in_sample_normalization"):
             if getattr(self, option) is not None and option not in own:
-                owners = [name for name, m in REGISTRY.items() if option in m.options]
+                owners = [
+                    name
+                    for name, m in REGISTRY.items()
+                    if option in m.options or option in m.data_options
+                ]
                 raise InvalidJobError(
                     f"{option} is an option of model {' or '.join(repr(o) for o in owners)} only, "
                     f"but the model is {self.model!r}; leave {option} unset."
                 )
         self._validate_subgroups()
+        if self.in_sample_normalization is not None and not isinstance(
+            self.in_sample_normalization, bool
+        ):
+            raise InvalidJobError(
+                "in_sample_normalization must be true or false, got "
+                f"{self.in_sample_normalization!r}."
+            )
 
     def _validate_subgroups(self) -> None:
         if self.subgroups is None:
@@ -466,7 +499,15 @@ class DMLSpec:
             "boot_method": self.boot_method,
             "cluster_cols": list(self.cluster_cols),
             "subgroups": None if self.subgroups is None else dict(self.subgroups),
-        } | ({} if self.treatment_level is None else {"treatment_level": self.treatment_level})
+        } | {
+            k: v
+            for k, v in (
+                ("treatment_level", self.treatment_level),
+                ("t_col", self.t_col),
+                ("in_sample_normalization", self.in_sample_normalization),
+            )
+            if v is not None
+        }
 
     @classmethod
     def from_dict(cls, d: dict) -> DMLSpec:

@@ -33,7 +33,7 @@ from fanfit.dml.folds import (
     validate_cluster_folds,
     validate_folds,
 )
-from fanfit.dml.models import RESIDUAL, Nuisance, column, model_def
+from fanfit.dml.models import RESIDUAL, Nuisance, column, model_def, row_mask
 from fanfit.dml.spec import DMLSpec
 from fanfit.errors import InvalidDataError, InvalidFoldsError, InvalidJobError
 
@@ -295,10 +295,7 @@ def _target_and_rows(
         target = data.y - theta * data.d[:, unit.i_treat]
     else:
         target = column(spec, data, fit.target, unit.i_treat)
-    if fit.rows is None:
-        return target, None
-    name, level = fit.rows
-    return target, column(spec, data, name, unit.i_treat) == level
+    return target, row_mask(spec, data, fit, unit.i_treat)
 
 
 def features(spec: DMLSpec, data: DMLData, key: str, i_treat: int) -> np.ndarray:
