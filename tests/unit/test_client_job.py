@@ -112,7 +112,9 @@ def test_a_commands_parser_is_generated_from_its_options_model(
     # field) its default and kind
     for info in infos:
         action = actions[info.name]
-        assert action.option_strings == [info.flag]
+        # a bool without a default (None: the model's own) also has its --no- form
+        negated = [f"--no-{info.flag[2:]}"] if info.kind == "bool" and info.default is None else []
+        assert action.option_strings == [info.flag, *negated]
         shown = info.help or ""
         if not info.required and "default" not in shown and info.default not in (None, False, ""):
             shown = f"{shown} (default: {info.default})".lstrip()  # --help shows the default
