@@ -163,11 +163,15 @@ def test_schedule_wave_never_exceeds_the_partition_and_resizes_at_the_next_wave(
     release_job(parts, "other")
     assert _held(parts) == {"est-a": 4}
     # ... and its next wave (the next barrier) uses it, without restarting: alone, it asks for
-    # (and holds) what its wave runs at once, more than the 2 it had (jobs/estimate/demand.py)
+    # (and holds) what its wave runs at once (jobs/estimate/demand.py): the sizer packs the 6 units
+    # left from the throughput wave 0 measured, into 3 shards on an idle machine (2 units each) and
+    # into fewer when a loaded machine measured a slower start-up, so the partition follows the
+    # wave's shards (above the 2 it had whenever the wave runs more than 2 at once)
     wave1 = schedule_wave(store, records, throughput, "est-a", 0, 1, 1769, 4, partitions=parts)
     entry1 = store.get_json(storage.schedule_key("est-a", 0))["waves"][1]
     held1 = entry1["partition"]["lambda_concurrency"]
-    assert 2 < held1 <= 4 and held1 == entry1["partition"]["demand"] == _held(parts)["est-a"]
+    n_shards1 = len(store.get_json(wave1.shards_key))
+    assert held1 == min(n_shards1, 4) == entry1["partition"]["demand"] == _held(parts)["est-a"]
     assert wave1.max_concurrency == entry1["decision"]["max_concurrency"] == held1
     # the job record's schedule summary carries the partitions too (fanfit status)
     waves = records.get("est-a")["schedule"]["waves"]
