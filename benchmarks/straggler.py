@@ -1,9 +1,10 @@
 """Stragglers: uniform BSP against LB-BSP on workers of two Lambda memory sizes, on the local stack.
 
-Multinomial logistic regression by SGD on a synthetic 20,000 x 200 set with 1,000 classes (a
-200,000-parameter model; one round's gradient is about 3.4 core-seconds of computation here), the
-global batch every row, 4 workers with 1,769, 1,769, 1,769 and 885 MB (the local executor's cgroups
-give an 885 MB worker half the CPU of a 1,769 MB one, as Lambda does), 8 rounds each:
+Multinomial logistic regression by SGD on a synthetic 24,000 x 200 set with 1,000 classes (a
+200,000-parameter model), the global batch every row, 4 workers with 1,769, 1,769, 1,769 and 885 MB
+(the local executor's cgroups give an 885 MB worker half the CPU of a 1,769 MB one, as Lambda does),
+6 rounds each. The 885 MB worker is also a straggler in every job: a co-tenant leaves it
+``--straggler-factor`` (0.4) of its CPU quota (the stack's throttle control, below; 1 turns it off):
 
 - ``uniform``: every worker gets ``B / 4`` rows (plain BSP: the round waits for the slow one);
 - ``lb-bsp``: batches proportional to each worker's throughput as the scheduler predicts it from
@@ -22,9 +23,9 @@ of "Is another round to run?" in the execution's history (schedule, the workers'
 Lambda and Step Functions overhead, reduce; :func:`dssync.round_timings`). ``wall_speedup`` is
 uniform's median round over LB-BSP's. Round 0 (cold starts, no history) is left out of every figure.
 
-Interference: a fourth job, LB-BSP, ``--interference-rounds`` rounds, in which worker 0's CPU share is
-cut to ``--cpu-factor`` of its quota from round ``--interference-round`` on. The cut is real: the
-benchmark writes the local stack's throttle file (``FANFIT_LOCAL_THROTTLE_FILE``, see
+Interference: a fourth job, LB-BSP, ``--interference-rounds`` (7) rounds, in which worker 0's CPU
+share is cut to ``--cpu-factor`` (0.25) of its quota from round ``--interference-round`` (3) on.
+The cut is real: the benchmark writes the local stack's throttle file (``FANFIT_LOCAL_THROTTLE_FILE``, see
 ``localstack_plugins/fanfit_localstack/faults.py``) and the executor lowers the CFS quota of the
 execution environment that runs that worker's step; the scheduler is told nothing and sees only
 the measured throughput. ``rounds_to_follow`` counts rounds from the cut until worker 0's batch
@@ -33,10 +34,10 @@ measured samples/s over the sum of all workers'; :func:`fanfit.sched.lbbsp.round
 1 is the soonest possible, since the cut round's batches were set before it.
 
 The benchmark starts its own local stack (state dir ``.fanfit/bench-straggler``) with
-``FANFIT_LAMBDA_VCPU_SCALE=0.4``: 1,769 MB buys 0.4 of a local core, 885 MB 0.2. The four workers
-then ask for 1.4 cores, which a 2-core machine has (at the AWS scale they would ask for 3.5 and
+``FANFIT_LAMBDA_VCPU_SCALE=0.4``: 1,769 MB buys 0.4 of a local core, 885 MB 0.2 (0.08 as the
+straggler). The four workers then ask for at most 1.4 cores, which a 2-core machine has (at the AWS scale they would ask for 3.5 and
 contend, and the 2:1 ratio that MemorySize sets would not hold). ``--vcpu-scale`` changes it.
-The stack is stopped at the end. About 7 minutes on a 2-core machine.
+The stack is stopped at the end. About 8 minutes on a 2-core machine.
 
     python benchmarks/straggler.py --json
 """
@@ -55,10 +56,12 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-N_OBS, N_FEATURES, N_CLASSES = 20_000, 200, 1_000
+N_OBS, N_FEATURES, N_CLASSES = 24_000, 200, 1_000
 MEMORY = [1769, 1769, 1769, 885]
 #: The worker whose CPU share the interference phase cuts (a 1,769 MB one).
 CUT_WORKER = 0
+#: The straggler: the 885 MB worker, whose CPU share a co-tenant also takes in every job.
+STRAGGLER = 3
 
 
 def synthetic(seed: int = 0) -> pd.DataFrame:
@@ -102,16 +105,20 @@ def interference(res: Any, interference_round: int, worker: int = CUT_WORKER) ->
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--json", action="store_true", help="print one JSON object")
-    parser.add_argument("--rounds", type=int, default=8)
+    parser.add_argument("--rounds", type=int, default=6)
     parser.add_argument("--global-batch", type=int, default=N_OBS)
     parser.add_argument("--vcpu-scale", type=float, default=0.4,
                         help="local cores per 1,769 MB (FANFIT_LAMBDA_VCPU_SCALE)")  # fmt: skip
-    parser.add_argument("--interference-rounds", type=int, default=8)
-    parser.add_argument("--interference-round", type=int, default=4,
+    parser.add_argument("--interference-rounds", type=int, default=7)
+    parser.add_argument("--interference-round", type=int, default=3,
                         help="first round whose worker 0 runs with its CPU share cut")  # fmt: skip
     parser.add_argument("--cpu-factor", type=float, default=0.25,
                         help="share of its CPU quota the cut worker keeps")  # fmt: skip
+    parser.add_argument("--straggler-factor", type=float, default=0.4,
+                        help="share of its CPU quota the 885 MB worker keeps in every job (1: none)")  # fmt: skip
     args = parser.parse_args(argv)
+    if not 0 < args.straggler_factor <= 1:
+        parser.error("--straggler-factor must be in (0, 1]")
     if not 1 <= args.interference_round < args.interference_rounds:
         parser.error("--interference-round must be in [1, --interference-rounds)")
     if not 0 < args.cpu_factor <= 1:
@@ -131,7 +138,8 @@ def main(argv: list[str] | None = None) -> int:
     home = Path(__file__).resolve().parents[1] / ".fanfit" / "bench-straggler"
     home.mkdir(parents=True, exist_ok=True)
     throttle = home / "throttle.json"
-    throttle.unlink(missing_ok=True)
+    straggler = {"worker": STRAGGLER, "from_round": 0, "cpu_factor": args.straggler_factor}
+    throttle.write_text(json.dumps([straggler]))
     os.environ["FANFIT_LAMBDA_VCPU_SCALE"] = str(args.vcpu_scale)
     os.environ["FANFIT_HOME"] = str(home)
     os.environ["FANFIT_LOCAL_THROTTLE_FILE"] = str(throttle)
@@ -167,16 +175,9 @@ def main(argv: list[str] | None = None) -> int:
         run("oracle", balance="static", worker_batches=oracle_batches.tolist())
         # Interference: worker 0 of this job only, from the given round on.
         job_id = f"train-straggler-interference-{uuid.uuid4().hex[:8]}"
-        throttle.write_text(
-            json.dumps(
-                {
-                    "worker": CUT_WORKER,
-                    "from_round": args.interference_round,
-                    "cpu_factor": args.cpu_factor,
-                    "job_id": job_id,
-                }
-            )
-        )
+        cut = {"worker": CUT_WORKER, "from_round": args.interference_round,
+               "cpu_factor": args.cpu_factor, "job_id": job_id}  # fmt: skip
+        throttle.write_text(json.dumps([straggler, cut]))
         try:
             job = client.submit_train(
                 frame,
@@ -231,6 +232,8 @@ def main(argv: list[str] | None = None) -> int:
         "oracle_batches": oracle_batches.tolist(),
         **interference(runs["interference"], args.interference_round),
         "interference_cpu_factor": args.cpu_factor,
+        "straggler_worker": STRAGGLER,
+        "straggler_cpu_factor": args.straggler_factor,
         "n_obs": N_OBS,
         "n_features": N_FEATURES,
         "n_classes": N_CLASSES,

@@ -124,7 +124,8 @@ class ThrottleSpec:
     """One train worker's CPU share cut from a round on: interference, as a co-tenant causes it.
 
     The file named by ``$FANFIT_LOCAL_THROTTLE_FILE`` holds ``{"worker": 0, "from_round": 4,
-    "cpu_factor": 0.25}`` (optionally ``"job_id"``: only that job). Every TrainShard invocation
+    "cpu_factor": 0.25}`` (optionally ``"job_id"``: only that job), or a list of such objects (the
+    factors of those that match an invocation multiply). Every TrainShard invocation
     of that worker (its event's ``worker``) in a round ``>= from_round`` runs with its execution
     environment's CFS quota multiplied by ``cpu_factor`` (:func:`fanfit_localstack.cgroups.
     scale_cpu`); every other invocation gets the quota its ``MemorySize`` buys. The file is read
@@ -195,46 +196,57 @@ class ThrottleSpec:
         return 1.0
 
 
-_throttle: tuple[tuple[str, float], ThrottleSpec | None] | None = None
+_throttle: tuple[tuple[str, float], tuple[ThrottleSpec, ...]] | None = None
 _throttle_lock = threading.Lock()
 
 
-def throttle() -> ThrottleSpec | None:
-    """The spec in ``$FANFIT_LOCAL_THROTTLE_FILE`` (re-read when its mtime changes), or None.
+def parse_throttles(document: object) -> tuple[ThrottleSpec, ...]:
+    """One :class:`ThrottleSpec` object, or a list of them (several workers, or one worker in two
+    jobs); see :meth:`ThrottleSpec.parse` for what is refused."""
+    items = document if isinstance(document, list) else [document]
+    return tuple(ThrottleSpec.parse(item) for item in items)
 
-    None when the variable is unset or the file is absent. A file that does not parse is logged
+
+def throttle() -> tuple[ThrottleSpec, ...]:
+    """The specs in ``$FANFIT_LOCAL_THROTTLE_FILE`` (re-read when its mtime changes).
+
+    Empty when the variable is unset or the file is absent. A file that does not parse is logged
     (naming the bad key) and throttles nothing.
     """
     global _throttle
     path = os.environ.get(THROTTLE_VARIABLE, "").strip()
     if not path:
-        return None
+        return ()
     try:
         stamp = (path, os.stat(path).st_mtime)
     except OSError:
-        return None
+        return ()
     with _throttle_lock:
         if _throttle is not None and _throttle[0] == stamp:
             return _throttle[1]
-        spec: ThrottleSpec | None = None
+        specs: tuple[ThrottleSpec, ...] = ()
         try:
             with open(path, encoding="utf-8") as handle:
-                spec = ThrottleSpec.parse(json.load(handle))
-            LOG.warning("fanfit: throttling a train worker's CPU: %s", spec)
+                specs = parse_throttles(json.load(handle))
+            LOG.warning("fanfit: throttling train workers' CPU: %s", specs)
         except (OSError, ValueError) as exc:  # json.JSONDecodeError is a ValueError
             LOG.error("fanfit: ignoring %s=%s: %s", THROTTLE_VARIABLE, path, exc)
-        _throttle = (stamp, spec)
-        return spec
+        _throttle = (stamp, specs)
+        return specs
 
 
 def throttle_factor(invocation: dict[str, object]) -> float:
-    """CPU factor for one invocation (``{"payload": "<event JSON>", ...}``): see :class:`ThrottleSpec`."""
-    spec = throttle()
-    if spec is None:
+    """CPU factor for one invocation (``{"payload": "<event JSON>", ...}``): the product of the
+    matching specs' factors (:class:`ThrottleSpec`), 1.0 when none matches."""
+    specs = throttle()
+    if not specs:
         return 1.0
     raw = invocation.get("payload")
     try:
         event = json.loads(raw) if isinstance(raw, str | bytes) else raw
     except ValueError:
         return 1.0
-    return spec.factor(event)
+    factor = 1.0
+    for spec in specs:
+        factor *= spec.factor(event)
+    return factor

@@ -71,14 +71,35 @@ def test_the_named_worker_is_throttled_from_its_round_on(tmp_path, monkeypatch) 
     assert faults.throttle_factor(_invocation(2, 5)) == 1.0
     # AND once it is removed nothing is throttled
     path.unlink()
-    assert faults.throttle() is None
+    assert faults.throttle() == ()
     assert faults.throttle_factor(_invocation(1, 0)) == 1.0
 
 
 def test_without_the_variable_nothing_is_throttled(tmp_path) -> None:
     # GIVEN no FANFIT_LOCAL_THROTTLE_FILE THEN no spec and factor 1
-    assert faults.throttle() is None
+    assert faults.throttle() == ()
     assert faults.throttle_factor(_invocation(0, 9)) == 1.0
+
+
+def test_a_list_throttles_several_workers_and_matching_factors_multiply(tmp_path, monkeypatch):
+    # GIVEN worker 3 at half its CPU in every job, and worker 0 of job-1 at a quarter from round 2
+    path = tmp_path / "throttle.json"
+    specs = [
+        {"worker": 3, "from_round": 0, "cpu_factor": 0.5},
+        {"worker": 0, "from_round": 2, "cpu_factor": 0.25, "job_id": "job-1"},
+        {"worker": 3, "from_round": 5, "cpu_factor": 0.5, "job_id": "job-1"},
+    ]
+    path.write_text(json.dumps(specs))
+    monkeypatch.setenv(faults.THROTTLE_VARIABLE, str(path))
+    # THEN each matching spec applies, and two that match multiply
+    assert len(faults.throttle()) == 3
+    assert faults.throttle_factor(_invocation(3, 0, job_id="job-9")) == 0.5
+    assert faults.throttle_factor(_invocation(0, 1)) == 1.0
+    assert faults.throttle_factor(_invocation(0, 2)) == 0.25
+    assert faults.throttle_factor(_invocation(3, 5)) == 0.25
+    # AND one bad item refuses the whole list, naming the key
+    with pytest.raises(ValueError, match="cpu_factor"):
+        faults.parse_throttles([specs[0], {**specs[1], "cpu_factor": 2}])
 
 
 @pytest.mark.parametrize(
@@ -103,7 +124,7 @@ def test_a_bad_throttle_file_is_refused_naming_the_key(tmp_path, monkeypatch, do
     path = tmp_path / "throttle.json"
     path.write_text(json.dumps(document))
     monkeypatch.setenv(faults.THROTTLE_VARIABLE, str(path))
-    assert faults.throttle() is None
+    assert faults.throttle() == ()
     assert faults.throttle_factor(_invocation(0, 5)) == 1.0
 
 
