@@ -1,6 +1,6 @@
 """Stragglers: uniform BSP against LB-BSP on workers of two Lambda memory sizes, on the local stack.
 
-Multinomial logistic regression by SGD on a synthetic 24,000 x 200 set with 1,000 classes (a
+Multinomial logistic regression by SGD on a synthetic 40,000 x 200 set with 1,000 classes (a
 200,000-parameter model), the global batch every row, 4 workers with 1,769, 1,769, 1,769 and 885 MB
 (the local executor's cgroups give an 885 MB worker half the CPU of a 1,769 MB one, as Lambda does),
 6 rounds each. The 885 MB worker is also a straggler in every job: a co-tenant leaves it
@@ -56,7 +56,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-N_OBS, N_FEATURES, N_CLASSES = 24_000, 200, 1_000
+N_OBS, N_FEATURES, N_CLASSES = 40_000, 200, 1_000
 MEMORY = [1769, 1769, 1769, 885]
 #: The worker whose CPU share the interference phase cuts (a 1,769 MB one).
 CUT_WORKER = 0
