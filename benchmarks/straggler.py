@@ -24,7 +24,7 @@ Lambda and Step Functions overhead, reduce; :func:`dssync.round_timings`). ``wal
 uniform's median round over LB-BSP's. Round 0 (cold starts, no history) is left out of every figure.
 
 Interference: a fourth job, LB-BSP, ``--interference-rounds`` (7) rounds, in which worker 0's CPU
-share is cut to ``--cpu-factor`` (0.25) of its quota from round ``--interference-round`` (3) on.
+share is cut to ``--cpu-factor`` (0.1) of its quota from round ``--interference-round`` (3) on.
 The cut is real: the benchmark writes the local stack's throttle file (``FANFIT_LOCAL_THROTTLE_FILE``, see
 ``localstack_plugins/fanfit_localstack/faults.py``) and the executor lowers the CFS quota of the
 execution environment that runs that worker's step; the scheduler is told nothing and sees only
@@ -112,7 +112,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--interference-rounds", type=int, default=7)
     parser.add_argument("--interference-round", type=int, default=3,
                         help="first round whose worker 0 runs with its CPU share cut")  # fmt: skip
-    parser.add_argument("--cpu-factor", type=float, default=0.25,
+    parser.add_argument("--cpu-factor", type=float, default=0.1,
                         help="share of its CPU quota the cut worker keeps")  # fmt: skip
     parser.add_argument("--straggler-factor", type=float, default=0.4,
                         help="share of its CPU quota the 885 MB worker keeps in every job (1: none)")  # fmt: skip
