@@ -1,24 +1,43 @@
 """Stragglers: uniform BSP against LB-BSP on workers of two Lambda memory sizes, on the local stack.
 
-Logistic regression by mini-batch SGD on a synthetic 200,000 x 50 set (10 classes), 4 workers with
-1,769, 1,769, 885 and 885 MB (the local executor's cgroups give an 885 MB worker half the CPU of a
-1,769 MB one, as Lambda does), 20 rounds each
+Multinomial logistic regression by SGD on a synthetic 40,000 x 200 set with 1,000 classes (a
+200,000-parameter model), the global batch every row, 4 workers with 1,769, 1,769, 1,769 and 885 MB
+(the local executor's cgroups give an 885 MB worker half the CPU of a 1,769 MB one, as Lambda does),
+6 rounds each. The 885 MB worker is also a straggler in every job: a co-tenant leaves it
+``--straggler-factor`` (0.4) of its CPU quota (the stack's throttle control, below; 1 turns it off):
 
-- ``uniform``: every worker gets ``B / 4`` rows (plain BSP: the round waits for the slow ones);
+- ``uniform``: every worker gets ``B / 4`` rows (plain BSP: the round waits for the slow one);
 - ``lb-bsp``: batches proportional to each worker's throughput as the scheduler predicts it from
   the rounds before (Chen et al., IEEE TCC 2021);
 - ``oracle``: a third run with a fixed split (``--balance static``) proportional to each worker's
   throughput measured offline (the median over the uniform run's rounds): what a perfect split
   achieves on these workers.
 
-The benchmark starts its own local stack (state dir ``.fanfit/bench-straggler``) with
-``FANFIT_LAMBDA_VCPU_SCALE=0.5``: 1,769 MB buys half a local core, 885 MB a quarter. The four workers
-then ask for 1.5 cores, which a 2-core machine has (at the AWS scale they would ask for 3 and
-contend, and the 2:1 ratio that MemorySize sets would not hold). ``--vcpu-scale`` changes it.
+Compute: a round's compute time is its barrier's, ``max_i t_i`` over the workers' compute seconds
+(the quantity LB-BSP balances); ``speedup`` is uniform's over LB-BSP's, ``gap_to_oracle`` LB-BSP's
+over the oracle's. ``compute_s_per_round`` is the smallest of the three runs' mean compute per
+round: the rounds are compute-dominated when it is >= 2 s.
 
-A round's time is its barrier's compute time, ``max_i t_i`` over the workers' compute seconds (the
-quantity LB-BSP balances); round 0 (cold starts, no history) is left out. The wall seconds of each
-round's Map state (with the Lambda and Step Functions overhead) are reported beside it.
+Wall time, as the user sees a round: from the entry of the round's scheduling state to the entry
+of "Is another round to run?" in the execution's history (schedule, the workers' Map with the
+Lambda and Step Functions overhead, reduce; :func:`dssync.round_timings`). ``wall_speedup`` is
+uniform's median round over LB-BSP's. Round 0 (cold starts, no history) is left out of every figure.
+
+Interference: a fourth job, LB-BSP, ``--interference-rounds`` (7) rounds, in which worker 0's CPU
+share is cut to ``--cpu-factor`` (0.1) of its quota from round ``--interference-round`` (3) on.
+The cut is real: the benchmark writes the local stack's throttle file (``FANFIT_LOCAL_THROTTLE_FILE``, see
+``localstack_plugins/fanfit_localstack/faults.py``) and the executor lowers the CFS quota of the
+execution environment that runs that worker's step; the scheduler is told nothing and sees only
+the measured throughput. ``rounds_to_follow`` counts rounds from the cut until worker 0's batch
+share is within 10 % of its new throughput share (the median, over the rounds from the cut, of its
+measured samples/s over the sum of all workers'; :func:`fanfit.sched.lbbsp.rounds_to_follow`):
+1 is the soonest possible, since the cut round's batches were set before it.
+
+The benchmark starts its own local stack (state dir ``.fanfit/bench-straggler``) with
+``FANFIT_LAMBDA_VCPU_SCALE=0.4``: 1,769 MB buys 0.4 of a local core, 885 MB 0.2 (0.08 as the
+straggler). The four workers then ask for at most 1.4 cores, which a 2-core machine has (at the AWS scale they would ask for 3.5 and
+contend, and the 2:1 ratio that MemorySize sets would not hold). ``--vcpu-scale`` changes it.
+The stack is stopped at the end. About 8 minutes on a 2-core machine.
 
     python benchmarks/straggler.py --json
 """
@@ -30,13 +49,19 @@ import json
 import os
 import statistics
 import sys
+import uuid
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pandas as pd
 
-N_OBS, N_FEATURES, N_CLASSES = 200_000, 50, 10
-MEMORY = [1769, 1769, 885, 885]
+N_OBS, N_FEATURES, N_CLASSES = 40_000, 200, 1_000
+MEMORY = [1769, 1769, 1769, 885]
+#: The worker whose CPU share the interference phase cuts (a 1,769 MB one).
+CUT_WORKER = 0
+#: The straggler: the 885 MB worker, whose CPU share a co-tenant also takes in every job.
+STRAGGLER = 3
 
 
 def synthetic(seed: int = 0) -> pd.DataFrame:
@@ -50,14 +75,56 @@ def synthetic(seed: int = 0) -> pd.DataFrame:
     return frame
 
 
+def interference(res: Any, interference_round: int, worker: int = CUT_WORKER) -> dict[str, Any]:
+    """The interference job's figures: per-round batch and throughput shares, and how fast the
+    cut worker's batch share followed its new throughput share (within 10 %)."""
+    from fanfit.sched.lbbsp import rounds_to_follow
+
+    batch = [[w["batch"] for w in r["workers"]] for r in res.rounds]
+    speed = [[w["samples_per_s"] for w in r["workers"]] for r in res.rounds]
+    batch_shares = [[b / sum(row) for b in row] for row in batch]
+    speed_shares = [[v / sum(row) for v in row] for row in speed]
+    after = [row[worker] for row in speed_shares[interference_round:]]
+    target = statistics.median(after)
+    before = statistics.median(row[worker] for row in speed[1:interference_round])
+    cut = statistics.median(row[worker] for row in speed[interference_round:])
+    return {
+        "interference_round": interference_round,
+        "interference_worker": worker,
+        "rounds_to_follow": rounds_to_follow(
+            [row[worker] for row in batch_shares], target, interference_round
+        ),
+        "cut_worker_throughput_share": target,
+        "cut_worker_speed_ratio": cut / before,
+        "batch_shares": batch_shares,
+        "throughput_shares": speed_shares,
+        "interference_round_s": [r["round_s"] for r in res.rounds],
+    }
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--json", action="store_true", help="print one JSON object")
-    parser.add_argument("--rounds", type=int, default=20)
+    parser.add_argument("--rounds", type=int, default=6)
     parser.add_argument("--global-batch", type=int, default=N_OBS)
-    parser.add_argument("--vcpu-scale", type=float, default=0.5,
+    parser.add_argument("--vcpu-scale", type=float, default=0.4,
                         help="local cores per 1,769 MB (FANFIT_LAMBDA_VCPU_SCALE)")  # fmt: skip
+    parser.add_argument("--interference-rounds", type=int, default=7)
+    parser.add_argument("--interference-round", type=int, default=3,
+                        help="first round whose worker 0 runs with its CPU share cut")  # fmt: skip
+    parser.add_argument("--cpu-factor", type=float, default=0.1,
+                        help="share of its CPU quota the cut worker keeps")  # fmt: skip
+    parser.add_argument("--straggler-factor", type=float, default=0.4,
+                        help="share of its CPU quota the 885 MB worker keeps in every job (1: none)")  # fmt: skip
     args = parser.parse_args(argv)
+    if not 0 < args.straggler_factor <= 1:
+        parser.error("--straggler-factor must be in (0, 1]")
+    if not 1 <= args.interference_round < args.interference_rounds:
+        parser.error("--interference-round must be in [1, --interference-rounds)")
+    if not 0 < args.cpu_factor <= 1:
+        parser.error("--cpu-factor must be in (0, 1]")
+
+    from dssync import round_timings  # benchmarks/ is sys.path[0] when run as a script
 
     from fanfit.client import Client
     from fanfit.local.stack import ensure_local_stack
@@ -67,16 +134,35 @@ def main(argv: list[str] | None = None) -> int:
     features = [c for c in frame.columns if c != "y"]
     options = dict(model="logreg", features=features, target="y", workers=len(MEMORY),
                    worker_memory=MEMORY, global_batch=args.global_batch, rounds=args.rounds,
-                   lr=0.5, seed=0, timeout=1800)  # fmt: skip
+                   lr=0.5, seed=0)  # fmt: skip
+    home = Path(__file__).resolve().parents[1] / ".fanfit" / "bench-straggler"
+    home.mkdir(parents=True, exist_ok=True)
+    throttle = home / "throttle.json"
+    straggler = {"worker": STRAGGLER, "from_round": 0, "cpu_factor": args.straggler_factor}
+    throttle.write_text(json.dumps([straggler]))
     os.environ["FANFIT_LAMBDA_VCPU_SCALE"] = str(args.vcpu_scale)
-    os.environ["FANFIT_HOME"] = str(
-        Path(__file__).resolve().parents[1] / ".fanfit" / "bench-straggler"
+    os.environ["FANFIT_HOME"] = str(home)
+    os.environ["FANFIT_LOCAL_THROTTLE_FILE"] = str(throttle)
+    # The stack's plugins (the throttle control) from this checkout, not wherever the local stack's
+    # virtualenv has them installed from (a git worktree shares the main checkout's).
+    plugins = str(home.parents[1] / "localstack_plugins")
+    os.environ["PYTHONPATH"] = os.pathsep.join(
+        p for p in (plugins, os.environ.get("PYTHONPATH", "")) if p
     )
-    with ensure_local_stack():
+    runs: dict[str, Any] = {}
+    walls: dict[str, list[float]] = {}
+    with ensure_local_stack(keep_running=False):
         client = Client.local_stack()
+
+        def run(name: str, **extra: Any) -> None:
+            job = client.submit_train(frame, **{**options, **extra})
+            runs[name] = job.result(timeout=1800)
+            walls[name] = [r["round_s"] for r in round_timings(client.sfn, job.execution_arn)]
+
         # A short warm-up job first, so that no measured job pays for first imports and page cache.
-        client.train(frame, balance="uniform", **{**options, "rounds": 3})
-        runs = {b: client.train(frame, balance=b, **options) for b in ("uniform", "lb-bsp")}
+        client.train(frame, balance="uniform", timeout=1800, **{**options, "rounds": 3})
+        for balance in ("uniform", "lb-bsp"):
+            run(balance, balance=balance)
         speed = np.array(
             [
                 statistics.median(
@@ -86,15 +172,30 @@ def main(argv: list[str] | None = None) -> int:
             ]  # fmt: skip
         )
         oracle_batches = lbbsp_batches(args.global_batch, speed)
-        runs["oracle"] = client.train(
-            frame, balance="static", worker_batches=oracle_batches.tolist(), **options
-        )
+        run("oracle", balance="static", worker_batches=oracle_batches.tolist())
+        # Interference: worker 0 of this job only, from the given round on.
+        job_id = f"train-straggler-interference-{uuid.uuid4().hex[:8]}"
+        cut = {"worker": CUT_WORKER, "from_round": args.interference_round,
+               "cpu_factor": args.cpu_factor, "job_id": job_id}  # fmt: skip
+        throttle.write_text(json.dumps([straggler, cut]))
+        try:
+            job = client.submit_train(
+                frame,
+                job_id=job_id,
+                **{**options, "balance": "lb-bsp", "rounds": args.interference_rounds},  # fmt: skip
+            )
+            runs["interference"] = job.result(timeout=1800)
+        finally:
+            throttle.unlink(missing_ok=True)
 
-    def round_s(res) -> float:
+    def round_s(res: Any) -> float:
         return statistics.mean(r["round_s"] for r in res.rounds[1:])
 
-    def wall_s(res) -> float:
+    def map_wall_s(res: Any) -> float:
         return statistics.mean(r["wall_s"] for r in res.rounds[1:])
+
+    def wall_s(name: str) -> float:
+        return statistics.median(walls[name][1:])
 
     uniform = runs["uniform"]
     oracle = round_s(runs["oracle"])
@@ -107,6 +208,13 @@ def main(argv: list[str] | None = None) -> int:
         "oracle_round_s": oracle,
         "speedup": round_s(uniform) / lbbsp,
         "gap_to_oracle": lbbsp / oracle,
+        "compute_s_per_round": min(round_s(runs[b]) for b in ("uniform", "lb-bsp", "oracle")),
+        "uniform_round_wall_s_e2e": wall_s("uniform"),
+        "lbbsp_round_wall_s_e2e": wall_s("lb-bsp"),
+        "oracle_round_wall_s_e2e": wall_s("oracle"),
+        "wall_speedup": wall_s("uniform") / wall_s("lb-bsp"),
+        "uniform_rounds_wall_s_e2e": walls["uniform"],
+        "lbbsp_rounds_wall_s_e2e": walls["lb-bsp"],
         "uniform_idle_fraction": statistics.mean(r["idle_fraction"] for r in uniform.rounds[1:]),
         "lbbsp_idle_fraction": statistics.mean(
             r["idle_fraction"] for r in runs["lb-bsp"].rounds[1:]
@@ -114,19 +222,24 @@ def main(argv: list[str] | None = None) -> int:
         "oracle_idle_fraction": statistics.mean(
             r["idle_fraction"] for r in runs["oracle"].rounds[1:]
         ),
-        "uniform_round_wall_s": wall_s(uniform),
-        "lbbsp_round_wall_s": wall_s(runs["lb-bsp"]),
-        "oracle_round_wall_s": wall_s(runs["oracle"]),
+        "uniform_round_wall_s": map_wall_s(uniform),
+        "lbbsp_round_wall_s": map_wall_s(runs["lb-bsp"]),
+        "oracle_round_wall_s": map_wall_s(runs["oracle"]),
         "oracle_round_s_predicted": float(np.max(oracle_batches / speed)),
         "worker_samples_per_s": speed.tolist(),
         "speed_ratio_1769_over_885": float(np.mean(large) / np.mean(small)),
         "lbbsp_last_batches": [w["batch"] for w in runs["lb-bsp"].rounds[-1]["workers"]],
         "oracle_batches": oracle_batches.tolist(),
+        **interference(runs["interference"], args.interference_round),
+        "interference_cpu_factor": args.cpu_factor,
+        "straggler_worker": STRAGGLER,
+        "straggler_cpu_factor": args.straggler_factor,
         "n_obs": N_OBS,
         "n_features": N_FEATURES,
         "n_classes": N_CLASSES,
         "global_batch": args.global_batch,
         "rounds": args.rounds,
+        "interference_rounds": args.interference_rounds,
         "worker_memory_mb": MEMORY,
         "local_vcpu_per_1769_mb": args.vcpu_scale,
         "coef_equal_lbbsp_uniform": bool(

@@ -426,6 +426,48 @@ def create(
     return groups
 
 
+def scale_cpu(groups: EnvironmentCgroups, memory_mb: int, factor: float) -> int:
+    """Set an environment's CPU quota to ``factor`` times what ``memory_mb`` buys (interference).
+
+    Test-only control for :class:`fanfit_localstack.faults.ThrottleSpec`: ``factor`` 1.0 restores
+    the quota :func:`create` set. The period stays :data:`CFS_PERIOD_US`; ``cpu.shares``
+    (``cpu.weight`` on v2) follow the quota as in :func:`create`.
+
+    Parameters
+    ----------
+    groups : EnvironmentCgroups
+        The environment's cgroups (from :func:`create`).
+    memory_mb : int
+        Its ``MemorySize``, MB.
+    factor : float
+        Share of the normal quota, in ``(0, 1]``.
+
+    Returns
+    -------
+    int
+        The quota set, microseconds per period (at least 1,000, the kernel's minimum).
+
+    Raises
+    ------
+    ValueError
+        ``factor`` outside ``(0, 1]``.
+    OSError
+        The cgroup files cannot be written.
+    """
+    if not 0 < factor <= 1:
+        raise ValueError(f"cpu factor must be in (0, 1], got {factor!r}")
+    period = CFS_PERIOD_US
+    quota = max(1000, int(cpu_quota_us(memory_mb, period, vcpu_scale()) * factor))
+    if groups.top is not None:
+        (groups.cpu / "cpu.max").write_text(f"{quota} {period}")
+        weight = min(10000, max(1, round(100 * quota / period)))
+        (groups.cpu / "cpu.weight").write_text(str(weight))
+    else:
+        (groups.cpu / "cpu.cfs_quota_us").write_text(str(quota))
+        (groups.cpu / "cpu.shares").write_text(str(max(2, int(1024 * quota / period))))
+    return quota
+
+
 def set_v1_limits(groups: EnvironmentCgroups, limit: str, quota: int, period: int) -> None:
     """cgroup v1: memory limit (bytes, no swap), CFS quota and period (us), shares."""
     groups.memory.mkdir(exist_ok=True)

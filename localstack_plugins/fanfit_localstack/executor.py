@@ -150,6 +150,7 @@ class LocalRuntimeExecutor(RuntimeExecutor):
         self.directory = _environment_dir(self.id)
         self.log_path = self.directory / "environment.log"
         self._log_file: IO[bytes] | None = None
+        self._cpu_factor = 1.0  # FANFIT_LOCAL_THROTTLE_FILE (fanfit_localstack.faults)
 
     def start(self, env_vars: dict[str, str]) -> None:
         """Start the environment and wait until its init phase reports ready (or fails).
@@ -294,8 +295,18 @@ class LocalRuntimeExecutor(RuntimeExecutor):
         """Send one invocation (``invoke-id``, ``invoked-function-arn``, ``payload``, ...).
 
         With ``FANFIT_LOCAL_FAULTS`` set, some invocations carry a fault for the environment to
-        enact (:mod:`fanfit_localstack.faults`).
+        enact (:mod:`fanfit_localstack.faults`). With ``FANFIT_LOCAL_THROTTLE_FILE`` set, a
+        throttled train worker's invocation runs with a cut CPU quota (and the next one of another
+        worker in this environment with the normal quota again).
         """
+        factor = faults.throttle_factor(payload)
+        if self.cgroups is not None and factor != self._cpu_factor:
+            memory_mb = int(self.function_version.config.memory_size)
+            try:
+                cgroups.scale_cpu(self.cgroups, memory_mb, factor)
+                self._cpu_factor = factor
+            except OSError as exc:
+                LOG.warning("fanfit: could not scale the CPU of environment %s: %s", self.id, exc)
         injector = faults.injector()
         fault = injector.draw() if injector is not None else None
         if fault is not None:

@@ -1,4 +1,5 @@
-"""LB-BSP batch sizing (Chen et al. 2021), uniform BSP batches and the idle fraction of a round."""
+"""LB-BSP batch sizing (Chen et al. 2021), uniform BSP batches, the idle fraction of a round, and how
+the batches follow a worker whose speed changes in a step (level shift, rounds to follow)."""
 
 from __future__ import annotations
 
@@ -8,7 +9,16 @@ from hypothesis import assume, given, settings
 from hypothesis import strategies as st
 
 from fanfit.errors import InvalidJobError
-from fanfit.sched.lbbsp import idle_fraction, lbbsp_batches, round_times
+from fanfit.jobs.train.schedule import _update_own
+from fanfit.sched.lbbsp import (
+    SHIFT_RATIO,
+    idle_fraction,
+    is_level_shift,
+    lbbsp_batches,
+    round_times,
+    rounds_to_follow,
+)
+from fanfit.sched.throughput import EwmaThroughput, ShardObservation
 from fanfit.split import even_batches
 
 speeds = st.lists(st.floats(min_value=0.1, max_value=1e4), min_size=1, max_size=40)
@@ -113,3 +123,76 @@ def test_idle_fraction_is_in_unit_interval(t) -> None:
     assert 0.0 <= f < 1.0
     assert f == pytest.approx(1 - np.mean(t) / max(t), abs=1e-12)
     assert idle_fraction([max(t)] * len(t)) == 0.0
+
+
+def test_a_step_beyond_the_shift_ratio_is_a_level_shift_and_noise_is_not() -> None:
+    # GIVEN an estimate of 100 samples/s
+    # THEN a measurement within a factor 1.5 either way is noise, beyond it a new level
+    assert SHIFT_RATIO == 1.5
+    assert not is_level_shift(100.0, 140.0) and not is_level_shift(100.0, 70.0)
+    assert is_level_shift(100.0, 151.0) and is_level_shift(100.0, 25.0)
+    # AND without an estimate nothing is a shift
+    assert not is_level_shift(None, 1.0)
+    # AND bad input is refused, naming the argument
+    with pytest.raises(InvalidJobError, match="ratio"):
+        is_level_shift(100.0, 50.0, ratio=1.0)
+    with pytest.raises(InvalidJobError, match="observed"):
+        is_level_shift(100.0, 0.0)
+    with pytest.raises(InvalidJobError, match="estimate"):
+        is_level_shift(float("nan"), 10.0)
+
+
+def _observation(samples_per_s: float, worker: int = 0) -> ShardObservation:
+    return ShardObservation(samples=int(samples_per_s), compute_s=1.0, io_s=0.1, memory_mb=1769,
+                            resource=f"worker-{worker}", cold_start=False, signature="sig")  # fmt: skip
+
+
+def test_the_job_estimate_restarts_on_a_level_shift_so_batches_follow_in_one_round() -> None:
+    # GIVEN four workers at 200, 200, 200 and 100 samples/s, five rounds observed
+    own = EwmaThroughput()
+    speeds = [200.0, 200.0, 200.0, 100.0]
+    for _ in range(5):
+        for worker, v in enumerate(speeds):
+            own = _update_own(own, _observation(v, worker))
+    # WHEN worker 0 loses three quarters of its CPU (50 samples/s) in one round
+    own = _update_own(own, _observation(50.0, 0))
+    for worker, v in enumerate(speeds[1:], start=1):
+        own = _update_own(own, _observation(v, worker))
+    # THEN its estimate is the new speed at once (the EWMA alone would still say 155)
+    assert own.predict("sig", "worker-0") == pytest.approx(50.0)
+    # AND the next round's batches give it its new throughput share, 50 / 550
+    v = [own.predict("sig", f"worker-{i}") for i in range(4)]
+    b = lbbsp_batches(1100, v)
+    assert b[0] == 100
+    # AND a small change is still averaged (weight 0.3)
+    own = _update_own(own, _observation(60.0, 0))
+    assert own.predict("sig", "worker-0") == pytest.approx(0.3 * 60 + 0.7 * 50)
+
+
+def test_rounds_to_follow_counts_from_the_interference_round() -> None:
+    # GIVEN a worker's batch shares per round, cut in round 3 to a throughput share of 0.1
+    shares = [0.28, 0.28, 0.28, 0.28, 0.105, 0.1, 0.098]
+    # THEN its batch share is within 10 % of 0.1 one round after the cut
+    assert rounds_to_follow(shares, 0.1, 3) == 1
+    # AND an EWMA-like slow approach takes longer, and never reaching it is None
+    assert rounds_to_follow([0.28, 0.28, 0.2, 0.15, 0.12, 0.109], 0.1, 2) == 3
+    assert rounds_to_follow([0.28, 0.28, 0.2], 0.1, 1) is None
+    # AND a share already right in the cut round counts 0
+    assert rounds_to_follow([0.1, 0.1], 0.1, 0) == 0
+
+
+@pytest.mark.parametrize(
+    ("args", "match"),
+    [
+        (([0.1, 0.2], 0.0, 0), "target_share"),
+        (([0.1, 0.2], 0.1, 2), "from_round"),
+        (([0.1, 0.2], 0.1, -1), "from_round"),
+        (([[0.1], [0.2]], 0.1, 0), "batch_shares"),
+    ],
+)
+def test_rounds_to_follow_refuses_bad_arguments(args, match) -> None:
+    # GIVEN arguments out of range THEN a named error
+    with pytest.raises(InvalidJobError, match=match):
+        rounds_to_follow(*args)
+    with pytest.raises(InvalidJobError, match="tolerance"):
+        rounds_to_follow([0.1], 0.1, 0, tolerance=-0.1)

@@ -17,6 +17,13 @@ method, which keeps the sum exactly ``B`` and every batch within one sample of i
 Every worker gets at least ``min_batch`` samples (default 1): a worker in the round's Map that
 computes on nothing still pays its start-up and its read of the model. Set ``min_batch=0`` to let
 the slowest workers sit a round out.
+
+Interference. A worker's speed can change in a step (a co-tenant takes its CPU). The predicted
+throughput is an EWMA (:class:`fanfit.sched.throughput.EwmaThroughput`, weight 0.3), which would
+take about five rounds to cross most of such a step; :func:`is_level_shift` tells a step from noise
+(the newest measurement off the estimate by more than :data:`SHIFT_RATIO` either way), and the train
+scheduler then restarts the worker's estimate from the newest measurement, so the next round's
+batches follow at once. :func:`rounds_to_follow` measures how fast they do.
 """
 
 from __future__ import annotations
@@ -27,7 +34,19 @@ from numpy.typing import ArrayLike
 from fanfit.errors import InvalidJobError
 from fanfit.split import check_count
 
-__all__ = ["idle_fraction", "lbbsp_batches", "round_times"]
+__all__ = [
+    "SHIFT_RATIO",
+    "idle_fraction",
+    "is_level_shift",
+    "lbbsp_batches",
+    "round_times",
+    "rounds_to_follow",
+]
+
+#: A worker's newest throughput that differs from its estimate by more than this factor (faster or
+#: slower) is a level shift, not noise: smaller round-to-round changes (shared cores, page cache)
+#: are left to the EWMA, while a worker that loses a third of its CPU or more is followed at once.
+SHIFT_RATIO = 1.5
 
 
 def lbbsp_batches(
@@ -175,3 +194,89 @@ def idle_fraction(times: ArrayLike) -> float:
     if t.min() == t.max():
         return 0.0
     return max(0.0, float(1.0 - t.mean() / t.max()))  # round-off can push mean over max
+
+
+def is_level_shift(estimate: float | None, observed: float, ratio: float = SHIFT_RATIO) -> bool:
+    """Whether a worker's newest throughput is a new level rather than noise around ``estimate``.
+
+    Parameters
+    ----------
+    estimate : float or None
+        The predicted throughput before this observation, samples/s (None: no estimate yet).
+    observed : float
+        The newest measured throughput, samples/s (> 0).
+    ratio : float, default :data:`SHIFT_RATIO`
+        Factor beyond which the two differ in level (> 1).
+
+    Returns
+    -------
+    bool
+        ``observed > ratio * estimate`` or ``observed < estimate / ratio``; False without an
+        estimate.
+
+    Raises
+    ------
+    InvalidJobError
+        ``ratio <= 1``, or ``observed`` or ``estimate`` not finite and positive.
+    """
+    if not ratio > 1:
+        raise InvalidJobError(f"ratio must be > 1, got {ratio!r}.")
+    if not (np.isfinite(observed) and observed > 0):
+        raise InvalidJobError(
+            f"observed must be a positive throughput (samples/s), got {observed!r}."
+        )
+    if estimate is None:
+        return False
+    if not (np.isfinite(estimate) and estimate > 0):
+        raise InvalidJobError(
+            f"estimate must be a positive throughput (samples/s), got {estimate!r}."
+        )
+    return bool(observed > ratio * estimate or observed < estimate / ratio)
+
+
+def rounds_to_follow(
+    batch_shares: ArrayLike, target_share: float, from_round: int, tolerance: float = 0.1
+) -> int | None:
+    """Rounds until a worker's batch share comes within ``tolerance`` of its new throughput share.
+
+    Parameters
+    ----------
+    batch_shares : array_like of float, shape (n_rounds,)
+        The worker's ``b_i / B`` in rounds 0, 1, ...
+    target_share : float
+        Its throughput share after the change, ``v_i / sum_j v_j`` (in ``(0, 1]``).
+    from_round : int
+        The first round run at the new speed (the interference round ``k``). Its batches were set
+        before anything was measured at the new speed, so the soonest a batch can follow is
+        round ``k + 1``: 1 round.
+    tolerance : float, default 0.1
+        Relative tolerance: ``|share - target| <= tolerance * target``.
+
+    Returns
+    -------
+    int or None
+        ``r - k`` for the first round ``r >= k`` within the tolerance, None if no round is.
+
+    Raises
+    ------
+    InvalidJobError
+        ``target_share`` outside ``(0, 1]``, ``tolerance`` negative, ``from_round`` outside the
+        rounds given, or shares not 1-d.
+    """
+    shares = np.asarray(batch_shares, dtype=np.float64)
+    if shares.ndim != 1:
+        raise InvalidJobError(
+            f"batch_shares must be one share per round, got shape {shares.shape}."
+        )
+    if not 0 < target_share <= 1:
+        raise InvalidJobError(f"target_share must be in (0, 1], got {target_share!r}.")
+    if not tolerance >= 0:
+        raise InvalidJobError(f"tolerance must be >= 0, got {tolerance!r}.")
+    check_count("from_round", from_round, 0)
+    if from_round >= shares.size:
+        raise InvalidJobError(
+            f"from_round={from_round} is past the {shares.size} rounds of batch_shares."
+        )
+    close = np.abs(shares[from_round:] - target_share) <= tolerance * target_share
+    hits = np.flatnonzero(close)
+    return int(hits[0]) if hits.size else None

@@ -31,7 +31,7 @@ from fanfit.jobs.documents.train import (
 from fanfit.jobs.train.data import get_state, read_plan, read_round_plan, signature
 from fanfit.prices import DEFAULT_PRICES, PriceTable
 from fanfit.sched.dssync import dssync_groups
-from fanfit.sched.lbbsp import lbbsp_batches
+from fanfit.sched.lbbsp import is_level_shift, lbbsp_batches
 from fanfit.sched.lyapunov import QueueSpec, dispatch_fragments, penalty_weight
 from fanfit.sched.resources import lambda_resource, stack_gpu_resource
 from fanfit.sched.throughput import (
@@ -297,6 +297,21 @@ def hybrid_batches(
     return batches, dispatch
 
 
+def _update_own(own: EwmaThroughput, obs: ShardObservation) -> EwmaThroughput:
+    """Fold a worker's newest measurement into the job's own EWMA; on a level shift
+    (:func:`fanfit.sched.lbbsp.is_level_shift`: a co-tenant took or gave back CPU) restart the
+    worker's estimate from that measurement, so that the next round's batches follow it at once."""
+    before = own.predict(obs.signature, obs.resource)
+    if not is_level_shift(before, obs.samples_per_s):
+        own.update(obs)
+        return own
+    key = (obs.signature, obs.resource)
+    kept = [e for e in own.entries if (e.signature, e.resource) != key]
+    count = next(e.n_observations for e in own.entries if (e.signature, e.resource) == key)
+    restart = ThroughputEntry(*key, obs.samples_per_s, obs.io_s, count + 1)
+    return EwmaThroughput(alpha=own.alpha, threads=own.threads, entries=[*kept, restart])
+
+
 def schedule_round(
     store: storage.JobStore,
     throughput: storage.ThroughputRecords,
@@ -309,7 +324,9 @@ def schedule_round(
     Throughput (samples/s) is predicted per worker by :class:`fanfit.sched.throughput.
     EwmaThroughput`: first from this job's own average for that worker (kept in S3 under
     ``train/throughput.json``, keyed ``worker-<i>``, so two workers of one memory size that run at
-    different speeds are told apart); without one, from the stack's throughput table for the
+    different speeds are told apart; a measurement off that average by more than
+    :data:`fanfit.sched.lbbsp.SHIFT_RATIO` restarts it, so a worker whose CPU a co-tenant takes is
+    followed in the next round); without one, from the stack's throughput table for the
     workload signature on ``lambda-<MB>`` (scaled from the nearest memory size, cross-job history);
     without any, every worker's Lambda CPU share :func:`fanfit.sched.throughput.lambda_vcpus`
     (only the ratios matter to LB-BSP). Batches are
@@ -389,7 +406,9 @@ def schedule_round(
         observed = _observations(plan, record)
         for worker, obs in observed:
             history.update(obs)
-            own.update(ShardObservation(**{**obs.to_dict(), "resource": _worker_resource(worker)}))
+            own = _update_own(
+                own, ShardObservation(**{**obs.to_dict(), "resource": _worker_resource(worker)})
+            )
         keys = {(o.signature, o.resource) for _, o in observed}
         throughput.save(e.to_dict() for e in history.entries if (e.signature, e.resource) in keys)
     store.put_json(tkey, own.to_dict())
