@@ -40,6 +40,7 @@ import json
 import logging
 import os
 import threading
+import time
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
@@ -310,6 +311,9 @@ def limits() -> Limits:
         if _found.apply:
             LOG.info("fanfit: Lambda environments get the CPU and memory their MemorySize buys "
                      "(%s)", _found.summary())  # fmt: skip
+            swept = sweep_stale(_found)
+            if swept:
+                LOG.info("fanfit: removed %d cgroups left by stacks that ended", swept)
         else:
             LOG.warning(
                 "fanfit: Lambda environments run without CPU/memory limits (%s); timings on "
@@ -498,6 +502,58 @@ def set_v2_limits(groups: EnvironmentCgroups, limit: str, quota: int, period: in
     (groups.cpu / "cpu.weight").write_text(str(min(10000, max(1, round(100 * quota / period)))))
 
 
+#: Age (seconds since the directory was made) after which an environment's cgroup with no process
+#: in it is taken for one left by a stack that ended without stopping its environments. An
+#: environment's process joins its cgroup seconds after :func:`create`.
+STALE_AFTER_S = 600.0
+
+
+def sweep_stale(
+    found: Limits, stale_after_s: float = STALE_AFTER_S, now: float | None = None
+) -> int:
+    """Remove the environments' cgroups that stacks which ended left under the parent groups.
+
+    A stack stopped by a signal (``kill``, a test runner's timeout) leaves its environments'
+    directories behind, and every stack on the machine shares the parent. Only directories made
+    more than ``stale_after_s`` ago are tried, and the kernel refuses to remove a cgroup with a
+    process or a child group in it (EBUSY), so a running environment of this or another stack
+    keeps its own.
+
+    Parameters
+    ----------
+    found : Limits
+        What :func:`probe` found; nothing is done without limits.
+    stale_after_s : float
+        Seconds since a directory's mtime before it is tried.
+    now : float, optional
+        Epoch seconds, ``time.time()`` by default.
+
+    Returns
+    -------
+    int
+        Environments' directories removed.
+    """
+    if not found.apply:
+        return 0
+    cutoff = (time.time() if now is None else now) - stale_after_s
+    removed = 0
+    for parent in {Path(found.memory_parent), Path(found.cpu_parent)}:
+        try:
+            children = [c for c in parent.iterdir() if c.is_dir()]
+        except OSError:
+            continue
+        for child in children:
+            try:
+                if child.stat().st_mtime > cutoff:
+                    continue
+            except OSError:
+                continue
+            for leaf in (c for c in child.iterdir() if c.is_dir()):
+                _rmdir(leaf)
+            removed += _rmdir(child)
+    return removed
+
+
 def cleanup() -> None:
     """Remove the ``fanfit-lambda`` parent groups when empty (on shutdown)."""
     found = _found
@@ -514,8 +570,10 @@ def cleanup() -> None:
             _rmdir(parent)
 
 
-def _rmdir(directory: Path) -> None:
+def _rmdir(directory: Path) -> bool:
     try:
         directory.rmdir()
     except OSError as exc:
         LOG.debug("could not remove cgroup %s: %s", directory, exc)
+        return False
+    return True

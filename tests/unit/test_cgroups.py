@@ -241,3 +241,27 @@ def test_local_status_shows_whether_limits_apply(tmp_path, monkeypatch, capsys) 
     assert "limits: cgroup v2 (delegated): cpu.max and memory.max per environment under " \
            "/x/fanfit-lambda" in out  # fmt: skip
     assert "limits_apply: True" in out
+
+
+def test_cgroups_left_by_ended_stacks_are_swept_and_busy_or_young_ones_kept(tmp_path) -> None:
+    # GIVEN a v1 tree with four environments' cgroups under the parents: an old empty one, an old
+    # v2-style one with its empty leaves, an old one still in use (a file stands for the kernel's
+    # EBUSY: rmdir refuses it) and a young empty one
+    root, proc = _v1_tree(tmp_path)
+    found = cg.probe(root, proc)
+    cpu = Path(found.cpu_parent)
+    old, leaves, busy, young = (cpu / n for n in ("old", "leaves", "busy", "young"))
+    for d in (old, leaves / "init", leaves / "run", young):
+        d.mkdir(parents=True)
+    _write(busy / "tasks", "4242\n")
+    for d in (old, leaves, busy):
+        os.utime(d, (1_000.0, 1_000.0))
+    os.utime(young, (1_000.0 + cg.STALE_AFTER_S, 1_000.0 + cg.STALE_AFTER_S))
+    # WHEN swept at a time when only the first three are older than STALE_AFTER_S
+    removed = cg.sweep_stale(found, now=1_000.0 + cg.STALE_AFTER_S + 1)
+    # THEN the old empty ones are gone, the busy and the young one kept
+    assert removed == 2
+    assert not old.exists() and not leaves.exists()
+    assert busy.is_dir() and young.is_dir()
+    # ... and without limits nothing is touched
+    assert cg.sweep_stale(cg.Limits("none", "off"), now=1e12) == 0 and busy.is_dir()
