@@ -21,6 +21,7 @@ _DOUBLEML_NAMES = (
     "DoubleMLIRM",
     "DoubleMLPLIV",
     "DoubleMLPLR",
+    "DoubleMLSSM",
     "from_doubleml",
 )
 

@@ -205,10 +205,10 @@ def check_learners(value: Any) -> dict[str, LearnerSpec]:
 
 
 #: DoubleML's names of the column options (``DoubleMLData``'s), accepted in Python as aliases.
-COLUMN_ALIASES = {"y_col": "y", "d_cols": "d", "x_cols": "x", "z_cols": "z"}
+COLUMN_ALIASES = {"y_col": "y", "d_cols": "d", "x_cols": "x", "z_cols": "z", "s_col": "s"}
 
 #: The nuisance learners an estimate job names, as DoubleML names them.
-LEARNER_KEYS = ("ml_l", "ml_m", "ml_g", "ml_r")
+LEARNER_KEYS = ("ml_l", "ml_m", "ml_g", "ml_r", "ml_pi")
 
 
 @dataclass(frozen=True)
@@ -341,7 +341,10 @@ class EstimateOptions(_Options):
     cluster_cols : str or sequence of str, optional
         One or two cluster columns (numeric ids): DoubleML's ``DoubleMLClusterData`` cluster
         variables; folds are drawn per cluster and the standard errors are cluster-robust.
-    ml_l, ml_m, ml_g, ml_r : str, dict, LearnerSpec or estimator, optional
+    s : str, optional
+        ssm: the binary selection column (DoubleMLSSMData's ``s_col``), 1 where the outcome is
+        observed (required for ssm, refused for the other models).
+    ml_l, ml_m, ml_g, ml_r, ml_pi : str, dict, LearnerSpec or estimator, optional
         Nuisance learners: ``"NAME"``, ``"NAME:{json params}"`` or a JSON object from the
         allow-list (:mod:`fanfit.learners`), or a scikit-learn estimator object (a ``Pipeline`` or
         ``GridSearchCV``/``RandomizedSearchCV`` of allowed steps included), converted by
@@ -382,7 +385,8 @@ class EstimateOptions(_Options):
     data: Any = _option(help=_DATA_HELP, kind="path")
     model: str = _option("plr", choices=dml.MODELS)
     score: str | None = _option(
-        None, help="plr: 'partialling out' | 'IV-type'; irm: ATE | ATTE; iivm: LATE; apo: APO"
+        None,
+        help="plr: 'partialling out' | 'IV-type'; irm: ATE | ATTE; iivm: LATE; apo: APO; ssm: missing-at-random",
     )
     y: str = _option(help="outcome column")
     d: str | Sequence[str] = _option(help="treatment column(s), comma-separated", kind="columns")
@@ -405,6 +409,7 @@ class EstimateOptions(_Options):
     ml_m: Any = _learner("ml_m")
     ml_g: Any = _learner("ml_g")
     ml_r: Any = _learner("ml_r")
+    ml_pi: Any = _learner("ml_pi")
     n_folds: int = _option(5, kind="int")
     n_rep: int = _option(1, kind="int")
     seed: int = _option(0, kind="int", help="seed of the sample splitting and learners")
@@ -428,6 +433,9 @@ class EstimateOptions(_Options):
         None,
         kind="float",
         help="apo: the treatment value whose average potential outcome is estimated",
+    )
+    s: str | None = _option(
+        None, help="ssm: the binary selection column (1 where the outcome is observed)"
     )
     boot_method: str | None = _option(None, choices=("normal", "Bayes", "wild"))
     n_rep_boot: int = _option(500, kind="int")
@@ -504,7 +512,7 @@ class EstimateOptions(_Options):
         """
         if self.x is not None:
             return self
-        taken = {self.y, *_as_list(self.d), *_as_list(self.z)}
+        taken = {self.y, *_as_list(self.d), *_as_list(self.z), *_as_list(self.s)}
         taken.update(_as_list(getattr(self, "cluster_cols", None)))
         x = [str(c) for c in columns if str(c) not in taken]
         if not x:
@@ -527,7 +535,7 @@ class EstimateOptions(_Options):
             trimming_threshold=self.trimming_threshold, boot_method=self.boot_method,
             n_rep_boot=self.n_rep_boot, cluster_cols=self.cluster_cols,
             normalize_ipw=self.normalize_ipw, subgroups=self.subgroups,
-            treatment_level=self.treatment_level,
+            treatment_level=self.treatment_level, s_col=self.s,
         )  # fmt: skip
 
     def check(self) -> tuple[dml.DMLSpec, list[str], float]:
@@ -644,6 +652,7 @@ def build_spec(
     normalize_ipw: bool = False,
     subgroups: str | Mapping[str, Any] | None = None,
     treatment_level: float | None = None,
+    s_col: str | None = None,
 ) -> tuple[dml.DMLSpec, list[str]]:
     """Build and validate a :class:`fanfit.dml.DMLSpec` from user options.
 
@@ -680,6 +689,7 @@ def build_spec(
     if treatment_level is not None:
         check_number("treatment_level", treatment_level)
     check_columns("cluster_cols", cluster_cols, optional=True)
+    check_str("s", s_col, optional=True)
     if not isinstance(normalize_ipw, bool):
         raise InvalidJobError(f"normalize_ipw must be True or False, got {_shown(normalize_ipw)}")
     model = str(model).lower()
@@ -701,6 +711,7 @@ def build_spec(
         normalize_ipw=normalize_ipw,
         subgroups=parse_subgroups(subgroups),
         treatment_level=None if treatment_level is None else float(treatment_level),
+        s_col=s_col,
     )
     spec.validate()
     columns = list(spec.used_cols)

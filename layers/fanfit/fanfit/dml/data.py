@@ -31,6 +31,8 @@ class DMLData:
     cluster_vars : numpy.ndarray of shape (n_obs, n_cluster_vars), or None
         Cluster ids, in the order of ``spec.cluster_cols`` (DoubleML's ``cluster_vars``); None
         without clusters.
+    s : numpy.ndarray of shape (n_obs,), or None
+        The selection indicator ``spec.s_col`` (SSM); None for the other models.
     """
 
     y: np.ndarray
@@ -38,6 +40,7 @@ class DMLData:
     x: np.ndarray
     z: np.ndarray | None = None
     cluster_vars: np.ndarray | None = None
+    s: np.ndarray | None = None
 
     @property
     def n_obs(self) -> int:
@@ -105,6 +108,7 @@ def check_columns(spec: DMLSpec, columns: Sequence[str]) -> None:
         ("x_cols", spec.x_cols),
         ("z_cols", spec.z_cols),
         ("cluster_cols", spec.cluster_cols),
+        ("s_col", (spec.s_col,) if spec.s_col else ()),
     ]
     for role, cols in roles:
         for c in cols:
@@ -186,7 +190,9 @@ def validate_data(spec: DMLSpec, columns: Sequence[str], values: np.ndarray) -> 
     z = _take(values, index, spec.z_cols) if spec.z_cols else None
     cluster_vars = _take(values, index, spec.cluster_cols) if spec.cluster_cols else None
 
-    data = DMLData(y=y, d=d, x=x, z=z, cluster_vars=cluster_vars)
+    s = np.ascontiguousarray(values[:, index[spec.s_col]], dtype=np.float64) if spec.s_col else None
+
+    data = DMLData(y=y, d=d, x=x, z=z, cluster_vars=cluster_vars, s=s)
     _check_model_data(spec, data)
     if cluster_vars is not None:
         _check_clusters(spec, cluster_vars)
@@ -234,4 +240,4 @@ def _check_model_data(spec: DMLSpec, data: DMLData) -> None:
         mdef.check_data(spec, data)
 
 
-_ROLE_WORD = {"d": "treatment", "z": "instrument"}
+_ROLE_WORD = {"d": "treatment", "z": "instrument", "s": "selection indicator"}

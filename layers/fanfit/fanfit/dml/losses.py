@@ -39,7 +39,7 @@ from collections.abc import Mapping
 import numpy as np
 
 from fanfit.dml.data import DMLData
-from fanfit.dml.models import RESIDUAL, column, model_def
+from fanfit.dml.models import RESIDUAL, column, model_def, row_mask
 from fanfit.dml.scores import clip_propensity
 from fanfit.dml.spec import DMLSpec
 from fanfit.dml.units import check_preds, learner_name, prediction_keys
@@ -205,9 +205,9 @@ def nuisance_targets(
                     target = data.y - theta * data.d[:, i_treat]
                 else:
                     target = column(spec, data, fit.target, i_treat)
-                if fit.rows is not None:
-                    name, level = fit.rows
-                    target = _only(target, column(spec, data, name, i_treat) == level)
+                mask = None if fit.loss_all_rows else row_mask(spec, data, fit, i_treat)
+                if mask is not None:
+                    target = _only(target, mask)
                 targets[:, i_rep, i_treat] = target
         out[fit.key] = targets
     return out

@@ -20,8 +20,8 @@ Adding a model means one :class:`ModelDef` in :data:`REGISTRY` plus its score fu
 
 Columns and samples are named by short strings resolved by :func:`column`: ``'y'``, ``'d'`` (the
 active treatment), ``'z'`` (the first instrument), ``'z:<col>'`` (instrument ``col``), ``'treated'``
-(:math:`1\{D = \text{treatment\_level}\}`, APO) and, as a target only, :data:`RESIDUAL`
-(:math:`Y - \tilde\theta D`).
+(:math:`1\{D = \text{treatment\_level}\}`, APO), ``'s'`` (the selection indicator ``s_col``, SSM)
+and, as a target only, :data:`RESIDUAL` (:math:`Y - \tilde\theta D`).
 """
 
 from __future__ import annotations
@@ -42,6 +42,7 @@ from fanfit.dml.scores import (
     plr_score_elements,
     plr_theta_initial,
 )
+from fanfit.dml.scores_ssm import ssm_score_elements
 from fanfit.errors import InvalidDataError, InvalidJobError, OneSidedNoncomplianceError
 
 # The spec and the data are typed loosely here: fanfit.dml.spec and fanfit.dml.data import this
@@ -59,6 +60,7 @@ __all__ = [
     "column",
     "column_label",
     "model_def",
+    "row_mask",
 ]
 
 #: Target of ``ml_g`` under PLR/PLIV ``'IV-type'``: :math:`Y - \tilde\theta D`.
@@ -84,9 +86,17 @@ class Nuisance:
         The training sample: None for all rows, else ``(column, value)``, the rows where that
         column (:func:`column`) equals the value, e.g. ``('d', 0.0)`` for IRM's ``ml_g0``.
         The loss is evaluated on the same rows.
+    also : tuple of (str, float) or None
+        A second condition on the training rows, and-ed with ``rows`` (SSM's ``ml_g_d1``: the
+        rows with ``d == 1`` and ``s == 1``); see :func:`row_mask`.
     features : str
-        ``'x'`` (covariates plus the other treatments, :meth:`DMLData.xd`) or ``'dx'`` (the
-        treatment column first, then ``'x'``: APO's ``ml_g_d_lvl0``).
+        ``'x'`` (covariates plus the other treatments, :meth:`DMLData.xd`), ``'dx'`` (the
+        treatment column first, then ``'x'``: APO's ``ml_g_d_lvl0``) or ``'xd'`` (``'x'``, then
+        the treatment column: SSM's ``ml_pi`` under missing at random).
+    loss_all_rows : bool
+        Evaluate the loss (and the nuisance targets) on every row instead of the training rows:
+        DoubleML's SSM scores ``ml_g_d0``/``ml_g_d1`` against ``y`` on all rows (its targets are
+        ``y`` at every test row, unselected rows included).
     stage : int
         0, or 1 for fits that need :attr:`ModelDef.theta_initial` of stage 0.
     """
@@ -96,6 +106,8 @@ class Nuisance:
     target: str
     rows: tuple[str, float] | None = None
     features: str = "x"
+    also: tuple[str, float] | None = None
+    loss_all_rows: bool = False
     stage: int = 0
 
 
@@ -144,7 +156,9 @@ class ModelDef:
         Model-only spec options (None elsewhere): ``'subgroups'``, ``'treatment_level'``; passed
         to DoubleML's constructor by name.
     ipw_options : bool
-        Whether the model takes ``normalize_ipw`` and ``ps_processor_config``.
+        Whether the model takes ``normalize_ipw`` and ``ps_processor_config``.    columns : tuple of str
+        Model-only column roles of the spec (None elsewhere): ``'s_col'`` (SSM's selection
+        indicator, DoubleMLSSMData's ``s_col``).
     """
 
     name: str
@@ -164,6 +178,7 @@ class ModelDef:
     doubleml_optional: tuple[str, ...] = ()
     options: tuple[str, ...] = ()
     ipw_options: bool = False
+    columns: tuple[str, ...] = ()
 
     @property
     def default_score(self) -> str:
@@ -201,6 +216,10 @@ def column(spec: DMLSpec, data: DMLData, name: str, i_treat: int) -> np.ndarray:
         return data.d[:, i_treat]
     if name == "treated":
         return (data.d[:, i_treat] == spec.treatment_level).astype(np.float64)
+    if name == "s":
+        if data.s is None:
+            raise InvalidDataError(f"Model {spec.model!r} needs the selection column (s_col).")
+        return data.s
     if name == "z" or name.startswith("z:"):
         if data.z is None:
             raise InvalidDataError(f"Model {spec.model!r} needs instrument data (z).")
@@ -218,7 +237,27 @@ def column_label(spec: DMLSpec, name: str) -> str:
         return name[2:]
     if name == "treated":
         return f"{spec.d_cols[0]} == {spec.treatment_level:g}"
+    if name == "s":
+        return str(spec.s_col)
     return spec.y_col
+
+
+def row_mask(spec: DMLSpec, data: DMLData, fit: Nuisance, i_treat: int) -> np.ndarray | None:
+    """The training (and loss) rows of a nuisance fit: ``rows`` and ``also`` (:class:`Nuisance`).
+
+    Returns
+    -------
+    numpy.ndarray of bool, shape (n_obs,), or None
+        None when the fit uses every row.
+    """
+    mask = None
+    for cond in (fit.rows, fit.also):
+        if cond is None:
+            continue
+        name, level = cond
+        here = column(spec, data, name, i_treat) == level
+        mask = here if mask is None else mask & here
+    return mask
 
 
 # --------------------------------------------------------------------------- checks
@@ -280,6 +319,21 @@ def _check_apo(spec: DMLSpec) -> None:
         or not np.isfinite(float(level))
     ):
         raise InvalidJobError(f"treatment_level must be a finite number, got {level!r}.")
+
+
+def _check_ssm(spec: DMLSpec) -> None:
+    _one_treatment(spec, "binary ")
+    if not spec.s_col:
+        raise InvalidJobError(
+            "Model 'ssm' needs s_col, the binary selection column (1 where the outcome is "
+            "observed; CLI: --s COLUMN, DoubleMLSSMData's s_col)."
+        )
+    if spec.z_cols:
+        raise InvalidJobError(
+            f"Model 'ssm' with score {spec.score!r} takes no instruments, but z_cols is "
+            f"{list(spec.z_cols)}: DoubleML ignores them under missing at random; leave z_cols "
+            "unset (score 'nonignorable', which uses them, does not run on the pipeline yet)."
+        )
 
 
 def require_binary(
@@ -435,6 +489,18 @@ def _apo_nuisances(spec: DMLSpec) -> tuple[Nuisance, ...]:
     )
 
 
+def _ssm_nuisances(spec: DMLSpec) -> tuple[Nuisance, ...]:
+    # DoubleML 0.11.4 irm/ssm.py _nuisance_est, missing at random: ml_pi on (x, d) of all rows
+    # with target s, ml_m on x with target d, ml_g_d0/ml_g_d1 on x of the rows with d == 0/1 and
+    # s == 1 (_get_cond_smpls_2d); params_names order ml_g_d0, ml_g_d1, ml_pi, ml_m
+    return (
+        Nuisance("ml_g_d0", "ml_g", "y", rows=("d", 0.0), also=("s", 1.0), loss_all_rows=True),
+        Nuisance("ml_g_d1", "ml_g", "y", rows=("d", 1.0), also=("s", 1.0), loss_all_rows=True),
+        Nuisance("ml_pi", "ml_pi", "s", features="xd"),
+        Nuisance("ml_m", "ml_m", "d"),
+    )
+
+
 # --------------------------------------------------------------------------- scores
 def _plr_score(
     spec: DMLSpec, data: DMLData, p: Preds, i_treat: int
@@ -487,6 +553,16 @@ def _apo_score(
 ) -> tuple[np.ndarray, np.ndarray]:
     treated = column(spec, data, "treated", i_treat)
     return apo_score_elements(data.y, treated, p["ml_g_d_lvl1"], p["ml_m"], spec.normalize_ipw)
+
+
+def _ssm_score(
+    spec: DMLSpec, data: DMLData, p: Preds, i_treat: int
+) -> tuple[np.ndarray, np.ndarray]:
+    s = column(spec, data, "s", i_treat)
+    return ssm_score_elements(
+        data.y, data.d[:, i_treat], s, p["ml_g_d0"], p["ml_g_d1"], p["ml_pi"], p["ml_m"],
+        spec.normalize_ipw, spec.trimming_threshold,
+    )  # fmt: skip
 
 
 def _plr_theta(spec: DMLSpec, data: DMLData, p: Preds, i_treat: int) -> float:
@@ -584,6 +660,22 @@ REGISTRY: dict[str, ModelDef] = {
             doubleml_learners=("ml_g", "ml_m"),
             options=("treatment_level",),
             ipw_options=True,
+        ),
+        ModelDef(
+            name="ssm",
+            doubleml_class="DoubleMLSSM",
+            scores=("missing-at-random",),
+            roles={"ml_g": "either", "ml_pi": "classifier", "ml_m": "classifier"},
+            purposes={"ml_g": "E[Y|D,S=1,X]", "ml_pi": "P(S=1|D,X)", "ml_m": "P(D=1|X)"},
+            nuisances=_ssm_nuisances,
+            score_elements=_ssm_score,
+            check_spec=_check_ssm,
+            binary=("d", "s"),
+            clipped=("ml_m",),
+            propensity_group="d",
+            doubleml_learners=("ml_g", "ml_pi", "ml_m"),
+            ipw_options=True,
+            columns=("s_col",),
         ),
     )
 }

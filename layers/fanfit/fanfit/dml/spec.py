@@ -129,6 +129,11 @@ def learner_roles(model: str) -> dict[str, str]:
     return dict(model_def(model).roles)
 
 
+def _set_fields(spec: DMLSpec, *names: str) -> dict[str, Any]:
+    """The model-only fields among ``names`` that are set (not None), for :meth:`DMLSpec.to_dict`."""
+    return {name: getattr(spec, name) for name in names if getattr(spec, name) is not None}
+
+
 def _is_int(value: Any) -> bool:
     return isinstance(value, numbers.Integral) and not isinstance(value, bool)
 
@@ -205,6 +210,9 @@ class DMLSpec:
     treatment_level : float or None
         APO only (DoubleMLAPO's ``treatment_level``): the value of the treatment column whose
         average potential outcome is estimated.
+    s_col : str or None
+        SSM only (DoubleMLSSMData's ``s_col``): the binary selection column, 1 where the outcome
+        is observed; the outcome is used on those rows only.
     """
 
     model: str
@@ -224,6 +232,7 @@ class DMLSpec:
     cluster_cols: tuple[str, ...] = ()
     subgroups: dict[str, bool] | None = None
     treatment_level: float | None = None
+    s_col: str | None = None
 
     def __post_init__(self) -> None:
         for name in ("d_cols", "x_cols", "z_cols", "cluster_cols"):
@@ -242,8 +251,9 @@ class DMLSpec:
 
     @property
     def used_cols(self) -> tuple[str, ...]:
-        """All columns the estimate reads: y, d, x, z, then the cluster columns (in that order)."""
-        return (self.y_col, *self.d_cols, *self.x_cols, *self.z_cols, *self.cluster_cols)
+        """All columns the estimate reads: y, d, x, z, the cluster columns, then s (in that order)."""
+        s = (self.s_col,) if self.s_col else ()
+        return (self.y_col, *self.d_cols, *self.x_cols, *self.z_cols, *self.cluster_cols, *s)
 
     @property
     def n_cross_folds(self) -> int:
@@ -313,12 +323,15 @@ class DMLSpec:
             raise InvalidJobError("d_cols is empty: name at least one treatment column.")
         if not self.x_cols:
             raise InvalidJobError("x_cols is empty: name at least one covariate column.")
+        if self.s_col is not None and (not isinstance(self.s_col, str) or not self.s_col):
+            raise InvalidJobError(f"s_col must be a non-empty column name, got {self.s_col!r}.")
         roles = {
             "y_col": (self.y_col,),
             "d_cols": self.d_cols,
             "x_cols": self.x_cols,
             "z_cols": self.z_cols,
             "cluster_cols": self.cluster_cols,
+            "s_col": (self.s_col,) if self.s_col else (),
         }
         names = list(roles)
         for i, a in enumerate(names):
@@ -351,10 +364,13 @@ class DMLSpec:
             )
 
     def _validate_model_options(self) -> None:
-        own = model_def(self.model).options
-        for option in ("subgroups", "treatment_level"):
+        mdef = model_def(self.model)
+        own = (*mdef.options, *mdef.columns)
+        for option in ("subgroups", "treatment_level", "s_col"):
             if getattr(self, option) is not None and option not in own:
-                owners = [name for name, m in REGISTRY.items() if option in m.options]
+                owners = [
+                    name for name, m in REGISTRY.items() if option in (*m.options, *m.columns)
+                ]
                 raise InvalidJobError(
                     f"{option} is an option of model {' or '.join(repr(o) for o in owners)} only, "
                     f"but the model is {self.model!r}; leave {option} unset."
@@ -466,7 +482,7 @@ class DMLSpec:
             "boot_method": self.boot_method,
             "cluster_cols": list(self.cluster_cols),
             "subgroups": None if self.subgroups is None else dict(self.subgroups),
-        } | ({} if self.treatment_level is None else {"treatment_level": self.treatment_level})
+        } | _set_fields(self, "treatment_level", "s_col")
 
     @classmethod
     def from_dict(cls, d: dict) -> DMLSpec:

@@ -33,7 +33,7 @@ from fanfit.dml.folds import (
     validate_cluster_folds,
     validate_folds,
 )
-from fanfit.dml.models import RESIDUAL, Nuisance, column, model_def
+from fanfit.dml.models import RESIDUAL, Nuisance, column, model_def, row_mask
 from fanfit.dml.spec import DMLSpec
 from fanfit.errors import InvalidDataError, InvalidFoldsError, InvalidJobError
 
@@ -280,8 +280,13 @@ def unit_seed(seed: int, unit: FitUnit) -> int:
 
 def learner_name(key: str) -> str:
     """The ``spec.learners`` name behind a prediction key (``ml_g0 -> ml_g``, ``ml_m_Z1 -> ml_m``,
-    ``ml_g_d_lvl1 -> ml_g``): every registry model names its keys ``<learner>`` + suffix."""
-    return key[:4]
+    ``ml_g_d_lvl1 -> ml_g``, ``ml_pi -> ml_pi``): every registry model names its keys
+    ``ml_<letters>`` + a suffix that starts with a digit or ``_``."""
+    match = _LEARNER_PREFIX.match(key)
+    return match.group(0) if match else key[:4]
+
+
+_LEARNER_PREFIX = re.compile(r"ml_[a-z]+")
 
 
 # --------------------------------------------------------------------------- fitting
@@ -295,23 +300,24 @@ def _target_and_rows(
         target = data.y - theta * data.d[:, unit.i_treat]
     else:
         target = column(spec, data, fit.target, unit.i_treat)
-    if fit.rows is None:
-        return target, None
-    name, level = fit.rows
-    return target, column(spec, data, name, unit.i_treat) == level
+    return target, row_mask(spec, data, fit, unit.i_treat)
 
 
 def features(spec: DMLSpec, data: DMLData, key: str, i_treat: int) -> np.ndarray:
     """The features a prediction key's learner sees: :meth:`DMLData.xd`, or with
-    ``features='dx'`` (:class:`~fanfit.dml.models.Nuisance`) the treatment column before it.
+    ``features='dx'`` (:class:`~fanfit.dml.models.Nuisance`) the treatment column before it, with
+    ``features='xd'`` after it.
 
     Returns
     -------
     numpy.ndarray, shape (n_obs, n_features)
     """
     x = data.xd(i_treat)
-    if nuisance(spec, key).features == "dx":
+    kind = nuisance(spec, key).features
+    if kind == "dx":
         return np.column_stack((data.d[:, i_treat], x))
+    if kind == "xd":
+        return np.column_stack((x, data.d[:, i_treat]))
     return x
 
 

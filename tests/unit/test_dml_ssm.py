@@ -1,0 +1,153 @@
+"""DoubleMLSSM (missing at random) through the model registry against DoubleML 0.11.4.
+
+Data from DoubleML's own generator (``make_ssm_data(mar=True)``: outcome ``y`` set to 0 where the
+selection indicator ``s`` is 0). DoubleML fits on fanfit's folds; fanfit's scores from DoubleML's
+stored predictions must equal DoubleML's ``psi_elements`` at 1e-12, and fanfit's unit-by-unit fit
+(the registry's rows, ``d == k`` and ``s == 1`` for ``ml_g_d{k}``, and features, ``(x, d)`` for
+``ml_pi``) must give DoubleML's predictions, estimate and losses.
+"""
+
+from __future__ import annotations
+
+import warnings
+
+import doubleml as dml
+import numpy as np
+import pandas as pd
+import pytest
+from doubleml.irm.datasets import make_ssm_data
+from doubleml.utils import PSProcessorConfig
+
+from fanfit.dml import (
+    DMLSpec,
+    aggregate,
+    draw_folds,
+    estimate_in_process,
+    folds_to_smpls,
+    prediction_keys,
+    score_elements,
+    validate_data,
+)
+from fanfit.dml.losses import nuisance_loss
+from fanfit.dml.models import REGISTRY
+from fanfit.errors import InvalidDataError, InvalidJobError
+
+X_COLS = [f"X{i}" for i in range(1, 5)]
+LEARNERS = {"ml_g": "LinearRegression", "ml_pi": "LogisticRegression", "ml_m": "LogisticRegression"}
+
+
+def _frame(n_obs: int = 300, seed: int = 3) -> pd.DataFrame:
+    np.random.seed(seed)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        return make_ssm_data(n_obs=n_obs, dim_x=len(X_COLS), mar=True, return_type="DataFrame")
+
+
+def _spec(**kwargs) -> DMLSpec:
+    options = {
+        "model": "ssm",
+        "score": "missing-at-random",
+        "y_col": "y",
+        "d_cols": ("d",),
+        "x_cols": tuple(X_COLS),
+        "s_col": "s",
+        "n_folds": 3,
+        "n_rep": 2,
+        "seed": 7,
+        "learners": dict(LEARNERS),
+    }
+    spec = DMLSpec(**(options | kwargs))
+    spec.validate()
+    return spec
+
+
+def _doubleml(spec: DMLSpec, df: pd.DataFrame, folds: np.ndarray):
+    obj = dml.DoubleMLSSM(
+        dml.DoubleMLSSMData(df, "y", "d", x_cols=X_COLS, s_col="s"),
+        *(spec.learners[k].build() for k in ("ml_g", "ml_pi", "ml_m")),
+        n_folds=spec.n_folds,
+        n_rep=spec.n_rep,
+        normalize_ipw=spec.normalize_ipw,
+        ps_processor_config=PSProcessorConfig(clipping_threshold=spec.trimming_threshold),
+        draw_sample_splitting=False,
+    )
+    obj.set_sample_splitting(folds_to_smpls(folds))
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        obj.fit(store_predictions=True)
+    return obj
+
+
+@pytest.mark.parametrize(
+    ("normalize_ipw", "trim"), [(False, 0.01), (True, 0.05)], ids=["plain", "normalized-trim"]
+)
+def test_ssm_scores_and_estimate_equal_doubleml(normalize_ipw, trim) -> None:
+    # GIVEN DoubleML's MAR selection data, fanfit folds and one SSM spec fitted by DoubleML
+    df = _frame()
+    spec = _spec(normalize_ipw=normalize_ipw, trimming_threshold=trim)
+    data = validate_data(spec, list(df.columns), df.to_numpy())
+    folds = draw_folds(data.n_obs, spec.n_folds, spec.n_rep, spec.seed)
+    obj = _doubleml(spec, df, folds)
+    preds = {k: np.asarray(obj.predictions[k], dtype=np.float64) for k in prediction_keys(spec)}
+    # WHEN fanfit computes the score elements from DoubleML's predictions and aggregates them
+    for i_rep in range(spec.n_rep):
+        psi_a, psi_b = score_elements(spec, data, preds, i_rep, 0)
+        # THEN they are DoubleML's at 1e-12
+        np.testing.assert_allclose(psi_a, obj.psi_elements["psi_a"][:, i_rep, 0], rtol=1e-12)
+        np.testing.assert_allclose(psi_b, obj.psi_elements["psi_b"][:, i_rep, 0], rtol=1e-12)
+    result = aggregate(spec, data, folds, preds)
+    for name in ("coef", "se", "all_coef", "all_se"):
+        np.testing.assert_allclose(getattr(result, name), getattr(obj, name), rtol=1e-12, atol=0)
+    # AND fanfit's own fits (unit by unit) give DoubleML's predictions, estimate and losses
+    own = estimate_in_process(spec, data, folds)
+    for name in ("coef", "se", "all_coef", "all_se"):
+        np.testing.assert_allclose(getattr(own, name), getattr(obj, name), rtol=1e-9, atol=0)
+    for key in prediction_keys(spec):
+        ours = own.predictions[key]
+        if key == "ml_m":  # DoubleML stores the propensities clipped
+            ours = np.clip(ours, spec.trimming_threshold, 1 - spec.trimming_threshold)
+        np.testing.assert_allclose(ours, obj.predictions[key], rtol=1e-9, atol=1e-12, err_msg=key)
+    loss = nuisance_loss(spec, data, own.predictions)
+    for key in prediction_keys(spec):
+        np.testing.assert_allclose(loss[key], obj.nuisance_loss[key], rtol=1e-9, err_msg=key)
+
+
+def test_ssm_registry_entry_declares_doublemls_nuisances() -> None:
+    # GIVEN the registry WHEN SSM's entry is read THEN its fits are DoubleML's (MAR): ml_g on the
+    # selected rows of each treatment arm, ml_pi of s on (x, d), ml_m of d on x
+    mdef = REGISTRY["ssm"]
+    fits = {n.key: n for n in mdef.nuisances(_spec())}
+    assert list(fits) == ["ml_g_d0", "ml_g_d1", "ml_pi", "ml_m"]
+    assert (fits["ml_g_d0"].rows, fits["ml_g_d0"].also) == (("d", 0.0), ("s", 1.0))
+    assert (fits["ml_g_d1"].rows, fits["ml_g_d1"].also) == (("d", 1.0), ("s", 1.0))
+    assert (fits["ml_pi"].target, fits["ml_pi"].features) == ("s", "xd")
+    assert mdef.doubleml_class == "DoubleMLSSM" and mdef.default_score == "missing-at-random"
+
+
+def test_ssm_needs_s_col_and_other_models_refuse_one() -> None:
+    # GIVEN an SSM spec without s_col WHEN validated THEN the error names the option
+    with pytest.raises(InvalidJobError, match="needs s_col"):
+        _spec(s_col=None)
+    # AND instruments under missing at random are refused, naming z_cols
+    with pytest.raises(InvalidJobError, match="takes no instruments, but z_cols"):
+        _spec(z_cols=("X4",), x_cols=tuple(X_COLS[:3]))
+    # AND nonignorable is not (yet) a score of the pipeline's SSM
+    with pytest.raises(InvalidJobError, match="Invalid score 'nonignorable'"):
+        _spec(score="nonignorable")
+    # AND s_col given twice a role is refused
+    with pytest.raises(InvalidJobError, match="both x_cols and s_col"):
+        _spec(x_cols=(*X_COLS, "s"))
+    # AND an IRM spec with s_col is refused naming the option and its model
+    with pytest.raises(InvalidJobError, match="s_col is an option of model 'ssm' only"):
+        _spec(model="irm", score="ATE", learners={"ml_g": "Ridge", "ml_m": "LogisticRegression"})
+
+
+def test_ssm_refuses_a_selection_column_that_is_not_binary() -> None:
+    # GIVEN data whose selection column holds a 2 WHEN validated THEN the error names s and the row
+    df = _frame(n_obs=100)
+    df.loc[5, "s"] = 2.0
+    with pytest.raises(InvalidDataError, match=r"Column 's' must be binary .* row 5"):
+        validate_data(_spec(), list(df.columns), df.to_numpy())
+    # AND a missing selection column is named with its role
+    with pytest.raises(InvalidDataError, match=r"Column 's' \(s_col\) is not in the data"):
+        validate_data(_spec(), list(df.columns[:-1]), df.to_numpy()[:, :-1])
