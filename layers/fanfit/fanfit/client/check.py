@@ -72,7 +72,8 @@ class CheckedEstimate:
         (name -> canonical spec string),
         ``folds`` (``'drawn from seed <seed>'`` or ``'given'``), ``seed``, ``sharding``,
         ``max_concurrency``, ``units_per_shard``, ``weight``, ``boot_method``, ``n_rep_boot``,
-        ``cluster_cols``, ``normalize_ipw``, ``subgroups`` (IIVM: the subgroups in effect), ``treatment_level`` (APO)."""
+        ``cluster_cols``, ``normalize_ipw``, ``subgroups`` (IIVM: the subgroups in effect), ``treatment_level`` (APO), ``s_col``
+        (SSM)."""
         spec = self.spec
         keys = dml.prediction_keys(spec)
         folds = f"{spec.n_folds} folds"
@@ -112,6 +113,7 @@ class CheckedEstimate:
                 else None
             ),
             "treatment_level": spec.treatment_level,
+            "s_col": spec.s_col,
         }
 
 
