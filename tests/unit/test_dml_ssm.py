@@ -16,19 +16,12 @@ import numpy as np
 import pandas as pd
 import pytest
 from doubleml.irm.datasets import make_ssm_data
-from doubleml.utils import PSProcessorConfig
+from doubleml_helpers import assert_registry_model_is_doublemls, fit_on_folds, ipw_kwargs
 
 from fanfit.dml import (
     DMLSpec,
-    aggregate,
-    draw_folds,
-    estimate_in_process,
-    folds_to_smpls,
-    prediction_keys,
-    score_elements,
     validate_data,
 )
-from fanfit.dml.losses import nuisance_loss
 from fanfit.dml.models import REGISTRY
 from fanfit.errors import InvalidDataError, InvalidJobError
 
@@ -65,51 +58,21 @@ def _doubleml(spec: DMLSpec, df: pd.DataFrame, folds: np.ndarray):
     obj = dml.DoubleMLSSM(
         dml.DoubleMLSSMData(df, "y", "d", x_cols=X_COLS, s_col="s"),
         *(spec.learners[k].build() for k in ("ml_g", "ml_pi", "ml_m")),
-        n_folds=spec.n_folds,
-        n_rep=spec.n_rep,
-        normalize_ipw=spec.normalize_ipw,
-        ps_processor_config=PSProcessorConfig(clipping_threshold=spec.trimming_threshold),
-        draw_sample_splitting=False,
+        **ipw_kwargs(spec),
     )
-    obj.set_sample_splitting(folds_to_smpls(folds))
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")
-        obj.fit(store_predictions=True)
-    return obj
+    return fit_on_folds(obj, folds)
 
 
 @pytest.mark.parametrize(
     ("normalize_ipw", "trim"), [(False, 0.01), (True, 0.05)], ids=["plain", "normalized-trim"]
 )
 def test_ssm_scores_and_estimate_equal_doubleml(normalize_ipw, trim) -> None:
-    # GIVEN DoubleML's MAR selection data, fanfit folds and one SSM spec fitted by DoubleML
-    df = _frame()
+    # GIVEN DoubleML's MAR selection data and one SSM spec, fitted by DoubleML on fanfit folds
     spec = _spec(normalize_ipw=normalize_ipw, trimming_threshold=trim)
-    data = validate_data(spec, list(df.columns), df.to_numpy())
-    folds = draw_folds(data.n_obs, spec.n_folds, spec.n_rep, spec.seed)
-    obj = _doubleml(spec, df, folds)
-    preds = {k: np.asarray(obj.predictions[k], dtype=np.float64) for k in prediction_keys(spec)}
-    # WHEN fanfit computes the score elements from DoubleML's predictions and aggregates them
-    for i_rep in range(spec.n_rep):
-        psi_a, psi_b = score_elements(spec, data, preds, i_rep, 0)
-        # THEN they are DoubleML's at 1e-12
-        np.testing.assert_allclose(psi_a, obj.psi_elements["psi_a"][:, i_rep, 0], rtol=1e-12)
-        np.testing.assert_allclose(psi_b, obj.psi_elements["psi_b"][:, i_rep, 0], rtol=1e-12)
-    result = aggregate(spec, data, folds, preds)
-    for name in ("coef", "se", "all_coef", "all_se"):
-        np.testing.assert_allclose(getattr(result, name), getattr(obj, name), rtol=1e-12, atol=0)
-    # AND fanfit's own fits (unit by unit) give DoubleML's predictions, estimate and losses
-    own = estimate_in_process(spec, data, folds)
-    for name in ("coef", "se", "all_coef", "all_se"):
-        np.testing.assert_allclose(getattr(own, name), getattr(obj, name), rtol=1e-9, atol=0)
-    for key in prediction_keys(spec):
-        ours = own.predictions[key]
-        if key == "ml_m":  # DoubleML stores the propensities clipped
-            ours = np.clip(ours, spec.trimming_threshold, 1 - spec.trimming_threshold)
-        np.testing.assert_allclose(ours, obj.predictions[key], rtol=1e-9, atol=1e-12, err_msg=key)
-    loss = nuisance_loss(spec, data, own.predictions)
-    for key in prediction_keys(spec):
-        np.testing.assert_allclose(loss[key], obj.nuisance_loss[key], rtol=1e-9, err_msg=key)
+    # WHEN fanfit computes the score elements from DoubleML's predictions, aggregates them and
+    # fits unit by unit (ml_g_d* on the selected rows of each arm, ml_pi on (x, d))
+    # THEN scores and aggregate are DoubleML's at 1e-12, its own fits, estimate and losses at 1e-9
+    assert_registry_model_is_doublemls(spec, _frame(), _doubleml)
 
 
 def test_ssm_registry_entry_declares_doublemls_nuisances() -> None:
