@@ -20,8 +20,11 @@ from doubleml_helpers import assert_registry_model_is_doublemls, fit_on_folds, i
 
 from fanfit.dml import (
     DMLSpec,
+    draw_folds,
+    estimate_in_process,
     validate_data,
 )
+from fanfit.dml.interop import to_doubleml
 from fanfit.dml.models import REGISTRY
 from fanfit.errors import InvalidDataError, InvalidJobError
 
@@ -114,3 +117,18 @@ def test_ssm_refuses_a_selection_column_that_is_not_binary() -> None:
     # AND a missing selection column is named with its role
     with pytest.raises(InvalidDataError, match=r"Column 's' \(s_col\) is not in the data"):
         validate_data(_spec(), list(df.columns[:-1]), df.to_numpy()[:, :-1])
+
+
+def test_to_doubleml_refuses_ssm_naming_fanfits_class() -> None:
+    # GIVEN an SSM job's spec, data, folds and predictions (fanfit's own in-process estimate)
+    spec = _spec(n_rep=1)
+    df = _frame(n_obs=100)
+    data = validate_data(spec, list(df.columns), df.to_numpy())
+    folds = draw_folds(data.n_obs, spec.n_folds, spec.n_rep, spec.seed)
+    result = estimate_in_process(spec, data, folds)
+    # WHEN it is handed to DoubleML, whose DoubleMLSSM takes no external predictions
+    # THEN the error says so and names fanfit.DoubleMLSSM
+    with pytest.raises(
+        InvalidJobError, match=r"takes no external predictions.*fanfit\.DoubleMLSSM"
+    ):
+        to_doubleml(spec, data, folds, result.predictions)

@@ -89,3 +89,18 @@ def test_ssm_nonignorable_is_refused_by_name() -> None:
             data, LinearRegression(), LogisticRegression(), LogisticRegression(),
             score="nonignorable",
         )  # fmt: skip
+
+
+def test_from_doubleml_runs_an_ssm_with_its_options() -> None:
+    # GIVEN an unfitted doubleml.DoubleMLSSM with IPW normalisation WHEN run through from_doubleml
+    # on the fake stack
+    args = (_data(), LinearRegression(), LogisticRegression(), LogisticRegression())
+    np.random.seed(3)
+    theirs = dml.DoubleMLSSM(*args, n_folds=2, normalize_ipw=True)
+    client = FakeClient()
+    ours = fanfit.from_doubleml(theirs, client=client)
+    # THEN fanfit's class ran model ssm with the option, on DoubleML's splitting, and equals its fit
+    assert isinstance(ours, fanfit.DoubleMLSSM) and ours.normalize_ipw
+    assert (client.submitted[0]["model"], client.submitted[0]["normalize_ipw"]) == ("ssm", True)
+    theirs.fit()
+    assert_fit_is_doublemls(ours, theirs)

@@ -910,6 +910,7 @@ _CLASSES: dict[type, type] = {
     _doubleml.DoubleMLPLIV: DoubleMLPLIV,
     _doubleml.DoubleMLIIVM: DoubleMLIIVM,
     _doubleml.DoubleMLAPO: DoubleMLAPO,
+    _doubleml.DoubleMLSSM: DoubleMLSSM,
 }
 
 
@@ -947,14 +948,16 @@ def from_doubleml(model: Any, client: Any = None, **fit_options: Any) -> Any:
     if cls is None:
         raise _unsupported(
             f"a {type(model).__name__}",
-            "fanfit runs DoubleMLPLR, DoubleMLIRM, DoubleMLPLIV, DoubleMLIIVM and DoubleMLAPO",
+            "fanfit runs DoubleMLPLR, DoubleMLIRM, DoubleMLPLIV, DoubleMLIIVM, DoubleMLAPO and "
+            "DoubleMLSSM",
         )
     kwargs: dict[str, Any] = dict(model.learner)
     cluster = bool(getattr(model._dml_data, "is_cluster_data", False))
     n_folds = model._n_folds_per_cluster if cluster else model.n_folds  # per cluster variable
     kwargs.update(n_folds=n_folds, n_rep=model.n_rep, score=model.score,
                   draw_sample_splitting=False)  # fmt: skip
-    if isinstance(model, _doubleml.DoubleMLIRM | _doubleml.DoubleMLIIVM | _doubleml.DoubleMLAPO):
+    ipw = _doubleml.DoubleMLIRM | _doubleml.DoubleMLIIVM | _doubleml.DoubleMLAPO
+    if isinstance(model, ipw | _doubleml.DoubleMLSSM):
         kwargs.update(
             normalize_ipw=model.normalize_ipw, ps_processor_config=model.ps_processor_config
         )

@@ -159,6 +159,10 @@ class ModelDef:
         Whether the model takes ``normalize_ipw`` and ``ps_processor_config``.    columns : tuple of str
         Model-only column roles of the spec (None elsewhere): ``'s_col'`` (SSM's selection
         indicator, DoubleMLSSMData's ``s_col``).
+    doubleml_client_class : str or None
+        Set when DoubleML's class takes no external predictions (DoubleMLSSM 0.11.4): the fanfit
+        class (:mod:`fanfit.client.doubleml`) that feeds it the job's predictions instead;
+        :func:`fanfit.dml.interop.to_doubleml` refuses such a model, naming it.
     """
 
     name: str
@@ -179,6 +183,7 @@ class ModelDef:
     options: tuple[str, ...] = ()
     ipw_options: bool = False
     columns: tuple[str, ...] = ()
+    doubleml_client_class: str | None = None
 
     @property
     def default_score(self) -> str:
@@ -676,6 +681,7 @@ REGISTRY: dict[str, ModelDef] = {
             doubleml_learners=("ml_g", "ml_pi", "ml_m"),
             ipw_options=True,
             columns=("s_col",),
+            doubleml_client_class="DoubleMLSSM",
         ),
     )
 }
