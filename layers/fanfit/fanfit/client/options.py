@@ -199,7 +199,7 @@ def check_learners(value: Any) -> dict[str, LearnerSpec]:
     """
     if not isinstance(value, Mapping):
         raise InvalidJobError(
-            f"learners must map ml_l/ml_m/ml_g/ml_r to learner specs, got {_shown(value)}"
+            f"learners must map ml_l/ml_m/ml_g/ml_r/ml_pi to learner specs, got {_shown(value)}"
         )
     return {str(k): as_learner_spec(v, str(k)) for k, v in value.items() if v is not None}
 
