@@ -9,13 +9,12 @@ the same global seed and nuisance_loss agree to a relative 1e-9.
 
 from __future__ import annotations
 
-import numpy as np
 import pandas as pd
 import pytest
+from stack_parity import assert_stack_fit_is_doublemls
 
 pytestmark = pytest.mark.integration
 
-RTOL = 1e-9
 N_OBS = 300
 
 
@@ -44,14 +43,4 @@ def test_apo_on_the_stack_equals_doubleml(local_client) -> None:
     theirs.fit()
 
     # THEN the job ran model apo, and the numbers are DoubleML's
-    assert ours.fanfit_result.model == "apo"
-    np.testing.assert_allclose(ours.coef, theirs.coef, rtol=RTOL, atol=0)
-    np.testing.assert_allclose(ours.se, theirs.se, rtol=RTOL, atol=0)
-    np.testing.assert_allclose(ours.confint(), theirs.confint(), rtol=RTOL)
-    np.random.seed(31)
-    ours.bootstrap(method="normal", n_rep_boot=200)
-    np.random.seed(31)
-    theirs.bootstrap(method="normal", n_rep_boot=200)
-    np.testing.assert_allclose(ours.confint(joint=True), theirs.confint(joint=True), rtol=RTOL)
-    for key, loss in theirs.nuisance_loss.items():
-        np.testing.assert_allclose(ours.nuisance_loss[key], loss, rtol=RTOL, err_msg=key)
+    assert_stack_fit_is_doublemls(ours, theirs, "apo")

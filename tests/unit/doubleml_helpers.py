@@ -48,3 +48,97 @@ def assert_same_estimate(actual: Any, desired: Any, rtol: float = RTOL) -> None:
         np.testing.assert_allclose(
             getattr(actual, name), getattr(desired, name), rtol=rtol, atol=0, err_msg=name
         )
+
+
+def assert_registry_model_is_doublemls(spec: Any, frame: Any, fit_doubleml: Any) -> None:
+    """Assert that a registry model's score, aggregate, fits and losses are DoubleML's.
+
+    ``frame`` (a DataFrame) is validated for ``spec`` and folds are drawn from ``spec.seed``;
+    ``fit_doubleml(spec, frame, folds)`` returns DoubleML's object fitted on them with
+    ``store_predictions=True`` (:func:`fit_on_folds`). From its
+    stored predictions, fanfit's score elements equal its ``psi_elements`` at 1e-12 and the
+    aggregate its estimate at 1e-12; fanfit's own unit-by-unit fit
+    (:func:`fanfit.dml.estimate_in_process`) gives its estimate, predictions (``ml_m`` clipped as
+    DoubleML stores it) and ``nuisance_loss`` at :data:`RTOL` (test_dml_apo.py, test_dml_ssm.py).
+    """
+    from fanfit.dml import (
+        aggregate,
+        draw_folds,
+        estimate_in_process,
+        prediction_keys,
+        score_elements,
+        validate_data,
+    )
+    from fanfit.dml.losses import nuisance_loss
+
+    data = validate_data(spec, list(frame.columns), frame.to_numpy())
+    folds = draw_folds(data.n_obs, spec.n_folds, spec.n_rep, spec.seed)
+    obj = fit_doubleml(spec, frame, folds)
+
+    keys = prediction_keys(spec)
+    preds = {k: np.asarray(obj.predictions[k], dtype=np.float64) for k in keys}
+    for i_rep in range(spec.n_rep):
+        psi_a, psi_b = score_elements(spec, data, preds, i_rep, 0)
+        np.testing.assert_allclose(psi_a, obj.psi_elements["psi_a"][:, i_rep, 0], rtol=1e-12)
+        np.testing.assert_allclose(psi_b, obj.psi_elements["psi_b"][:, i_rep, 0], rtol=1e-12)
+    assert_same_estimate(aggregate(spec, data, folds, preds), obj, rtol=1e-12)
+    own = estimate_in_process(spec, data, folds)
+    assert_same_estimate(own, obj)
+    for key in keys:
+        ours = own.predictions[key]
+        if key == "ml_m":  # DoubleML stores the propensities clipped
+            ours = np.clip(ours, spec.trimming_threshold, 1 - spec.trimming_threshold)
+        np.testing.assert_allclose(ours, obj.predictions[key], rtol=RTOL, atol=1e-12, err_msg=key)
+    loss = nuisance_loss(spec, data, own.predictions)
+    for key in keys:
+        np.testing.assert_allclose(loss[key], obj.nuisance_loss[key], rtol=RTOL, err_msg=key)
+
+
+def assert_fit_is_doublemls(ours: Any, theirs: Any, rtol: float = RTOL) -> None:
+    """Assert that a fitted fanfit DoubleML class equals DoubleML's own fit: coef, se, and per
+    prediction key the predictions, nuisance targets and nuisance losses."""
+    np.testing.assert_allclose(ours.coef, theirs.coef, rtol=rtol)
+    np.testing.assert_allclose(ours.se, theirs.se, rtol=rtol)
+    for key, value in theirs.predictions.items():
+        np.testing.assert_allclose(ours.predictions[key], value, rtol=rtol, atol=1e-12)
+        np.testing.assert_allclose(ours.nuisance_targets[key], theirs.nuisance_targets[key])
+        np.testing.assert_allclose(ours.nuisance_loss[key], theirs.nuisance_loss[key], rtol=rtol)
+
+
+def fit_on_folds(obj: Any, folds: np.ndarray) -> Any:
+    """Fit DoubleML's ``obj`` (built with ``draw_sample_splitting=False``) on fanfit's ``folds``,
+    its warnings silenced, with ``store_predictions=True``; returns ``obj``."""
+    import warnings
+
+    from fanfit.dml import folds_to_smpls
+
+    obj.set_sample_splitting(folds_to_smpls(folds))
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        obj.fit(store_predictions=True)
+    return obj
+
+
+def assert_same_bootstrap(ours: Any, theirs: Any, method: str, n_rep_boot: int, seed: int) -> None:
+    """Bootstrap both fitted objects from the same global ``seed`` and assert that their joint
+    confidence intervals agree to :data:`RTOL`."""
+    np.random.seed(seed)
+    ours.bootstrap(method=method, n_rep_boot=n_rep_boot)
+    np.random.seed(seed)
+    theirs.bootstrap(method=method, n_rep_boot=n_rep_boot)
+    np.testing.assert_allclose(ours.confint(joint=True), theirs.confint(joint=True), rtol=RTOL)
+
+
+def ipw_kwargs(spec: Any) -> dict[str, Any]:
+    """DoubleML's constructor keywords of a spec with the propensity options: ``n_folds``,
+    ``n_rep``, ``normalize_ipw``, ``ps_processor_config`` (clipping at ``trimming_threshold``) and
+    ``draw_sample_splitting=False`` (the folds come from :func:`fit_on_folds`)."""
+    from doubleml.utils import PSProcessorConfig
+
+    return {
+        "n_folds": spec.n_folds,
+        "n_rep": spec.n_rep,
+        "normalize_ipw": spec.normalize_ipw,
+        "ps_processor_config": PSProcessorConfig(clipping_threshold=spec.trimming_threshold),
+        "draw_sample_splitting": False,
+    }

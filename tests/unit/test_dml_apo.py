@@ -7,26 +7,17 @@ DoubleML's ``psi_elements`` at 1e-12, and fanfit's unit-by-unit fit must equal D
 
 from __future__ import annotations
 
-import warnings
-
 import doubleml as dml
 import numpy as np
 import pandas as pd
 import pytest
 from doubleml.irm.datasets import make_irm_data_discrete_treatments
-from doubleml.utils import PSProcessorConfig
+from doubleml_helpers import assert_registry_model_is_doublemls, fit_on_folds, ipw_kwargs
 
 from fanfit.dml import (
     DMLSpec,
-    aggregate,
-    draw_folds,
-    estimate_in_process,
-    folds_to_smpls,
-    prediction_keys,
-    score_elements,
     validate_data,
 )
-from fanfit.dml.losses import nuisance_loss
 from fanfit.dml.models import REGISTRY
 from fanfit.errors import InvalidDataError, InvalidJobError
 
@@ -65,17 +56,9 @@ def _doubleml(spec: DMLSpec, df: pd.DataFrame, folds: np.ndarray):
         spec.learners["ml_g"].build(),
         spec.learners["ml_m"].build(),
         treatment_level=spec.treatment_level,
-        n_folds=spec.n_folds,
-        n_rep=spec.n_rep,
-        normalize_ipw=spec.normalize_ipw,
-        ps_processor_config=PSProcessorConfig(clipping_threshold=spec.trimming_threshold),
-        draw_sample_splitting=False,
+        **ipw_kwargs(spec),
     )
-    obj.set_sample_splitting(folds_to_smpls(folds))
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")
-        obj.fit(store_predictions=True)
-    return obj
+    return fit_on_folds(obj, folds)
 
 
 @pytest.mark.parametrize(
@@ -84,35 +67,12 @@ def _doubleml(spec: DMLSpec, df: pd.DataFrame, folds: np.ndarray):
     ids=["level0", "level2-normalized-trim"],
 )
 def test_apo_scores_and_estimate_equal_doubleml(level, normalize_ipw, trim) -> None:
-    # GIVEN DoubleML's discrete-treatment data, fanfit folds and one APO spec fitted by DoubleML
-    df = _frame()
+    # GIVEN DoubleML's discrete-treatment data and one APO spec, fitted by DoubleML on fanfit folds
     spec = _spec(level, normalize_ipw=normalize_ipw, trimming_threshold=trim)
-    data = validate_data(spec, list(df.columns), df.to_numpy())
-    folds = draw_folds(data.n_obs, spec.n_folds, spec.n_rep, spec.seed)
-    obj = _doubleml(spec, df, folds)
-    preds = {k: np.asarray(obj.predictions[k], dtype=np.float64) for k in prediction_keys(spec)}
     # WHEN fanfit computes the score elements from DoubleML's predictions (propensities DoubleML
-    # stored clipped; clipping again changes nothing) and aggregates them
-    for i_rep in range(spec.n_rep):
-        psi_a, psi_b = score_elements(spec, data, preds, i_rep, 0)
-        # THEN they are DoubleML's at 1e-12
-        np.testing.assert_allclose(psi_a, obj.psi_elements["psi_a"][:, i_rep, 0], rtol=1e-12)
-        np.testing.assert_allclose(psi_b, obj.psi_elements["psi_b"][:, i_rep, 0], rtol=1e-12)
-    result = aggregate(spec, data, folds, preds)
-    for name in ("coef", "se", "all_coef", "all_se"):
-        np.testing.assert_allclose(getattr(result, name), getattr(obj, name), rtol=1e-12, atol=0)
-    # AND fanfit's own fits (unit by unit) give DoubleML's estimate and losses
-    own = estimate_in_process(spec, data, folds)
-    for name in ("coef", "se", "all_coef", "all_se"):
-        np.testing.assert_allclose(getattr(own, name), getattr(obj, name), rtol=1e-9, atol=0)
-    for key in prediction_keys(spec):
-        ours = own.predictions[key]
-        if key == "ml_m":  # DoubleML stores the propensities clipped
-            ours = np.clip(ours, spec.trimming_threshold, 1 - spec.trimming_threshold)
-        np.testing.assert_allclose(ours, obj.predictions[key], rtol=1e-9, atol=1e-12, err_msg=key)
-    loss = nuisance_loss(spec, data, own.predictions)
-    for key in prediction_keys(spec):
-        np.testing.assert_allclose(loss[key], obj.nuisance_loss[key], rtol=1e-9, err_msg=key)
+    # stored clipped; clipping again changes nothing), aggregates them and fits unit by unit
+    # THEN scores and aggregate are DoubleML's at 1e-12, its own fits, estimate and losses at 1e-9
+    assert_registry_model_is_doublemls(spec, _frame(), _doubleml)
 
 
 def test_apo_registry_entry_declares_doublemls_nuisances() -> None:

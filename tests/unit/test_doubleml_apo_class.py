@@ -16,6 +16,7 @@ import pytest
 dml = pytest.importorskip("doubleml")
 
 from doubleml.irm.datasets import make_irm_data_discrete_treatments  # noqa: E402
+from doubleml_helpers import assert_fit_is_doublemls, assert_same_bootstrap  # noqa: E402
 from sklearn.linear_model import LinearRegression, LogisticRegression  # noqa: E402
 from test_doubleml_classes import FakeClient  # noqa: E402
 
@@ -54,17 +55,8 @@ def test_apo_fitted_on_the_fake_stack_is_doublemls() -> None:
     assert (sent["model"], sent["score"], sent["treatment_level"]) == ("apo", "APO", 3.0)
     assert sent["normalize_ipw"] is True
     # AND every number is DoubleML's
-    np.testing.assert_allclose(ours.coef, theirs.coef, rtol=RTOL)
-    np.testing.assert_allclose(ours.se, theirs.se, rtol=RTOL)
-    for key, value in theirs.predictions.items():
-        np.testing.assert_allclose(ours.predictions[key], value, rtol=RTOL, atol=1e-12)
-        np.testing.assert_allclose(ours.nuisance_targets[key], theirs.nuisance_targets[key])
-        np.testing.assert_allclose(ours.nuisance_loss[key], theirs.nuisance_loss[key], rtol=RTOL)
-    np.random.seed(7)
-    ours.bootstrap(method="normal", n_rep_boot=100)
-    np.random.seed(7)
-    theirs.bootstrap(method="normal", n_rep_boot=100)
-    np.testing.assert_allclose(ours.confint(joint=True), theirs.confint(joint=True), rtol=RTOL)
+    assert_fit_is_doublemls(ours, theirs)
+    assert_same_bootstrap(ours, theirs, "normal", 100, seed=7)
     ours.sensitivity_analysis(cf_y=0.03, cf_d=0.03)
     theirs.sensitivity_analysis(cf_y=0.03, cf_d=0.03)
     for side in ("lower", "upper"):

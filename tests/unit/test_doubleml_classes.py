@@ -26,6 +26,7 @@ from doubleml.plm.datasets import (  # noqa: E402
     make_pliv_multiway_cluster_CKMS2021,
     make_plr_CCDDHNR2018,
 )
+from doubleml_helpers import assert_fit_is_doublemls, assert_same_bootstrap  # noqa: E402
 from sklearn.linear_model import Lasso, LinearRegression, LogisticRegression  # noqa: E402
 from sklearn.svm import SVR  # noqa: E402
 
@@ -133,21 +134,13 @@ def test_every_number_after_the_fit_is_doublemls(case) -> None:
     folds = client.submitted[0]["folds"]
     np.testing.assert_array_equal(fdml.folds_to_smpls(folds)[1][2][1], theirs.smpls[1][2][1])
     # AND coef, se, the predictions and the nuisance targets and losses are DoubleML's
-    np.testing.assert_allclose(ours.coef, theirs.coef, rtol=RTOL)
-    np.testing.assert_allclose(ours.se, theirs.se, rtol=RTOL)
-    for key, value in theirs.predictions.items():
-        np.testing.assert_allclose(ours.predictions[key], value, rtol=RTOL, atol=1e-12)
-        np.testing.assert_allclose(ours.nuisance_targets[key], theirs.nuisance_targets[key])
-        np.testing.assert_allclose(ours.nuisance_loss[key], theirs.nuisance_loss[key], rtol=RTOL)
+    assert_fit_is_doublemls(ours, theirs)
+    for key in theirs.predictions:
         assert np.all(np.isfinite(ours.nuisance_loss[key]))
     for key, value in theirs.evaluate_learners().items():
         np.testing.assert_allclose(ours.evaluate_learners()[key], value, rtol=RTOL)
     # AND the bootstrap from the same global seed gives the same joint intervals
-    np.random.seed(7)
-    ours.bootstrap(method="wild", n_rep_boot=200)
-    np.random.seed(7)
-    theirs.bootstrap(method="wild", n_rep_boot=200)
-    np.testing.assert_allclose(ours.confint(joint=True), theirs.confint(joint=True), rtol=RTOL)
+    assert_same_bootstrap(ours, theirs, "wild", 200, seed=7)
     np.testing.assert_allclose(ours.confint(level=0.9), theirs.confint(level=0.9), rtol=RTOL)
     # AND the sensitivity analysis (PLR, IRM) is DoubleML's
     if case.startswith(("plr", "irm")):

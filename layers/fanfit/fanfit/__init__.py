@@ -23,6 +23,7 @@ _DOUBLEML_NAMES = (
     "DoubleMLIRM",
     "DoubleMLPLIV",
     "DoubleMLPLR",
+    "DoubleMLSSM",
     "from_doubleml",
 )
 

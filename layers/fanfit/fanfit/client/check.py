@@ -72,8 +72,9 @@ class CheckedEstimate:
         (name -> canonical spec string),
         ``folds`` (``'drawn from seed <seed>'`` or ``'given'``), ``seed``, ``sharding``,
         ``max_concurrency``, ``units_per_shard``, ``weight``, ``boot_method``, ``n_rep_boot``,
-        ``cluster_cols``, ``normalize_ipw``, ``subgroups`` (IIVM: the subgroups in effect), ``treatment_level`` (APO),
-        ``t_col`` (DIDCS) and ``in_sample_normalization`` (DID, DIDCS; None: DoubleML's default)."""
+        ``cluster_cols``, ``normalize_ipw``, ``subgroups`` (IIVM: the subgroups in effect),
+        ``treatment_level`` (APO), ``t_col`` (DIDCS), ``in_sample_normalization`` (DID, DIDCS;
+        None: DoubleML's default) and ``s_col`` (SSM)."""
         spec = self.spec
         keys = dml.prediction_keys(spec)
         folds = f"{spec.n_folds} folds"
@@ -115,6 +116,7 @@ class CheckedEstimate:
             "treatment_level": spec.treatment_level,
             "t_col": spec.t_col,
             "in_sample_normalization": spec.in_sample_normalization,
+            "s_col": spec.s_col,
         }
 
 

@@ -199,16 +199,16 @@ def check_learners(value: Any) -> dict[str, LearnerSpec]:
     """
     if not isinstance(value, Mapping):
         raise InvalidJobError(
-            f"learners must map ml_l/ml_m/ml_g/ml_r to learner specs, got {_shown(value)}"
+            f"learners must map ml_l/ml_m/ml_g/ml_r/ml_pi to learner specs, got {_shown(value)}"
         )
     return {str(k): as_learner_spec(v, str(k)) for k, v in value.items() if v is not None}
 
 
 #: DoubleML's names of the column options (``DoubleMLData``'s), accepted in Python as aliases.
-COLUMN_ALIASES = {"y_col": "y", "d_cols": "d", "x_cols": "x", "z_cols": "z"}
+COLUMN_ALIASES = {"y_col": "y", "d_cols": "d", "x_cols": "x", "z_cols": "z", "s_col": "s"}
 
 #: The nuisance learners an estimate job names, as DoubleML names them.
-LEARNER_KEYS = ("ml_l", "ml_m", "ml_g", "ml_r")
+LEARNER_KEYS = ("ml_l", "ml_m", "ml_g", "ml_r", "ml_pi")
 
 
 @dataclass(frozen=True)
@@ -341,7 +341,10 @@ class EstimateOptions(_Options):
     cluster_cols : str or sequence of str, optional
         One or two cluster columns (numeric ids): DoubleML's ``DoubleMLClusterData`` cluster
         variables; folds are drawn per cluster and the standard errors are cluster-robust.
-    ml_l, ml_m, ml_g, ml_r : str, dict, LearnerSpec or estimator, optional
+    s : str, optional
+        ssm: the binary selection column (DoubleMLSSMData's ``s_col``), 1 where the outcome is
+        observed (required for ssm, refused for the other models).
+    ml_l, ml_m, ml_g, ml_r, ml_pi : str, dict, LearnerSpec or estimator, optional
         Nuisance learners: ``"NAME"``, ``"NAME:{json params}"`` or a JSON object from the
         allow-list (:mod:`fanfit.learners`), or a scikit-learn estimator object (a ``Pipeline`` or
         ``GridSearchCV``/``RandomizedSearchCV`` of allowed steps included), converted by
@@ -388,7 +391,8 @@ class EstimateOptions(_Options):
     data: Any = _option(help=_DATA_HELP, kind="path")
     model: str = _option("plr", choices=dml.MODELS)
     score: str | None = _option(
-        None, help="plr: 'partialling out' | 'IV-type'; irm: ATE | ATTE; iivm: LATE; apo: APO"
+        None,
+        help="plr: 'partialling out' | 'IV-type'; irm: ATE | ATTE; iivm: LATE; apo: APO; ssm: missing-at-random",
     )
     y: str = _option(help="outcome column")
     d: str | Sequence[str] = _option(help="treatment column(s), comma-separated", kind="columns")
@@ -411,6 +415,7 @@ class EstimateOptions(_Options):
     ml_m: Any = _learner("ml_m")
     ml_g: Any = _learner("ml_g")
     ml_r: Any = _learner("ml_r")
+    ml_pi: Any = _learner("ml_pi")
     n_folds: int = _option(5, kind="int")
     n_rep: int = _option(1, kind="int")
     seed: int = _option(0, kind="int", help="seed of the sample splitting and learners")
@@ -443,6 +448,9 @@ class EstimateOptions(_Options):
         kind="bool",
         help="did, didcs: normalized (Hajek) weights, DoubleML's default; "
         "--no-in-sample-normalization for the unnormalized ones",
+    )
+    s: str | None = _option(
+        None, help="ssm: the binary selection column (1 where the outcome is observed)"
     )
     boot_method: str | None = _option(None, choices=("normal", "Bayes", "wild"))
     n_rep_boot: int = _option(500, kind="int")
@@ -519,7 +527,7 @@ class EstimateOptions(_Options):
         """
         if self.x is not None:
             return self
-        taken = {self.y, *_as_list(self.d), *_as_list(self.z)}
+        taken = {self.y, *_as_list(self.d), *_as_list(self.z), *_as_list(self.s)}
         taken.update(_as_list(getattr(self, "cluster_cols", None)))
         taken.update(_as_list(getattr(self, "t", None)))
         x = [str(c) for c in columns if str(c) not in taken]
@@ -544,7 +552,7 @@ class EstimateOptions(_Options):
             n_rep_boot=self.n_rep_boot, cluster_cols=self.cluster_cols,
             normalize_ipw=self.normalize_ipw, subgroups=self.subgroups,
             treatment_level=self.treatment_level,
-            t=self.t, in_sample_normalization=self.in_sample_normalization,
+            t=self.t, in_sample_normalization=self.in_sample_normalization, s_col=self.s,
         )  # fmt: skip
 
     def check(self) -> tuple[dml.DMLSpec, list[str], float]:
@@ -663,6 +671,7 @@ def build_spec(
     treatment_level: float | None = None,
     t: str | None = None,
     in_sample_normalization: bool | None = None,
+    s_col: str | None = None,
 ) -> tuple[dml.DMLSpec, list[str]]:
     """Build and validate a :class:`fanfit.dml.DMLSpec` from user options.
 
@@ -699,6 +708,7 @@ def build_spec(
     if treatment_level is not None:
         check_number("treatment_level", treatment_level)
     check_columns("cluster_cols", cluster_cols, optional=True)
+    check_str("s", s_col, optional=True)
     if not isinstance(normalize_ipw, bool):
         raise InvalidJobError(f"normalize_ipw must be True or False, got {_shown(normalize_ipw)}")
     check_str("t", t, optional=True)
@@ -727,6 +737,7 @@ def build_spec(
         treatment_level=None if treatment_level is None else float(treatment_level),
         t_col=t,
         in_sample_normalization=in_sample_normalization,
+        s_col=s_col,
     )
     spec.validate()
     columns = list(spec.used_cols)

@@ -12,6 +12,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from fanfit.dml.units import learner_name
+
 __all__ = ["DOUBLEML_CLASS", "format_estimate", "learner_text", "section"]
 
 #: DoubleML's class of each fanfit model, named in the header.
@@ -86,7 +88,7 @@ def _ordered_learners(result: Any) -> list[tuple[str, Any]]:
     learners = dict(result.learners)
     order: list[str] = []
     for key in result.nuisance_loss or {}:
-        name = "ml_m" if key.startswith("ml_m_") else key[:4]
+        name = learner_name(key)
         if name in learners and name not in order:
             order.append(name)
     order += [name for name in sorted(learners) if name not in order]

@@ -33,6 +33,8 @@ class DMLData:
         without clusters.
     t : numpy.ndarray of shape (n_obs,), or None
         The time column ``spec.t_col`` (DIDCS); None for the other models.
+    s : numpy.ndarray of shape (n_obs,), or None
+        The selection indicator ``spec.s_col`` (SSM); None for the other models.
     """
 
     y: np.ndarray
@@ -41,6 +43,7 @@ class DMLData:
     z: np.ndarray | None = None
     cluster_vars: np.ndarray | None = None
     t: np.ndarray | None = None
+    s: np.ndarray | None = None
 
     @property
     def n_obs(self) -> int:
@@ -108,7 +111,8 @@ def check_columns(spec: DMLSpec, columns: Sequence[str]) -> None:
         ("x_cols", spec.x_cols),
         ("z_cols", spec.z_cols),
         ("cluster_cols", spec.cluster_cols),
-        ("t_col", spec.extra_cols),
+        ("t_col", (spec.t_col,) if spec.t_col else ()),
+        ("s_col", (spec.s_col,) if spec.s_col else ()),
     ]
     for role, cols in roles:
         for c in cols:
@@ -193,7 +197,8 @@ def validate_data(spec: DMLSpec, columns: Sequence[str], values: np.ndarray) -> 
     t = None
     if spec.t_col is not None:
         t = np.ascontiguousarray(values[:, index[spec.t_col]], dtype=np.float64)
-    data = DMLData(y=y, d=d, x=x, z=z, cluster_vars=cluster_vars, t=t)
+    s = np.ascontiguousarray(values[:, index[spec.s_col]], dtype=np.float64) if spec.s_col else None
+    data = DMLData(y=y, d=d, x=x, z=z, cluster_vars=cluster_vars, t=t, s=s)
     _check_model_data(spec, data)
     if cluster_vars is not None:
         _check_clusters(spec, cluster_vars)
@@ -242,3 +247,4 @@ def _check_model_data(spec: DMLSpec, data: DMLData) -> None:
 
 
 _ROLE_WORD = {"d": "treatment", "z": "instrument", "t": "time column"}
+_ROLE_WORD = {"d": "treatment", "z": "instrument", "s": "selection indicator"}

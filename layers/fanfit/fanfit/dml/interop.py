@@ -274,12 +274,21 @@ def to_doubleml(
         DoubleML is not installed (the message gives the pip command).
     InvalidJobError
         An invalid spec, or predictions with a missing key or treatment, a wrong shape, or
-        non-finite values.
+        non-finite values; a model whose DoubleML class takes no external predictions
+        (:attr:`~fanfit.dml.models.ModelDef.doubleml_client_class`, SSM), naming the fanfit class
+        to use instead.
     InvalidFoldsError
         Folds that do not fit the data or the spec.
     """
     dml_pkg = import_doubleml()
     spec.validate()
+    mdef = model_def(spec.model)
+    if mdef.doubleml_client_class:
+        raise InvalidJobError(
+            f"DoubleML's {mdef.doubleml_class} takes no external predictions, so a {spec.model!r} "
+            f"job cannot be handed to it; fit fanfit.{mdef.doubleml_client_class} instead (a "
+            "DoubleML object whose fit() runs on the stack)."
+        )
     n_obs = data.n_obs
     folds = validate_spec_folds(spec, data, folds)
     if predictions and all(isinstance(v, Mapping) for v in predictions.values()):

@@ -205,7 +205,7 @@ def nuisance_targets(
                     target = data.y - theta * data.d[:, i_treat]
                 else:
                     target = column(spec, data, fit.target, i_treat)
-                mask = row_mask(spec, data, fit, i_treat)
+                mask = None if fit.loss_all_rows else row_mask(spec, data, fit, i_treat)
                 if mask is not None:
                     target = _only(target, mask)
                 targets[:, i_rep, i_treat] = target

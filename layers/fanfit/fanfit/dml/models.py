@@ -20,8 +20,8 @@ Adding a model means one :class:`ModelDef` in :data:`REGISTRY` plus its score fu
 
 Columns and samples are named by short strings resolved by :func:`column`: ``'y'``, ``'d'`` (the
 active treatment), ``'z'`` (the first instrument), ``'z:<col>'`` (instrument ``col``), ``'treated'``
-(:math:`1\{D = \text{treatment\_level}\}`, APO) and, as a target only, :data:`RESIDUAL`
-(:math:`Y - \tilde\theta D`).
+(:math:`1\{D = \text{treatment\_level}\}`, APO), ``'s'`` (the selection indicator ``s_col``, SSM)
+and, as a target only, :data:`RESIDUAL` (:math:`Y - \tilde\theta D`).
 """
 
 from __future__ import annotations
@@ -43,6 +43,7 @@ from fanfit.dml.scores import (
     plr_theta_initial,
 )
 from fanfit.dml.scores_did import did_cs_score_elements, did_score_elements
+from fanfit.dml.scores_ssm import ssm_score_elements
 from fanfit.errors import InvalidDataError, InvalidJobError, OneSidedNoncomplianceError
 
 # The spec and the data are typed loosely here: fanfit.dml.spec and fanfit.dml.data import this
@@ -87,14 +88,19 @@ class Nuisance:
         column (:func:`column`) equals the value, e.g. ``('d', 0.0)`` for IRM's ``ml_g0``.
         The loss is evaluated on the same rows.
     features : str
-        ``'x'`` (covariates plus the other treatments, :meth:`DMLData.xd`) or ``'dx'`` (the
-        treatment column first, then ``'x'``: APO's ``ml_g_d_lvl0``).
+        ``'x'`` (covariates plus the other treatments, :meth:`DMLData.xd`), ``'dx'`` (the
+        treatment column first, then ``'x'``: APO's ``ml_g_d_lvl0``) or ``'xd'`` (``'x'``, then
+        the treatment column: SSM's ``ml_pi`` under missing at random).
+    loss_all_rows : bool
+        Evaluate the loss (and the nuisance targets) on every row instead of the training rows:
+        DoubleML's SSM scores ``ml_g_d0``/``ml_g_d1`` against ``y`` on all rows (its targets are
+        ``y`` at every test row, unselected rows included).
     stage : int
         0, or 1 for fits that need :attr:`ModelDef.theta_initial` of stage 0.
     also : tuple of (str, float)
         Further ``(column, value)`` conditions on the training sample, all of which must hold
-        with ``rows`` (DIDCS's ``ml_g_d0_t1``: ``rows=('d', 0.0), also=(('t', 1.0),)``);
-        :func:`row_mask` combines them.
+        with ``rows`` (DIDCS's ``ml_g_d0_t1``: ``rows=('d', 0.0), also=(('t', 1.0),)``; SSM's
+        ``ml_g_d1``: ``rows=('d', 1.0), also=(('s', 1.0),)``); :func:`row_mask` combines them.
     """
 
     key: str
@@ -102,6 +108,7 @@ class Nuisance:
     target: str
     rows: tuple[str, float] | None = None
     features: str = "x"
+    loss_all_rows: bool = False
     stage: int = 0
     also: tuple[tuple[str, float], ...] = ()
 
@@ -156,10 +163,15 @@ class ModelDef:
         DoubleML's data class the model takes (``'DoubleMLData'``; DID: ``'DoubleMLDIDData'``).
     data_options : dict of str to str
         Spec options that name a further data column, by the data class's keyword
-        (``{'t_col': 't_col'}``: DIDCS's time indicator); None when unset.
+        (``{'t_col': 't_col'}``: DIDCS's time indicator; ``{'s_col': 's_col'}``: SSM's selection
+        indicator, DoubleMLSSMData's ``s_col``); None when unset.
     clipping_keyword : str or None
         The constructor keyword that takes ``spec.trimming_threshold`` when the model clips its
         propensity without ``ps_processor_config`` (DID: ``'clipping_threshold'``).
+    doubleml_client_class : str or None
+        Set when DoubleML's class takes no external predictions (DoubleMLSSM 0.11.4): the fanfit
+        class (:mod:`fanfit.client.doubleml`) that feeds it the job's predictions instead;
+        :func:`fanfit.dml.interop.to_doubleml` refuses such a model, naming it.
     """
 
     name: str
@@ -182,6 +194,7 @@ class ModelDef:
     doubleml_data: str = "DoubleMLData"
     data_options: Mapping[str, str] = field(default_factory=dict)
     clipping_keyword: str | None = None
+    doubleml_client_class: str | None = None
 
     @property
     def default_score(self) -> str:
@@ -223,6 +236,10 @@ def column(spec: DMLSpec, data: DMLData, name: str, i_treat: int) -> np.ndarray:
         if data.t is None:
             raise InvalidDataError(f"Model {spec.model!r} needs a time column (t_col).")
         return data.t
+    if name == "s":
+        if data.s is None:
+            raise InvalidDataError(f"Model {spec.model!r} needs the selection column (s_col).")
+        return data.s
     if name == "z" or name.startswith("z:"):
         if data.z is None:
             raise InvalidDataError(f"Model {spec.model!r} needs instrument data (z).")
@@ -242,6 +259,8 @@ def column_label(spec: DMLSpec, name: str) -> str:
         return f"{spec.d_cols[0]} == {spec.treatment_level:g}"
     if name == "t":
         return str(spec.t_col)
+    if name == "s":
+        return str(spec.s_col)
     return spec.y_col
 
 
@@ -334,6 +353,21 @@ def _check_didcs(spec: DMLSpec) -> None:
         raise InvalidJobError(
             "Model 'didcs' needs t_col, the binary time column (0 before, 1 after the treatment; "
             "DoubleML's t_col; CLI: --t t)."
+        )
+
+
+def _check_ssm(spec: DMLSpec) -> None:
+    _one_treatment(spec, "binary ")
+    if not spec.s_col:
+        raise InvalidJobError(
+            "Model 'ssm' needs s_col, the binary selection column (1 where the outcome is "
+            "observed; CLI: --s COLUMN, DoubleMLSSMData's s_col)."
+        )
+    if spec.z_cols:
+        raise InvalidJobError(
+            f"Model 'ssm' with score {spec.score!r} takes no instruments, but z_cols is "
+            f"{list(spec.z_cols)}: DoubleML ignores them under missing at random; leave z_cols "
+            "unset (score 'nonignorable', which uses them, does not run on the pipeline yet)."
         )
 
 
@@ -527,6 +561,18 @@ def _didcs_nuisances(spec: DMLSpec) -> tuple[Nuisance, ...]:
     return tuple(out)
 
 
+def _ssm_nuisances(spec: DMLSpec) -> tuple[Nuisance, ...]:
+    # DoubleML 0.11.4 irm/ssm.py _nuisance_est, missing at random: ml_pi on (x, d) of all rows
+    # with target s, ml_m on x with target d, ml_g_d0/ml_g_d1 on x of the rows with d == 0/1 and
+    # s == 1 (_get_cond_smpls_2d); params_names order ml_g_d0, ml_g_d1, ml_pi, ml_m
+    return (
+        Nuisance("ml_g_d0", "ml_g", "y", rows=("d", 0.0), also=(("s", 1.0),), loss_all_rows=True),
+        Nuisance("ml_g_d1", "ml_g", "y", rows=("d", 1.0), also=(("s", 1.0),), loss_all_rows=True),
+        Nuisance("ml_pi", "ml_pi", "s", features="xd"),
+        Nuisance("ml_m", "ml_m", "d"),
+    )
+
+
 # --------------------------------------------------------------------------- scores
 def _plr_score(
     spec: DMLSpec, data: DMLData, p: Preds, i_treat: int
@@ -602,6 +648,16 @@ def _didcs_score(
         data.y, data.d[:, i_treat], t, p["ml_g_d0_t0"], p["ml_g_d0_t1"], p["ml_g_d1_t0"],
         p["ml_g_d1_t1"], p.get("ml_m"), spec.score,
         _in_sample_normalization(spec), spec.trimming_threshold,
+    )  # fmt: skip
+
+
+def _ssm_score(
+    spec: DMLSpec, data: DMLData, p: Preds, i_treat: int
+) -> tuple[np.ndarray, np.ndarray]:
+    s = column(spec, data, "s", i_treat)
+    return ssm_score_elements(
+        data.y, data.d[:, i_treat], s, p["ml_g_d0"], p["ml_g_d1"], p["ml_pi"], p["ml_m"],
+        spec.normalize_ipw, spec.trimming_threshold,
     )  # fmt: skip
 
 
@@ -736,6 +792,23 @@ REGISTRY: dict[str, ModelDef] = {
             check_data=_data_didcs,
             data_options={"t_col": "t_col"},
             **_DID_COMMON,
+        ),
+        ModelDef(
+            name="ssm",
+            doubleml_class="DoubleMLSSM",
+            scores=("missing-at-random",),
+            roles={"ml_g": "either", "ml_pi": "classifier", "ml_m": "classifier"},
+            purposes={"ml_g": "E[Y|D,S=1,X]", "ml_pi": "P(S=1|D,X)", "ml_m": "P(D=1|X)"},
+            nuisances=_ssm_nuisances,
+            score_elements=_ssm_score,
+            check_spec=_check_ssm,
+            binary=("d", "s"),
+            clipped=("ml_m",),
+            propensity_group="d",
+            doubleml_learners=("ml_g", "ml_pi", "ml_m"),
+            ipw_options=True,
+            data_options={"s_col": "s_col"},
+            doubleml_client_class="DoubleMLSSM",
         ),
     )
 }

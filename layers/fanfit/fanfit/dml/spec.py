@@ -129,6 +129,11 @@ def learner_roles(model: str) -> dict[str, str]:
     return dict(model_def(model).roles)
 
 
+def _set_fields(spec: DMLSpec, *names: str) -> dict[str, Any]:
+    """The model-only fields among ``names`` that are set (not None), for :meth:`DMLSpec.to_dict`."""
+    return {name: getattr(spec, name) for name in names if getattr(spec, name) is not None}
+
+
 def _is_int(value: Any) -> bool:
     return isinstance(value, numbers.Integral) and not isinstance(value, bool)
 
@@ -211,6 +216,9 @@ class DMLSpec:
     in_sample_normalization : bool or None
         DID and DIDCS only (DoubleML's ``in_sample_normalization``): Hajek-normalized weights;
         None means DoubleML's default True.
+    s_col : str or None
+        SSM only (DoubleMLSSMData's ``s_col``): the binary selection column, 1 where the outcome
+        is observed; the outcome is used on those rows only.
     """
 
     model: str
@@ -232,6 +240,7 @@ class DMLSpec:
     treatment_level: float | None = None
     t_col: str | None = None
     in_sample_normalization: bool | None = None
+    s_col: str | None = None
 
     def __post_init__(self) -> None:
         for name in ("d_cols", "x_cols", "z_cols", "cluster_cols"):
@@ -331,6 +340,8 @@ class DMLSpec:
             raise InvalidJobError("d_cols is empty: name at least one treatment column.")
         if not self.x_cols:
             raise InvalidJobError("x_cols is empty: name at least one covariate column.")
+        if self.s_col is not None and (not isinstance(self.s_col, str) or not self.s_col):
+            raise InvalidJobError(f"s_col must be a non-empty column name, got {self.s_col!r}.")
         roles = {
             "y_col": (self.y_col,),
             "d_cols": self.d_cols,
@@ -338,6 +349,7 @@ class DMLSpec:
             "z_cols": self.z_cols,
             "cluster_cols": self.cluster_cols,
             "t_col": (self.t_col,) if isinstance(self.t_col, str) else (),
+            "s_col": (self.s_col,) if self.s_col else (),
         }
         if self.t_col is not None and (not isinstance(self.t_col, str) or not self.t_col):
             raise InvalidJobError(f"t_col must be a non-empty column name, got {self.t_col!r}.")
@@ -374,7 +386,7 @@ class DMLSpec:
     def _validate_model_options(self) -> None:
         mdef = model_def(self.model)
         own = (*mdef.options, *mdef.data_options)
-        for option in ("subgroups", "treatment_level", "t_col", "in_sample_normalization"):
+        for option in ("subgroups", "treatment_level", "t_col", "in_sample_normalization", "s_col"):
             if getattr(self, option) is not None and option not in own:
                 owners = [
                     name
@@ -499,15 +511,7 @@ class DMLSpec:
             "boot_method": self.boot_method,
             "cluster_cols": list(self.cluster_cols),
             "subgroups": None if self.subgroups is None else dict(self.subgroups),
-        } | {
-            k: v
-            for k, v in (
-                ("treatment_level", self.treatment_level),
-                ("t_col", self.t_col),
-                ("in_sample_normalization", self.in_sample_normalization),
-            )
-            if v is not None
-        }
+        } | _set_fields(self, "treatment_level", "t_col", "in_sample_normalization", "s_col")
 
     @classmethod
     def from_dict(cls, d: dict) -> DMLSpec:

@@ -280,8 +280,13 @@ def unit_seed(seed: int, unit: FitUnit) -> int:
 
 def learner_name(key: str) -> str:
     """The ``spec.learners`` name behind a prediction key (``ml_g0 -> ml_g``, ``ml_m_Z1 -> ml_m``,
-    ``ml_g_d_lvl1 -> ml_g``): every registry model names its keys ``<learner>`` + suffix."""
-    return key[:4]
+    ``ml_g_d_lvl1 -> ml_g``, ``ml_pi -> ml_pi``): every registry model names its keys
+    ``ml_<letters>`` + a suffix that starts with a digit or ``_``."""
+    match = _LEARNER_PREFIX.match(key)
+    return match.group(0) if match else key[:4]
+
+
+_LEARNER_PREFIX = re.compile(r"ml_[a-z]+")
 
 
 # --------------------------------------------------------------------------- fitting
@@ -300,15 +305,19 @@ def _target_and_rows(
 
 def features(spec: DMLSpec, data: DMLData, key: str, i_treat: int) -> np.ndarray:
     """The features a prediction key's learner sees: :meth:`DMLData.xd`, or with
-    ``features='dx'`` (:class:`~fanfit.dml.models.Nuisance`) the treatment column before it.
+    ``features='dx'`` (:class:`~fanfit.dml.models.Nuisance`) the treatment column before it, with
+    ``features='xd'`` after it.
 
     Returns
     -------
     numpy.ndarray, shape (n_obs, n_features)
     """
     x = data.xd(i_treat)
-    if nuisance(spec, key).features == "dx":
+    kind = nuisance(spec, key).features
+    if kind == "dx":
         return np.column_stack((data.d[:, i_treat], x))
+    if kind == "xd":
+        return np.column_stack((x, data.d[:, i_treat]))
     return x
 
 

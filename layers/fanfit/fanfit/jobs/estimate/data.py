@@ -120,7 +120,7 @@ def gather_predictions(
 def unit_signature(spec: dml.DMLSpec, unit: dml.FitUnit, n_obs: int, n_features: int) -> str:
     """The workload signature of a unit: its learner spec, role, model and data shape
     (:func:`fanfit.sched.throughput.workload_signature`)."""
-    role = "ml_m" if unit.learner.startswith("ml_m_") else unit.learner[:4]
+    role = dml.learner_name(unit.learner)
     return workload_signature(
         "estimate",
         {"role": role, **spec.learners[role].to_dict()},
