@@ -84,8 +84,8 @@ def test_ssm_registry_entry_declares_doublemls_nuisances() -> None:
     mdef = REGISTRY["ssm"]
     fits = {n.key: n for n in mdef.nuisances(_spec())}
     assert list(fits) == ["ml_g_d0", "ml_g_d1", "ml_pi", "ml_m"]
-    assert (fits["ml_g_d0"].rows, fits["ml_g_d0"].also) == (("d", 0.0), ("s", 1.0))
-    assert (fits["ml_g_d1"].rows, fits["ml_g_d1"].also) == (("d", 1.0), ("s", 1.0))
+    assert (fits["ml_g_d0"].rows, fits["ml_g_d0"].also) == (("d", 0.0), (("s", 1.0),))
+    assert (fits["ml_g_d1"].rows, fits["ml_g_d1"].also) == (("d", 1.0), (("s", 1.0),))
     assert (fits["ml_pi"].target, fits["ml_pi"].features) == ("s", "xd")
     assert mdef.doubleml_class == "DoubleMLSSM" and mdef.default_score == "missing-at-random"
 
