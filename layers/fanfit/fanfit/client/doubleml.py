@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import os
 import sys
+import warnings
 from collections.abc import Mapping
 from typing import Any
 
@@ -47,6 +48,7 @@ __all__ = [
     "DoubleMLAPOS",
     "DoubleMLDID",
     "DoubleMLDIDCS",
+    "DoubleMLDIDMulti",
     "DoubleMLIIVM",
     "DoubleMLIRM",
     "DoubleMLPLIV",
@@ -1116,3 +1118,195 @@ def from_doubleml(model: Any, client: Any = None, **fit_options: Any) -> Any:
     elif model._smpls is not None:
         ours.set_sample_splitting(model.smpls)
     return ours.fit(client, **fit_options)
+
+
+def _did_multi_data(obj_dml_data: Any) -> Any:
+    """``obj_dml_data`` checked to be a DoubleMLPanelData.
+
+    Raises
+    ------
+    fanfit.errors.InvalidDataError
+        Anything else (a DataFrame, a DoubleMLData, a DoubleMLDIDData).
+    """
+    if not isinstance(obj_dml_data, _doubleml.data.DoubleMLPanelData):
+        raise errors.InvalidDataError(
+            "DoubleMLDIDMulti needs obj_dml_data as a doubleml.data.DoubleMLPanelData (panel data "
+            f"in long format with y_col, d_cols, t_col, id_col), got {type(obj_dml_data).__name__}"
+        )
+    return obj_dml_data
+
+
+class DoubleMLDIDMulti(_doubleml.did.DoubleMLDIDMulti):  # type: ignore[misc]
+    """DoubleML's staggered-adoption DID (group-time ATTs and their aggregations), on a fanfit stack.
+
+    Parameters as ``doubleml.did.DoubleMLDIDMulti`` (0.11): ``obj_dml_data, ml_g, ml_m=None,
+    gt_combinations='standard', control_group='never_treated', anticipation_periods=0,
+    n_folds=5, n_rep=1, score='observational', panel=True, in_sample_normalization=True,
+    trimming_rule='truncate', trimming_threshold=1e-2, ps_processor_config=None,
+    draw_sample_splitting=True, print_periods=False``; ``obj_dml_data`` a
+    ``doubleml.data.DoubleMLPanelData``. DoubleML builds one ``DoubleMLDIDBinary`` per
+    group-time combination :math:`(g, t_{pre}, t_{eval})` at construction: the units observed in
+    both periods that are in group :math:`g` or in the control group, in wide format, with the
+    outcome difference :math:`Y_{t_{eval}} - Y_{t_{pre}}` (``y_diff``), the group indicator
+    (``G_indicator``) and its own sample splitting (``smpls``, stratified by the indicator).
+
+    :meth:`fit` submits one ``did`` job per combination on exactly that subset, with that
+    combination's folds, all before waiting for any, so that the combinations' fits run side by
+    side on the stack; the jobs' predictions, placed at the units' positions (DoubleML's
+    ``id_positions``), then go to DoubleML's own ``fit(external_predictions=...)``, so coef, se,
+    summary, confint, bootstrap, ``aggregate('eventstudy'|'group'|'time')`` and the plots are
+    DoubleML's (Callaway and Sant'Anna 2021, J. Econometrics 225; DoubleML user guide, "Panel
+    data with multiple periods").
+
+    Raises
+    ------
+    fanfit.errors.InvalidDataError
+        ``obj_dml_data`` is not a DoubleMLPanelData.
+    fanfit.errors.UnsupportedArgumentError
+        ``panel=False`` (repeated cross-sections), a propensity calibration, or a callable
+        score.
+    fanfit.errors.InvalidLearnerError
+        A learner outside the allow-list.
+    """
+
+    def __init__(
+        self, obj_dml_data: Any, ml_g: Any, ml_m: Any = None, gt_combinations: Any = "standard",
+        control_group: str = "never_treated", anticipation_periods: int = 0, n_folds: int = 5,
+        n_rep: int = 1, score: Any = "observational", panel: bool = True,
+        in_sample_normalization: bool = True, trimming_rule: str = "truncate",
+        trimming_threshold: float = 1e-2, ps_processor_config: Any = None,
+        draw_sample_splitting: bool = True, print_periods: bool = False,
+    ) -> None:  # fmt: skip
+        data = _did_multi_data(obj_dml_data)
+        if callable(score):
+            raise _unsupported("a callable score", "give 'observational' or 'experimental'")
+        if panel is not True:
+            raise _unsupported(
+                f"panel={panel!r}",
+                "fanfit runs DoubleMLDIDMulti on panel data (panel=True); repeated "
+                "cross-sections (DoubleMLDIDCSBinary's subsets) are not on the stack yet",
+            )
+        _PropensityOptions._fanfit_check_ps(self, None, False, ps_processor_config)  # type: ignore[arg-type]
+        ml_g, ml_m = _estimator("ml_g", ml_g), _estimator("ml_m", ml_m)
+        super().__init__(
+            data, ml_g, ml_m, gt_combinations, control_group, anticipation_periods, n_folds,
+            n_rep, score, panel, in_sample_normalization, trimming_rule, trimming_threshold,
+            ps_processor_config, draw_sample_splitting, print_periods,
+        )  # fmt: skip
+        for name, learner in self._learner.items():
+            if learner is not None:
+                _learner_spec(name, learner)
+        self.fanfit_jobs: list[Any] = []
+        self.fanfit_results: list[Any] = []
+
+    def _fanfit_did(self, binary: Any) -> DoubleMLDID:
+        """Fanfit's DoubleMLDID on one combination's subset, with its folds and options."""
+        x_cols = list(self._dml_data.x_cols)
+        frame = binary.data_subset[[*x_cols, "G_indicator", "y_diff"]].reset_index(drop=True)
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", category=DeprecationWarning)
+            warnings.simplefilter("ignore", category=FutureWarning)
+            data = _doubleml.DoubleMLDIDData(frame, "y_diff", "G_indicator", x_cols=x_cols)
+            one = DoubleMLDID(
+                data, self._learner["ml_g"], self._learner["ml_m"], self.n_folds, self.n_rep,
+                self.score, self.in_sample_normalization, self.trimming_threshold,
+                draw_sample_splitting=False,
+            )  # fmt: skip
+        one.set_sample_splitting(binary.smpls)
+        return one
+
+    def fanfit_options(self, seed: int = 0) -> list[tuple[pd.DataFrame, dict[str, Any]]]:
+        """The data and options of the ``did`` job of each group-time combination.
+
+        Parameters
+        ----------
+        seed : int
+            The jobs' seed (learners without a ``random_state``).
+
+        Returns
+        -------
+        list of (DataFrame, dict)
+            Per combination, in ``gt_labels`` order: the subset (``x_cols``, ``G_indicator``,
+            ``y_diff``; one row per unit in DoubleML's ``data_subset`` order) and the options of
+            :meth:`DoubleMLDID.fanfit_options` (its folds are the combination's ``smpls``).
+
+        Raises
+        ------
+        fanfit.errors.InvalidFoldsError, InvalidLearnerError
+            As :meth:`DoubleMLDID.fanfit_options`.
+        """
+        out = []
+        for binary in self.modellist:
+            one = self._fanfit_did(binary)
+            out.append((one._dml_data.data, one.fanfit_options(seed)))
+        return out
+
+    def fit(
+        self,
+        client: Any = None,
+        n_jobs_models: int | None = None,
+        n_jobs_cv: int | None = None,
+        store_predictions: bool = True,
+        store_models: bool = False,
+        external_predictions: Any = None,
+        *,
+        seed: int = 0,
+        timeout: float = 3600.0,
+        progress: bool | str | Any = False,
+        **job_options: Any,
+    ) -> Any:
+        """Estimate every group-time ATT on a stack, side by side, then hand the predictions to
+        DoubleML.
+
+        Parameters as :meth:`DoubleMLAPOS.fit`; ``n_jobs_models`` and ``n_jobs_cv`` are accepted
+        for DoubleML's signature (the stack decides its own parallelism).
+
+        Returns
+        -------
+        self
+
+        Raises
+        ------
+        fanfit.errors.UnsupportedArgumentError
+            ``external_predictions`` or ``store_models=True``.
+        fanfit.errors.InvalidJobError (or a subclass)
+            An option or a learner is wrong, or a job was rejected.
+        fanfit.errors.JobFailedError
+            A job failed or did not end within ``timeout``.
+        fanfit.errors.ParityError
+            A combination's DoubleML coef or se differ from its job's (a bug).
+        """
+        if external_predictions is not None:
+            raise _unsupported("external_predictions", "the stack computes the predictions")
+        if store_models:
+            raise _unsupported("store_models=True", "the fitted models stay on the stack")
+        unknown = sorted(set(job_options) - set(JOB_OPTIONS))
+        if unknown:
+            raise errors.InvalidJobError(
+                f"fit() takes no option {', '.join(unknown)}; job options: {', '.join(JOB_OPTIONS)}"
+            )
+        all_options = self.fanfit_options(seed)
+        if client is None:
+            client = default_client()
+        jobs = [client.submit_estimate(frame, **o, **job_options) for frame, o in all_options]
+        results = [job.result(timeout=timeout, progress=progress) for job in jobs]
+        n_ids = self._dml_data.n_ids
+        external: dict[str, dict[str, np.ndarray]] = {}
+        for label, binary, job in zip(self.gt_labels, self.modellist, jobs):
+            predictions = job.predictions()["G_indicator"]
+            external[label] = {}
+            for name, values in predictions.items():
+                full = np.full((n_ids, self.n_rep), np.nan)
+                full[binary.id_positions] = np.asarray(values).reshape(-1, self.n_rep)
+                external[label][name] = full
+        super().fit(store_predictions=store_predictions, external_predictions=external)
+        for label, model, result in zip(self.gt_labels, self.modellist, results):
+            for name in ("coef", "se"):
+                theirs, ours = np.asarray(getattr(model, name)), np.asarray(getattr(result, name))
+                if not np.allclose(theirs, ours, rtol=RTOL, atol=0.0):
+                    raise errors.ParityError(
+                        f"DoubleML's {name} {theirs} of {label} differs from job "
+                        f"{result.execution_arn}'s {ours} (relative tolerance {RTOL})"
+                    )
+        self.fanfit_jobs, self.fanfit_results = jobs, results
+        return self
