@@ -1187,15 +1187,15 @@ class DoubleMLDIDMulti(_doubleml.did.DoubleMLDIDMulti):  # type: ignore[misc]
                 "cross-sections (DoubleMLDIDCSBinary's subsets) are not on the stack yet",
             )
         _PropensityOptions._fanfit_check_ps(self, None, False, ps_processor_config)  # type: ignore[arg-type]
+        for name, learner in (("ml_g", ml_g), ("ml_m", ml_m)):
+            if learner is not None:
+                _learner_spec(name, learner)
         ml_g, ml_m = _estimator("ml_g", ml_g), _estimator("ml_m", ml_m)
         super().__init__(
             data, ml_g, ml_m, gt_combinations, control_group, anticipation_periods, n_folds,
             n_rep, score, panel, in_sample_normalization, trimming_rule, trimming_threshold,
             ps_processor_config, draw_sample_splitting, print_periods,
         )  # fmt: skip
-        for name, learner in self._learner.items():
-            if learner is not None:
-                _learner_spec(name, learner)
         self.fanfit_jobs: list[Any] = []
         self.fanfit_results: list[Any] = []
 
