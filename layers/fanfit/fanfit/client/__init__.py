@@ -19,7 +19,9 @@ Modules, bottom to top (each imports only those before it):
 - :mod:`~fanfit.client.client`: :class:`Client`, which delegates to them;
 - :mod:`~fanfit.client.doubleml`: DoubleML's classes fitted on a stack (:class:`DoubleMLPLR`,
   :class:`DoubleMLIRM`, :class:`DoubleMLPLIV`, :class:`DoubleMLIIVM`, :func:`from_doubleml`),
-  imported on first use (they need the ``doubleml`` extra).
+  imported on first use (they need the ``doubleml`` extra); it re-exports the families kept in
+  its siblings ``doubleml_apo``, ``doubleml_did`` and ``doubleml_ssm``, all built on
+  ``doubleml_base``.
 
 This package only re-exports their public names.
 """

@@ -7,7 +7,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from fanfit.dml.models import check_noncompliance, column, column_label, model_def, require_binary
+from fanfit.dml.model_checks import check_noncompliance, column, column_label, require_binary
+from fanfit.dml.models import model_def
 from fanfit.dml.spec import DMLSpec
 from fanfit.errors import InvalidDataError, InvalidLearnerError
 

@@ -17,7 +17,7 @@ test fold; ``ml_pi`` takes the covariates :math:`(X, D)`, the others :math:`X`.
 Nonignorable (two steps inside each outer fold :math:`k`, ``_nuisance_est``):
 
 1. The training rows :math:`I_k` are split in halves :math:`I_k^1, I_k^2` by
-   :func:`fanfit.dml.scores_quantile.split_halves` with strata :math:`D + 2S`.
+   :func:`fanfit.dml.quantile_search.split_halves` with strata :math:`D + 2S`.
 2. ``ml_pi`` is fitted to :math:`S` on :math:`I_k^1` with covariates :math:`(X, D, Z)` and predicts
    **every** row: :math:`\hat\Pi^{(k)}`. Its test-fold predictions are the score's :math:`\hat\pi`.
 3. On :math:`I_k^2`, with covariates :math:`(X, \hat\Pi^{(k)})`: ``ml_m`` is fitted to :math:`D` on all

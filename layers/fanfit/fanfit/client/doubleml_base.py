@@ -1,0 +1,409 @@
+"""What fanfit's DoubleML classes share: :meth:`_OnStack.fit` on a stack, and their helpers.
+
+:class:`_OnStack` is the mixin every class of :mod:`fanfit.client.doubleml` puts before DoubleML's
+own class: its :meth:`~_OnStack.fit` sends the data, DoubleML's sample splitting and the learners
+(as allow-listed specs) to an estimate job, hands the job's out-of-fold predictions to DoubleML's
+``fit(external_predictions=...)`` and checks that coef and se equal the job's (relative
+:data:`RTOL`). Also here: :func:`default_client`, the learner and data helpers the constructors
+use, and :class:`_PropensityOptions` (clipping, ``normalize_ipw``) of the IPW models.
+
+Importing this module imports DoubleML (a client extra: ``pip install 'fanfit[doubleml]'``);
+without it, :class:`fanfit.dml.interop.MissingDependencyError` gives the pip command.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+from collections.abc import Mapping
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from fanfit import errors
+from fanfit.dml.folds import smpls_to_folds, validate_cluster_folds
+from fanfit.dml.interop import import_doubleml
+from fanfit.learners import LearnerSpec, as_learner_spec
+
+import_doubleml()  # without DoubleML: MissingDependencyError, with the pip command
+import doubleml as _doubleml  # noqa: E402 - after the check that names the extra
+
+__all__ = ["JOB_OPTIONS", "RTOL", "default_client"]
+
+#: Relative tolerance of the check that DoubleML's coef and se equal the job's.
+RTOL = 1e-9
+#: Options of the estimate job that ``fit`` passes on (they do not change the numbers).
+JOB_OPTIONS = ("max_concurrency", "sharding", "units_per_shard", "weight")
+
+
+def default_client() -> Any:
+    """The client ``fit()`` uses when it is given none.
+
+    The stack named by the ``FANFIT_STACK`` environment variable (``fanfit.Client(stack=...)``,
+    a stack deployed with ``sam deploy``); else the local stack, started (``fanfit local up``)
+    when none is running, and left running for the next fit (one line on stderr says how to
+    stop it: ``fanfit local down``).
+
+    Returns
+    -------
+    fanfit.client.Client
+
+    Raises
+    ------
+    fanfit.errors.StackError
+        The stack cannot be reached, started or read.
+    """
+    from fanfit.client.client import Client
+
+    name = os.environ.get("FANFIT_STACK")
+    if name:
+        return Client(stack=name)
+    from fanfit.local import stack as local_stack
+
+    if not local_stack.status().get("running"):
+        started = local_stack.up() or {}
+        endpoint = started.get("endpoint", "this host")
+        print(local_stack.KEPT_RUNNING.format(endpoint=endpoint), file=sys.stderr)
+    return Client.local_stack()
+
+
+def _learner_spec(name: str, learner: Any) -> LearnerSpec:
+    """The allow-listed spec of learner ``name`` (:func:`fanfit.learners.as_learner_spec`).
+
+    Estimator objects of the allow-list, ``Pipeline``, ``GridSearchCV``/``RandomizedSearchCV``
+    and LightGBM's become specs (parameters that differ from the class's defaults, so an unset
+    ``random_state`` is left to the job's seed); strings and specs are parsed.
+
+    Raises
+    ------
+    fanfit.errors.InvalidLearnerError
+        The class, a step or a parameter value is outside the allow-list (the message names
+        ``name`` and says what is allowed).
+    """
+    return as_learner_spec(learner, name)
+
+
+def _estimator(name: str, learner: Any) -> Any:
+    """A learner as DoubleML takes it: spec strings and specs built (unfitted), objects as given."""
+    if learner is None or not isinstance(learner, str | LearnerSpec):
+        return learner
+    return _learner_spec(name, learner).build()
+
+
+def _dml_data(
+    obj_dml_data: Any, y_col: Any, d_cols: Any, x_cols: Any, z_cols: Any, cluster_cols: Any
+) -> Any:
+    """``obj_dml_data`` as a DoubleMLData: one given, or built from a DataFrame and the columns.
+
+    Raises
+    ------
+    fanfit.errors.InvalidDataError
+        A DataFrame without ``y_col`` or ``d_cols``, columns given next to a DoubleMLData, or
+        something else.
+    """
+    columns = {"y_col": y_col, "d_cols": d_cols, "x_cols": x_cols, "z_cols": z_cols,
+               "cluster_cols": cluster_cols}  # fmt: skip
+    given = [k for k, v in columns.items() if v is not None]
+    if isinstance(obj_dml_data, pd.DataFrame):
+        if y_col is None or d_cols is None:
+            raise errors.InvalidDataError(
+                "obj_dml_data is a DataFrame: name its columns with y_col and d_cols (and x_cols, "
+                "z_cols, cluster_cols as DoubleMLData takes them)"
+            )
+        return _doubleml.DoubleMLData(obj_dml_data, **columns)
+    if isinstance(obj_dml_data, _doubleml.DoubleMLData):
+        if given:
+            raise errors.InvalidDataError(
+                f"{', '.join(given)} given with a DoubleMLData, which names its columns itself; "
+                "give them with a DataFrame only"
+            )
+        return obj_dml_data
+    raise errors.InvalidDataError(
+        "obj_dml_data must be a doubleml.DoubleMLData (or DoubleMLClusterData) or a pandas "
+        f"DataFrame with y_col and d_cols, got {type(obj_dml_data).__name__}"
+    )
+
+
+def _unsupported(argument: str, instead: str) -> errors.UnsupportedArgumentError:
+    return errors.UnsupportedArgumentError(
+        f"{argument} is not supported on a fanfit stack; {instead}"
+    )
+
+
+def _check_arguments(data: Any, score: Any) -> None:
+    """Refuse, before anything runs, what a stack cannot honour.
+
+    Raises
+    ------
+    fanfit.errors.UnsupportedArgumentError
+    """
+    if callable(score):
+        raise _unsupported("a callable score", "give one of DoubleML's score names")
+    if not data.use_other_treat_as_covariate:
+        raise _unsupported(
+            "use_other_treat_as_covariate=False",
+            "fanfit uses the other treatments as covariates, as DoubleML's default",
+        )
+
+
+class _OnStack:
+    """What fanfit's DoubleML classes add to DoubleML's: :meth:`fit` on a stack.
+
+    Attributes
+    ----------
+    fanfit_job : fanfit.client.EstimateJob or None
+        The job of the last fit.
+    fanfit_result : fanfit.client.EstimateResult or None
+        Its result (timings, cost, execution ARN).
+    """
+
+    _fanfit_model = ""
+    _predictions: Any  # DoubleML's, set by its fit
+    _nuisance_targets: Any
+    fanfit_job: Any = None
+    fanfit_result: Any = None
+
+    def _fanfit_check_learners(self) -> None:
+        for name, learner in self._learner.items():  # type: ignore[attr-defined]
+            _learner_spec(name, learner)
+
+    def _fanfit_model_options(self) -> dict[str, Any]:
+        return {}
+
+    def fanfit_options(self, seed: int = 0) -> dict[str, Any]:
+        """The estimate job's options (:class:`fanfit.client.EstimateOptions`) of this model.
+
+        Parameters
+        ----------
+        seed : int
+            The job's seed (learners without a ``random_state``).
+
+        Returns
+        -------
+        dict
+            model, score, y, d, x, z, the learners as specs, n_folds, n_rep, seed, folds
+            (:func:`fanfit.dml.smpls_to_folds` of ``smpls``) and the model's own options
+            (trimming_threshold, normalize_ipw, subgroups); on clustered data also
+            ``cluster_cols``, with ``n_folds`` per cluster variable (DoubleML's
+            ``n_folds_per_cluster``) and the cartesian-product fold index of
+            :mod:`fanfit.dml.folds`.
+
+        Raises
+        ------
+        fanfit.errors.InvalidFoldsError
+            No sample splitting drawn or set, or one that is not K-fold cross-fitting.
+        fanfit.errors.InvalidLearnerError
+            A learner outside the allow-list.
+        """
+        data: Any = self._dml_data  # type: ignore[attr-defined]
+        if self._smpls is None:  # type: ignore[attr-defined]
+            raise errors.InvalidFoldsError(
+                "no sample splitting: construct with draw_sample_splitting=True or call "
+                "set_sample_splitting(all_smpls) before fit()"
+            )
+        options: dict[str, Any] = {
+            "model": self._fanfit_model,
+            "score": self.score,  # type: ignore[attr-defined]
+            "y": data.y_col,
+            "d": list(data.d_cols),
+            "x": list(data.x_cols),
+            "z": list(data.z_cols) if data.z_cols else None,
+            "n_folds": self.n_folds,  # type: ignore[attr-defined]
+            "n_rep": self.n_rep,  # type: ignore[attr-defined]
+            "seed": seed,
+        }
+        if getattr(data, "is_cluster_data", False):
+            options.update(self._fanfit_cluster_folds(data))
+        else:
+            options["folds"] = smpls_to_folds(self._smpls, data.n_obs)  # type: ignore[attr-defined]
+        for name, learner in self._learner.items():  # type: ignore[attr-defined]
+            options[name] = _learner_spec(name, learner)
+        options.update(self._fanfit_model_options())
+        return options
+
+    def _fanfit_cluster_folds(self, data: Any) -> dict[str, Any]:
+        """``cluster_cols``, ``n_folds`` (per cluster variable) and the folds of clustered data.
+
+        DoubleML's cluster ``smpls`` (``DoubleMLClusterResampling``) hold ``n_folds ** m`` test
+        sets per repetition in the order of the cartesian product of the ``m`` cluster variables'
+        folds, first variable slowest: the fold index is the encoding of
+        :mod:`fanfit.dml.folds` (:func:`~fanfit.dml.cluster_fold_digits`). Their training sets
+        leave out every row sharing a cluster with the test rows, so they are not complements.
+
+        Raises
+        ------
+        fanfit.errors.InvalidFoldsError
+            A cluster split over two folds of its variable (:func:`~fanfit.dml.validate_cluster_folds`).
+        """
+        cluster_cols = list(data.cluster_cols)
+        n_folds = int(self._n_folds_per_cluster)  # type: ignore[attr-defined]
+        folds = smpls_to_folds(self._smpls, data.n_obs, check_train=False)  # type: ignore[attr-defined]
+        cluster_vars = data.data[cluster_cols].to_numpy()
+        folds = validate_cluster_folds(folds, cluster_vars, n_folds, self.n_rep)  # type: ignore[attr-defined]
+        return {"cluster_cols": cluster_cols, "n_folds": n_folds, "folds": folds}
+
+    def fit(
+        self,
+        client: Any = None,
+        n_jobs_cv: int | None = None,
+        store_predictions: bool = True,
+        external_predictions: Any = None,
+        store_models: bool = False,
+        *,
+        seed: int = 0,
+        timeout: float = 3600.0,
+        progress: bool | str | Any = False,
+        **job_options: Any,
+    ) -> Any:
+        """Estimate the model on a stack, then hand the out-of-fold predictions to DoubleML.
+
+        Parameters
+        ----------
+        client : fanfit.client.Client, optional
+            The stack to run on; default :func:`default_client` (``FANFIT_STACK``, else the local
+            stack, started if needed).
+        n_jobs_cv : int or None
+            Accepted for DoubleML's signature; the stack decides its own parallelism.
+        store_predictions : bool
+            Keep ``predictions`` and ``nuisance_targets`` (``evaluate_learners`` needs them).
+        external_predictions, store_models
+            Not supported on a stack (:class:`fanfit.errors.UnsupportedArgumentError`): use
+            DoubleML's own class, which takes them in-process.
+        seed : int
+            The job's seed: ``random_state`` of the learners that have none (the splitting is
+            ``smpls``, DoubleML's, and the bootstrap runs afterwards on the client).
+        timeout : float
+            Seconds to wait for the job.
+        progress : bool or str
+            Live progress on stderr, as :meth:`fanfit.client.EstimateJob.wait`.
+        **job_options
+            ``max_concurrency``, ``sharding``, ``units_per_shard``, ``weight``
+            (:class:`fanfit.client.EstimateOptions`).
+
+        Returns
+        -------
+        self
+
+        Raises
+        ------
+        fanfit.errors.UnsupportedArgumentError
+            ``external_predictions`` or ``store_models=True``.
+        fanfit.errors.InvalidJobError (or a subclass)
+            An option, column, learner or the sample splitting is wrong (before any upload), or
+            the job was rejected.
+        fanfit.errors.JobFailedError
+            The job failed or did not end within ``timeout``.
+        fanfit.errors.ParityError
+            DoubleML's coef or se differ from the job's (a bug).
+        """
+        if external_predictions is not None:
+            raise _unsupported("external_predictions", "the stack computes the predictions")
+        if store_models:
+            raise _unsupported("store_models=True", "the fitted models stay on the stack")
+        if not isinstance(store_predictions, bool):
+            raise errors.InvalidJobError(
+                f"store_predictions must be True or False, got {store_predictions!r}"
+            )
+        unknown = sorted(set(job_options) - set(JOB_OPTIONS))
+        if unknown:
+            raise errors.InvalidJobError(
+                f"fit() takes no option {', '.join(unknown)}; job options: {', '.join(JOB_OPTIONS)}"
+            )
+        options = self.fanfit_options(seed)
+        if client is None:
+            client = default_client()
+        job = client.submit_estimate(self._dml_data.data, **options, **job_options)  # type: ignore[attr-defined]
+        result = job.result(timeout=timeout, progress=progress)
+        super().fit(  # type: ignore[misc]
+            store_predictions=True, external_predictions=job.predictions()
+        )
+        self._fanfit_nuisance_loss()
+        self._fanfit_check_parity(result)
+        if not store_predictions:
+            self._predictions = None
+            self._nuisance_targets = None
+        self.fanfit_job, self.fanfit_result = job, result
+        return self
+
+    def _fanfit_check_parity(self, result: Any) -> None:
+        d_cols = list(self._dml_data.d_cols)  # type: ignore[attr-defined]
+        order = [list(result.d_cols).index(d) for d in d_cols]
+        for name in ("coef", "se"):
+            ours = np.asarray(getattr(result, name))[order]
+            theirs = np.asarray(getattr(self, name))
+            if not np.allclose(theirs, ours, rtol=RTOL, atol=0.0):
+                raise errors.ParityError(
+                    f"DoubleML's {name} {theirs} differs from job {result.execution_arn}'s {ours} "
+                    f"(relative tolerance {RTOL}) on the same data, folds and predictions"
+                )
+
+    # ---------------------------------------------------------------- nuisance losses
+    def _fanfit_targets(
+        self, y: np.ndarray, d: np.ndarray, z: np.ndarray | None, preds: Mapping[str, np.ndarray]
+    ) -> dict[str, np.ndarray]:
+        raise NotImplementedError
+
+    def _fanfit_nuisance_loss(self) -> None:
+        """DoubleML's ``nuisance_targets`` and ``nuisance_loss`` of the external predictions.
+
+        DoubleML leaves both empty (NaN) for external predictions; they are filled here with the
+        targets DoubleML's ``_nuisance_est`` of each model uses (the outcome, the treatment, the
+        instrument, restricted to the treatment or instrument group for IRM's ``ml_g0``/``ml_g1``
+        and IIVM's ``ml_g*``/``ml_r*``), and the loss by DoubleML's own ``_calc_nuisance_loss``
+        (RMSE for regressions, log loss for classifiers), per repetition and treatment.
+        """
+        data: Any = self._dml_data  # type: ignore[attr-defined]
+        frame = data.data
+        y = frame[data.y_col].to_numpy(dtype=float)
+        z = frame[list(data.z_cols)].to_numpy(dtype=float) if data.z_cols else None
+        predictions: dict[str, np.ndarray] = self._predictions
+        targets = {k: np.full_like(v, np.nan) for k, v in predictions.items()}
+        for i_treat, d_col in enumerate(data.d_cols):
+            d = frame[d_col].to_numpy(dtype=float)
+            for i_rep in range(self.n_rep):  # type: ignore[attr-defined]
+                self._i_rep, self._i_treat = i_rep, i_treat
+                preds = {k: v[:, i_rep, i_treat] for k, v in predictions.items()}
+                rep_targets = self._fanfit_targets(y, d, z, preds)
+                self._calc_nuisance_loss(preds, rep_targets)  # type: ignore[attr-defined]
+                for k, t in rep_targets.items():
+                    targets[k][:, i_rep, i_treat] = t
+        self._nuisance_targets = targets
+
+    def __str__(self) -> str:
+        text = super().__str__()
+        if self.fanfit_result is None:
+            return text
+        r = self.fanfit_result
+        t = r.timings
+        return (
+            f"{text}\n\n------------------ fanfit            ------------------\n"
+            f"Job: {self.fanfit_job.job_id}\nExecution: {r.execution_arn}\n"
+            f"Wall time: prepare {t.get('prepare_s', 0):.2f} s, cross-fitting "
+            f"{t.get('crossfit_s', 0):.2f} s, aggregate {t.get('aggregate_s', 0):.2f} s"
+        )
+
+
+def _where(values: np.ndarray, keep: np.ndarray) -> np.ndarray:
+    out = values.astype(float)
+    out[~keep] = np.nan
+    return out
+
+
+class _PropensityOptions:
+    """IRM's and IIVM's options on the stack: clipping, normalize_ipw (and IIVM's subgroups)."""
+
+    def _fanfit_check_ps(self, weights: Any, normalize_ipw: Any, ps_processor_config: Any) -> None:
+        if weights is not None:
+            raise _unsupported("weights", "fanfit's IRM scores weight every observation equally")
+        if ps_processor_config is not None and ps_processor_config.calibration_method is not None:
+            raise _unsupported(
+                "a propensity calibration (ps_processor_config.calibration_method)",
+                "fanfit clips the propensities at clipping_threshold only",
+            )
+
+    def _fanfit_model_options(self) -> dict[str, Any]:
+        return {
+            "trimming_threshold": float(self.ps_processor_config.clipping_threshold),  # type: ignore[attr-defined]
+            "normalize_ipw": bool(self.normalize_ipw),  # type: ignore[attr-defined]
+        }

@@ -1,0 +1,362 @@
+"""DoubleML's difference-in-differences models on a fanfit stack: DoubleMLDID, DoubleMLDIDCS and
+DoubleMLDIDMulti.
+
+Panel data (:class:`DoubleMLDID`, model ``did`` of :mod:`fanfit.dml.models`) and repeated
+cross-sections (:class:`DoubleMLDIDCS`, model ``didcs``), on a ``DoubleMLDIDData`` or a
+DataFrame with its columns; staggered adoption (:class:`DoubleMLDIDMulti`, one ``did`` job per
+group-time combination) on a ``DoubleMLPanelData``. All are re-exported by :mod:`fanfit.client.doubleml`, whose
+docstring says how a fit works.
+"""
+
+from __future__ import annotations
+
+import warnings
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from fanfit import errors
+from fanfit.client.doubleml_base import (
+    JOB_OPTIONS,
+    RTOL,
+    _check_arguments,
+    _estimator,
+    _learner_spec,
+    _OnStack,
+    _PropensityOptions,
+    _unsupported,
+    _where,
+    default_client,
+)
+from fanfit.dml.interop import import_doubleml
+
+import_doubleml()  # without DoubleML: MissingDependencyError, with the pip command
+import doubleml as _doubleml  # noqa: E402 - after the check that names the extra
+
+__all__ = ["DoubleMLDID", "DoubleMLDIDCS", "DoubleMLDIDMulti"]
+
+
+def _did_data(obj_dml_data: Any, t_required: bool, **columns: Any) -> Any:
+    """``obj_dml_data`` as a DoubleMLDIDData: one given, or built from a DataFrame and the columns
+    (``y_col``, ``d_cols``, ``x_cols``, and ``t_col`` for repeated cross-sections).
+
+    Raises
+    ------
+    fanfit.errors.InvalidDataError
+        A DataFrame without ``y_col``, ``d_cols`` (or ``t_col`` where needed), columns given next
+        to a DoubleMLDIDData, data without ``t_col`` where needed, or something else.
+    """
+    given = [k for k, v in columns.items() if v is not None]
+    if isinstance(obj_dml_data, pd.DataFrame):
+        needed = ("y_col", "d_cols", "t_col") if t_required else ("y_col", "d_cols")
+        if any(columns.get(k) is None for k in needed):
+            raise errors.InvalidDataError(
+                f"obj_dml_data is a DataFrame: name its columns with {', '.join(needed)} (and "
+                "x_cols), as DoubleMLDIDData takes them"
+            )
+        data = _doubleml.DoubleMLDIDData(obj_dml_data, **columns)
+    elif isinstance(obj_dml_data, _doubleml.DoubleMLDIDData):
+        if given:
+            raise errors.InvalidDataError(
+                f"{', '.join(given)} given with a DoubleMLDIDData, which names its columns "
+                "itself; give them with a DataFrame only"
+            )
+        data = obj_dml_data
+    else:
+        raise errors.InvalidDataError(
+            "obj_dml_data must be a doubleml.DoubleMLDIDData or a pandas DataFrame with y_col and "
+            f"d_cols, got {type(obj_dml_data).__name__}"
+        )
+    if t_required and data.t_col is None:
+        raise errors.InvalidDataError(
+            "DoubleMLDIDCS needs the time column: a DoubleMLDIDData with t_col (repeated "
+            "cross-sections)"
+        )
+    return data
+
+
+class _DIDOptions:
+    """DoubleMLDID's and DoubleMLDIDCS's construction and options on the stack: clipping and
+    normalization."""
+
+    def _fanfit_build(self, data: Any, ml_g: Any, ml_m: Any, *args: Any) -> None:
+        """DoubleML's constructor on checked data and learners; ``args`` from ``n_folds`` on."""
+        _check_arguments(data, args[2])
+        super().__init__(data, _estimator("ml_g", ml_g), _estimator("ml_m", ml_m), *args)  # type: ignore[call-arg]
+        self._fanfit_check_learners()  # type: ignore[attr-defined]
+
+    def _fanfit_model_options(self) -> dict[str, Any]:
+        return {
+            "trimming_threshold": float(self.clipping_threshold),  # type: ignore[attr-defined]
+            "in_sample_normalization": bool(self.in_sample_normalization),  # type: ignore[attr-defined]
+        }
+
+
+class DoubleMLDID(_DIDOptions, _OnStack, _doubleml.DoubleMLDID):  # type: ignore[misc]
+    """DoubleML's difference-in-differences model for panel data, fitted on a fanfit stack.
+
+    Parameters as ``doubleml.DoubleMLDID`` (0.11): ``obj_dml_data, ml_g, ml_m=None, n_folds=5,
+    n_rep=1, score='observational', in_sample_normalization=True, clipping_threshold=1e-2,
+    draw_sample_splitting=True``; ``obj_dml_data`` a ``DoubleMLDIDData`` whose outcome is the
+    difference :math:`Y_1 - Y_0` (as ``make_did_SZ2020`` returns it), or a DataFrame with
+    ``y_col``, ``d_cols`` and ``x_cols`` by keyword. The job fits ``ml_g`` on the untreated and the
+    treated rows (``ml_g0``, ``ml_g1``) and, for the observational score, ``ml_m`` (model ``did`` of
+    :mod:`fanfit.dml.models`).
+
+    Raises
+    ------
+    fanfit.errors.UnsupportedArgumentError
+        A callable score.
+    fanfit.errors.InvalidDataError
+        ``obj_dml_data`` is neither a DoubleMLDIDData nor a DataFrame with its columns.
+    """
+
+    _fanfit_model = "did"
+
+    def __init__(
+        self, obj_dml_data: Any, ml_g: Any, ml_m: Any = None, n_folds: int = 5, n_rep: int = 1,
+        score: Any = "observational", in_sample_normalization: bool = True,
+        clipping_threshold: float = 1e-2, draw_sample_splitting: bool = True, *,
+        y_col: Any = None, d_cols: Any = None, x_cols: Any = None,
+    ) -> None:  # fmt: skip
+        data = _did_data(obj_dml_data, False, y_col=y_col, d_cols=d_cols, x_cols=x_cols)
+        self._fanfit_build(data, ml_g, ml_m, n_folds, n_rep, score, in_sample_normalization,
+                           clipping_threshold, draw_sample_splitting)  # fmt: skip
+
+    def _fanfit_targets(self, y, d, z, preds):  # type: ignore[no-untyped-def]
+        out = {"ml_g0": _where(y, d == 0), "ml_g1": _where(y, d == 1)}
+        return out | ({"ml_m": d} if "ml_m" in preds else {})
+
+
+class DoubleMLDIDCS(_DIDOptions, _OnStack, _doubleml.DoubleMLDIDCS):  # type: ignore[misc]
+    """DoubleML's difference-in-differences model for repeated cross-sections, on a fanfit stack.
+
+    Parameters as ``doubleml.DoubleMLDIDCS`` (0.11): ``obj_dml_data, ml_g, ml_m=None, n_folds=5,
+    n_rep=1, score='observational', in_sample_normalization=True, clipping_threshold=1e-2,
+    draw_sample_splitting=True``; ``obj_dml_data`` a ``DoubleMLDIDData`` with ``t_col`` (the
+    binary period), or a DataFrame with ``y_col``, ``d_cols``, ``x_cols`` and ``t_col`` by
+    keyword. The job fits ``ml_g`` on each group and period (``ml_g_d0_t0`` ... ``ml_g_d1_t1``)
+    and, for the observational score, ``ml_m`` (model ``didcs`` of :mod:`fanfit.dml.models`).
+
+    Raises
+    ------
+    fanfit.errors.UnsupportedArgumentError
+        A callable score.
+    fanfit.errors.InvalidDataError
+        ``obj_dml_data`` is neither a DoubleMLDIDData with ``t_col`` nor a DataFrame with its
+        columns.
+    """
+
+    _fanfit_model = "didcs"
+
+    def __init__(
+        self, obj_dml_data: Any, ml_g: Any, ml_m: Any = None, n_folds: int = 5, n_rep: int = 1,
+        score: Any = "observational", in_sample_normalization: bool = True,
+        clipping_threshold: float = 1e-2, draw_sample_splitting: bool = True, *,
+        y_col: Any = None, d_cols: Any = None, x_cols: Any = None, t_col: Any = None,
+    ) -> None:  # fmt: skip
+        columns = {"y_col": y_col, "d_cols": d_cols, "x_cols": x_cols, "t_col": t_col}
+        data = _did_data(obj_dml_data, True, **columns)
+        self._fanfit_build(data, ml_g, ml_m, n_folds, n_rep, score, in_sample_normalization,
+                           clipping_threshold, draw_sample_splitting)  # fmt: skip
+
+    def _fanfit_model_options(self) -> dict[str, Any]:
+        return super()._fanfit_model_options() | {"t": self._dml_data.t_col}
+
+    def _fanfit_targets(self, y, d, z, preds):  # type: ignore[no-untyped-def]
+        t = self._dml_data.data[self._dml_data.t_col].to_numpy(dtype=float)
+        out = {f"ml_g_d{a}_t{b}": _where(y, (d == a) & (t == b)) for a in (0, 1) for b in (0, 1)}
+        return out | ({"ml_m": d} if "ml_m" in preds else {})
+
+
+def _did_multi_data(obj_dml_data: Any) -> Any:
+    """``obj_dml_data`` checked to be a DoubleMLPanelData.
+
+    Raises
+    ------
+    fanfit.errors.InvalidDataError
+        Anything else (a DataFrame, a DoubleMLData, a DoubleMLDIDData).
+    """
+    if not isinstance(obj_dml_data, _doubleml.data.DoubleMLPanelData):
+        raise errors.InvalidDataError(
+            "DoubleMLDIDMulti needs obj_dml_data as a doubleml.data.DoubleMLPanelData (panel data "
+            f"in long format with y_col, d_cols, t_col, id_col), got {type(obj_dml_data).__name__}"
+        )
+    return obj_dml_data
+
+
+class DoubleMLDIDMulti(_doubleml.did.DoubleMLDIDMulti):  # type: ignore[misc]
+    """DoubleML's staggered-adoption DID (group-time ATTs and their aggregations), on a fanfit stack.
+
+    Parameters as ``doubleml.did.DoubleMLDIDMulti`` (0.11): ``obj_dml_data, ml_g, ml_m=None,
+    gt_combinations='standard', control_group='never_treated', anticipation_periods=0,
+    n_folds=5, n_rep=1, score='observational', panel=True, in_sample_normalization=True,
+    trimming_rule='truncate', trimming_threshold=1e-2, ps_processor_config=None,
+    draw_sample_splitting=True, print_periods=False``; ``obj_dml_data`` a
+    ``doubleml.data.DoubleMLPanelData``. DoubleML builds one ``DoubleMLDIDBinary`` per
+    group-time combination :math:`(g, t_{pre}, t_{eval})` at construction: the units observed in
+    both periods that are in group :math:`g` or in the control group, in wide format, with the
+    outcome difference :math:`Y_{t_{eval}} - Y_{t_{pre}}` (``y_diff``), the group indicator
+    (``G_indicator``) and its own sample splitting (``smpls``, stratified by the indicator).
+
+    :meth:`fit` submits one ``did`` job per combination on exactly that subset, with that
+    combination's folds, all before waiting for any, so that the combinations' fits run side by
+    side on the stack; the jobs' predictions, placed at the units' positions (DoubleML's
+    ``id_positions``), then go to DoubleML's own ``fit(external_predictions=...)``, so coef, se,
+    summary, confint, bootstrap, ``aggregate('eventstudy'|'group'|'time')`` and the plots are
+    DoubleML's (Callaway and Sant'Anna 2021, J. Econometrics 225; DoubleML user guide, "Panel
+    data with multiple periods").
+
+    Raises
+    ------
+    fanfit.errors.InvalidDataError
+        ``obj_dml_data`` is not a DoubleMLPanelData.
+    fanfit.errors.UnsupportedArgumentError
+        ``panel=False`` (repeated cross-sections), a propensity calibration, or a callable
+        score.
+    fanfit.errors.InvalidLearnerError
+        A learner outside the allow-list.
+    """
+
+    def __init__(
+        self, obj_dml_data: Any, ml_g: Any, ml_m: Any = None, gt_combinations: Any = "standard",
+        control_group: str = "never_treated", anticipation_periods: int = 0, n_folds: int = 5,
+        n_rep: int = 1, score: Any = "observational", panel: bool = True,
+        in_sample_normalization: bool = True, trimming_rule: str = "truncate",
+        trimming_threshold: float = 1e-2, ps_processor_config: Any = None,
+        draw_sample_splitting: bool = True, print_periods: bool = False,
+    ) -> None:  # fmt: skip
+        data = _did_multi_data(obj_dml_data)
+        if callable(score):
+            raise _unsupported("a callable score", "give 'observational' or 'experimental'")
+        if panel is not True:
+            raise _unsupported(
+                f"panel={panel!r}",
+                "fanfit runs DoubleMLDIDMulti on panel data (panel=True); repeated "
+                "cross-sections (DoubleMLDIDCSBinary's subsets) are not on the stack yet",
+            )
+        _PropensityOptions._fanfit_check_ps(self, None, False, ps_processor_config)  # type: ignore[arg-type]
+        for name, learner in (("ml_g", ml_g), ("ml_m", ml_m)):
+            if learner is not None:
+                _learner_spec(name, learner)
+        ml_g, ml_m = _estimator("ml_g", ml_g), _estimator("ml_m", ml_m)
+        super().__init__(
+            data, ml_g, ml_m, gt_combinations, control_group, anticipation_periods, n_folds,
+            n_rep, score, panel, in_sample_normalization, trimming_rule, trimming_threshold,
+            ps_processor_config, draw_sample_splitting, print_periods,
+        )  # fmt: skip
+        self.fanfit_jobs: list[Any] = []
+        self.fanfit_results: list[Any] = []
+
+    def _fanfit_did(self, binary: Any) -> DoubleMLDID:
+        """Fanfit's DoubleMLDID on one combination's subset, with its folds and options."""
+        x_cols = list(self._dml_data.x_cols)
+        frame = binary.data_subset[[*x_cols, "G_indicator", "y_diff"]].reset_index(drop=True)
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", category=DeprecationWarning)
+            warnings.simplefilter("ignore", category=FutureWarning)
+            data = _doubleml.DoubleMLDIDData(frame, "y_diff", "G_indicator", x_cols=x_cols)
+            one = DoubleMLDID(
+                data, self._learner["ml_g"], self._learner["ml_m"], self.n_folds, self.n_rep,
+                self.score, self.in_sample_normalization, self.trimming_threshold,
+                draw_sample_splitting=False,
+            )  # fmt: skip
+        one.set_sample_splitting(binary.smpls)
+        return one
+
+    def fanfit_options(self, seed: int = 0) -> list[tuple[pd.DataFrame, dict[str, Any]]]:
+        """The data and options of the ``did`` job of each group-time combination.
+
+        Parameters
+        ----------
+        seed : int
+            The jobs' seed (learners without a ``random_state``).
+
+        Returns
+        -------
+        list of (DataFrame, dict)
+            Per combination, in ``gt_labels`` order: the subset (``x_cols``, ``G_indicator``,
+            ``y_diff``; one row per unit in DoubleML's ``data_subset`` order) and the options of
+            :meth:`DoubleMLDID.fanfit_options` (its folds are the combination's ``smpls``).
+
+        Raises
+        ------
+        fanfit.errors.InvalidFoldsError, InvalidLearnerError
+            As :meth:`DoubleMLDID.fanfit_options`.
+        """
+        out = []
+        for binary in self.modellist:
+            one = self._fanfit_did(binary)
+            out.append((one._dml_data.data, one.fanfit_options(seed)))
+        return out
+
+    def fit(
+        self,
+        client: Any = None,
+        n_jobs_models: int | None = None,
+        n_jobs_cv: int | None = None,
+        store_predictions: bool = True,
+        store_models: bool = False,
+        external_predictions: Any = None,
+        *,
+        seed: int = 0,
+        timeout: float = 3600.0,
+        progress: bool | str | Any = False,
+        **job_options: Any,
+    ) -> Any:
+        """Estimate every group-time ATT on a stack, side by side, then hand the predictions to
+        DoubleML.
+
+        Parameters as :meth:`DoubleMLAPOS.fit`; ``n_jobs_models`` and ``n_jobs_cv`` are accepted
+        for DoubleML's signature (the stack decides its own parallelism).
+
+        Returns
+        -------
+        self
+
+        Raises
+        ------
+        fanfit.errors.UnsupportedArgumentError
+            ``external_predictions`` or ``store_models=True``.
+        fanfit.errors.InvalidJobError (or a subclass)
+            An option or a learner is wrong, or a job was rejected.
+        fanfit.errors.JobFailedError
+            A job failed or did not end within ``timeout``.
+        fanfit.errors.ParityError
+            A combination's DoubleML coef or se differ from its job's (a bug).
+        """
+        if external_predictions is not None:
+            raise _unsupported("external_predictions", "the stack computes the predictions")
+        if store_models:
+            raise _unsupported("store_models=True", "the fitted models stay on the stack")
+        unknown = sorted(set(job_options) - set(JOB_OPTIONS))
+        if unknown:
+            raise errors.InvalidJobError(
+                f"fit() takes no option {', '.join(unknown)}; job options: {', '.join(JOB_OPTIONS)}"
+            )
+        all_options = self.fanfit_options(seed)
+        if client is None:
+            client = default_client()
+        jobs = [client.submit_estimate(frame, **o, **job_options) for frame, o in all_options]
+        results = [job.result(timeout=timeout, progress=progress) for job in jobs]
+        n_ids = self._dml_data.n_ids
+        external: dict[str, dict[str, np.ndarray]] = {}
+        for label, binary, job in zip(self.gt_labels, self.modellist, jobs):
+            predictions = job.predictions()["G_indicator"]
+            external[label] = {}
+            for name, values in predictions.items():
+                full = np.full((n_ids, self.n_rep), np.nan)
+                full[binary.id_positions] = np.asarray(values).reshape(-1, self.n_rep)
+                external[label][name] = full
+        super().fit(store_predictions=store_predictions, external_predictions=external)
+        for label, model, result in zip(self.gt_labels, self.modellist, results):
+            for name in ("coef", "se"):
+                theirs, ours = np.asarray(getattr(model, name)), np.asarray(getattr(result, name))
+                if not np.allclose(theirs, ours, rtol=RTOL, atol=0.0):
+                    raise errors.ParityError(
+                        f"DoubleML's {name} {theirs} of {label} differs from job "
+                        f"{result.execution_arn}'s {ours} (relative tolerance {RTOL})"
+                    )
+        self.fanfit_jobs, self.fanfit_results = jobs, results
+        return self

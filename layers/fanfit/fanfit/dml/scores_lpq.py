@@ -1,0 +1,210 @@
+r"""Local potential quantiles (DoubleMLLPQ), as DoubleML 0.11.4 computes them.
+
+The compliers' potential quantile with a binary instrument (Kallus, Mao and Uehara 2019,
+arXiv:1912.12945, Section 4). Its nested fits are those of the docstring of
+:mod:`fanfit.dml.scores_quantile` (which re-exports this module's names), with strata
+:math:`D + 2Z` and the preliminary propensities ``ml_m_z``, ``ml_m_d_z0`` and ``ml_m_d_z1``; the
+searches and the kernel density are :mod:`fanfit.dml.quantile_search`'s. All arrays are 1-d of
+shape ``(n_obs,)`` unless stated.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from fanfit.dml.quantile_search import (
+    HALF_1,
+    HALF_2,
+    INNER_CV,
+    NonlinearSolution,
+    _adjusted_propensity,
+    _check_quantile_options,
+    _ipw_root,
+    _solve_localized,
+)
+from fanfit.dml.scores_did import NuisanceLearner, all_rows, rows_where
+
+__all__ = ["lpq_comp_prob", "lpq_ipw_estimate", "lpq_learners", "lpq_solve"]
+
+
+def lpq_comp_prob(
+    d: np.ndarray, z: np.ndarray, m_z: np.ndarray, m_d_z0: np.ndarray, m_d_z1: np.ndarray
+) -> float:
+    r"""The compliers' share :math:`P(D_1 > D_0)`, doubly robust (DoubleML ``irm/lpq.py``).
+
+    .. math::
+
+        \hat\pi_c = \overline{\hat m_{d|1} - \hat m_{d|0} + \frac{Z}{\tilde m_z}(D - \hat m_{d|1})
+        - \frac{1 - Z}{1 - \tilde m_z}(D - \hat m_{d|0})}
+
+    Parameters
+    ----------
+    d, z : numpy.ndarray, shape (n,)
+    m_z : numpy.ndarray, shape (n,)
+        Adjusted (clipped, normalised) instrument propensities.
+    m_d_z0, m_d_z1 : numpy.ndarray, shape (n,)
+        :math:`P(D = 1 | Z = 0, X)` and :math:`P(D = 1 | Z = 1, X)`.
+
+    Returns
+    -------
+    float
+    """
+    return float(
+        np.mean(m_d_z1 - m_d_z0 + z / m_z * (d - m_d_z1) - (1 - z) / (1 - m_z) * (d - m_d_z0))
+    )
+
+
+def lpq_ipw_estimate(
+    y1: np.ndarray,
+    d1: np.ndarray,
+    z1: np.ndarray,
+    m_z_prelim: np.ndarray,
+    m_d_z0_prelim: np.ndarray,
+    m_d_z1_prelim: np.ndarray,
+    treatment: int,
+    quantile: float,
+    coef_start_val: float,
+    coef_bounds: tuple[float, float],
+    normalize_ipw: bool = True,
+    clipping_threshold: float = 1e-2,
+) -> float:
+    r"""The preliminary IPW local quantile of one outer fold (LPQ; step 3 of the module docstring).
+
+    .. math::
+
+        \theta_{\mathrm{ipw}} = \arg\min_\theta \Bigl|\overline{\frac{s}{\hat\pi_c}
+        \Bigl(\frac{Z}{\tilde m_z} - \frac{1 - Z}{1 - \tilde m_z}\Bigr) 1\{D = d\} 1\{Y \le \theta\}} - \tau\Bigr|,
+        \quad s = 2d - 1
+
+    Parameters
+    ----------
+    y1, d1, z1 : numpy.ndarray, shape (n_train_1,)
+        The first half, in ``train_inds_1`` order.
+    m_z_prelim : numpy.ndarray, shape (n_train_1,)
+        Inner cross-fitted ``ml_m_z`` propensities (raw).
+    m_d_z0_prelim, m_d_z1_prelim : numpy.ndarray, shape (n_train_1,)
+        In-sample predictions of ``ml_m_d_z0``/``ml_m_d_z1`` fitted on the first half's rows
+        with :math:`Z = 0` / :math:`Z = 1`.
+    treatment : int
+    quantile : float
+    coef_start_val : float
+    coef_bounds : (float, float)
+    normalize_ipw : bool
+    clipping_threshold : float
+
+    Returns
+    -------
+    float
+
+    Raises
+    ------
+    fanfit.errors.InvalidJobError
+        If ``quantile`` is outside (0, 1) or ``treatment`` is not 0 or 1.
+    """
+    _check_quantile_options(quantile, treatment)
+    m_z = _adjusted_propensity(m_z_prelim, z1, normalize_ipw, clipping_threshold)
+    comp_prob = lpq_comp_prob(d1, z1, m_z, m_d_z0_prelim, m_d_z1_prelim)
+    sign = 2 * treatment - 1.0
+
+    def ipw_score(theta: float) -> float:
+        weights = sign * (z1 / m_z - (1 - z1) / (1 - m_z)) / comp_prob
+        u = (d1 == treatment) * (y1 <= theta)
+        return float(np.mean(weights * u + -1.0 * quantile))
+
+    return _ipw_root(ipw_score, coef_start_val, coef_bounds)
+
+
+def lpq_solve(
+    y: np.ndarray,
+    d: np.ndarray,
+    z: np.ndarray,
+    m_z_hat: np.ndarray,
+    m_d_z0_hat: np.ndarray,
+    m_d_z1_hat: np.ndarray,
+    g_du_z0_hat: np.ndarray,
+    g_du_z1_hat: np.ndarray,
+    treatment: int,
+    quantile: float,
+    coef_start_val: float,
+    normalize_ipw: bool = True,
+    clipping_threshold: float = 1e-2,
+) -> NonlinearSolution:
+    r"""Solve one repetition of DoubleMLLPQ: the compliers' potential quantile.
+
+    .. math::
+
+        \psi = \frac{s}{\hat\pi_c}\Bigl(\hat g_{1} - \hat g_{0}
+        + \frac{Z}{\tilde m_z}\bigl(1\{D = d\}1\{Y \le \theta\} - \hat g_{1}\bigr)
+        - \frac{1 - Z}{1 - \tilde m_z}\bigl(1\{D = d\}1\{Y \le \theta\} - \hat g_{0}\bigr)\Bigr) - \tau
+
+    with :math:`s = 2d - 1`, :math:`\hat g_z` the predictions of ``ml_g_du_z{z}`` and
+    :math:`\hat\pi_c` from :func:`lpq_comp_prob`; the derivative is :func:`kde_at_zero` of
+    :math:`Y - \hat\theta` with weights :math:`s(Z/\tilde m_z - (1 - Z)/(1 - \tilde m_z))1\{D = d\}/\hat\pi_c`
+    (Kallus, Mao and Uehara 2019, Section 4; DoubleML ``irm/lpq.py``).
+
+    Parameters
+    ----------
+    y, d, z : numpy.ndarray, shape (n_obs,)
+        Outcome, binary treatment and binary instrument.
+    m_z_hat, m_d_z0_hat, m_d_z1_hat, g_du_z0_hat, g_du_z1_hat : numpy.ndarray, shape (n_obs,)
+        Out-of-fold predictions of ``ml_m_z``, ``ml_m_d_z0``, ``ml_m_d_z1``, ``ml_g_du_z0``,
+        ``ml_g_du_z1``.
+    treatment : int
+    quantile : float
+    coef_start_val : float
+        The mean of this repetition's fold IPW estimates (:func:`lpq_ipw_estimate`).
+    normalize_ipw : bool
+    clipping_threshold : float
+
+    Returns
+    -------
+    NonlinearSolution
+
+    Raises
+    ------
+    fanfit.errors.InvalidJobError
+        If ``quantile`` is outside (0, 1) or ``treatment`` is not 0 or 1.
+    """
+    _check_quantile_options(quantile, treatment)
+    m_z = _adjusted_propensity(m_z_hat, z, normalize_ipw, clipping_threshold)
+    comp_prob = lpq_comp_prob(d, z, m_z, m_d_z0_hat, m_d_z1_hat)
+    sign = 2 * treatment - 1.0
+    ind_d = d == treatment
+
+    def psi_of(coef: float) -> np.ndarray:
+        score1 = g_du_z1_hat - g_du_z0_hat
+        score2 = (z / m_z) * (ind_d * (y <= coef) - g_du_z1_hat)
+        score3 = (1 - z) / (1 - m_z) * (ind_d * (y <= coef) - g_du_z0_hat)
+        return sign * (score1 + score2 - score3) / comp_prob - quantile
+
+    score_weights = sign * ((z / m_z) - (1 - z) / (1 - m_z)) * ind_d / comp_prob
+    return _solve_localized(y, psi_of, coef_start_val, score_weights)
+
+
+def lpq_learners(treatment: int = 1) -> tuple[NuisanceLearner, ...]:
+    """The fits of DoubleMLLPQ for one treatment level (see the module docstring's steps).
+
+    Every learner is a clone of ``ml_m`` (propensities) or ``ml_g`` (``ml_g_du_z*``), all
+    classifiers. Nested split strata: :math:`D + 2Z`.
+
+    Parameters
+    ----------
+    treatment : int
+
+    Returns
+    -------
+    tuple of NuisanceLearner
+    """
+    _check_quantile_options(0.5, treatment)
+    prelim = ("ml_m_z_prelim", "ml_m_d_z0_prelim", "ml_m_d_z1_prelim")
+    target_du = "1{d == treatment} * 1{y <= theta_ipw_k}"
+    return (
+        NuisanceLearner("ml_m_z_prelim", "ml_m", True, all_rows, "z", INNER_CV),
+        NuisanceLearner("ml_m_d_z0_prelim", "ml_m", True, rows_where(z=0), "d", HALF_1),
+        NuisanceLearner("ml_m_d_z1_prelim", "ml_m", True, rows_where(z=1), "d", HALF_1),
+        NuisanceLearner("ml_g_du_z0", "ml_g", True, rows_where(z=0), target_du, HALF_2, prelim),
+        NuisanceLearner("ml_g_du_z1", "ml_g", True, rows_where(z=1), target_du, HALF_2, prelim),
+        NuisanceLearner("ml_m_z", "ml_m", True, all_rows, "z"),
+        NuisanceLearner("ml_m_d_z0", "ml_m", True, rows_where(z=0), "d"),
+        NuisanceLearner("ml_m_d_z1", "ml_m", True, rows_where(z=1), "d"),
+    )
