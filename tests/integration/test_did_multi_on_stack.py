@@ -12,6 +12,7 @@ and time aggregations agree to a relative 1e-9.
 from __future__ import annotations
 
 import numpy as np
+import pandas as pd
 import pytest
 
 pytestmark = [
@@ -62,12 +63,9 @@ def test_did_multi_on_the_stack_equals_doubleml(local_client) -> None:
         np.testing.assert_allclose(ours.nuisance_loss[key], loss, rtol=RTOL, err_msg=key)
     for aggregation in ("eventstudy", "group", "time"):
         mine, dmls = ours.aggregate(aggregation), theirs.aggregate(aggregation)
-        for name in ("thetas", "ses"):
-            np.testing.assert_allclose(
-                getattr(mine.aggregated_frameworks, name),
-                getattr(dmls.aggregated_frameworks, name), rtol=RTOL, err_msg=aggregation,
-            )  # fmt: skip
-            np.testing.assert_allclose(
-                getattr(mine.overall_aggregated_framework, name),
-                getattr(dmls.overall_aggregated_framework, name), rtol=RTOL,
+        # (coef, std err, t, P>|t| and the interval of each aggregated effect and the overall one)
+        for summary in ("aggregated_summary", "overall_summary"):
+            pd.testing.assert_frame_equal(
+                getattr(mine, summary), getattr(dmls, summary), rtol=RTOL, atol=0,
+                obj=f"{aggregation} {summary}",
             )  # fmt: skip

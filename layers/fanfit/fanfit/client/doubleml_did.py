@@ -18,16 +18,14 @@ import pandas as pd
 
 from fanfit import errors
 from fanfit.client.doubleml_base import (
-    JOB_OPTIONS,
-    RTOL,
     _check_arguments,
     _estimator,
     _learner_spec,
     _OnStack,
     _PropensityOptions,
+    _SideBySide,
     _unsupported,
     _where,
-    default_client,
 )
 from fanfit.dml.interop import import_doubleml
 
@@ -186,7 +184,7 @@ def _did_multi_data(obj_dml_data: Any) -> Any:
     return obj_dml_data
 
 
-class DoubleMLDIDMulti(_doubleml.did.DoubleMLDIDMulti):  # type: ignore[misc]
+class DoubleMLDIDMulti(_SideBySide, _doubleml.did.DoubleMLDIDMulti):  # type: ignore[misc]
     """DoubleML's staggered-adoption DID (group-time ATTs and their aggregations), on a fanfit stack.
 
     Parameters as ``doubleml.did.DoubleMLDIDMulti`` (0.11): ``obj_dml_data, ml_g, ml_m=None,
@@ -291,72 +289,18 @@ class DoubleMLDIDMulti(_doubleml.did.DoubleMLDIDMulti):  # type: ignore[misc]
             out.append((one._dml_data.data, one.fanfit_options(seed)))
         return out
 
-    def fit(
-        self,
-        client: Any = None,
-        n_jobs_models: int | None = None,
-        n_jobs_cv: int | None = None,
-        store_predictions: bool = True,
-        store_models: bool = False,
-        external_predictions: Any = None,
-        *,
-        seed: int = 0,
-        timeout: float = 3600.0,
-        progress: bool | str | Any = False,
-        **job_options: Any,
-    ) -> Any:
-        """Estimate every group-time ATT on a stack, side by side, then hand the predictions to
-        DoubleML.
+    def _fanfit_parts(self, seed: int) -> list[tuple[str, pd.DataFrame, dict[str, Any]]]:
+        return [(label, *part) for label, part in zip(self.gt_labels, self.fanfit_options(seed))]
 
-        Parameters as :meth:`DoubleMLAPOS.fit`; ``n_jobs_models`` and ``n_jobs_cv`` are accepted
-        for DoubleML's signature (the stack decides its own parallelism).
-
-        Returns
-        -------
-        self
-
-        Raises
-        ------
-        fanfit.errors.UnsupportedArgumentError
-            ``external_predictions`` or ``store_models=True``.
-        fanfit.errors.InvalidJobError (or a subclass)
-            An option or a learner is wrong, or a job was rejected.
-        fanfit.errors.JobFailedError
-            A job failed or did not end within ``timeout``.
-        fanfit.errors.ParityError
-            A combination's DoubleML coef or se differ from its job's (a bug).
-        """
-        if external_predictions is not None:
-            raise _unsupported("external_predictions", "the stack computes the predictions")
-        if store_models:
-            raise _unsupported("store_models=True", "the fitted models stay on the stack")
-        unknown = sorted(set(job_options) - set(JOB_OPTIONS))
-        if unknown:
-            raise errors.InvalidJobError(
-                f"fit() takes no option {', '.join(unknown)}; job options: {', '.join(JOB_OPTIONS)}"
-            )
-        all_options = self.fanfit_options(seed)
-        if client is None:
-            client = default_client()
-        jobs = [client.submit_estimate(frame, **o, **job_options) for frame, o in all_options]
-        results = [job.result(timeout=timeout, progress=progress) for job in jobs]
+    def _fanfit_external(self, jobs: list[Any]) -> dict[Any, Any]:
+        """Each job's predictions at its units' positions (DoubleML's ``id_positions``) among
+        all ``n_ids`` units, NaN elsewhere: arrays of shape (n_ids, n_rep) per learner."""
         n_ids = self._dml_data.n_ids
         external: dict[str, dict[str, np.ndarray]] = {}
         for label, binary, job in zip(self.gt_labels, self.modellist, jobs):
-            predictions = job.predictions()["G_indicator"]
             external[label] = {}
-            for name, values in predictions.items():
+            for name, values in job.predictions()["G_indicator"].items():
                 full = np.full((n_ids, self.n_rep), np.nan)
                 full[binary.id_positions] = np.asarray(values).reshape(-1, self.n_rep)
                 external[label][name] = full
-        super().fit(store_predictions=store_predictions, external_predictions=external)
-        for label, model, result in zip(self.gt_labels, self.modellist, results):
-            for name in ("coef", "se"):
-                theirs, ours = np.asarray(getattr(model, name)), np.asarray(getattr(result, name))
-                if not np.allclose(theirs, ours, rtol=RTOL, atol=0.0):
-                    raise errors.ParityError(
-                        f"DoubleML's {name} {theirs} of {label} differs from job "
-                        f"{result.execution_arn}'s {ours} (relative tolerance {RTOL})"
-                    )
-        self.fanfit_jobs, self.fanfit_results = jobs, results
-        return self
+        return external
