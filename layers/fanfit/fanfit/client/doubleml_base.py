@@ -5,7 +5,9 @@ own class: its :meth:`~_OnStack.fit` sends the data, DoubleML's sample splitting
 (as allow-listed specs) to an estimate job, hands the job's out-of-fold predictions to DoubleML's
 ``fit(external_predictions=...)`` and checks that coef and se equal the job's (relative
 :data:`RTOL`). Also here: :func:`default_client`, the learner and data helpers the constructors
-use, and :class:`_PropensityOptions` (clipping, ``normalize_ipw``) of the IPW models.
+use, :class:`_PropensityOptions` (clipping, ``normalize_ipw``) of the IPW models, and
+:class:`_SideBySide`, the ``fit`` of the multi-part classes (DoubleMLAPOS, DoubleMLDIDMulti): one
+job per part, all submitted before any is awaited.
 
 Importing this module imports DoubleML (a client extra: ``pip install 'fanfit[doubleml]'``);
 without it, :class:`fanfit.dml.interop.MissingDependencyError` gives the pip command.
