@@ -19,6 +19,7 @@ _DOUBLEML_NAMES = (
     "DoubleMLAPOS",
     "DoubleMLDID",
     "DoubleMLDIDCS",
+    "DoubleMLDIDMulti",
     "DoubleMLIIVM",
     "DoubleMLIRM",
     "DoubleMLPLIV",

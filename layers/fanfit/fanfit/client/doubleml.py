@@ -26,7 +26,8 @@ This module holds PLR, PLIV, IRM, IIVM and :func:`from_doubleml`, and re-exports
 - :mod:`~fanfit.client.doubleml_base`: what every class shares (:class:`_OnStack`, its ``fit``
   on a stack; :func:`default_client`; the learner and data helpers);
 - :mod:`~fanfit.client.doubleml_apo`: :class:`DoubleMLAPO`, :class:`DoubleMLAPOS`;
-- :mod:`~fanfit.client.doubleml_did`: :class:`DoubleMLDID`, :class:`DoubleMLDIDCS`;
+- :mod:`~fanfit.client.doubleml_did`: :class:`DoubleMLDID`, :class:`DoubleMLDIDCS`,
+  :class:`DoubleMLDIDMulti`;
 - :mod:`~fanfit.client.doubleml_ssm`: :class:`DoubleMLSSM`.
 
 Importing this module imports DoubleML (a client extra: ``pip install 'fanfit[doubleml]'``);
@@ -50,7 +51,7 @@ from fanfit.client.doubleml_base import (
     _where,
     default_client,
 )
-from fanfit.client.doubleml_did import DoubleMLDID, DoubleMLDIDCS
+from fanfit.client.doubleml_did import DoubleMLDID, DoubleMLDIDCS, DoubleMLDIDMulti
 from fanfit.client.doubleml_ssm import DoubleMLSSM
 from fanfit.client.heterogeneity import HeterogeneityMethods, PolicyTreeMethod
 from fanfit.dml.interop import import_doubleml
@@ -63,6 +64,7 @@ __all__ = [
     "DoubleMLAPOS",
     "DoubleMLDID",
     "DoubleMLDIDCS",
+    "DoubleMLDIDMulti",
     "DoubleMLIIVM",
     "DoubleMLIRM",
     "DoubleMLPLIV",

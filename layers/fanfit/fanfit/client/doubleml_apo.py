@@ -10,20 +10,17 @@ from __future__ import annotations
 
 from typing import Any
 
-import numpy as np
+import pandas as pd
 
 from fanfit import errors
 from fanfit.client.doubleml_base import (
-    JOB_OPTIONS,
-    RTOL,
     _check_arguments,
     _dml_data,
     _estimator,
     _OnStack,
     _PropensityOptions,
-    _unsupported,
+    _SideBySide,
     _where,
-    default_client,
 )
 from fanfit.dml.interop import import_doubleml
 
@@ -85,7 +82,7 @@ class DoubleMLAPO(_PropensityOptions, _OnStack, _doubleml.DoubleMLAPO):  # type:
                 "ml_m": treated}  # fmt: skip
 
 
-class DoubleMLAPOS(_doubleml.DoubleMLAPOS):  # type: ignore[misc]
+class DoubleMLAPOS(_SideBySide, _doubleml.DoubleMLAPOS):  # type: ignore[misc]
     """DoubleML's average potential outcomes of several treatment levels, on a fanfit stack.
 
     Parameters as ``doubleml.DoubleMLAPOS`` (0.11): ``obj_dml_data, ml_g, ml_m,
@@ -144,60 +141,11 @@ class DoubleMLAPOS(_doubleml.DoubleMLAPOS):  # type: ignore[misc]
             out.append(one.fanfit_options(seed))
         return out
 
-    def fit(
-        self,
-        client: Any = None,
-        n_jobs_models: int | None = None,
-        n_jobs_cv: int | None = None,
-        store_predictions: bool = True,
-        store_models: bool = False,
-        external_predictions: Any = None,
-        *,
-        seed: int = 0,
-        timeout: float = 3600.0,
-        progress: bool | str | Any = False,
-        **job_options: Any,
-    ) -> Any:
-        """Estimate every level's APO on a stack, side by side, then hand the predictions to DoubleML.
-
-        Parameters as :meth:`DoubleMLAPO.fit`; ``n_jobs_models`` and ``n_jobs_cv`` are accepted
-        for DoubleML's signature (the stack decides its own parallelism).
-
-        Returns
-        -------
-        self
-
-        Raises
-        ------
-        As :meth:`DoubleMLAPO.fit`, for any level's job.
-        """
-        if external_predictions is not None:
-            raise _unsupported("external_predictions", "the stack computes the predictions")
-        if store_models:
-            raise _unsupported("store_models=True", "the fitted models stay on the stack")
-        unknown = sorted(set(job_options) - set(JOB_OPTIONS))
-        if unknown:
-            raise errors.InvalidJobError(
-                f"fit() takes no option {', '.join(unknown)}; job options: {', '.join(JOB_OPTIONS)}"
-            )
-        all_options = self.fanfit_options(seed)
-        if client is None:
-            client = default_client()
+    def _fanfit_parts(self, seed: int) -> list[tuple[str, pd.DataFrame, dict[str, Any]]]:
         frame = self._dml_data.data
-        jobs = [client.submit_estimate(frame, **o, **job_options) for o in all_options]
-        results = [job.result(timeout=timeout, progress=progress) for job in jobs]
+        return [(f"treatment level {level}", frame, options)
+                for level, options in zip(self.treatment_levels, self.fanfit_options(seed))]  # fmt: skip
+
+    def _fanfit_external(self, jobs: list[Any]) -> dict[Any, Any]:
         d_col = self._dml_data.d_cols[0]
-        external = {
-            level: job.predictions()[d_col] for level, job in zip(self.treatment_levels, jobs)
-        }
-        super().fit(store_predictions=store_predictions, external_predictions=external)
-        for level, model, result in zip(self.treatment_levels, self.modellist, results):
-            for name in ("coef", "se"):
-                theirs, ours = np.asarray(getattr(model, name)), np.asarray(getattr(result, name))
-                if not np.allclose(theirs, ours, rtol=RTOL, atol=0.0):
-                    raise errors.ParityError(
-                        f"DoubleML's {name} {theirs} of treatment level {level} differs from job "
-                        f"{result.execution_arn}'s {ours} (relative tolerance {RTOL})"
-                    )
-        self.fanfit_jobs, self.fanfit_results = jobs, results
-        return self
+        return {level: job.predictions()[d_col] for level, job in zip(self.treatment_levels, jobs)}

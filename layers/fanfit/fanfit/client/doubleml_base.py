@@ -5,7 +5,9 @@ own class: its :meth:`~_OnStack.fit` sends the data, DoubleML's sample splitting
 (as allow-listed specs) to an estimate job, hands the job's out-of-fold predictions to DoubleML's
 ``fit(external_predictions=...)`` and checks that coef and se equal the job's (relative
 :data:`RTOL`). Also here: :func:`default_client`, the learner and data helpers the constructors
-use, and :class:`_PropensityOptions` (clipping, ``normalize_ipw``) of the IPW models.
+use, :class:`_PropensityOptions` (clipping, ``normalize_ipw``) of the IPW models, and
+:class:`_SideBySide`, the ``fit`` of the multi-part classes (DoubleMLAPOS, DoubleMLDIDMulti): one
+job per part, all submitted before any is awaited.
 
 Importing this module imports DoubleML (a client extra: ``pip install 'fanfit[doubleml]'``);
 without it, :class:`fanfit.dml.interop.MissingDependencyError` gives the pip command.
@@ -144,6 +146,33 @@ def _check_arguments(data: Any, score: Any) -> None:
         raise _unsupported(
             "use_other_treat_as_covariate=False",
             "fanfit uses the other treatments as covariates, as DoubleML's default",
+        )
+
+
+def _check_fit_options(
+    external_predictions: Any, store_models: Any, store_predictions: Any, job_options: Any
+) -> None:
+    """Refuse, before anything is submitted, the ``fit()`` arguments a stack cannot honour.
+
+    Raises
+    ------
+    fanfit.errors.UnsupportedArgumentError
+        ``external_predictions`` or ``store_models=True``.
+    fanfit.errors.InvalidJobError
+        ``store_predictions`` not a bool, or a job option outside :data:`JOB_OPTIONS`.
+    """
+    if external_predictions is not None:
+        raise _unsupported("external_predictions", "the stack computes the predictions")
+    if store_models:
+        raise _unsupported("store_models=True", "the fitted models stay on the stack")
+    if not isinstance(store_predictions, bool):
+        raise errors.InvalidJobError(
+            f"store_predictions must be True or False, got {store_predictions!r}"
+        )
+    unknown = sorted(set(job_options) - set(JOB_OPTIONS))
+    if unknown:
+        raise errors.InvalidJobError(
+            f"fit() takes no option {', '.join(unknown)}; job options: {', '.join(JOB_OPTIONS)}"
         )
 
 
@@ -297,19 +326,7 @@ class _OnStack:
         fanfit.errors.ParityError
             DoubleML's coef or se differ from the job's (a bug).
         """
-        if external_predictions is not None:
-            raise _unsupported("external_predictions", "the stack computes the predictions")
-        if store_models:
-            raise _unsupported("store_models=True", "the fitted models stay on the stack")
-        if not isinstance(store_predictions, bool):
-            raise errors.InvalidJobError(
-                f"store_predictions must be True or False, got {store_predictions!r}"
-            )
-        unknown = sorted(set(job_options) - set(JOB_OPTIONS))
-        if unknown:
-            raise errors.InvalidJobError(
-                f"fit() takes no option {', '.join(unknown)}; job options: {', '.join(JOB_OPTIONS)}"
-            )
+        _check_fit_options(external_predictions, store_models, store_predictions, job_options)
         options = self.fanfit_options(seed)
         if client is None:
             client = default_client()
@@ -382,6 +399,78 @@ class _OnStack:
             f"Wall time: prepare {t.get('prepare_s', 0):.2f} s, cross-fitting "
             f"{t.get('crossfit_s', 0):.2f} s, aggregate {t.get('aggregate_s', 0):.2f} s"
         )
+
+
+class _SideBySide:
+    """What fanfit's multi-part DoubleML classes (DoubleMLAPOS, DoubleMLDIDMulti) add to
+    DoubleML's: :meth:`fit` submits one job per part, all before waiting for any, then hands the
+    jobs' predictions to DoubleML's own ``fit(external_predictions=...)``.
+
+    Attributes
+    ----------
+    fanfit_jobs, fanfit_results : list
+        The jobs of the last fit and their results, one per part (``modellist`` order).
+    """
+
+    fanfit_jobs: list[Any]
+    fanfit_results: list[Any]
+    modellist: Any  # DoubleML's, one model per part
+
+    def _fanfit_parts(self, seed: int) -> list[tuple[str, pd.DataFrame, dict[str, Any]]]:
+        """Per part, in ``modellist`` order: its label, the data its job runs on, its options."""
+        raise NotImplementedError
+
+    def _fanfit_external(self, jobs: list[Any]) -> dict[Any, Any]:
+        """DoubleML's ``external_predictions`` from the parts' jobs."""
+        raise NotImplementedError
+
+    def fit(
+        self,
+        client: Any = None,
+        n_jobs_models: int | None = None,
+        n_jobs_cv: int | None = None,
+        store_predictions: bool = True,
+        store_models: bool = False,
+        external_predictions: Any = None,
+        *,
+        seed: int = 0,
+        timeout: float = 3600.0,
+        progress: bool | str | Any = False,
+        **job_options: Any,
+    ) -> Any:
+        """Estimate every part on a stack, side by side, then hand the predictions to DoubleML.
+
+        Parameters as :meth:`_OnStack.fit`; ``n_jobs_models`` and ``n_jobs_cv`` are accepted
+        for DoubleML's signature (the stack decides its own parallelism).
+
+        Returns
+        -------
+        self
+
+        Raises
+        ------
+        As :meth:`_OnStack.fit`, for any part's job; :class:`fanfit.errors.ParityError` names
+        the part whose DoubleML coef or se differ from its job's.
+        """
+        _check_fit_options(external_predictions, store_models, store_predictions, job_options)
+        parts = self._fanfit_parts(seed)
+        if client is None:
+            client = default_client()
+        jobs = [client.submit_estimate(frame, **o, **job_options) for _, frame, o in parts]
+        results = [job.result(timeout=timeout, progress=progress) for job in jobs]
+        super().fit(  # type: ignore[misc]
+            store_predictions=store_predictions, external_predictions=self._fanfit_external(jobs)
+        )
+        for (label, _, _), model, result in zip(parts, self.modellist, results):
+            for name in ("coef", "se"):
+                theirs, ours = np.asarray(getattr(model, name)), np.asarray(getattr(result, name))
+                if not np.allclose(theirs, ours, rtol=RTOL, atol=0.0):
+                    raise errors.ParityError(
+                        f"DoubleML's {name} {theirs} of {label} differs from job "
+                        f"{result.execution_arn}'s {ours} (relative tolerance {RTOL})"
+                    )
+        self.fanfit_jobs, self.fanfit_results = jobs, results
+        return self
 
 
 def _where(values: np.ndarray, keep: np.ndarray) -> np.ndarray:

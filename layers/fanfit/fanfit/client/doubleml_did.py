@@ -1,25 +1,38 @@
-"""DoubleML's difference-in-differences models on a fanfit stack: DoubleMLDID and DoubleMLDIDCS.
+"""DoubleML's difference-in-differences models on a fanfit stack: DoubleMLDID, DoubleMLDIDCS and
+DoubleMLDIDMulti.
 
 Panel data (:class:`DoubleMLDID`, model ``did`` of :mod:`fanfit.dml.models`) and repeated
 cross-sections (:class:`DoubleMLDIDCS`, model ``didcs``), on a ``DoubleMLDIDData`` or a
-DataFrame with its columns. Both are re-exported by :mod:`fanfit.client.doubleml`, whose
+DataFrame with its columns; staggered adoption (:class:`DoubleMLDIDMulti`, one ``did`` job per
+group-time combination) on a ``DoubleMLPanelData``. All are re-exported by :mod:`fanfit.client.doubleml`, whose
 docstring says how a fit works.
 """
 
 from __future__ import annotations
 
+import warnings
 from typing import Any
 
+import numpy as np
 import pandas as pd
 
 from fanfit import errors
-from fanfit.client.doubleml_base import _check_arguments, _estimator, _OnStack, _where
+from fanfit.client.doubleml_base import (
+    _check_arguments,
+    _estimator,
+    _learner_spec,
+    _OnStack,
+    _PropensityOptions,
+    _SideBySide,
+    _unsupported,
+    _where,
+)
 from fanfit.dml.interop import import_doubleml
 
 import_doubleml()  # without DoubleML: MissingDependencyError, with the pip command
 import doubleml as _doubleml  # noqa: E402 - after the check that names the extra
 
-__all__ = ["DoubleMLDID", "DoubleMLDIDCS"]
+__all__ = ["DoubleMLDID", "DoubleMLDIDCS", "DoubleMLDIDMulti"]
 
 
 def _did_data(obj_dml_data: Any, t_required: bool, **columns: Any) -> Any:
@@ -153,3 +166,141 @@ class DoubleMLDIDCS(_DIDOptions, _OnStack, _doubleml.DoubleMLDIDCS):  # type: ig
         t = self._dml_data.data[self._dml_data.t_col].to_numpy(dtype=float)
         out = {f"ml_g_d{a}_t{b}": _where(y, (d == a) & (t == b)) for a in (0, 1) for b in (0, 1)}
         return out | ({"ml_m": d} if "ml_m" in preds else {})
+
+
+def _did_multi_data(obj_dml_data: Any) -> Any:
+    """``obj_dml_data`` checked to be a DoubleMLPanelData.
+
+    Raises
+    ------
+    fanfit.errors.InvalidDataError
+        Anything else (a DataFrame, a DoubleMLData, a DoubleMLDIDData).
+    """
+    if not isinstance(obj_dml_data, _doubleml.data.DoubleMLPanelData):
+        raise errors.InvalidDataError(
+            "DoubleMLDIDMulti needs obj_dml_data as a doubleml.data.DoubleMLPanelData (panel data "
+            f"in long format with y_col, d_cols, t_col, id_col), got {type(obj_dml_data).__name__}"
+        )
+    return obj_dml_data
+
+
+class DoubleMLDIDMulti(_SideBySide, _doubleml.did.DoubleMLDIDMulti):  # type: ignore[misc]
+    """DoubleML's staggered-adoption DID (group-time ATTs and their aggregations), on a fanfit stack.
+
+    Parameters as ``doubleml.did.DoubleMLDIDMulti`` (0.11): ``obj_dml_data, ml_g, ml_m=None,
+    gt_combinations='standard', control_group='never_treated', anticipation_periods=0,
+    n_folds=5, n_rep=1, score='observational', panel=True, in_sample_normalization=True,
+    trimming_rule='truncate', trimming_threshold=1e-2, ps_processor_config=None,
+    draw_sample_splitting=True, print_periods=False``; ``obj_dml_data`` a
+    ``doubleml.data.DoubleMLPanelData``. DoubleML builds one ``DoubleMLDIDBinary`` per
+    group-time combination :math:`(g, t_{pre}, t_{eval})` at construction: the units observed in
+    both periods that are in group :math:`g` or in the control group, in wide format, with the
+    outcome difference :math:`Y_{t_{eval}} - Y_{t_{pre}}` (``y_diff``), the group indicator
+    (``G_indicator``) and its own sample splitting (``smpls``, stratified by the indicator).
+
+    :meth:`fit` submits one ``did`` job per combination on exactly that subset, with that
+    combination's folds, all before waiting for any, so that the combinations' fits run side by
+    side on the stack; the jobs' predictions, placed at the units' positions (DoubleML's
+    ``id_positions``), then go to DoubleML's own ``fit(external_predictions=...)``, so coef, se,
+    summary, confint, bootstrap, ``aggregate('eventstudy'|'group'|'time')`` and the plots are
+    DoubleML's (Callaway and Sant'Anna 2021, J. Econometrics 225; DoubleML user guide, "Panel
+    data with multiple periods").
+
+    Raises
+    ------
+    fanfit.errors.InvalidDataError
+        ``obj_dml_data`` is not a DoubleMLPanelData.
+    fanfit.errors.UnsupportedArgumentError
+        ``panel=False`` (repeated cross-sections), a propensity calibration, or a callable
+        score.
+    fanfit.errors.InvalidLearnerError
+        A learner outside the allow-list.
+    """
+
+    def __init__(
+        self, obj_dml_data: Any, ml_g: Any, ml_m: Any = None, gt_combinations: Any = "standard",
+        control_group: str = "never_treated", anticipation_periods: int = 0, n_folds: int = 5,
+        n_rep: int = 1, score: Any = "observational", panel: bool = True,
+        in_sample_normalization: bool = True, trimming_rule: str = "truncate",
+        trimming_threshold: float = 1e-2, ps_processor_config: Any = None,
+        draw_sample_splitting: bool = True, print_periods: bool = False,
+    ) -> None:  # fmt: skip
+        data = _did_multi_data(obj_dml_data)
+        if callable(score):
+            raise _unsupported("a callable score", "give 'observational' or 'experimental'")
+        if panel is not True:
+            raise _unsupported(
+                f"panel={panel!r}",
+                "fanfit runs DoubleMLDIDMulti on panel data (panel=True); repeated "
+                "cross-sections (DoubleMLDIDCSBinary's subsets) are not on the stack yet",
+            )
+        _PropensityOptions._fanfit_check_ps(self, None, False, ps_processor_config)  # type: ignore[arg-type]
+        for name, learner in (("ml_g", ml_g), ("ml_m", ml_m)):
+            if learner is not None:
+                _learner_spec(name, learner)
+        ml_g, ml_m = _estimator("ml_g", ml_g), _estimator("ml_m", ml_m)
+        super().__init__(
+            data, ml_g, ml_m, gt_combinations, control_group, anticipation_periods, n_folds,
+            n_rep, score, panel, in_sample_normalization, trimming_rule, trimming_threshold,
+            ps_processor_config, draw_sample_splitting, print_periods,
+        )  # fmt: skip
+        self.fanfit_jobs: list[Any] = []
+        self.fanfit_results: list[Any] = []
+
+    def _fanfit_did(self, binary: Any) -> DoubleMLDID:
+        """Fanfit's DoubleMLDID on one combination's subset, with its folds and options."""
+        x_cols = list(self._dml_data.x_cols)
+        frame = binary.data_subset[[*x_cols, "G_indicator", "y_diff"]].reset_index(drop=True)
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", category=DeprecationWarning)
+            warnings.simplefilter("ignore", category=FutureWarning)
+            data = _doubleml.DoubleMLDIDData(frame, "y_diff", "G_indicator", x_cols=x_cols)
+            one = DoubleMLDID(
+                data, self._learner["ml_g"], self._learner["ml_m"], self.n_folds, self.n_rep,
+                self.score, self.in_sample_normalization, self.trimming_threshold,
+                draw_sample_splitting=False,
+            )  # fmt: skip
+        one.set_sample_splitting(binary.smpls)
+        return one
+
+    def fanfit_options(self, seed: int = 0) -> list[tuple[pd.DataFrame, dict[str, Any]]]:
+        """The data and options of the ``did`` job of each group-time combination.
+
+        Parameters
+        ----------
+        seed : int
+            The jobs' seed (learners without a ``random_state``).
+
+        Returns
+        -------
+        list of (DataFrame, dict)
+            Per combination, in ``gt_labels`` order: the subset (``x_cols``, ``G_indicator``,
+            ``y_diff``; one row per unit in DoubleML's ``data_subset`` order) and the options of
+            :meth:`DoubleMLDID.fanfit_options` (its folds are the combination's ``smpls``).
+
+        Raises
+        ------
+        fanfit.errors.InvalidFoldsError, InvalidLearnerError
+            As :meth:`DoubleMLDID.fanfit_options`.
+        """
+        out = []
+        for binary in self.modellist:
+            one = self._fanfit_did(binary)
+            out.append((one._dml_data.data, one.fanfit_options(seed)))
+        return out
+
+    def _fanfit_parts(self, seed: int) -> list[tuple[str, pd.DataFrame, dict[str, Any]]]:
+        return [(label, *part) for label, part in zip(self.gt_labels, self.fanfit_options(seed))]
+
+    def _fanfit_external(self, jobs: list[Any]) -> dict[Any, Any]:
+        """Each job's predictions at its units' positions (DoubleML's ``id_positions``) among
+        all ``n_ids`` units, NaN elsewhere: arrays of shape (n_ids, n_rep) per learner."""
+        n_ids = self._dml_data.n_ids
+        external: dict[str, dict[str, np.ndarray]] = {}
+        for label, binary, job in zip(self.gt_labels, self.modellist, jobs):
+            external[label] = {}
+            for name, values in job.predictions()["G_indicator"].items():
+                full = np.full((n_ids, self.n_rep), np.nan)
+                full[binary.id_positions] = np.asarray(values).reshape(-1, self.n_rep)
+                external[label][name] = full
+        return external

@@ -1,0 +1,194 @@
+"""fanfit.DoubleMLDIDMulti without a stack: the fake client of test_doubleml_classes.py runs each
+``did`` job in-process (what the pipeline computes) on the data and options ``fit()`` sends.
+
+GIVEN DoubleML's staggered-adoption panel (make_did_CS2021, few units and periods) and the same
+global seed, WHEN fanfit's DoubleMLDIDMulti is fitted on the fake stack and DoubleML's
+in-process, THEN one ``did`` job per group-time combination ran on DoubleMLDIDBinary's subset and
+folds, all submitted before any was awaited, and coef, se, the predictions, the nuisance losses,
+the bootstrap and the event-study, group and time aggregations are DoubleML's; bad input is
+refused by name.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+dml = pytest.importorskip("doubleml")
+
+from doubleml.did.datasets import make_did_CS2021  # noqa: E402
+from sklearn.linear_model import LinearRegression, LogisticRegression  # noqa: E402
+from test_doubleml_classes import FakeClient  # noqa: E402
+
+import fanfit  # noqa: E402
+from fanfit import errors  # noqa: E402
+from fanfit.dml.folds import smpls_to_folds  # noqa: E402
+
+pytestmark = pytest.mark.filterwarnings(
+    "ignore:DoubleMLDIDData is deprecated",
+    "ignore:DoubleMLDID.* is deprecated",
+    "ignore:A learner ml_m has been provided",
+    "ignore:'trimming_threshold' is deprecated",
+    "ignore:The inplace keyword",
+    "ignore:The estimated nu2",
+)
+
+RTOL = 1e-9
+AGGREGATIONS = ("eventstudy", "group", "time")
+
+
+def _panel(n_obs: int = 150, seed: int = 3):
+    np.random.seed(seed)  # make_did_CS2021 draws from the global state
+    frame = make_did_CS2021(n_obs=n_obs, dgp_type=1, n_periods=4, n_pre_treat_periods=2,
+                            time_type="float")  # fmt: skip
+    x_cols = [c for c in frame.columns if c.startswith("Z")]
+    return dml.data.DoubleMLPanelData(frame, y_col="y", d_cols="d", id_col="id", t_col="t",
+                                      x_cols=x_cols)  # fmt: skip
+
+
+def _both(**options):
+    data = _panel()
+    learners = {"ml_g": LinearRegression(), "ml_m": LogisticRegression()}
+    if options.get("score") == "experimental":
+        learners["ml_m"] = None
+    np.random.seed(5)  # each DoubleMLDIDBinary draws its splitting at construction
+    ours = fanfit.DoubleMLDIDMulti(data, **learners, n_folds=2, n_rep=2, **options)
+    np.random.seed(5)
+    theirs = dml.did.DoubleMLDIDMulti(data, **learners, n_folds=2, n_rep=2, **options)
+    return ours, theirs
+
+
+class OrderedClient(FakeClient):
+    """The fake client, recording when each job is submitted and when it is awaited."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.events: list[str] = []
+        self.frames: list = []
+
+    def submit_estimate(self, data, **options):
+        self.events.append("submit")
+        self.frames.append(data)
+        job = super().submit_estimate(data, **options)
+        result, events = job.result, self.events
+
+        def awaited(timeout=None, progress=False):
+            events.append("await")
+            return result(timeout, progress)
+
+        job.result = awaited
+        return job
+
+
+@pytest.mark.parametrize(
+    "options",
+    [
+        {},
+        {"score": "experimental", "control_group": "not_yet_treated",
+         "in_sample_normalization": False},
+        {"anticipation_periods": 1, "trimming_threshold": 0.05},
+    ],
+    ids=["observational", "experimental-not-yet-treated", "anticipation"],
+)  # fmt: skip
+def test_did_multi_on_the_fake_stack_is_doublemls(options) -> None:
+    # GIVEN fanfit's and DoubleML's DoubleMLDIDMulti, same panel, learners, options and seed
+    ours, theirs = _both(**options)
+    client = OrderedClient()
+    # WHEN fanfit's is fitted on the fake stack and DoubleML's in-process
+    ours.fit(client=client)
+    theirs.fit()
+    # THEN one did job per group-time combination, all submitted before any was awaited
+    n_gt = theirs.n_gt_atts
+    assert n_gt >= 3
+    assert client.events == ["submit"] * n_gt + ["await"] * n_gt
+    for sent, frame, binary in zip(client.submitted, client.frames, theirs.modellist):
+        assert (sent["model"], sent["y"], sent["d"]) == ("did", "y_diff", ["G_indicator"])
+        assert sent["score"] == theirs.score
+        assert sent["in_sample_normalization"] is theirs.in_sample_normalization
+        assert sent["trimming_threshold"] == theirs.trimming_threshold
+        # AND on exactly DoubleMLDIDBinary's rows, outcome difference and folds
+        np.testing.assert_array_equal(frame["y_diff"], binary.data_subset["y_diff"])
+        np.testing.assert_array_equal(frame["G_indicator"], binary.data_subset["G_indicator"])
+        np.testing.assert_array_equal(
+            sent["folds"], smpls_to_folds(binary.smpls, binary.n_obs_subset)
+        )
+    # AND coef, se, confint, predictions and nuisance losses are DoubleML's
+    np.testing.assert_allclose(ours.coef, theirs.coef, rtol=RTOL)
+    np.testing.assert_allclose(ours.se, theirs.se, rtol=RTOL)
+    np.testing.assert_allclose(ours.confint(), theirs.confint(), rtol=RTOL)
+    for mine, dmls in zip(ours.modellist, theirs.modellist):
+        for key, value in dmls.predictions.items():
+            np.testing.assert_allclose(mine.predictions[key], value, rtol=RTOL, atol=1e-12)
+    for key, value in theirs.nuisance_loss.items():
+        np.testing.assert_allclose(ours.nuisance_loss[key], value, rtol=RTOL)
+    # AND the event-study, group and time aggregations are DoubleML's
+    for aggregation in AGGREGATIONS:
+        mine, dmls = ours.aggregate(aggregation), theirs.aggregate(aggregation)
+        for name in ("thetas", "ses"):
+            np.testing.assert_allclose(
+                getattr(mine.aggregated_frameworks, name),
+                getattr(dmls.aggregated_frameworks, name), rtol=RTOL, err_msg=aggregation,
+            )  # fmt: skip
+            np.testing.assert_allclose(
+                getattr(mine.overall_aggregated_framework, name),
+                getattr(dmls.overall_aggregated_framework, name), rtol=RTOL,
+            )  # fmt: skip
+
+
+def test_did_multi_bootstrap_and_aggregated_confint_are_doublemls() -> None:
+    # GIVEN both classes fitted on the same panel
+    ours, theirs = _both()
+    ours.fit(client=FakeClient())
+    theirs.fit()
+    # WHEN both bootstrap with the same seed, and the event study is aggregated and bootstrapped
+    np.random.seed(11)
+    ours.bootstrap(n_rep_boot=200)
+    np.random.seed(11)
+    theirs.bootstrap(n_rep_boot=200)
+    # THEN the joint intervals are DoubleML's
+    np.testing.assert_allclose(ours.confint(joint=True), theirs.confint(joint=True), rtol=RTOL)
+    mine, dmls = ours.aggregate("eventstudy"), theirs.aggregate("eventstudy")
+    np.random.seed(12)
+    mine.aggregated_frameworks.bootstrap(n_rep_boot=200)
+    np.random.seed(12)
+    dmls.aggregated_frameworks.bootstrap(n_rep_boot=200)
+    np.testing.assert_allclose(
+        mine.aggregated_frameworks.confint(joint=True),
+        dmls.aggregated_frameworks.confint(joint=True), rtol=RTOL,
+    )  # fmt: skip
+
+
+def test_did_multi_parity_check_fires_on_a_different_job_estimate() -> None:
+    # GIVEN a stack whose jobs report a coef 0.1 off DoubleML's on the same predictions
+    ours, _ = _both()
+    # WHEN fanfit's class is fitted THEN the parity check names the combination
+    with pytest.raises(errors.ParityError, match=r"ATT\(2.0,0,1\)"):
+        ours.fit(client=FakeClient(coef_shift=0.1))
+
+
+def test_did_multi_refuses_bad_input_by_name() -> None:
+    data = _panel()
+    lin, logit = LinearRegression(), LogisticRegression()
+    # GIVEN data that is not a DoubleMLPanelData THEN the error names DoubleMLPanelData
+    with pytest.raises(errors.InvalidDataError, match="DoubleMLPanelData"):
+        fanfit.DoubleMLDIDMulti(data.data, lin, logit)
+    plain = dml.DoubleMLData(data.data, "y", "t", x_cols=data.x_cols)
+    with pytest.raises(errors.InvalidDataError, match="DoubleMLPanelData"):
+        fanfit.DoubleMLDIDMulti(plain, lin, logit)
+    # AND repeated cross-sections, a calibration and a callable score are refused by name
+    with pytest.raises(errors.UnsupportedArgumentError, match="panel=False"):
+        fanfit.DoubleMLDIDMulti(data, lin, logit, panel=False)
+    calibrated = dml.utils.PSProcessorConfig(calibration_method="isotonic")
+    with pytest.raises(errors.UnsupportedArgumentError, match="calibration"):
+        fanfit.DoubleMLDIDMulti(data, lin, logit, ps_processor_config=calibrated)
+    with pytest.raises(errors.UnsupportedArgumentError, match="callable score"):
+        fanfit.DoubleMLDIDMulti(data, lin, logit, score=lambda *a: None)
+    # AND a learner outside the allow-list names its argument
+    with pytest.raises(errors.InvalidLearnerError, match="ml_g"):
+        fanfit.DoubleMLDIDMulti(data, object(), logit)
+    # AND fit() refuses external predictions and unknown options by name
+    model = fanfit.DoubleMLDIDMulti(data, lin, logit, n_folds=2)
+    with pytest.raises(errors.UnsupportedArgumentError, match="external_predictions"):
+        model.fit(client=FakeClient(), external_predictions={})
+    with pytest.raises(errors.InvalidJobError, match="bogus"):
+        model.fit(client=FakeClient(), bogus=1)
