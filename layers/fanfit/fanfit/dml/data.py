@@ -9,7 +9,7 @@ import numpy as np
 
 from fanfit.dml.model_checks import check_noncompliance, column, column_label, require_binary
 from fanfit.dml.models import model_def
-from fanfit.dml.spec import DMLSpec
+from fanfit.dml.spec import MODEL_COLUMNS, DMLSpec
 from fanfit.errors import InvalidDataError, InvalidLearnerError
 
 __all__ = ["DMLData", "check_columns", "check_noncompliance", "is_binary", "validate_data"]
@@ -112,8 +112,7 @@ def check_columns(spec: DMLSpec, columns: Sequence[str]) -> None:
         ("x_cols", spec.x_cols),
         ("z_cols", spec.z_cols),
         ("cluster_cols", spec.cluster_cols),
-        ("t_col", (spec.t_col,) if spec.t_col else ()),
-        ("s_col", (spec.s_col,) if spec.s_col else ()),
+        *((name, spec.model_column(name)) for name in MODEL_COLUMNS),
     ]
     for role, cols in roles:
         for c in cols:

@@ -129,6 +129,11 @@ def learner_roles(model: str) -> dict[str, str]:
     return dict(model_def(model).roles)
 
 
+#: The spec's model-only data columns (a model's ``ModelDef.data_options`` names which it reads):
+#: DIDCS's time indicator and SSM's selection indicator.
+MODEL_COLUMNS = ("t_col", "s_col")
+
+
 def _set_fields(spec: DMLSpec, *names: str) -> dict[str, Any]:
     """The model-only fields among ``names`` that are set (not None), for :meth:`DMLSpec.to_dict`."""
     return {name: getattr(spec, name) for name in names if getattr(spec, name) is not None}
@@ -265,6 +270,11 @@ class DMLSpec:
             *self.extra_cols,
         )  # fmt: skip
 
+    def model_column(self, name: str) -> tuple[str, ...]:
+        """The column of one of :data:`MODEL_COLUMNS` as a tuple: ``(column,)``, or ``()`` unset."""
+        value = getattr(self, name)
+        return (value,) if isinstance(value, str) and value else ()
+
     @property
     def extra_cols(self) -> tuple[str, ...]:
         """The further data columns the model's ``data_options`` name (DIDCS: ``t_col``)."""
@@ -348,8 +358,7 @@ class DMLSpec:
             "x_cols": self.x_cols,
             "z_cols": self.z_cols,
             "cluster_cols": self.cluster_cols,
-            "t_col": (self.t_col,) if isinstance(self.t_col, str) else (),
-            "s_col": (self.s_col,) if self.s_col else (),
+            **{name: self.model_column(name) for name in MODEL_COLUMNS},
         }
         if self.t_col is not None and (not isinstance(self.t_col, str) or not self.t_col):
             raise InvalidJobError(f"t_col must be a non-empty column name, got {self.t_col!r}.")
