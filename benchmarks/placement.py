@@ -9,11 +9,11 @@ The job: PLR on the 401(k) data (examples/data/sipp1991.dta; y = net_tfa, d = e4
 - ``ml_l:TorchMLPRegressor`` and ``ml_m:TorchMLPClassifier`` (3 x 256 ReLU layers, 300 epochs,
   batch 256).
 
-Why this size: a g4dn.xlarge costs about 5x a 1-vCPU Lambda per second, so with the assumed 10x
-speed-up and 180 s start-up the GPU pays off only for a stage of more than about 1,850 CPU-seconds.
-The smaller job of the issue's GPU check (5 folds x 3 repetitions, 100 epochs: ~300 CPU-seconds per
-MLP stage) stays cheapest on Lambda, and there all-CPU *is* the optimum
-(``--n-rep 3 --epochs 100`` shows it).
+Why this size: a g4dn.xlarge costs about 5x a 1-vCPU Lambda per second. With the MLP's GPU speed-up
+measured at batch 256 (2.0x, below) a GPU sample costs about 2.5x a Lambda one, so the GPU can only
+pay for a stage by time (a deadline all-CPU misses), never by cost; the forests' 4x (below) make
+it nearly as dear per sample, less its 180 s start-up. ``deadline_sweep`` shows where each
+baseline stops meeting the deadline.
 
 A stage's samples are the training rows it processes: fits x training rows (x epochs for the MLPs).
 
@@ -24,16 +24,15 @@ in this process at one thread (scikit-learn n_jobs=1, BLAS and torch threads 1),
 (threads=1: no speed-up past one vCPU). The MLP's throughput is measured over ``--measure-epochs``
 epochs and counted per row-epoch. Measurements run on a shared 2-core machine, so they carry its load.
 
-GPU profiles are ASSUMPTIONS (no GPU here): a speed-up over one vCPU per learner, from the table
-``GPU_SPEEDUP`` below, on a Batch ``g4dn.xlarge`` (one NVIDIA T4):
+GPU profiles: a speed-up over one vCPU per learner, from the table ``GPU_SPEEDUP`` below, for a
+Batch ``g4dn.xlarge`` (one NVIDIA T4, 4 vCPUs):
 
-- random forests, 5x: NVIDIA reports cuML's random forest "up to 45x" faster than scikit-learn on a
-  multi-core CPU (V. Mehta, "Accelerating Random Forests Up to 45x Using cuML", NVIDIA Technical Blog,
-  2021, https://developer.nvidia.com/blog/accelerating-random-forests-up-to-45x-using-cuml/); with only
-  ~8,000 training rows per fit the GPU is far from saturated, so a conservative 5x is assumed;
-- the 3 x 256 MLP, 10x: one Adam step at batch 256 is ~0.2 GFLOP (forward + backward); a T4 peaks at
-  8.1 TFLOPS FP32 (NVIDIA T4 datasheet) but a step this small is bound by ~30 kernel launches of a few
-  microseconds each, against a few milliseconds on one vCPU, so about 10x is assumed.
+- the 3 x 256 MLP, 2.0x: MEASURED on an NVIDIA H100 (``python benchmarks/gpu_speedup.py --json``,
+  2026-11-25, median of 3 runs: 2.01x at batch 256 over one thread of the same machine; 1.7x at
+  batch 64, 8.1x at 1,024, 26x at 4,096). A step this small is bound by kernel launches, not by the
+  chip, so a T4 is not expected to do better; the figure is taken as it is;
+- random forests, 4x: ASSUMED. The GPU worker runs scikit-learn's forest, which has no GPU code,
+  on the instance's 4 vCPUs (cuML is not in its image), so at most 4x over one vCPU.
 
 Other assumptions: Lambda start-up 1 s (Python cold start with the scientific layer); Batch start-up
 180 s (scale-to-zero compute environment: instance launch and a multi-GB CUDA image pull); every
@@ -81,12 +80,13 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 X_COLS = ["age", "inc", "educ", "fsize", "marr", "twoearn", "db", "pira", "hown"]
 
-#: Assumed GPU (g4dn.xlarge, T4) throughput over one vCPU, per learner (see the module doc).
+#: GPU worker (g4dn.xlarge) throughput over one vCPU, per learner: the MLP's measured on an H100,
+#: the forests' assumed (see the module doc).
 GPU_SPEEDUP = {
-    "RandomForestRegressor": 5.0,
-    "RandomForestClassifier": 5.0,
-    "TorchMLPRegressor": 10.0,
-    "TorchMLPClassifier": 10.0,
+    "RandomForestRegressor": 4.0,
+    "RandomForestClassifier": 4.0,
+    "TorchMLPRegressor": 2.0,
+    "TorchMLPClassifier": 2.0,
 }
 RF = '{"n_estimators": 100, "max_depth": 8}'
 MLP = '{{"hidden_layer_sizes": [256, 256, 256], "epochs": {epochs}, "batch_size": 256}}'

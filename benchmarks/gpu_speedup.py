@@ -1,0 +1,203 @@
+"""GPU over one CPU thread: what fanfit's PyTorch code gains on the GPU worker.
+
+The placement benchmark (``benchmarks/placement.py``) and the scheduler's priors need, per
+learner, the GPU worker's throughput over one vCPU. This benchmark measures it for the code that
+the GPU worker runs (``python -m fanfit.jobs.gpu``), on the machine it runs on, each side on the
+same machine and data:
+
+- ``mlp``: one fit + prediction of ``TorchMLPRegressor`` (3 x 256 ReLU layers, batch 256, the
+  placement benchmark's MLP) on one training fold of the 401(k) data (examples/data/sipp1991.dta;
+  y = net_tfa, nine covariates; 5 folds: 7,932 training rows, 1,983 test rows), counted in
+  row-epochs per second; ``mlp_by_batch_size``: the same fit at other batch sizes
+  (``--batch-sizes``), since a step this small is bound by kernel launches. The CPU side runs at one thread (``torch.set_num_threads(1)``: one vCPU,
+  what Lambda gives at 1,769 MB); the GPU side with ``device='cuda'``. Both fits start from the
+  same seed; their test predictions are compared (``prediction_rel_rmse``: RMSE between the two
+  over the standard deviation of y; float32 kernels differ between devices, so not bit-equal).
+- ``kmeans_step``: :func:`fanfit.train.torch_steps.kmeans_step_torch` (a worker's E-step and
+  M-step sums: the hybrid K-Means round), 200,000 x 16 rows, k = 8, against the numpy step
+  :func:`fanfit.train.kmeans.kmeans_step` at one thread; numpy arrays in and out, so the GPU
+  side's copies are counted. ``max_abs_diff_sums`` / ``counts_equal`` compare with numpy.
+- ``logreg_gradient``: :func:`fanfit.train.torch_steps.loss_gradient_torch` of a logistic
+  regression with 1,000 features x 1,000 classes (the DS-Sync benchmark's 1,001,000 parameters) on
+  4,000 rows, against :func:`fanfit.train.linear.loss_gradient` at one thread;
+  ``max_rel_diff_gradient`` compares the gradients.
+
+Each time is the median of ``--repeats`` runs after one untimed warm-up (CUDA context, kernel
+loading); ``speedup`` = CPU seconds / GPU seconds. Without a CUDA device the GPU fields are
+``null`` and ``cuda_available`` is false (the CPU side still runs). Prints one JSON object with
+``--json``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+import sys
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parents[1]
+X_COLS = ["age", "inc", "educ", "fsize", "marr", "twoearn", "db", "pira", "hown"]
+MLP_PARAMS = {"hidden_layer_sizes": (256, 256, 256), "batch_size": 256}
+
+
+def _median_seconds(run: Callable[[], Any], repeats: int) -> tuple[float, Any]:
+    """Median wall seconds of ``run()`` over ``repeats`` runs after one untimed warm-up."""
+    out = run()
+    times = []
+    for _ in range(repeats):
+        t0 = time.perf_counter()
+        out = run()
+        times.append(time.perf_counter() - t0)
+    return statistics.median(times), out
+
+
+def _side(cpu_s: float, gpu_s: float | None) -> dict[str, float | None]:
+    return {
+        "cpu_s": round(cpu_s, 4),
+        "gpu_s": None if gpu_s is None else round(gpu_s, 4),
+        "speedup": None if gpu_s is None else round(cpu_s / gpu_s, 2),
+    }
+
+
+def bench_mlp(epochs: int, repeats: int, cuda: bool, batch_size: int = 256) -> dict[str, Any]:
+    """TorchMLPRegressor on one 401(k) training fold: CPU (one thread) against CUDA."""
+    import numpy as np
+    import pandas as pd
+
+    from fanfit.dml import draw_folds
+    from fanfit.learners.torch_mlp import TorchMLPRegressor
+
+    frame = pd.read_stata(ROOT / "examples" / "data" / "sipp1991.dta")
+    x = frame[X_COLS].to_numpy(dtype=float)
+    y = frame["net_tfa"].to_numpy(dtype=float)
+    folds = draw_folds(len(frame), 5, 1, 42)
+    train, test = np.flatnonzero(folds[:, 0] != 0), np.flatnonzero(folds[:, 0] == 0)
+
+    def fit_predict(device: str) -> Callable[[], Any]:
+        def run() -> Any:
+            est = TorchMLPRegressor(
+                **{**MLP_PARAMS, "batch_size": batch_size},
+                epochs=epochs,
+                device=device,
+                random_state=0,
+            )
+            return est.fit(x[train], y[train]).predict(x[test])
+
+        return run
+
+    cpu_s, cpu_pred = _median_seconds(fit_predict("cpu"), repeats)
+    gpu_s, gpu_pred = _median_seconds(fit_predict("cuda"), repeats) if cuda else (None, None)
+    row_epochs = len(train) * epochs
+    out: dict[str, Any] = {
+        "batch_size": batch_size,
+        "train_rows": int(len(train)),
+        "test_rows": int(len(test)),
+        "epochs": epochs,
+        **_side(cpu_s, gpu_s),
+        "cpu_row_epochs_per_s": round(row_epochs / cpu_s),
+        "gpu_row_epochs_per_s": None if gpu_s is None else round(row_epochs / gpu_s),
+        "prediction_rel_rmse": None,
+    }
+    if gpu_pred is not None:
+        rmse = float(np.sqrt(np.mean((np.asarray(gpu_pred) - np.asarray(cpu_pred)) ** 2)))
+        out["prediction_rel_rmse"] = round(rmse / float(np.std(y)), 6)
+    return out
+
+
+def bench_kmeans(repeats: int, cuda: bool) -> dict[str, Any]:
+    """kmeans_step_torch on CUDA against the numpy kmeans_step, 200,000 x 16, k = 8."""
+    import numpy as np
+
+    from fanfit.train.kmeans import kmeans_step
+    from fanfit.train.torch_steps import kmeans_step_torch
+
+    rng = np.random.default_rng(0)
+    centres = rng.normal(scale=4.0, size=(8, 16))
+    X = centres[rng.integers(0, 8, 200_000)] + rng.normal(size=(200_000, 16))
+    C = X[rng.choice(len(X), 8, replace=False)]
+    cpu_s, ref = _median_seconds(lambda: kmeans_step(X, C), repeats)
+    out: dict[str, Any] = {"n_obs": len(X), "n_features": 16, "k": 8}
+    if not cuda:
+        return {**out, **_side(cpu_s, None), "counts_equal": None, "max_abs_diff_sums": None}
+    gpu_s, got = _median_seconds(lambda: kmeans_step_torch(X, C, device="cuda"), repeats)
+    return {
+        **out,
+        **_side(cpu_s, gpu_s),
+        "counts_equal": bool(np.array_equal(got.counts, ref.counts)),
+        "max_abs_diff_sums": float(np.max(np.abs(got.sums - ref.sums))),
+    }
+
+
+def bench_logreg(repeats: int, cuda: bool) -> dict[str, Any]:
+    """loss_gradient_torch on CUDA against numpy: logistic, 1,000 features x 1,000 classes."""
+    import numpy as np
+
+    from fanfit.train.linear import loss_gradient
+    from fanfit.train.torch_steps import loss_gradient_torch
+
+    rng = np.random.default_rng(0)
+    n, p, k = 4_000, 1_000, 1_000
+    X = rng.normal(size=(n, p)) * (rng.random((n, p)) < 0.1)
+    y = rng.integers(0, k, n)
+    params = {"W": rng.normal(scale=0.01, size=(p, k)), "b": np.zeros(k)}
+    cpu_s, (_, ref) = _median_seconds(lambda: loss_gradient("logistic", params, X, y), repeats)
+    out: dict[str, Any] = {"n_obs": n, "n_params": p * k + k}
+    if not cuda:
+        return {**out, **_side(cpu_s, None), "max_rel_diff_gradient": None}
+    gpu_s, (_, got) = _median_seconds(
+        lambda: loss_gradient_torch("logistic", params, X, y, device="cuda"), repeats
+    )
+    scale = float(np.max(np.abs(ref["W"])))
+    return {
+        **out,
+        **_side(cpu_s, gpu_s),
+        "max_rel_diff_gradient": float(np.max(np.abs(got["W"] - ref["W"])) / scale),
+    }
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--json", action="store_true", help="print one JSON object")
+    parser.add_argument("--epochs", type=int, default=20, help="MLP epochs per fit")
+    parser.add_argument("--repeats", type=int, default=3, help="timed runs per side (median)")
+    parser.add_argument(
+        "--batch-sizes",
+        type=lambda text: [int(b) for b in text.split(",")],
+        default=[64, 1024, 4096],
+        help="further MLP batch sizes, comma-separated (mlp_by_batch_size)",
+    )
+    args = parser.parse_args()
+
+    import torch
+    from threadpoolctl import threadpool_limits
+
+    torch.set_num_threads(1)
+    cuda = torch.cuda.is_available()
+    with threadpool_limits(1):
+        result = {
+            "cuda_available": cuda,
+            "device_name": torch.cuda.get_device_name(0) if cuda else None,
+            "torch_version": torch.__version__,
+            "cpu_threads": 1,
+            "mlp": bench_mlp(args.epochs, args.repeats, cuda),
+            "mlp_by_batch_size": {
+                str(b): {
+                    k: v
+                    for k, v in bench_mlp(args.epochs, args.repeats, cuda, b).items()
+                    if k in ("cpu_s", "gpu_s", "speedup")
+                }
+                for b in args.batch_sizes
+            },
+            "kmeans_step": bench_kmeans(args.repeats, cuda),
+            "logreg_gradient": bench_logreg(args.repeats, cuda),
+        }
+    print(json.dumps(result) if args.json else json.dumps(result, indent=2))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
