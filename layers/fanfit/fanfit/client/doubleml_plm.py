@@ -13,7 +13,8 @@ row of a unit into one fold).
 :class:`DoubleMLPLPR` sends exactly that transformed data, with DoubleML's cluster folds
 (``smpls``), to a ``plr`` job clustered by ``id_col``; the job's out-of-fold predictions go back
 to DoubleML's own ``fit(external_predictions=...)``, so summary, confint and bootstrap are
-DoubleML's. Re-exported by :mod:`fanfit` (``fanfit.DoubleMLPLPR``).
+DoubleML's (DoubleML 0.11.4's bootstrap raises ``NotImplementedError`` on clustered data, and
+so does this class's). Re-exported by :mod:`fanfit` (``fanfit.DoubleMLPLPR``).
 
 What a ``plr`` job cannot carry, refused by name (:class:`fanfit.errors.UnsupportedArgumentError`):
 
@@ -46,7 +47,14 @@ import pandas as pd
 
 from fanfit import errors
 from fanfit.client.doubleml import DoubleMLPLR
-from fanfit.client.doubleml_base import RTOL, _check_arguments, _estimator, _OnStack, _unsupported
+from fanfit.client.doubleml_base import (
+    RTOL,
+    _check_arguments,
+    _estimator,
+    _learner_spec,
+    _OnStack,
+    _unsupported,
+)
 from fanfit.dml.interop import import_doubleml
 
 import_doubleml()  # without DoubleML: MissingDependencyError, with the pip command
@@ -173,6 +181,9 @@ class DoubleMLPLPR(_OnStack, _CREAdjusted, _doubleml.DoubleMLPLPR):  # type: ign
                 "plr job's second stage does not see; use score='partialling out', or "
                 "approach='fd_exact' or 'wg_approx' with 'IV-type'",
             )
+        for name, learner in (("ml_l", ml_l), ("ml_m", ml_m), ("ml_g", ml_g)):
+            if learner is not None:
+                _learner_spec(name, learner)
         super().__init__(
             data, _estimator("ml_l", ml_l), _estimator("ml_m", ml_m), _estimator("ml_g", ml_g),
             n_folds, n_rep, score, approach, draw_sample_splitting,
