@@ -209,6 +209,7 @@ class DoubleMLPLPR(_OnStack, _CREAdjusted, _doubleml.DoubleMLPLPR):  # type: ign
         from fanfit.client.check import check_estimate
 
         checked = check_estimate(self._dml_data.data, **self.fanfit_options())
+        assert checked.folds is not None  # fanfit_options always sends DoubleML's folds
         preds = {k: np.asarray(v, dtype=float) for k, v in self._predictions.items()
                  if k in dml.prediction_keys(checked.spec)}  # fmt: skip
         ours = dml.aggregate(checked.spec, checked.data, checked.folds, preds)
