@@ -193,4 +193,3 @@ def test_plpr_with_a_classifier_ml_m_on_a_binary_treatment() -> None:
     theirs.fit()
     np.testing.assert_allclose(ours.coef, theirs.coef, rtol=RTOL, atol=0)
     np.testing.assert_allclose(ours.se, theirs.se, rtol=RTOL, atol=0)
-
