@@ -27,6 +27,8 @@ _DOUBLEML_NAMES = (
     "DoubleMLSSM",
     "from_doubleml",
 )
+#: DoubleML's panel and logistic partially linear models (:mod:`fanfit.client.doubleml_plm`).
+_PLM_NAMES = ("DoubleMLPLPR",)
 
 __all__ = [
     "Client",
@@ -39,6 +41,7 @@ __all__ = [
     "StackError",
     "__version__",
     *_DOUBLEML_NAMES,
+    *_PLM_NAMES,
 ]
 
 
@@ -51,4 +54,8 @@ def __getattr__(name: str):  # lazy: the Lambda layer never imports the client's
         from fanfit.client import doubleml
 
         return getattr(doubleml, name)
+    if name in _PLM_NAMES:
+        from fanfit.client import doubleml_plm
+
+        return getattr(doubleml_plm, name)
     raise AttributeError(name)

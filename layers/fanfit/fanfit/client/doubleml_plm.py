@@ -1,0 +1,220 @@
+"""DoubleML's partially linear panel regression (DoubleMLPLPR) on a fanfit stack.
+
+DoubleML 0.11.4's ``DoubleMLPLPR`` (``doubleml/plm/plpr.py``; Clarke and Polselli 2025, "Double
+machine learning for static panel models with fixed effects", Econometrics Journal) transforms
+the panel itself at construction (``data_transform``, ``transform_cols``): correlated random
+effects (``'cre_general'``, ``'cre_normal'``: the unit means of the covariates added as
+covariates), first differences (``'fd_exact'``: outcome and treatment differenced, the lagged
+covariates added) or within-group demeaning (``'wg_approx'``). It then runs a partially linear
+regression on the transformed data, clustered by unit (``DoubleMLPanelData`` with
+``static_panel=True`` makes ``id_col`` the cluster column, so its sample splitting puts every
+row of a unit into one fold).
+
+:class:`DoubleMLPLPR` sends exactly that transformed data, with DoubleML's cluster folds
+(``smpls``), to a ``plr`` job clustered by ``id_col``; the job's out-of-fold predictions go back
+to DoubleML's own ``fit(external_predictions=...)``, so summary, confint and bootstrap are
+DoubleML's (DoubleML 0.11.4's bootstrap raises ``NotImplementedError`` on clustered data, and
+so does this class's). Re-exported by :mod:`fanfit` (``fanfit.DoubleMLPLPR``).
+
+What a ``plr`` job cannot carry, refused by name (:class:`fanfit.errors.UnsupportedArgumentError`):
+
+- ``approach='cre_normal'``: DoubleML fits ``ml_m`` on the covariates *and the unit mean of the
+  treatment* (``np.column_stack((x, d_mean))``), and ``ml_l`` (and ``ml_g``) on the covariates
+  alone. A ``plr`` job fits every learner on the same covariates (``Nuisance.features`` of the
+  registry knows ``x``, ``dx`` and ``xd`` only), so it cannot fit ``ml_m`` on a column ``ml_l``
+  does not see.
+- ``approach='cre_general'`` with ``score='IV-type'``: DoubleML fits ``ml_g`` on
+  :math:`Y - \\tilde\\theta D`, with :math:`\\tilde\\theta` the partialling-out estimate from
+  the *adjusted* :math:`\\hat m^*` (below); the job's second stage computes
+  :math:`\\tilde\\theta` from its own, unadjusted :math:`\\hat m` before the client could adjust
+  it, so ``ml_g`` would be fitted on another target.
+
+``'cre_general'`` with ``'partialling out'`` runs: the job fits ``ml_m`` on the covariates and
+their unit means, and the client applies DoubleML's adjustment
+:math:`\\hat m^*_{it} = \\hat m_{it} + \\bar D_i - \\overline{\\hat m}_i` (``_nuisance_est`` of
+``plpr.py``; DoubleML skips it for external predictions) before handing the predictions to
+DoubleML. Its parity check compares DoubleML's coef and se with fanfit's own aggregation
+(:func:`fanfit.dml.aggregate`, the job's spec and folds) of the adjusted predictions; for
+``'fd_exact'`` and ``'wg_approx'`` with the job's own coef and se.
+"""
+
+from __future__ import annotations
+
+from types import SimpleNamespace
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from fanfit import errors
+from fanfit.client.doubleml import DoubleMLPLR
+from fanfit.client.doubleml_base import (
+    _check_arguments,
+    _estimator,
+    _learner_spec,
+    _OnStack,
+    _unsupported,
+)
+from fanfit.dml.interop import import_doubleml
+
+import_doubleml()  # without DoubleML: MissingDependencyError, with the pip command
+import doubleml as _doubleml  # noqa: E402 - after the check that names the extra
+
+__all__ = ["DoubleMLPLPR", "cre_general_adjustment"]
+
+#: The approaches a ``plr`` job carries (DoubleML's ``valid_approach`` less ``'cre_normal'``).
+APPROACHES = ("cre_general", "fd_exact", "wg_approx")
+
+
+def cre_general_adjustment(m_hat: np.ndarray, d_mean: np.ndarray, ids: np.ndarray) -> np.ndarray:
+    """DoubleML's correlated-random-effects adjustment of ``ml_m``'s predictions (``'cre_general'``).
+
+    :math:`\\hat m^*_{it} = \\hat m_{it} + \\bar D_i - \\overline{\\hat m}_i`, the bars unit means
+    (DoubleML 0.11.4, ``DoubleMLPLPR._nuisance_est``; Clarke and Polselli 2025, section 3), with
+    the same pandas group mean as DoubleML so that the numbers agree to the last bit.
+
+    Parameters
+    ----------
+    m_hat : numpy.ndarray, shape (n_obs,)
+        Out-of-fold predictions of ``ml_m`` (on the covariates and their unit means).
+    d_mean : numpy.ndarray, shape (n_obs,)
+        The unit mean of the treatment on each row (DoubleML's ``d_mean[:, i_treat]``).
+    ids : numpy.ndarray, shape (n_obs,)
+        The unit of each row (``id_var`` of the transformed data).
+
+    Returns
+    -------
+    numpy.ndarray, shape (n_obs,)
+    """
+    frame = pd.DataFrame({"id": ids, "m_hat": m_hat})
+    m_hat_mean = frame.groupby(["id"]).transform("mean")
+    return np.asarray(m_hat + d_mean - m_hat_mean["m_hat"], dtype=float)
+
+
+def _plpr_data(obj_dml_data: Any) -> Any:
+    """``obj_dml_data`` checked to be a DoubleMLPanelData with ``static_panel=True``.
+
+    Raises
+    ------
+    fanfit.errors.InvalidDataError
+        Anything else, or a panel without ``static_panel=True``.
+    """
+    if not isinstance(obj_dml_data, _doubleml.data.DoubleMLPanelData):
+        raise errors.InvalidDataError(
+            "DoubleMLPLPR needs obj_dml_data as a doubleml.data.DoubleMLPanelData (long format "
+            f"with y_col, d_cols, t_col, id_col and static_panel=True), got "
+            f"{type(obj_dml_data).__name__}"
+        )
+    if not obj_dml_data.static_panel:
+        raise errors.InvalidDataError(
+            "DoubleMLPLPR needs a DoubleMLPanelData built with static_panel=True (it clusters "
+            "by id_col)"
+        )
+    return obj_dml_data
+
+
+class _CREAdjusted:
+    """Between fanfit's ``fit`` and DoubleML's: the ``'cre_general'`` adjustment of ``ml_m``."""
+
+    _approach: str
+    _d_mean: Any
+    _dml_data: Any
+
+    def fit(self, *args: Any, external_predictions: Any = None, **kwargs: Any) -> Any:
+        if self._approach == "cre_general" and external_predictions is not None:
+            ids = np.asarray(self._dml_data.id_var)
+            adjusted = {}
+            for j, (d_col, preds) in enumerate(external_predictions.items()):
+                m_hat = np.asarray(preds["ml_m"], dtype=float)
+                m_star = np.column_stack(
+                    [cre_general_adjustment(m_hat[:, r], self._d_mean[:, j], ids)
+                     for r in range(m_hat.shape[1])]
+                )  # fmt: skip
+                adjusted[d_col] = {**preds, "ml_m": m_star}
+            external_predictions = adjusted
+        return super().fit(*args, external_predictions=external_predictions, **kwargs)  # type: ignore[misc]
+
+
+class DoubleMLPLPR(_OnStack, _CREAdjusted, _doubleml.DoubleMLPLPR):  # type: ignore[misc]
+    """DoubleML's partially linear panel regression, fitted on a fanfit stack.
+
+    Parameters as ``doubleml.DoubleMLPLPR`` (0.11.4): ``obj_dml_data, ml_l, ml_m, ml_g=None,
+    n_folds=5, n_rep=1, score='partialling out', approach='fd_exact',
+    draw_sample_splitting=True``; ``obj_dml_data`` a ``doubleml.data.DoubleMLPanelData`` with
+    ``static_panel=True``. DoubleML transforms the data at construction (``data_transform``) and
+    draws its folds by unit (``smpls``, ``smpls_cluster``); :meth:`fit` sends the transformed
+    data and those folds to one ``plr`` job clustered by ``id_col`` (module docstring).
+
+    Raises
+    ------
+    fanfit.errors.InvalidDataError
+        ``obj_dml_data`` is not a DoubleMLPanelData with ``static_panel=True``.
+    fanfit.errors.UnsupportedArgumentError
+        ``approach='cre_normal'``; ``approach='cre_general'`` with ``score='IV-type'``; a
+        callable score (module docstring says why).
+    fanfit.errors.InvalidLearnerError
+        A learner outside the allow-list.
+    ValueError, TypeError
+        DoubleML's own checks (an unknown approach or score).
+    """
+
+    _fanfit_model = "plr"
+
+    def __init__(
+        self, obj_dml_data: Any, ml_l: Any, ml_m: Any, ml_g: Any = None, n_folds: int = 5,
+        n_rep: int = 1, score: Any = "partialling out", approach: Any = "fd_exact",
+        draw_sample_splitting: bool = True,
+    ) -> None:  # fmt: skip
+        data = _plpr_data(obj_dml_data)
+        _check_arguments(data, score)
+        if approach == "cre_normal":
+            raise _unsupported(
+                "approach='cre_normal'",
+                "DoubleML fits its ml_m on the covariates and the unit mean of the treatment, "
+                "ml_l on the covariates alone, and a plr job fits both on the same covariates; "
+                f"use one of {', '.join(APPROACHES)}",
+            )
+        if approach == "cre_general" and score == "IV-type":
+            raise _unsupported(
+                "approach='cre_general' with score='IV-type'",
+                "DoubleML fits ml_g on Y - theta D with theta from the adjusted ml_m, which the "
+                "plr job's second stage does not see; use score='partialling out', or "
+                "approach='fd_exact' or 'wg_approx' with 'IV-type'",
+            )
+        for name, learner in (("ml_l", ml_l), ("ml_m", ml_m), ("ml_g", ml_g)):
+            if learner is not None:
+                _learner_spec(name, learner)
+        super().__init__(
+            data, _estimator("ml_l", ml_l), _estimator("ml_m", ml_m), _estimator("ml_g", ml_g),
+            n_folds, n_rep, score, approach, draw_sample_splitting,
+        )  # fmt: skip
+        self._fanfit_check_learners()
+
+    def _fanfit_targets(self, y, d, z, preds):  # type: ignore[no-untyped-def]
+        return DoubleMLPLR._fanfit_targets(self, y, d, z, preds)  # type: ignore[arg-type]
+
+    def _fanfit_check_parity(self, result: Any) -> None:
+        """fd_exact, wg_approx: DoubleML's coef and se against the job's. cre_general: against
+        fanfit's aggregation (:func:`fanfit.dml.aggregate`) of the adjusted predictions DoubleML
+        got, on the job's spec, data and folds.
+
+        Raises
+        ------
+        fanfit.errors.ParityError
+        """
+        if self.approach != "cre_general":
+            super()._fanfit_check_parity(result)
+            return
+        from fanfit import dml
+        from fanfit.client.check import check_estimate
+
+        checked = check_estimate(self._dml_data.data, **self.fanfit_options())
+        assert checked.folds is not None  # fanfit_options always sends DoubleML's folds
+        preds = {k: np.asarray(v, dtype=float) for k, v in self._predictions.items()
+                 if k in dml.prediction_keys(checked.spec)}  # fmt: skip
+        ours = dml.aggregate(checked.spec, checked.data, checked.folds, preds)
+        arn = result.execution_arn
+        label = f"{arn} (adjusted for approach='cre_general', fanfit's aggregate)"
+        super()._fanfit_check_parity(
+            SimpleNamespace(coef=ours.coef, se=ours.se, d_cols=ours.d_cols, execution_arn=label)
+        )

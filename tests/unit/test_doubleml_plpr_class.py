@@ -1,0 +1,195 @@
+"""fanfit.DoubleMLPLPR without a stack: the fake client of test_doubleml_classes.py runs the
+``plr`` job in-process (what the pipeline computes) on the data and options ``fit()`` sends.
+
+GIVEN DoubleML's static panel (make_plpr_CP2025, 60 units x 4 periods) and the same global seed,
+WHEN fanfit's DoubleMLPLPR is fitted on the fake stack and DoubleML's in-process, THEN one ``plr``
+job ran on DoubleML's transformed data, clustered by unit, with DoubleML's folds, and coef, se,
+predictions, nuisance losses, confint and the bootstrap are DoubleML's; the ``'cre_general'``
+adjustment equals DoubleML's at 1e-12; what a ``plr`` job cannot carry is refused by name.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+dml = pytest.importorskip("doubleml")
+
+from doubleml.plm.datasets import make_plpr_CP2025  # noqa: E402
+from sklearn.linear_model import Lasso, LinearRegression, LogisticRegression  # noqa: E402
+from test_doubleml_classes import FakeClient  # noqa: E402
+
+import fanfit  # noqa: E402
+from fanfit import errors  # noqa: E402
+from fanfit.client import doubleml_plm  # noqa: E402
+from fanfit.dml.folds import smpls_to_folds  # noqa: E402
+
+pytestmark = pytest.mark.filterwarnings("ignore:For score = 'IV-type'")
+
+RTOL = 1e-9
+CASES = [
+    ("cre_general", "partialling out"),
+    ("fd_exact", "partialling out"),
+    ("fd_exact", "IV-type"),
+    ("wg_approx", "partialling out"),
+    ("wg_approx", "IV-type"),
+]
+
+
+def _panel(num_id: int = 60, num_t: int = 4, seed: int = 3):
+    np.random.seed(seed)  # make_plpr_CP2025 draws from the global state
+    frame = make_plpr_CP2025(num_id=num_id, num_t=num_t, dim_x=4, theta=0.5, dgp_type="dgp1")
+    return dml.data.DoubleMLPanelData(frame, "y", "d", "time", "id", static_panel=True)
+
+
+def _both(approach: str, score: str, n_rep: int = 2):
+    data = _panel()
+    learners = (LinearRegression(), Lasso(alpha=0.05))
+    options = {"n_folds": 3, "n_rep": n_rep, "score": score, "approach": approach}
+    np.random.seed(5)  # the sample splitting each class draws at construction
+    ours = fanfit.DoubleMLPLPR(data, *learners, **options)
+    np.random.seed(5)
+    theirs = dml.DoubleMLPLPR(data, *learners, **options)
+    return ours, theirs
+
+
+@pytest.mark.parametrize(("approach", "score"), CASES, ids=[f"{a}-{s}" for a, s in CASES])
+def test_plpr_on_the_fake_stack_is_doublemls(approach, score) -> None:
+    # GIVEN fanfit's and DoubleML's DoubleMLPLPR, same panel, learners, approach, score and seed
+    ours, theirs = _both(approach, score)
+    client = FakeClient()
+    # WHEN fanfit's is fitted on the fake stack and DoubleML's in-process
+    ours.fit(client=client)
+    theirs.fit()
+    # THEN one plr job ran on DoubleML's transformed data, clustered by unit, with its folds
+    (sent,) = client.submitted
+    transformed = theirs.data_transform
+    assert (sent["model"], sent["score"]) == ("plr", score)
+    assert (sent["y"], sent["d"]) == (transformed.y_col, list(transformed.d_cols))
+    assert sent["x"] == list(transformed.x_cols) == theirs.transform_cols["x_cols"]
+    assert sent["cluster_cols"] == ["id"] and sent["n_folds"] == 3
+    np.testing.assert_array_equal(
+        sent["folds"], smpls_to_folds(theirs.smpls, transformed.n_obs, check_train=False)
+    )
+    # AND coef, se, confint, predictions, targets and nuisance losses are DoubleML's
+    np.testing.assert_allclose(ours.coef, theirs.coef, rtol=RTOL, atol=0)
+    np.testing.assert_allclose(ours.se, theirs.se, rtol=RTOL, atol=0)
+    np.testing.assert_allclose(ours.confint(), theirs.confint(), rtol=RTOL)
+    for key, value in theirs.predictions.items():
+        if value is None:  # ml_g without the IV-type score
+            continue
+        np.testing.assert_allclose(ours.predictions[key], value, rtol=RTOL, atol=1e-12)
+        np.testing.assert_allclose(ours.nuisance_targets[key], theirs.nuisance_targets[key])
+        np.testing.assert_allclose(ours.nuisance_loss[key], theirs.nuisance_loss[key], rtol=RTOL)
+    assert ours.summary.index.tolist() == theirs.summary.index.tolist()
+
+
+def test_plpr_confint_and_bootstrap_are_doublemls() -> None:
+    # GIVEN both classes fitted on the same panel (first differences)
+    ours, theirs = _both("fd_exact", "partialling out")
+    ours.fit(client=FakeClient())
+    theirs.fit()
+    # THEN the pointwise intervals and the summary are DoubleML's
+    np.testing.assert_allclose(ours.confint(level=0.9), theirs.confint(level=0.9), rtol=RTOL)
+    np.testing.assert_allclose(ours.summary.to_numpy(), theirs.summary.to_numpy(), rtol=RTOL)
+    # AND the bootstrap is DoubleML's too: 0.11.4 has none for clustered data, and says so
+    for model in (ours, theirs):
+        with pytest.raises(NotImplementedError, match="clustering"):
+            model.bootstrap(n_rep_boot=200)
+
+
+def test_cre_general_adjustment_is_doublemls_at_1e_12() -> None:
+    # GIVEN the job's unadjusted ml_m predictions (cre_general: covariates and their unit means)
+    ours, theirs = _both("cre_general", "partialling out")
+    client = FakeClient()
+    ours.fit(client=client)
+    theirs.fit()
+    job = ours.fanfit_job
+    raw = np.asarray(job.predictions()["d"]["ml_m"])
+    # WHEN each repetition is adjusted with the unit means of d and of the predictions
+    ids = np.asarray(theirs.data_transform.id_var)
+    for i_rep in range(theirs.n_rep):
+        adjusted = doubleml_plm.cre_general_adjustment(raw[:, i_rep], theirs.d_mean[:, 0], ids)
+        # THEN it is DoubleML's m_hat* at 1e-12, and differs from the raw predictions
+        np.testing.assert_allclose(adjusted, theirs.predictions["ml_m"][:, i_rep, 0], rtol=1e-12)
+        assert not np.allclose(adjusted, raw[:, i_rep])
+
+
+def test_plpr_parity_check_fires() -> None:
+    # GIVEN a stack whose job reports a coef 0.1 off DoubleML's on the same predictions
+    ours, _ = _both("wg_approx", "partialling out")
+    # WHEN fanfit's class is fitted THEN the parity check fires
+    with pytest.raises(errors.ParityError, match="coef"):
+        ours.fit(client=FakeClient(coef_shift=0.1))
+
+
+def test_plpr_cre_general_parity_check_uses_fanfits_aggregate(monkeypatch) -> None:
+    # GIVEN fanfit's aggregation off by 0.1 (cre_general is checked against it, not the job)
+    from fanfit import dml as fdml
+
+    real = fdml.aggregate
+
+    def shifted(*args, **kwargs):
+        result = real(*args, **kwargs)
+        result.coef = result.coef + 0.1
+        return result
+
+    monkeypatch.setattr(fdml, "aggregate", shifted)
+    ours, _ = _both("cre_general", "partialling out")
+    # WHEN fitted THEN the check names the adjustment
+    with pytest.raises(errors.ParityError, match="cre_general"):
+        ours.fit(client=FakeClient())
+
+
+def test_plpr_refuses_what_a_plr_job_cannot_carry() -> None:
+    data = _panel()
+    lin = LinearRegression()
+    # GIVEN cre_normal THEN it is refused by name, saying why
+    with pytest.raises(errors.UnsupportedArgumentError, match="cre_normal.*unit mean"):
+        fanfit.DoubleMLPLPR(data, lin, lin, approach="cre_normal")
+    # AND cre_general with the IV-type score
+    with pytest.raises(errors.UnsupportedArgumentError, match="cre_general.*IV-type"):
+        fanfit.DoubleMLPLPR(data, lin, lin, lin, score="IV-type", approach="cre_general")
+    # AND a callable score, a learner outside the allow-list
+    with pytest.raises(errors.UnsupportedArgumentError, match="callable score"):
+        fanfit.DoubleMLPLPR(data, lin, lin, score=lambda *a: None)
+    with pytest.raises(errors.InvalidLearnerError, match="ml_l"):
+        fanfit.DoubleMLPLPR(data, object(), lin)
+    # AND DoubleML's own checks still run (an unknown approach)
+    with pytest.raises(ValueError, match="Invalid approach"):
+        fanfit.DoubleMLPLPR(data, lin, lin, approach="between")
+
+
+def test_plpr_refuses_other_data_and_fit_options_by_name() -> None:
+    data = _panel()
+    lin = LinearRegression()
+    # GIVEN data that is not a static DoubleMLPanelData THEN the error names what is needed
+    with pytest.raises(errors.InvalidDataError, match="DoubleMLPanelData"):
+        fanfit.DoubleMLPLPR(data.data, lin, lin)
+    dynamic = dml.data.DoubleMLPanelData(data.data, "y", "d", "time", "id")
+    with pytest.raises(errors.InvalidDataError, match="static_panel=True"):
+        fanfit.DoubleMLPLPR(dynamic, lin, lin)
+    # AND fit() refuses external predictions and unknown options by name
+    model = fanfit.DoubleMLPLPR(data, lin, lin, n_folds=2)
+    with pytest.raises(errors.UnsupportedArgumentError, match="external_predictions"):
+        model.fit(client=FakeClient(), external_predictions={})
+    with pytest.raises(errors.InvalidJobError, match="bogus"):
+        model.fit(client=FakeClient(), bogus=1)
+
+
+def test_plpr_with_a_classifier_ml_m_on_a_binary_treatment() -> None:
+    # GIVEN a binary treatment and a logistic ml_m (the CRE approaches keep d binary)
+    data = _panel()
+    frame = data.data.assign(d=(data.data["d"] > 0).astype(float))
+    binary = dml.data.DoubleMLPanelData(frame, "y", "d", "time", "id", static_panel=True)
+    np.random.seed(7)
+    ours = fanfit.DoubleMLPLPR(binary, LinearRegression(), LogisticRegression(), n_folds=2,
+                               approach="cre_general")  # fmt: skip
+    np.random.seed(7)
+    theirs = dml.DoubleMLPLPR(binary, LinearRegression(), LogisticRegression(), n_folds=2,
+                              approach="cre_general")  # fmt: skip
+    # WHEN both are fitted THEN coef and se are DoubleML's
+    ours.fit(client=FakeClient())
+    theirs.fit()
+    np.testing.assert_allclose(ours.coef, theirs.coef, rtol=RTOL, atol=0)
+    np.testing.assert_allclose(ours.se, theirs.se, rtol=RTOL, atol=0)
