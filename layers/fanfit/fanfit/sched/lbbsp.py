@@ -1,4 +1,4 @@
-"""LB-BSP: per-worker batch sizes proportional to predicted throughput.
+"""LB-BSP: per-worker batch sizes that equalise the workers' predicted round times.
 
 In bulk synchronous parallel training every round waits for its slowest worker. LB-BSP (Chen, Wang,
 Zhou, Chen, Wang and Ma, "Accelerating Distributed Learning in Non-Dedicated Environments", IEEE
