@@ -84,6 +84,11 @@ def synthetic(seed: int = 0) -> pd.DataFrame:
     return frame
 
 
+def _workers(res: Any) -> list[list[list[float]]]:
+    """Per round, each worker's ``[batch, compute seconds]``: what LB-BSP's round-cost fit saw."""
+    return [[[w["batch"], w["compute_s"]] for w in r["workers"]] for r in res.rounds]
+
+
 def interference(res: Any, interference_round: int, worker: int = CUT_WORKER) -> dict[str, Any]:
     """The interference job's figures: per-round batch and throughput shares, and how fast the
     cut worker's batch share followed its throughput share (within 10 %, in the same round)."""
@@ -109,6 +114,7 @@ def interference(res: Any, interference_round: int, worker: int = CUT_WORKER) ->
         "batch_shares": batch_shares,
         "throughput_shares": speed_shares,
         "interference_round_s": [r["round_s"] for r in res.rounds],
+        "interference_workers": _workers(res),
     }
 
 
@@ -239,6 +245,8 @@ def main(argv: list[str] | None = None) -> int:
         "worker_samples_per_s": speed.tolist(),
         "speed_ratio_1769_over_885": float(np.mean(large) / np.mean(small)),
         "lbbsp_last_batches": [w["batch"] for w in runs["lb-bsp"].rounds[-1]["workers"]],
+        "lbbsp_workers": _workers(runs["lb-bsp"]),
+        "oracle_workers": _workers(runs["oracle"]),
         "oracle_batches": oracle_batches.tolist(),
         **interference(runs["interference"], args.interference_round),
         "interference_cpu_factor": args.cpu_factor,
