@@ -7,8 +7,9 @@ Multinomial logistic regression by SGD on a synthetic 40,000 x 200 set with 1,00
 ``--straggler-factor`` (0.4) of its CPU quota (the stack's throttle control, below; 1 turns it off):
 
 - ``uniform``: every worker gets ``B / 4`` rows (plain BSP: the round waits for the slow one);
-- ``lb-bsp``: batches proportional to each worker's throughput as the scheduler predicts it from
-  the rounds before (Chen et al., IEEE TCC 2021);
+- ``lb-bsp``: batches that equalise the workers' predicted compute times ``a_i + b_i / v_i`` (a
+  per-round fixed cost and a speed per worker, fitted by the scheduler on the rounds before;
+  round 0 proportional to the CPU share; :mod:`fanfit.sched.lbbsp`, after Chen et al., SoCC 2020);
 - ``oracle``: a third run with a fixed split (``--balance static``) proportional to each worker's
   throughput measured offline (the median over the uniform run's rounds): what a perfect split
   achieves on these workers.
@@ -28,10 +29,18 @@ share is cut to ``--cpu-factor`` (0.1) of its quota from round ``--interference-
 The cut is real: the benchmark writes the local stack's throttle file (``FANFIT_LOCAL_THROTTLE_FILE``, see
 ``localstack_plugins/fanfit_localstack/faults.py``) and the executor lowers the CFS quota of the
 execution environment that runs that worker's step; the scheduler is told nothing and sees only
-the measured throughput. ``rounds_to_follow`` counts rounds from the cut until worker 0's batch
-share is within 10 % of its new throughput share (the median, over the rounds from the cut, of its
-measured samples/s over the sum of all workers'; :func:`fanfit.sched.lbbsp.rounds_to_follow`):
-1 is the soonest possible, since the cut round's batches were set before it.
+the measured throughput. ``rounds_to_follow`` counts rounds from the cut until, in one round,
+worker 0's batch share is within 10 % of its throughput share measured in that same round (its
+samples/s over the sum of all workers'; :func:`fanfit.sched.lbbsp.rounds_to_follow` with one
+share per round): 1 is the soonest possible, since the cut round's batches were set before it.
+The two shares are equal exactly when the workers' compute times in the round are equal, i.e. the
+round is balanced. The target used to be one share, the median of worker 0's throughput
+shares over the rounds from the cut; that is wrong for a balanced round once a worker's round has a
+fixed cost (``t = a + b / v``, :mod:`fanfit.sched.lbbsp`): its samples/s then falls with its batch,
+so the shares measured in the unbalanced rounds just after the cut (larger batches) pull the median
+above the share of a balanced round, and a balanced round could count as not followed. The old
+figure is still reported as ``rounds_to_follow_median_share``; ``follow_error`` is
+``|batch share - throughput share| / throughput share`` of worker 0 per round.
 
 The benchmark starts its own local stack (state dir ``.fanfit/bench-straggler``) with
 ``FANFIT_LAMBDA_VCPU_SCALE=0.4``: 1,769 MB buys 0.4 of a local core, 885 MB 0.2 (0.08 as the
@@ -75,30 +84,37 @@ def synthetic(seed: int = 0) -> pd.DataFrame:
     return frame
 
 
+def _workers(res: Any) -> list[list[list[float]]]:
+    """Per round, each worker's ``[batch, compute seconds]``: what LB-BSP's round-cost fit saw."""
+    return [[[w["batch"], w["compute_s"]] for w in r["workers"]] for r in res.rounds]
+
+
 def interference(res: Any, interference_round: int, worker: int = CUT_WORKER) -> dict[str, Any]:
     """The interference job's figures: per-round batch and throughput shares, and how fast the
-    cut worker's batch share followed its new throughput share (within 10 %)."""
+    cut worker's batch share followed its throughput share (within 10 %, in the same round)."""
     from fanfit.sched.lbbsp import rounds_to_follow
 
     batch = [[w["batch"] for w in r["workers"]] for r in res.rounds]
     speed = [[w["samples_per_s"] for w in r["workers"]] for r in res.rounds]
     batch_shares = [[b / sum(row) for b in row] for row in batch]
     speed_shares = [[v / sum(row) for v in row] for row in speed]
-    after = [row[worker] for row in speed_shares[interference_round:]]
-    target = statistics.median(after)
+    own_batch = [row[worker] for row in batch_shares]
+    own_speed = [row[worker] for row in speed_shares]
+    target = statistics.median(own_speed[interference_round:])
     before = statistics.median(row[worker] for row in speed[1:interference_round])
     cut = statistics.median(row[worker] for row in speed[interference_round:])
     return {
         "interference_round": interference_round,
         "interference_worker": worker,
-        "rounds_to_follow": rounds_to_follow(
-            [row[worker] for row in batch_shares], target, interference_round
-        ),
+        "rounds_to_follow": rounds_to_follow(own_batch, own_speed, interference_round),
+        "rounds_to_follow_median_share": rounds_to_follow(own_batch, target, interference_round),
+        "follow_error": [abs(b - v) / v for b, v in zip(own_batch, own_speed)],
         "cut_worker_throughput_share": target,
         "cut_worker_speed_ratio": cut / before,
         "batch_shares": batch_shares,
         "throughput_shares": speed_shares,
         "interference_round_s": [r["round_s"] for r in res.rounds],
+        "interference_workers": _workers(res),
     }
 
 
@@ -229,6 +245,8 @@ def main(argv: list[str] | None = None) -> int:
         "worker_samples_per_s": speed.tolist(),
         "speed_ratio_1769_over_885": float(np.mean(large) / np.mean(small)),
         "lbbsp_last_batches": [w["batch"] for w in runs["lb-bsp"].rounds[-1]["workers"]],
+        "lbbsp_workers": _workers(runs["lb-bsp"]),
+        "oracle_workers": _workers(runs["oracle"]),
         "oracle_batches": oracle_batches.tolist(),
         **interference(runs["interference"], args.interference_round),
         "interference_cpu_factor": args.cpu_factor,

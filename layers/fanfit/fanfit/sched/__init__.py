@@ -3,7 +3,7 @@
 - :mod:`~fanfit.sched.throughput`: what a shard reports, and a predictor of samples/s (EWMA).
 - :mod:`~fanfit.sched.sizing`: units per invocation and Map concurrency for estimate stages.
 - :mod:`~fanfit.sched.shards`: dealing units into shards.
-- :mod:`~fanfit.sched.lbbsp`: per-worker batches proportional to throughput (Chen et al. 2021).
+- :mod:`~fanfit.sched.lbbsp`: per-worker batches with equal predicted round times (Chen et al. 2020).
 - :mod:`~fanfit.sched.dssync`: shuffled synchronisation groups (Wang et al. 2020).
 - :mod:`~fanfit.sched.resources`: resource names (``lambda-<MB>``, ``gpu:<instance type>``).
 - :mod:`~fanfit.sched.placement`: cost-optimal stage placement on Lambda or the GPU worker (HeterPS, Liu et al. 2023).

@@ -31,7 +31,7 @@ from fanfit.jobs.documents.train import (
 from fanfit.jobs.train.data import get_state, read_plan, read_round_plan, signature
 from fanfit.prices import DEFAULT_PRICES, PriceTable
 from fanfit.sched.dssync import dssync_groups
-from fanfit.sched.lbbsp import is_level_shift, lbbsp_batches
+from fanfit.sched.lbbsp import RoundCostModel, is_level_shift, lbbsp_batches
 from fanfit.sched.lyapunov import QueueSpec, dispatch_fragments, penalty_weight
 from fanfit.sched.resources import lambda_resource, stack_gpu_resource
 from fanfit.sched.throughput import (
@@ -333,7 +333,13 @@ def schedule_round(
 
     - ``'uniform'``: :func:`fanfit.split.even_batches`;
     - ``'lb-bsp'``: :func:`fanfit.sched.lbbsp.lbbsp_batches`, ``b_i ~ B v_i / sum_j v_j`` (Chen et
-      al., "Accelerating Distributed Learning in Non-Dedicated Environments", IEEE TCC 2021),
+      al., "Accelerating Distributed Learning in Non-Dedicated Environments", IEEE TCC 2021) in
+      round 0; from round 1 on, with every worker measured, each worker's round is modelled as
+      ``t_i(b) = a_i + b / v_i`` (a per-round fixed cost, fitted on the job's measured rounds by
+      :class:`fanfit.sched.lbbsp.RoundCostModel`, kept in ``train/throughput.json`` under
+      ``round_costs``, restarted on a level shift) and the batches equalise the predicted finish
+      times, ``b_i = v_i (T - a_i)`` (``fixed_s``); the plan's ``predicted_samples_per_s`` is
+      then ``b_i / t_i(b_i)``,
 
     with ``B`` the global batch (SGD) or every row (K-Means, so each round covers the data set).
     Under LB-BSP a round with both Lambda and GPU workers first splits ``B`` between the two by
@@ -395,7 +401,9 @@ def schedule_round(
     n = len(workers)
     sig = signature(plan)
     tkey = storage.train_throughput_key(job_id)
-    own = EwmaThroughput.from_dict(store.get_json(tkey)) if round_index else EwmaThroughput()
+    saved = store.get_json(tkey) if round_index else {}
+    own = EwmaThroughput.from_dict(saved) if round_index else EwmaThroughput()
+    costs = RoundCostModel.from_dict(saved.get("round_costs"))
     history = EwmaThroughput(entries=[ThroughputEntry.from_dict(e) for e in throughput.load([sig])])
     record: RoundRecord | None = None
     last_scheduled_at: float | None = None
@@ -409,9 +417,11 @@ def schedule_round(
             own = _update_own(
                 own, ShardObservation(**{**obs.to_dict(), "resource": _worker_resource(worker)})
             )
+            costs.observe(worker, obs.samples, obs.compute_s)
+        costs.pool()
         keys = {(o.signature, o.resource) for _, o in observed}
         throughput.save(e.to_dict() for e in history.entries if (e.signature, e.resource) in keys)
-    store.put_json(tkey, own.to_dict())
+    store.put_json(tkey, {**own.to_dict(), "round_costs": costs.to_dict()})
 
     source = "job"
     predicted = [own.predict(sig, _worker_resource(w.worker)) for w in workers]
@@ -433,6 +443,11 @@ def schedule_round(
         batches, dispatch = hybrid_batches(
             workers, total, speeds, max_batches(plan), record, last_scheduled_at
         )
+    elif spec.balance == "lb-bsp" and (fitted := costs.costs(n)) is not None:
+        # every worker measured: equal predicted finish times under t_i(b) = a_i + b / v_i
+        fixed, rates = fitted
+        batches = lbbsp_batches(total, rates, max_batch=max_batches(plan), fixed_s=fixed)
+        speeds, source = batches / (fixed + batches / rates), "job"
     elif spec.balance == "lb-bsp":
         batches = lbbsp_batches(total, speeds, max_batch=max_batches(plan))
     elif spec.balance == "static":
