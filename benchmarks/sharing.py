@@ -42,6 +42,9 @@ Metrics (over the busy time, when at least one job has arrived and not finished)
 time-average of Dorm's fairness loss (:func:`fanfit.sched.partition.fairness_loss` against the weighted,
 demand-capped fair shares of the jobs present); ``mean_jct_s`` = mean job completion time (arrival to
 end); ``overhead_share`` = the policy's real wall time computing partitions / the makespan.
+``idle_slot_s_demand_over_capacity`` / ``_within_capacity``: the idle slot-seconds while the jobs
+present ask for more than the concurrency (what a policy wastes) and while they ask for no more
+(what no policy can fill: the busy time's low-demand phases, the trace's tail above all).
 ``utilization_ratio_bound`` = 1 / static's utilization: the most any policy's utilization can exceed
 static's, since utilization is at most 1. ``load_sweep`` repeats dorm against static on the same
 jobs at other offered loads (``--sweep-loads``): only the gaps between arrivals scale.
@@ -249,6 +252,7 @@ def simulate(policy: str, jobs: list[Job], capacity: int, args) -> dict:
     cap = np.array([capacity, 0])  # Lambda concurrency; no GPU work in this trace
     now, policy_s, n_changes, n_events = 0.0, 0.0, 0, 0
     busy = work_done = fair_integral = loss = 0.0
+    idle_over = idle_under = 0.0  # idle slot-seconds while the demand exceeds / fits the capacity
     held: dict[str, int] = {}
     pending = sorted(jobs, key=lambda j: j.arrival)
     for j in pending:
@@ -308,6 +312,10 @@ def simulate(policy: str, jobs: list[Job], capacity: int, args) -> dict:
         dt = next_t - now
         busy += dt
         work_done += in_flight * dt
+        if sum(j.demand() for j in running) > capacity:
+            idle_over += (capacity - in_flight) * dt
+        else:
+            idle_under += (capacity - in_flight) * dt
         fair_integral += loss * dt
         now = next_t
         for j in running:
@@ -329,6 +337,8 @@ def simulate(policy: str, jobs: list[Job], capacity: int, args) -> dict:
         "policy_wall_s": round(policy_s, 4),
         "events": n_events,
         "partition_changes": n_changes,
+        "idle_slot_s_demand_over_capacity": round(idle_over, 1),
+        "idle_slot_s_demand_within_capacity": round(idle_under, 1),
     }
 
 
