@@ -29,12 +29,14 @@ from fanfit.learners import LearnerSpec, as_learner_spec
 from fanfit.sched.sizing import POLICIES
 
 __all__ = [
+    "CLIENT_MODELS",
     "COLUMN_ALIASES",
     "LEARNER_KEYS",
     "EstimateOptions",
     "OptionInfo",
     "TrainOptions",
     "build_spec",
+    "check_apos_options",
     "check_columns",
     "check_int",
     "check_learners",
@@ -44,6 +46,7 @@ __all__ = [
     "check_deadline",
     "check_objective",
     "check_weight",
+    "parse_treatment_levels",
 ]
 
 
@@ -207,6 +210,10 @@ def check_learners(value: Any) -> dict[str, LearnerSpec]:
 #: DoubleML's names of the column options (``DoubleMLData``'s), accepted in Python as aliases.
 COLUMN_ALIASES = {"y_col": "y", "d_cols": "d", "x_cols": "x", "z_cols": "z", "s_col": "s"}
 
+#: Models the client runs as several registry jobs: ``apos``, one ``apo`` job per level
+#: (:mod:`fanfit.client.apos`).
+CLIENT_MODELS = ("apos",)
+
 #: The nuisance learners an estimate job names, as DoubleML names them.
 LEARNER_KEYS = ("ml_l", "ml_m", "ml_g", "ml_r", "ml_pi")
 
@@ -324,8 +331,9 @@ class EstimateOptions(_Options):
     ----------
     data : str, path, DataFrame or s3:// URI
         CSV, Parquet or Stata (.dta) file.
-    model : {'plr', 'irm', 'pliv', 'iivm', 'apo'}
-        :data:`fanfit.dml.MODELS`, the model registry's (:mod:`fanfit.dml.models`).
+    model : str
+        :data:`fanfit.dml.MODELS`, the model registry's (:mod:`fanfit.dml.models`), or one of
+        :data:`CLIENT_MODELS` (``'apos'``: one ``apo`` job per level, :mod:`fanfit.client.apos`).
     score : str, optional
         plr: ``'partialling out'`` | ``'IV-type'``; irm: ``ATE`` | ``ATTE``; iivm: ``LATE``;
         apo: ``APO``; default DoubleML's.
@@ -366,6 +374,10 @@ class EstimateOptions(_Options):
     treatment_level : float, optional
         apo: DoubleMLAPO's ``treatment_level``, the value of the treatment column whose average
         potential outcome is estimated (required for apo, refused for the other models).
+    treatment_levels : str or sequence of float, optional
+        apos: DoubleMLAPOS's ``treatment_levels`` (``"0,1,2"`` or a list), one ``apo`` job per
+        level and their causal contrast against the first (:mod:`fanfit.client.apos`; required
+        for apos, refused for the other models; :func:`parse_treatment_levels`).
     t : str, optional
         didcs: the binary time column, 0 before and 1 after the treatment (DoubleML's ``t_col``;
         required for didcs, refused for the other models).
@@ -389,7 +401,7 @@ class EstimateOptions(_Options):
     """
 
     data: Any = _option(help=_DATA_HELP, kind="path")
-    model: str = _option("plr", choices=dml.MODELS)
+    model: str = _option("plr", choices=(*dml.MODELS, *CLIENT_MODELS))
     score: str | None = _option(
         None,
         help="plr: 'partialling out' | 'IV-type'; irm: ATE | ATTE; iivm: LATE; apo: APO; ssm: missing-at-random",
@@ -439,6 +451,12 @@ class EstimateOptions(_Options):
         None,
         kind="float",
         help="apo: the treatment value whose average potential outcome is estimated",
+    )
+    treatment_levels: str | Sequence[float] | None = _option(
+        None,
+        metavar="L[,L...]",
+        help="apos: the treatment values whose average potential outcomes are estimated, one apo "
+        "job per level, and contrasted with the first (DoubleMLAPOS's treatment_levels)",
     )
     t: str | None = _option(
         None, help="didcs: the binary time column (0 before, 1 after; DoubleML's t_col)"
@@ -544,7 +562,15 @@ class EstimateOptions(_Options):
         return {k: getattr(self, k) for k in LEARNER_KEYS}
 
     def build_spec(self) -> tuple[dml.DMLSpec, list[str]]:
-        """The validated spec and the columns it uses: :func:`build_spec` of these options."""
+        """The validated spec and the columns it uses: :func:`build_spec` of these options.
+
+        Raises
+        ------
+        InvalidJobError
+            Also ``model='apos'`` (a job per level: :func:`fanfit.client.apos.submit_apos`) and
+            ``treatment_levels`` on another model (:func:`check_apos_options`).
+        """
+        check_apos_options(self.model, self.treatment_levels)
         return build_spec(
             y=self.y, d=self.d, x=self.x, z=self.z, model=self.model, score=self.score,
             learners=self.learners, n_folds=self.n_folds, n_rep=self.n_rep, seed=self.seed,
@@ -640,6 +666,80 @@ class TrainOptions(_Options):
         """The options of :func:`fanfit.client.train.build_train_spec`: all but ``data`` and
         ``weight``."""
         return {k: getattr(self, k) for k in self.names() if k not in ("data", "weight")}
+
+
+# ---------------------------------------------------------------- apos (fanfit.client.apos)
+def parse_treatment_levels(value: Any, name: str = "treatment_levels") -> tuple[float, ...]:
+    """DoubleMLAPOS's ``treatment_levels`` from ``"0,1,2"`` or a sequence of numbers.
+
+    Parameters
+    ----------
+    value : str or sequence of numbers
+        Comma-separated levels (the command line's and job files' form), or a list or tuple.
+    name : str
+        The option's name in the messages.
+
+    Returns
+    -------
+    tuple of float
+        The levels, in the given order.
+
+    Raises
+    ------
+    InvalidJobError
+        Naming ``name``: nothing given, a level that is not a finite number, or a level given
+        twice (DoubleML's ``treatment_levels`` must be unique).
+    """
+    if isinstance(value, str):
+        items: list[Any] = [v.strip() for v in value.split(",")]
+    elif isinstance(value, Sequence) or hasattr(value, "tolist"):
+        items = list(value.tolist() if hasattr(value, "tolist") else value)
+    else:
+        items = [value]
+    if not items or items == [""]:
+        raise InvalidJobError(f"{name} must name at least one treatment level, e.g. 0,1,2")
+    levels: list[float] = []
+    for item in items:
+        if isinstance(item, str):
+            try:
+                level = float(item)
+            except ValueError:
+                level = math.nan
+        elif isinstance(item, numbers.Real) and not isinstance(item, bool):
+            level = float(item)
+        else:
+            level = math.nan
+        if not math.isfinite(level):
+            raise InvalidJobError(
+                f"{name} must be numbers separated by commas, e.g. 0,1,2; {_shown(item)} is not "
+                "a finite number"
+            )
+        if level in levels:
+            raise InvalidJobError(f"{name} names level {level:g} twice; give each level once")
+        levels.append(level)
+    return tuple(levels)
+
+
+def check_apos_options(model: Any, treatment_levels: Any) -> None:
+    """``treatment_levels`` belongs to model ``apos``, which is not one job.
+
+    Raises
+    ------
+    InvalidJobError
+        ``treatment_levels`` given with another model, or ``model='apos'`` given to a single
+        job's spec (:func:`fanfit.client.apos.submit_apos` runs it, one ``apo`` job per level).
+    """
+    if model == "apos":
+        raise InvalidJobError(
+            "model 'apos' runs one 'apo' job per treatment level: submit it with "
+            "fanfit.client.apos.submit_apos (fanfit estimate --model apos), or use "
+            "fanfit.DoubleMLAPOS"
+        )
+    if treatment_levels is not None:
+        raise InvalidJobError(
+            "treatment_levels is an option of model 'apos' only (model 'apo' takes one "
+            "treatment_level)"
+        )
 
 
 def _as_list(value: str | Sequence[str] | None) -> list[str]:
