@@ -352,6 +352,12 @@ class EstimateOptions(_Options):
     s : str, optional
         ssm: the binary selection column (DoubleMLSSMData's ``s_col``), 1 where the outcome is
         observed (required for ssm, refused for the other models).
+    weights_col : str, optional
+        apo (and apos): the column of DoubleMLAPO's ``weights`` (an array, or the dict's
+        ``'weights'``); refused for the other models.
+    weights_bar_cols : str or sequence of str, optional
+        apo (and apos), with ``weights_col``: the columns of the dict's ``'weights_bar'``, one per
+        repetition (``n_rep``).
     ml_l, ml_m, ml_g, ml_r, ml_pi : str, dict, LearnerSpec or estimator, optional
         Nuisance learners: ``"NAME"``, ``"NAME:{json params}"`` or a JSON object from the
         allow-list (:mod:`fanfit.learners`), or a scikit-learn estimator object (a ``Pipeline`` or
@@ -470,6 +476,17 @@ class EstimateOptions(_Options):
     s: str | None = _option(
         None, help="ssm: the binary selection column (1 where the outcome is observed)"
     )
+    weights_col: str | None = _option(
+        None,
+        metavar="COLUMN",
+        help="apo, apos: the column of DoubleMLAPO's weights (non-negative; default all 1)",
+    )
+    weights_bar_cols: str | Sequence[str] | None = _option(
+        None,
+        kind="columns",
+        metavar="COL[,COL...]",
+        help="apo, apos: DoubleMLAPO's weights_bar, one column per repetition (needs --weights-col)",
+    )
     boot_method: str | None = _option(None, choices=("normal", "Bayes", "wild"))
     n_rep_boot: int = _option(500, kind="int")
     max_concurrency: int | None = _option(
@@ -548,6 +565,7 @@ class EstimateOptions(_Options):
         taken = {self.y, *_as_list(self.d), *_as_list(self.z), *_as_list(self.s)}
         taken.update(_as_list(getattr(self, "cluster_cols", None)))
         taken.update(_as_list(getattr(self, "t", None)))
+        taken.update(_as_list(self.weights_col) + _as_list(self.weights_bar_cols))
         x = [str(c) for c in columns if str(c) not in taken]
         if not x:
             raise InvalidJobError(
@@ -579,6 +597,7 @@ class EstimateOptions(_Options):
             normalize_ipw=self.normalize_ipw, subgroups=self.subgroups,
             treatment_level=self.treatment_level,
             t=self.t, in_sample_normalization=self.in_sample_normalization, s_col=self.s,
+            weights_col=self.weights_col, weights_bar_cols=self.weights_bar_cols,
         )  # fmt: skip
 
     def check(self) -> tuple[dml.DMLSpec, list[str], float]:
@@ -772,6 +791,8 @@ def build_spec(
     t: str | None = None,
     in_sample_normalization: bool | None = None,
     s_col: str | None = None,
+    weights_col: str | None = None,
+    weights_bar_cols: str | Sequence[str] | None = None,
 ) -> tuple[dml.DMLSpec, list[str]]:
     """Build and validate a :class:`fanfit.dml.DMLSpec` from user options.
 
@@ -812,6 +833,8 @@ def build_spec(
     if not isinstance(normalize_ipw, bool):
         raise InvalidJobError(f"normalize_ipw must be True or False, got {_shown(normalize_ipw)}")
     check_str("t", t, optional=True)
+    check_str("weights_col", weights_col, optional=True)
+    check_columns("weights_bar_cols", weights_bar_cols, optional=True)
     if in_sample_normalization is not None and not isinstance(in_sample_normalization, bool):
         raise InvalidJobError(
             f"in_sample_normalization must be True or False, got {_shown(in_sample_normalization)}"
@@ -838,6 +861,8 @@ def build_spec(
         t_col=t,
         in_sample_normalization=in_sample_normalization,
         s_col=s_col,
+        weights_col=weights_col,
+        weights_bar_cols=None if weights_bar_cols is None else tuple(_as_list(weights_bar_cols)),
     )
     spec.validate()
     columns = list(spec.used_cols)
