@@ -6,7 +6,9 @@ and three group-time combinations (one pre-treatment, two post-treatment), WHEN
 ``fanfit.DoubleMLDIDMulti`` is fitted on the local stack (one ``did`` job per combination on
 DoubleMLDIDBinary's subset and folds, all submitted before any is awaited) and DoubleML's class
 in-process with the same seed, THEN coef, se, confint, nuisance_loss and the event-study, group
-and time aggregations agree to a relative 1e-9.
+and time aggregations agree to a relative 1e-9. The same with ``panel=False`` on repeated
+cross-sections (make_did_cs_CS2021, two combinations): one ``didcs`` job per combination on
+DoubleMLDIDCSBinary's subset and folds.
 """
 
 from __future__ import annotations
@@ -69,3 +71,42 @@ def test_did_multi_on_the_stack_equals_doubleml(local_client) -> None:
                 getattr(mine, summary), getattr(dmls, summary), rtol=RTOL, atol=0,
                 obj=f"{aggregation} {summary}",
             )  # fmt: skip
+
+
+def test_did_multi_cross_sections_on_the_stack_equal_doubleml(local_client) -> None:
+    import doubleml as dml
+    from doubleml.did.datasets import make_did_cs_CS2021
+    from sklearn.linear_model import LinearRegression, LogisticRegression
+
+    import fanfit
+
+    # GIVEN small repeated cross-sections (make_did_cs_CS2021) and two post-treatment
+    # group-time combinations, panel=False
+    np.random.seed(3)
+    frame = make_did_cs_CS2021(n_obs=120, dgp_type=1, n_periods=4, n_pre_treat_periods=2,
+                               time_type="float")  # fmt: skip
+    x_cols = [c for c in frame.columns if c.startswith("Z")]
+    data = dml.data.DoubleMLPanelData(frame, y_col="y", d_cols="d", id_col="id", t_col="t",
+                                      x_cols=x_cols)  # fmt: skip
+    args = (data, LinearRegression(), LogisticRegression())
+    options = {"gt_combinations": [(2.0, 1, 2), (3.0, 2, 3)], "n_folds": 2, "panel": False}
+    np.random.seed(5)  # each DoubleMLDIDCSBinary draws its splitting at construction
+    ours = fanfit.DoubleMLDIDMulti(*args, **options)
+    np.random.seed(5)
+    theirs = dml.did.DoubleMLDIDMulti(*args, **options)
+
+    # WHEN fanfit's class is fitted on the stack (one didcs job per combination) and DoubleML's
+    ours.fit(client=local_client, seed=0)
+    theirs.fit()
+
+    # THEN per combination coef and se are DoubleML's, and so is the event-study aggregation
+    assert [r.model for r in ours.fanfit_results] == ["didcs", "didcs"]
+    np.testing.assert_allclose(ours.coef, theirs.coef, rtol=RTOL, atol=0)
+    np.testing.assert_allclose(ours.se, theirs.se, rtol=RTOL, atol=0)
+    for result, model in zip(ours.fanfit_results, theirs.modellist):
+        np.testing.assert_allclose(result.coef, model.coef, rtol=RTOL, atol=0)
+        np.testing.assert_allclose(result.se, model.se, rtol=RTOL, atol=0)
+    pd.testing.assert_frame_equal(
+        ours.aggregate("eventstudy").overall_summary,
+        theirs.aggregate("eventstudy").overall_summary, rtol=RTOL, atol=0,
+    )  # fmt: skip
