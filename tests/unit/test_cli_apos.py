@@ -303,3 +303,45 @@ def test_submit_apos_refuses_an_absent_level_before_submitting() -> None:
     with pytest.raises(errors.InvalidDataError, match="treatment_levels: level 9"):
         capos.submit_apos(client, options=options)
     assert client.submitted == []
+
+
+@pytest.fixture
+def fake_stack(monkeypatch):
+    """``fanfit estimate`` against the fake client (no stack): ``common.stack_client`` yields it."""
+    import contextlib
+
+    from fanfit.cli import common
+
+    client = _FakeClient()
+    monkeypatch.setattr(common, "stack_client", lambda args: contextlib.nullcontext(client))
+    return client
+
+
+def _cli_args(tmp_path, *extra):
+    path = tmp_path / "levels.csv"
+    _frame(n_obs=200, seed=6).to_csv(path, index=False)
+    return ["estimate", "--data", str(path), "--model", "apos", "--y", "y", "--d", "d",
+            "--treatment-levels", "2,0", "--ml-g", "LinearRegression", "--ml-m",
+            "LogisticRegression", "--n-folds", "3", "-q", *extra]  # fmt: skip
+
+
+def test_the_command_prints_doublemlapos_and_the_contrast(tmp_path, fake_stack, capsys) -> None:
+    # GIVEN a CSV with a three-level treatment WHEN fanfit estimate --model apos runs (fake stack)
+    assert cli.main(_cli_args(tmp_path)) == 0
+    out = capsys.readouterr().out
+    # THEN one apo job per level ran, and the printout is DoubleMLAPOS's, contrasted with level 2
+    assert [o.treatment_level for o in fake_stack.submitted] == [2.0, 0.0]
+    assert out.startswith("================== DoubleMLAPOS Object ==================")
+    assert "causal_contrast(reference_levels=2)" in out and "0 vs 2" in out
+    assert "########## treatment level 0 ##########" in out
+
+
+def test_the_command_as_json_and_detached(tmp_path, fake_stack, capsys) -> None:
+    # WHEN --output json THEN one JSON object with the levels and the contrast
+    assert cli.main(_cli_args(tmp_path, "--output", "json")) == 0
+    out = json.loads(capsys.readouterr().out)
+    assert out["model"] == "apos" and out["causal_contrast"]["names"] == ["0 vs 2"]
+    assert [lvl["job_id"] for lvl in out["levels"]] == ["est-fake-1", "est-fake-2"]
+    # AND --detach prints the jobs' ids without waiting
+    assert cli.main(_cli_args(tmp_path, "--detach")) == 0
+    assert capsys.readouterr().out.split() == ["est-fake-3", "est-fake-4"]

@@ -40,17 +40,16 @@ RTOL = 1e-9
 AGGREGATIONS = ("eventstudy", "group", "time")
 
 
-def _panel(n_obs: int = 150, seed: int = 3):
-    np.random.seed(seed)  # make_did_CS2021 draws from the global state
-    frame = make_did_CS2021(n_obs=n_obs, dgp_type=1, n_periods=4, n_pre_treat_periods=2,
-                            time_type="float")  # fmt: skip
+def _panel(n_obs: int = 150, seed: int = 3, make=make_did_CS2021):
+    np.random.seed(seed)  # DoubleML's DID generators draw from the global state
+    frame = make(n_obs=n_obs, dgp_type=1, n_periods=4, n_pre_treat_periods=2, time_type="float")
     x_cols = [c for c in frame.columns if c.startswith("Z")]
     return dml.data.DoubleMLPanelData(frame, y_col="y", d_cols="d", id_col="id", t_col="t",
                                       x_cols=x_cols)  # fmt: skip
 
 
-def _both(**options):
-    data = _panel()
+def _both(data=None, **options):
+    data = _panel() if data is None else data
     learners = {"ml_g": LinearRegression(), "ml_m": LogisticRegression()}
     if options.get("score") == "experimental":
         learners["ml_m"] = None
@@ -83,6 +82,18 @@ class OrderedClient(FakeClient):
         return job
 
 
+def _fit_side_by_side(ours, theirs) -> OrderedClient:
+    """Fit fanfit's on the fake stack and DoubleML's in-process; assert that one job per
+    combination (at least 3) was submitted before any was awaited."""
+    client = OrderedClient()
+    ours.fit(client=client)
+    theirs.fit()
+    n_gt = theirs.n_gt_atts
+    assert n_gt >= 3
+    assert client.events == ["submit"] * n_gt + ["await"] * n_gt
+    return client
+
+
 @pytest.mark.parametrize(
     "options",
     [
@@ -96,14 +107,9 @@ class OrderedClient(FakeClient):
 def test_did_multi_on_the_fake_stack_is_doublemls(options) -> None:
     # GIVEN fanfit's and DoubleML's DoubleMLDIDMulti, same panel, learners, options and seed
     ours, theirs = _both(**options)
-    client = OrderedClient()
     # WHEN fanfit's is fitted on the fake stack and DoubleML's in-process
-    ours.fit(client=client)
-    theirs.fit()
     # THEN one did job per group-time combination, all submitted before any was awaited
-    n_gt = theirs.n_gt_atts
-    assert n_gt >= 3
-    assert client.events == ["submit"] * n_gt + ["await"] * n_gt
+    client = _fit_side_by_side(ours, theirs)
     for sent, frame, binary in zip(client.submitted, client.frames, theirs.modellist):
         assert (sent["model"], sent["y"], sent["d"]) == ("did", "y_diff", ["G_indicator"])
         assert sent["score"] == theirs.score
@@ -196,12 +202,8 @@ def test_did_multi_refuses_bad_input_by_name() -> None:
 
 
 def _cross_sections(n_obs: int = 200, seed: int = 3):
-    np.random.seed(seed)  # make_did_cs_CS2021 draws from the global state
-    frame = make_did_cs_CS2021(n_obs=n_obs, dgp_type=1, n_periods=4, n_pre_treat_periods=2,
-                               time_type="float")  # fmt: skip
-    x_cols = [c for c in frame.columns if c.startswith("Z")]
-    return dml.data.DoubleMLPanelData(frame, y_col="y", d_cols="d", id_col="id", t_col="t",
-                                      x_cols=x_cols)  # fmt: skip
+    """Repeated cross-sections: make_did_cs_CS2021 (each unit observed in one period)."""
+    return _panel(n_obs, seed, make_did_cs_CS2021)
 
 
 @pytest.mark.parametrize(
@@ -213,22 +215,10 @@ def _cross_sections(n_obs: int = 200, seed: int = 3):
 def test_did_multi_cross_sections_send_doublemls_subsets_as_didcs_jobs(options) -> None:
     # GIVEN fanfit's and DoubleML's DoubleMLDIDMulti with panel=False, same data and seed
     data = _cross_sections()
-    learners = {"ml_g": LinearRegression(), "ml_m": LogisticRegression()}
-    if options.get("score") == "experimental":
-        learners["ml_m"] = None
-    np.random.seed(5)  # each DoubleMLDIDCSBinary draws its splitting at construction
-    ours = fanfit.DoubleMLDIDMulti(data, **learners, n_folds=2, n_rep=2, panel=False, **options)
-    np.random.seed(5)
-    theirs = dml.did.DoubleMLDIDMulti(data, **learners, n_folds=2, n_rep=2, panel=False,
-                                      **options)  # fmt: skip
-    client = OrderedClient()
+    ours, theirs = _both(data, panel=False, **options)
     # WHEN fanfit's is fitted on the fake stack and DoubleML's in-process
-    ours.fit(client=client)
-    theirs.fit()
     # THEN one didcs job per combination, all submitted before any was awaited
-    n_gt = theirs.n_gt_atts
-    assert n_gt >= 3
-    assert client.events == ["submit"] * n_gt + ["await"] * n_gt
+    client = _fit_side_by_side(ours, theirs)
     x_cols = list(data.x_cols)
     for sent, frame, binary in zip(client.submitted, client.frames, theirs.modellist):
         assert type(binary).__name__ == "DoubleMLDIDCSBinary"

@@ -269,37 +269,26 @@ class DoubleMLDIDMulti(_SideBySide, _doubleml.did.DoubleMLDIDMulti):  # type: ig
         self.fanfit_results: list[Any] = []
 
     def _fanfit_did(self, binary: Any) -> DoubleMLDID | DoubleMLDIDCS:
-        """Fanfit's DoubleMLDID (DoubleMLDIDCS without ``panel``) on one combination's subset,
-        with its folds and options."""
-        if not self.panel:
-            return self._fanfit_didcs(binary)
+        """Fanfit's DoubleMLDID on one combination's subset (one row per unit: the covariates,
+        ``G_indicator``, ``y_diff``), with its folds and options; without ``panel`` fanfit's
+        DoubleMLDIDCS on :func:`cs_subset` (time column ``t_indicator``)."""
         x_cols = list(self._dml_data.x_cols)
-        frame = binary.data_subset[[*x_cols, "G_indicator", "y_diff"]].reset_index(drop=True)
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore", category=DeprecationWarning)
-            warnings.simplefilter("ignore", category=FutureWarning)
-            data = _doubleml.DoubleMLDIDData(frame, "y_diff", "G_indicator", x_cols=x_cols)
-            one = DoubleMLDID(
-                data, self._learner["ml_g"], self._learner["ml_m"], self.n_folds, self.n_rep,
-                self.score, self.in_sample_normalization, self.trimming_threshold,
-                draw_sample_splitting=False,
-            )  # fmt: skip
-        one.set_sample_splitting(binary.smpls)
-        return one
-
-    def _fanfit_didcs(self, binary: Any) -> DoubleMLDIDCS:
-        """Fanfit's DoubleMLDIDCS on one DoubleMLDIDCSBinary's subset: its rows in its order, the
-        covariates, the outcome, ``G_indicator`` (the treatment) and ``t_indicator`` (the time
-        column, 0/1), with its folds and options."""
-        x_cols, y_col = list(self._dml_data.x_cols), self._dml_data.y_col
-        frame = cs_subset(binary, x_cols, y_col)
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore", category=DeprecationWarning)
-            warnings.simplefilter("ignore", category=FutureWarning)
-            data = _doubleml.DoubleMLDIDData(
-                frame, y_col, "G_indicator", x_cols=x_cols, t_col="t_indicator"
+        if self.panel:
+            frame = binary.data_subset[[*x_cols, "G_indicator", "y_diff"]].reset_index(drop=True)
+            cls: type[DoubleMLDID] | type[DoubleMLDIDCS] = DoubleMLDID
+            y_col, t_col = "y_diff", {}
+        else:
+            y_col = self._dml_data.y_col
+            frame, cls, t_col = (
+                cs_subset(binary, x_cols, y_col),
+                DoubleMLDIDCS,
+                {"t_col": "t_indicator"},
             )
-            one = DoubleMLDIDCS(
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", category=DeprecationWarning)
+            warnings.simplefilter("ignore", category=FutureWarning)
+            data = _doubleml.DoubleMLDIDData(frame, y_col, "G_indicator", x_cols=x_cols, **t_col)
+            one = cls(
                 data, self._learner["ml_g"], self._learner["ml_m"], self.n_folds, self.n_rep,
                 self.score, self.in_sample_normalization, self.trimming_threshold,
                 draw_sample_splitting=False,
