@@ -6,7 +6,9 @@ and three group-time combinations (one pre-treatment, two post-treatment), WHEN
 ``fanfit.DoubleMLDIDMulti`` is fitted on the local stack (one ``did`` job per combination on
 DoubleMLDIDBinary's subset and folds, all submitted before any is awaited) and DoubleML's class
 in-process with the same seed, THEN coef, se, confint, nuisance_loss and the event-study, group
-and time aggregations agree to a relative 1e-9.
+and time aggregations agree to a relative 1e-9. The same with ``panel=False`` on repeated
+cross-sections (make_did_cs_CS2021, two combinations): one ``didcs`` job per combination on
+DoubleMLDIDCSBinary's subset and folds.
 """
 
 from __future__ import annotations
@@ -29,30 +31,37 @@ RTOL = 1e-9
 GT_COMBINATIONS = [(2.0, 0, 1), (2.0, 1, 2), (3.0, 2, 3)]
 
 
-def test_did_multi_on_the_stack_equals_doubleml(local_client) -> None:
+def _fit_both(local_client, make_data, **options):
+    """DoubleML's data generator ``make_data`` (120 units, 4 periods, seed 3), then fanfit's
+    DoubleMLDIDMulti fitted on the stack and DoubleML's in-process, both from seed 5 (each
+    binary model draws its splitting at construction), linear/logistic learners, 2 folds."""
     import doubleml as dml
-    from doubleml.did.datasets import make_did_CS2021
     from sklearn.linear_model import LinearRegression, LogisticRegression
 
     import fanfit
 
-    # GIVEN a small staggered-adoption panel, linear learners, three group-time combinations
     np.random.seed(3)
-    frame = make_did_CS2021(n_obs=120, dgp_type=1, n_periods=4, n_pre_treat_periods=2,
-                            time_type="float")  # fmt: skip
+    frame = make_data(n_obs=120, dgp_type=1, n_periods=4, n_pre_treat_periods=2,
+                      time_type="float")  # fmt: skip
     x_cols = [c for c in frame.columns if c.startswith("Z")]
     data = dml.data.DoubleMLPanelData(frame, y_col="y", d_cols="d", id_col="id", t_col="t",
                                       x_cols=x_cols)  # fmt: skip
     args = (data, LinearRegression(), LogisticRegression())
-    options = {"gt_combinations": GT_COMBINATIONS, "n_folds": 2, "n_rep": 1}
-    np.random.seed(5)  # each DoubleMLDIDBinary draws its splitting at construction
-    ours = fanfit.DoubleMLDIDMulti(*args, **options)
     np.random.seed(5)
-    theirs = dml.did.DoubleMLDIDMulti(*args, **options)
-
-    # WHEN fanfit's class is fitted on the stack and DoubleML's in-process
+    ours = fanfit.DoubleMLDIDMulti(*args, n_folds=2, **options)
+    np.random.seed(5)
+    theirs = dml.did.DoubleMLDIDMulti(*args, n_folds=2, **options)
     ours.fit(client=local_client, seed=0)
     theirs.fit()
+    return ours, theirs
+
+
+def test_did_multi_on_the_stack_equals_doubleml(local_client) -> None:
+    from doubleml.did.datasets import make_did_CS2021
+
+    # GIVEN a small staggered-adoption panel, linear learners, three group-time combinations
+    # WHEN fanfit's class is fitted on the stack and DoubleML's in-process
+    ours, theirs = _fit_both(local_client, make_did_CS2021, gt_combinations=GT_COMBINATIONS)
 
     # THEN one did job ran per combination, and the numbers are DoubleML's
     assert [r.model for r in ours.fanfit_results] == ["did"] * len(GT_COMBINATIONS)
@@ -69,3 +78,25 @@ def test_did_multi_on_the_stack_equals_doubleml(local_client) -> None:
                 getattr(mine, summary), getattr(dmls, summary), rtol=RTOL, atol=0,
                 obj=f"{aggregation} {summary}",
             )  # fmt: skip
+
+
+def test_did_multi_cross_sections_on_the_stack_equal_doubleml(local_client) -> None:
+    from doubleml.did.datasets import make_did_cs_CS2021
+
+    # GIVEN small repeated cross-sections (make_did_cs_CS2021) and two post-treatment
+    # group-time combinations, panel=False
+    # WHEN fanfit's class is fitted on the stack (one didcs job per combination) and DoubleML's
+    ours, theirs = _fit_both(local_client, make_did_cs_CS2021, panel=False,
+                             gt_combinations=[(2.0, 1, 2), (3.0, 2, 3)])  # fmt: skip
+
+    # THEN per combination coef and se are DoubleML's, and so is the event-study aggregation
+    assert [r.model for r in ours.fanfit_results] == ["didcs", "didcs"]
+    np.testing.assert_allclose(ours.coef, theirs.coef, rtol=RTOL, atol=0)
+    np.testing.assert_allclose(ours.se, theirs.se, rtol=RTOL, atol=0)
+    for result, model in zip(ours.fanfit_results, theirs.modellist):
+        np.testing.assert_allclose(result.coef, model.coef, rtol=RTOL, atol=0)
+        np.testing.assert_allclose(result.se, model.se, rtol=RTOL, atol=0)
+    pd.testing.assert_frame_equal(
+        ours.aggregate("eventstudy").overall_summary,
+        theirs.aggregate("eventstudy").overall_summary, rtol=RTOL, atol=0,
+    )  # fmt: skip

@@ -4,7 +4,7 @@ in-process (what the pipeline computes) on the options ``fit()`` sends.
 GIVEN DoubleML's discrete-treatment data and the same global seed, WHEN fanfit.DoubleMLAPO is
 fitted on the fake stack and doubleml.DoubleMLAPO in-process, THEN coef, se, predictions,
 nuisance targets and losses, bootstrap intervals and the sensitivity analysis are DoubleML's;
-``from_doubleml`` carries the treatment level; unsupported weights are refused by name.
+``from_doubleml`` carries the treatment level (weights: test_apo_weights.py).
 """
 
 from __future__ import annotations
@@ -21,7 +21,6 @@ from sklearn.linear_model import LinearRegression, LogisticRegression  # noqa: E
 from test_doubleml_classes import FakeClient  # noqa: E402
 
 import fanfit  # noqa: E402
-from fanfit import errors  # noqa: E402
 
 RTOL = 1e-9
 
@@ -76,15 +75,6 @@ def test_from_doubleml_carries_the_treatment_level() -> None:
     assert client.submitted[0]["treatment_level"] == 3.0
     theirs.fit()
     np.testing.assert_allclose(ours.coef, theirs.coef, rtol=RTOL)
-
-
-def test_apo_weights_are_refused_by_name() -> None:
-    # GIVEN weights WHEN fanfit.DoubleMLAPO is built THEN the error names them
-    with pytest.raises(errors.UnsupportedArgumentError, match="weights"):
-        fanfit.DoubleMLAPO(
-            _data(), LinearRegression(), LogisticRegression(), treatment_level=1,
-            weights=np.ones(300),
-        )  # fmt: skip
 
 
 def test_apos_fits_one_apo_job_per_level_and_equals_doubleml() -> None:

@@ -6,7 +6,8 @@ global seed, WHEN fanfit's DoubleMLDIDMulti is fitted on the fake stack and Doub
 in-process, THEN one ``did`` job per group-time combination ran on DoubleMLDIDBinary's subset and
 folds, all submitted before any was awaited, and coef, se, the predictions, the nuisance losses,
 the bootstrap and the event-study, group and time aggregations are DoubleML's; bad input is
-refused by name.
+refused by name. With ``panel=False`` (repeated cross-sections, make_did_cs_CS2021) each
+combination is one ``didcs`` job on exactly DoubleMLDIDCSBinary's subset and folds.
 """
 
 from __future__ import annotations
@@ -16,12 +17,14 @@ import pytest
 
 dml = pytest.importorskip("doubleml")
 
-from doubleml.did.datasets import make_did_CS2021  # noqa: E402
+from doubleml.did.datasets import make_did_CS2021, make_did_cs_CS2021  # noqa: E402
 from sklearn.linear_model import LinearRegression, LogisticRegression  # noqa: E402
 from test_doubleml_classes import FakeClient  # noqa: E402
 
 import fanfit  # noqa: E402
+from fanfit import dml as fdml  # noqa: E402
 from fanfit import errors  # noqa: E402
+from fanfit.client.doubleml_did import cs_subset  # noqa: E402
 from fanfit.dml.folds import smpls_to_folds  # noqa: E402
 
 pytestmark = pytest.mark.filterwarnings(
@@ -37,17 +40,16 @@ RTOL = 1e-9
 AGGREGATIONS = ("eventstudy", "group", "time")
 
 
-def _panel(n_obs: int = 150, seed: int = 3):
-    np.random.seed(seed)  # make_did_CS2021 draws from the global state
-    frame = make_did_CS2021(n_obs=n_obs, dgp_type=1, n_periods=4, n_pre_treat_periods=2,
-                            time_type="float")  # fmt: skip
+def _panel(n_obs: int = 150, seed: int = 3, make=make_did_CS2021):
+    np.random.seed(seed)  # DoubleML's DID generators draw from the global state
+    frame = make(n_obs=n_obs, dgp_type=1, n_periods=4, n_pre_treat_periods=2, time_type="float")
     x_cols = [c for c in frame.columns if c.startswith("Z")]
     return dml.data.DoubleMLPanelData(frame, y_col="y", d_cols="d", id_col="id", t_col="t",
                                       x_cols=x_cols)  # fmt: skip
 
 
-def _both(**options):
-    data = _panel()
+def _both(data=None, **options):
+    data = _panel() if data is None else data
     learners = {"ml_g": LinearRegression(), "ml_m": LogisticRegression()}
     if options.get("score") == "experimental":
         learners["ml_m"] = None
@@ -80,6 +82,18 @@ class OrderedClient(FakeClient):
         return job
 
 
+def _fit_side_by_side(ours, theirs) -> OrderedClient:
+    """Fit fanfit's on the fake stack and DoubleML's in-process; assert that one job per
+    combination (at least 3) was submitted before any was awaited."""
+    client = OrderedClient()
+    ours.fit(client=client)
+    theirs.fit()
+    n_gt = theirs.n_gt_atts
+    assert n_gt >= 3
+    assert client.events == ["submit"] * n_gt + ["await"] * n_gt
+    return client
+
+
 @pytest.mark.parametrize(
     "options",
     [
@@ -93,14 +107,9 @@ class OrderedClient(FakeClient):
 def test_did_multi_on_the_fake_stack_is_doublemls(options) -> None:
     # GIVEN fanfit's and DoubleML's DoubleMLDIDMulti, same panel, learners, options and seed
     ours, theirs = _both(**options)
-    client = OrderedClient()
     # WHEN fanfit's is fitted on the fake stack and DoubleML's in-process
-    ours.fit(client=client)
-    theirs.fit()
     # THEN one did job per group-time combination, all submitted before any was awaited
-    n_gt = theirs.n_gt_atts
-    assert n_gt >= 3
-    assert client.events == ["submit"] * n_gt + ["await"] * n_gt
+    client = _fit_side_by_side(ours, theirs)
     for sent, frame, binary in zip(client.submitted, client.frames, theirs.modellist):
         assert (sent["model"], sent["y"], sent["d"]) == ("did", "y_diff", ["G_indicator"])
         assert sent["score"] == theirs.score
@@ -175,9 +184,7 @@ def test_did_multi_refuses_bad_input_by_name() -> None:
     plain = dml.DoubleMLData(data.data, "y", "t", x_cols=data.x_cols)
     with pytest.raises(errors.InvalidDataError, match="DoubleMLPanelData"):
         fanfit.DoubleMLDIDMulti(plain, lin, logit)
-    # AND repeated cross-sections, a calibration and a callable score are refused by name
-    with pytest.raises(errors.UnsupportedArgumentError, match="panel=False"):
-        fanfit.DoubleMLDIDMulti(data, lin, logit, panel=False)
+    # AND a calibration and a callable score are refused by name
     calibrated = dml.utils.PSProcessorConfig(calibration_method="isotonic")
     with pytest.raises(errors.UnsupportedArgumentError, match="calibration"):
         fanfit.DoubleMLDIDMulti(data, lin, logit, ps_processor_config=calibrated)
@@ -192,3 +199,85 @@ def test_did_multi_refuses_bad_input_by_name() -> None:
         model.fit(client=FakeClient(), external_predictions={})
     with pytest.raises(errors.InvalidJobError, match="bogus"):
         model.fit(client=FakeClient(), bogus=1)
+
+
+def _cross_sections(n_obs: int = 200, seed: int = 3):
+    """Repeated cross-sections: make_did_cs_CS2021 (each unit observed in one period)."""
+    return _panel(n_obs, seed, make_did_cs_CS2021)
+
+
+@pytest.mark.parametrize(
+    "options",
+    [{}, {"score": "experimental", "control_group": "not_yet_treated",
+          "in_sample_normalization": False}],
+    ids=["observational", "experimental-not-yet-treated"],
+)  # fmt: skip
+def test_did_multi_cross_sections_send_doublemls_subsets_as_didcs_jobs(options) -> None:
+    # GIVEN fanfit's and DoubleML's DoubleMLDIDMulti with panel=False, same data and seed
+    data = _cross_sections()
+    ours, theirs = _both(data, panel=False, **options)
+    # WHEN fanfit's is fitted on the fake stack and DoubleML's in-process
+    # THEN one didcs job per combination, all submitted before any was awaited
+    client = _fit_side_by_side(ours, theirs)
+    x_cols = list(data.x_cols)
+    for sent, frame, binary in zip(client.submitted, client.frames, theirs.modellist):
+        assert type(binary).__name__ == "DoubleMLDIDCSBinary"
+        assert (sent["model"], sent["y"], sent["d"], sent["t"]) == (
+            "didcs", "y", ["G_indicator"], "t_indicator")  # fmt: skip
+        assert sent["in_sample_normalization"] is theirs.in_sample_normalization
+        # AND on exactly DoubleMLDIDCSBinary's rows (in its order), columns and folds
+        subset = binary.data_subset
+        assert len(frame) == binary.n_obs_subset
+        for col in (*x_cols, "y", "G_indicator"):
+            np.testing.assert_array_equal(frame[col].to_numpy(), subset[col].to_numpy(), col)
+        np.testing.assert_array_equal(frame["t_indicator"], subset["t_indicator"].astype(int))
+        np.testing.assert_array_equal(
+            sent["folds"], smpls_to_folds(binary.smpls, binary.n_obs_subset)
+        )
+    # AND coef, se, the predictions and the aggregations are DoubleML's
+    np.testing.assert_allclose(ours.coef, theirs.coef, rtol=RTOL)
+    np.testing.assert_allclose(ours.se, theirs.se, rtol=RTOL)
+    for mine, dmls in zip(ours.modellist, theirs.modellist):
+        for key, value in dmls.predictions.items():
+            np.testing.assert_allclose(mine.predictions[key], value, rtol=RTOL, atol=1e-12)
+    for aggregation in AGGREGATIONS:
+        np.testing.assert_allclose(
+            ours.aggregate(aggregation).overall_aggregated_framework.thetas,
+            theirs.aggregate(aggregation).overall_aggregated_framework.thetas, rtol=RTOL,
+        )  # fmt: skip
+
+
+def test_cross_section_subset_scores_equal_doublemls_binary() -> None:
+    # GIVEN DoubleML's panel=False DIDMulti fitted in-process, and each combination's subset as
+    # cs_subset builds it
+    data = _cross_sections()
+    np.random.seed(7)
+    theirs = dml.did.DoubleMLDIDMulti(data, LinearRegression(), LogisticRegression(), n_folds=2,
+                                      panel=False)  # fmt: skip
+    theirs.fit()
+    for binary in theirs.modellist:
+        frame = cs_subset(binary, list(data.x_cols), "y")
+        # WHEN fanfit's didcs score runs on that subset with DoubleML's own predictions
+        spec = fdml.DMLSpec(model="didcs", score="observational", y_col="y",
+                            d_cols=("G_indicator",), x_cols=tuple(data.x_cols), n_folds=2,
+                            t_col="t_indicator", trimming_threshold=theirs.trimming_threshold,
+                            learners={"ml_g": "LinearRegression", "ml_m": "LogisticRegression"})  # fmt: skip
+        spec.validate()
+        sub = fdml.validate_data(spec, list(frame.columns), frame.to_numpy(dtype=float))
+        preds = {k: v[binary.id_positions] for k, v in binary.predictions.items()}
+        psi_a, psi_b = fdml.score_elements(spec, sub, preds, 0, 0)
+        # THEN the score elements are DoubleMLDIDCSBinary's at 1e-12 (at its rows)
+        np.testing.assert_allclose(psi_a, binary.psi_elements["psi_a"][binary.id_positions, 0, 0],
+                                   rtol=1e-12)  # fmt: skip
+        np.testing.assert_allclose(psi_b, binary.psi_elements["psi_b"][binary.id_positions, 0, 0],
+                                   rtol=1e-12)  # fmt: skip
+
+
+def test_cs_subset_refuses_a_column_named_like_doublemls() -> None:
+    # GIVEN a covariate named t_indicator WHEN the subset is built THEN the error names it
+    data = _cross_sections()
+    np.random.seed(7)
+    theirs = dml.did.DoubleMLDIDMulti(data, LinearRegression(), LogisticRegression(), n_folds=2,
+                                      panel=False)  # fmt: skip
+    with pytest.raises(errors.InvalidDataError, match="'t_indicator'"):
+        cs_subset(theirs.modellist[0], ["t_indicator"], "y")

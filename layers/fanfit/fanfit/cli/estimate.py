@@ -10,6 +10,7 @@ from __future__ import annotations
 import argparse
 import json
 import logging
+import sys
 from typing import Any
 
 from fanfit.cli import attach, common, config
@@ -18,7 +19,7 @@ from fanfit.errors import InvalidJobError
 from fanfit.jobs.documents.estimate import EstimatePrediction
 from fanfit.progress.renderers import placement_lines
 
-__all__ = ["add_parser", "print_prediction", "print_table", "run"]
+__all__ = ["add_parser", "print_prediction", "print_table", "run", "run_apos"]
 
 log = logging.getLogger("fanfit")
 
@@ -68,6 +69,8 @@ def run(args: argparse.Namespace) -> int:
     4 ``--timeout`` ran out, 130 Ctrl-C (both detach: the job keeps running)."""
     config.resolve_args(args)  # --config FILE; flags on the command line win
     options = options_from_args(args)
+    if options.model == "apos":  # one apo job per level (fanfit.client.apos)
+        return run_apos(args, options)
     if args.dry_run:
         from fanfit.client.check import check_estimate
 
@@ -85,6 +88,72 @@ def run(args: argparse.Namespace) -> int:
         log.info("started job %s (%s)", job.job_id, job.execution_arn)
         # --detach, --timeout and Ctrl-C: the job keeps running; the command says what next
         return attach.follow(args, job, print_table)
+
+
+# ---------------------------------------------------------------- --model apos
+def run_apos(args: argparse.Namespace, options: EstimateOptions) -> int:
+    """Run ``fanfit estimate --model apos --treatment-levels L,L,...``: one ``apo`` job per level,
+    all started before any is awaited (:func:`fanfit.client.apos.submit_apos`), then DoubleMLAPOS's
+    fit summary per level, the causal contrast against the first level, and each level's
+    printout (:class:`fanfit.client.apos.APOSResult`; ``--output json``: its ``to_dict``).
+
+    ``--dry-run`` checks every level (:func:`~fanfit.client.apos.check_apos`); ``--detach``
+    prints the jobs' ids; ``--timeout`` and Ctrl-C detach as for one job. Returns the exit code.
+
+    Raises
+    ------
+    fanfit.errors.InvalidJobError
+        ``--treatment-levels`` missing, malformed, repeated or not in the data (naming it);
+        ``--plan-only`` (plan one level with ``--model apo``).
+    """
+    from fanfit.client.apos import check_apos, level_label, submit_apos
+    from fanfit.errors import WaitTimeoutError
+
+    if args.dry_run:
+        checked, _ = check_apos(options=options)
+        info = checked[0].describe()
+        info.update(
+            model="apos",
+            treatment_level=None,
+            treatment_levels=", ".join(level_label(c.spec.treatment_level or 0.0) for c in checked),
+            jobs=len(checked),
+            fits=f"{len(checked)} apo jobs (one per level) x {checked[0].n_fits} fits = "
+            f"{sum(c.n_fits for c in checked)} fits",
+            n_fits=sum(c.n_fits for c in checked),
+        )
+        return common.print_dry_run("estimate", args, info)
+    if getattr(args, "plan_only", False):
+        raise InvalidJobError(
+            "--plan-only plans one job; with --model apos plan one level: --model apo "
+            "--treatment-level L"
+        )
+    with common.stack_client(args) as client:
+        jobs = submit_apos(client, options=options)
+        for level, job in zip(jobs.levels, jobs.jobs):
+            log.info("started job %s for treatment level %s (%s)", job.job_id, level_label(level),
+                     job.execution_arn)  # fmt: skip
+        hints = "\n".join(attach.detach_hint(job_id, args) for job_id in jobs.job_ids)
+        if getattr(args, "detach", False):
+            if args.output == "json":
+                print(json.dumps({"job_ids": jobs.job_ids, "treatment_levels": list(jobs.levels)}))
+            else:
+                print("\n".join(jobs.job_ids))
+            log.info("%s", hints)
+            return 0
+        try:
+            result = jobs.result(timeout=args.timeout, progress=common.progress(args))
+        except WaitTimeoutError:
+            print(f"fanfit: --timeout {args.timeout:g} s ran out; detached.\n{hints}",
+                  file=sys.stderr)  # fmt: skip
+            return attach.EXIT_DETACHED
+        except KeyboardInterrupt:
+            print(f"\nfanfit: interrupted; detached.\n{hints}", file=sys.stderr)
+            return attach.EXIT_INTERRUPTED
+    if args.output == "json":
+        print(json.dumps(result.to_dict(), allow_nan=False))
+    else:
+        print(str(result))
+    return 0
 
 
 def print_table(result: Any) -> None:

@@ -200,6 +200,10 @@ class _OnStack:
     def _fanfit_model_options(self) -> dict[str, Any]:
         return {}
 
+    def _fanfit_frame(self) -> pd.DataFrame:
+        """The data the job runs on: DoubleML's data frame (APO adds its weight columns)."""
+        return self._dml_data.data  # type: ignore[attr-defined,no-any-return]
+
     def fanfit_options(self, seed: int = 0) -> dict[str, Any]:
         """The estimate job's options (:class:`fanfit.client.EstimateOptions`) of this model.
 
@@ -330,7 +334,7 @@ class _OnStack:
         options = self.fanfit_options(seed)
         if client is None:
             client = default_client()
-        job = client.submit_estimate(self._dml_data.data, **options, **job_options)  # type: ignore[attr-defined]
+        job = client.submit_estimate(self._fanfit_frame(), **options, **job_options)
         result = job.result(timeout=timeout, progress=progress)
         super().fit(  # type: ignore[misc]
             store_predictions=True, external_predictions=job.predictions()

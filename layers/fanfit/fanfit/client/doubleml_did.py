@@ -184,6 +184,28 @@ def _did_multi_data(obj_dml_data: Any) -> Any:
     return obj_dml_data
 
 
+def cs_subset(binary: Any, x_cols: list[str], y_col: str) -> pd.DataFrame:
+    """The data of one group-time combination's ``didcs`` job, from DoubleML's
+    ``DoubleMLDIDCSBinary``: its ``data_subset`` rows in their order (the two periods' rows of
+    the units in the group or the control group), columns ``x_cols``, ``y_col``,
+    ``G_indicator`` and ``t_indicator`` (1 in the evaluation period, as 0/1 integers), index
+    reset (DoubleML 0.11.4 ``did/did_cs_binary.py`` ``_preprocess_data``).
+
+    Raises
+    ------
+    fanfit.errors.InvalidDataError
+        A covariate or the outcome is named ``G_indicator`` or ``t_indicator``.
+    """
+    clash = sorted({*x_cols, y_col} & {"G_indicator", "t_indicator"})
+    if clash:
+        raise errors.InvalidDataError(
+            f"column {clash[0]!r} has the name of DoubleML's own subset column; rename it"
+        )
+    frame = binary.data_subset[[*x_cols, y_col, "G_indicator", "t_indicator"]]
+    frame = frame.reset_index(drop=True)
+    return frame.assign(t_indicator=frame["t_indicator"].astype(int))
+
+
 class DoubleMLDIDMulti(_SideBySide, _doubleml.did.DoubleMLDIDMulti):  # type: ignore[misc]
     """DoubleML's staggered-adoption DID (group-time ATTs and their aggregations), on a fanfit stack.
 
@@ -198,10 +220,16 @@ class DoubleMLDIDMulti(_SideBySide, _doubleml.did.DoubleMLDIDMulti):  # type: ig
     outcome difference :math:`Y_{t_{eval}} - Y_{t_{pre}}` (``y_diff``), the group indicator
     (``G_indicator``) and its own sample splitting (``smpls``, stratified by the indicator).
 
-    :meth:`fit` submits one ``did`` job per combination on exactly that subset, with that
-    combination's folds, all before waiting for any, so that the combinations' fits run side by
-    side on the stack; the jobs' predictions, placed at the units' positions (DoubleML's
-    ``id_positions``), then go to DoubleML's own ``fit(external_predictions=...)``, so coef, se,
+    With ``panel=False`` (repeated cross-sections) DoubleML builds a ``DoubleMLDIDCSBinary``
+    per combination instead: the rows of the two periods whose unit is in group :math:`g` or in
+    the control group, in DoubleML's order, with the outcome, ``G_indicator``, ``t_indicator``
+    (1 in :math:`t_{eval}`) and its own ``smpls`` (stratified by both).
+
+    :meth:`fit` submits one ``did`` job (``didcs`` with ``panel=False``, time column
+    ``t_indicator``) per combination on exactly that subset, with that combination's folds, all
+    before waiting for any, so that the combinations' fits run side by side on the stack; the
+    jobs' predictions, placed at the units' (or rows') positions (DoubleML's ``id_positions``),
+    then go to DoubleML's own ``fit(external_predictions=...)``, so coef, se,
     summary, confint, bootstrap, ``aggregate('eventstudy'|'group'|'time')`` and the plots are
     DoubleML's (Callaway and Sant'Anna 2021, J. Econometrics 225; DoubleML user guide, "Panel
     data with multiple periods").
@@ -211,8 +239,7 @@ class DoubleMLDIDMulti(_SideBySide, _doubleml.did.DoubleMLDIDMulti):  # type: ig
     fanfit.errors.InvalidDataError
         ``obj_dml_data`` is not a DoubleMLPanelData.
     fanfit.errors.UnsupportedArgumentError
-        ``panel=False`` (repeated cross-sections), a propensity calibration, or a callable
-        score.
+        A propensity calibration, or a callable score.
     fanfit.errors.InvalidLearnerError
         A learner outside the allow-list.
     """
@@ -228,12 +255,6 @@ class DoubleMLDIDMulti(_SideBySide, _doubleml.did.DoubleMLDIDMulti):  # type: ig
         data = _did_multi_data(obj_dml_data)
         if callable(score):
             raise _unsupported("a callable score", "give 'observational' or 'experimental'")
-        if panel is not True:
-            raise _unsupported(
-                f"panel={panel!r}",
-                "fanfit runs DoubleMLDIDMulti on panel data (panel=True); repeated "
-                "cross-sections (DoubleMLDIDCSBinary's subsets) are not on the stack yet",
-            )
         _PropensityOptions._fanfit_check_ps(self, None, False, ps_processor_config)  # type: ignore[arg-type]
         for name, learner in (("ml_g", ml_g), ("ml_m", ml_m)):
             if learner is not None:
@@ -247,15 +268,27 @@ class DoubleMLDIDMulti(_SideBySide, _doubleml.did.DoubleMLDIDMulti):  # type: ig
         self.fanfit_jobs: list[Any] = []
         self.fanfit_results: list[Any] = []
 
-    def _fanfit_did(self, binary: Any) -> DoubleMLDID:
-        """Fanfit's DoubleMLDID on one combination's subset, with its folds and options."""
+    def _fanfit_did(self, binary: Any) -> DoubleMLDID | DoubleMLDIDCS:
+        """Fanfit's DoubleMLDID on one combination's subset (one row per unit: the covariates,
+        ``G_indicator``, ``y_diff``), with its folds and options; without ``panel`` fanfit's
+        DoubleMLDIDCS on :func:`cs_subset` (time column ``t_indicator``)."""
         x_cols = list(self._dml_data.x_cols)
-        frame = binary.data_subset[[*x_cols, "G_indicator", "y_diff"]].reset_index(drop=True)
+        if self.panel:
+            frame = binary.data_subset[[*x_cols, "G_indicator", "y_diff"]].reset_index(drop=True)
+            cls: type[DoubleMLDID] | type[DoubleMLDIDCS] = DoubleMLDID
+            y_col, t_col = "y_diff", {}
+        else:
+            y_col = self._dml_data.y_col
+            frame, cls, t_col = (
+                cs_subset(binary, x_cols, y_col),
+                DoubleMLDIDCS,
+                {"t_col": "t_indicator"},
+            )
         with warnings.catch_warnings():
             warnings.simplefilter("ignore", category=DeprecationWarning)
             warnings.simplefilter("ignore", category=FutureWarning)
-            data = _doubleml.DoubleMLDIDData(frame, "y_diff", "G_indicator", x_cols=x_cols)
-            one = DoubleMLDID(
+            data = _doubleml.DoubleMLDIDData(frame, y_col, "G_indicator", x_cols=x_cols, **t_col)
+            one = cls(
                 data, self._learner["ml_g"], self._learner["ml_m"], self.n_folds, self.n_rep,
                 self.score, self.in_sample_normalization, self.trimming_threshold,
                 draw_sample_splitting=False,
@@ -275,8 +308,10 @@ class DoubleMLDIDMulti(_SideBySide, _doubleml.did.DoubleMLDIDMulti):  # type: ig
         -------
         list of (DataFrame, dict)
             Per combination, in ``gt_labels`` order: the subset (``x_cols``, ``G_indicator``,
-            ``y_diff``; one row per unit in DoubleML's ``data_subset`` order) and the options of
-            :meth:`DoubleMLDID.fanfit_options` (its folds are the combination's ``smpls``).
+            ``y_diff``; one row per unit in DoubleML's ``data_subset`` order; with
+            ``panel=False`` :func:`cs_subset`) and the options of
+            :meth:`DoubleMLDID.fanfit_options` (:meth:`DoubleMLDIDCS.fanfit_options`); its folds
+            are the combination's ``smpls``.
 
         Raises
         ------
@@ -294,8 +329,9 @@ class DoubleMLDIDMulti(_SideBySide, _doubleml.did.DoubleMLDIDMulti):  # type: ig
 
     def _fanfit_external(self, jobs: list[Any]) -> dict[Any, Any]:
         """Each job's predictions at its units' positions (DoubleML's ``id_positions``) among
-        all ``n_ids`` units, NaN elsewhere: arrays of shape (n_ids, n_rep) per learner."""
-        n_ids = self._dml_data.n_ids
+        all ``n_ids`` units (with ``panel=False``: its rows among all ``n_obs`` rows), NaN
+        elsewhere: arrays of shape (n_ids or n_obs, n_rep) per learner."""
+        n_ids = self._dml_data.n_ids if self.panel else self._dml_data.n_obs
         external: dict[str, dict[str, np.ndarray]] = {}
         for label, binary, job in zip(self.gt_labels, self.modellist, jobs):
             external[label] = {}

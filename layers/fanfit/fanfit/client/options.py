@@ -29,12 +29,14 @@ from fanfit.learners import LearnerSpec, as_learner_spec
 from fanfit.sched.sizing import POLICIES
 
 __all__ = [
+    "CLIENT_MODELS",
     "COLUMN_ALIASES",
     "LEARNER_KEYS",
     "EstimateOptions",
     "OptionInfo",
     "TrainOptions",
     "build_spec",
+    "check_apos_options",
     "check_columns",
     "check_int",
     "check_learners",
@@ -44,6 +46,7 @@ __all__ = [
     "check_deadline",
     "check_objective",
     "check_weight",
+    "parse_treatment_levels",
 ]
 
 
@@ -207,6 +210,10 @@ def check_learners(value: Any) -> dict[str, LearnerSpec]:
 #: DoubleML's names of the column options (``DoubleMLData``'s), accepted in Python as aliases.
 COLUMN_ALIASES = {"y_col": "y", "d_cols": "d", "x_cols": "x", "z_cols": "z", "s_col": "s"}
 
+#: Models the client runs as several registry jobs: ``apos``, one ``apo`` job per level
+#: (:mod:`fanfit.client.apos`).
+CLIENT_MODELS = ("apos",)
+
 #: The nuisance learners an estimate job names, as DoubleML names them.
 LEARNER_KEYS = ("ml_l", "ml_m", "ml_g", "ml_r", "ml_pi")
 
@@ -324,8 +331,9 @@ class EstimateOptions(_Options):
     ----------
     data : str, path, DataFrame or s3:// URI
         CSV, Parquet or Stata (.dta) file.
-    model : {'plr', 'irm', 'pliv', 'iivm', 'apo'}
-        :data:`fanfit.dml.MODELS`, the model registry's (:mod:`fanfit.dml.models`).
+    model : str
+        :data:`fanfit.dml.MODELS`, the model registry's (:mod:`fanfit.dml.models`), or one of
+        :data:`CLIENT_MODELS` (``'apos'``: one ``apo`` job per level, :mod:`fanfit.client.apos`).
     score : str, optional
         plr: ``'partialling out'`` | ``'IV-type'``; irm: ``ATE`` | ``ATTE``; iivm: ``LATE``;
         apo: ``APO``; default DoubleML's.
@@ -344,6 +352,12 @@ class EstimateOptions(_Options):
     s : str, optional
         ssm: the binary selection column (DoubleMLSSMData's ``s_col``), 1 where the outcome is
         observed (required for ssm, refused for the other models).
+    weights_col : str, optional
+        apo (and apos): the column of DoubleMLAPO's ``weights`` (an array, or the dict's
+        ``'weights'``); refused for the other models.
+    weights_bar_cols : str or sequence of str, optional
+        apo (and apos), with ``weights_col``: the columns of the dict's ``'weights_bar'``, one per
+        repetition (``n_rep``).
     ml_l, ml_m, ml_g, ml_r, ml_pi : str, dict, LearnerSpec or estimator, optional
         Nuisance learners: ``"NAME"``, ``"NAME:{json params}"`` or a JSON object from the
         allow-list (:mod:`fanfit.learners`), or a scikit-learn estimator object (a ``Pipeline`` or
@@ -366,6 +380,10 @@ class EstimateOptions(_Options):
     treatment_level : float, optional
         apo: DoubleMLAPO's ``treatment_level``, the value of the treatment column whose average
         potential outcome is estimated (required for apo, refused for the other models).
+    treatment_levels : str or sequence of float, optional
+        apos: DoubleMLAPOS's ``treatment_levels`` (``"0,1,2"`` or a list), one ``apo`` job per
+        level and their causal contrast against the first (:mod:`fanfit.client.apos`; required
+        for apos, refused for the other models; :func:`parse_treatment_levels`).
     t : str, optional
         didcs: the binary time column, 0 before and 1 after the treatment (DoubleML's ``t_col``;
         required for didcs, refused for the other models).
@@ -389,7 +407,7 @@ class EstimateOptions(_Options):
     """
 
     data: Any = _option(help=_DATA_HELP, kind="path")
-    model: str = _option("plr", choices=dml.MODELS)
+    model: str = _option("plr", choices=(*dml.MODELS, *CLIENT_MODELS))
     score: str | None = _option(
         None,
         help="plr: 'partialling out' | 'IV-type'; irm: ATE | ATTE; iivm: LATE; apo: APO; ssm: missing-at-random",
@@ -440,6 +458,12 @@ class EstimateOptions(_Options):
         kind="float",
         help="apo: the treatment value whose average potential outcome is estimated",
     )
+    treatment_levels: str | Sequence[float] | None = _option(
+        None,
+        metavar="L[,L...]",
+        help="apos: the treatment values whose average potential outcomes are estimated, one apo "
+        "job per level, and contrasted with the first (DoubleMLAPOS's treatment_levels)",
+    )
     t: str | None = _option(
         None, help="didcs: the binary time column (0 before, 1 after; DoubleML's t_col)"
     )
@@ -451,6 +475,17 @@ class EstimateOptions(_Options):
     )
     s: str | None = _option(
         None, help="ssm: the binary selection column (1 where the outcome is observed)"
+    )
+    weights_col: str | None = _option(
+        None,
+        metavar="COLUMN",
+        help="apo, apos: the column of DoubleMLAPO's weights (non-negative; default all 1)",
+    )
+    weights_bar_cols: str | Sequence[str] | None = _option(
+        None,
+        kind="columns",
+        metavar="COL[,COL...]",
+        help="apo, apos: DoubleMLAPO's weights_bar, one column per repetition (needs --weights-col)",
     )
     boot_method: str | None = _option(None, choices=("normal", "Bayes", "wild"))
     n_rep_boot: int = _option(500, kind="int")
@@ -530,6 +565,7 @@ class EstimateOptions(_Options):
         taken = {self.y, *_as_list(self.d), *_as_list(self.z), *_as_list(self.s)}
         taken.update(_as_list(getattr(self, "cluster_cols", None)))
         taken.update(_as_list(getattr(self, "t", None)))
+        taken.update(_as_list(self.weights_col) + _as_list(self.weights_bar_cols))
         x = [str(c) for c in columns if str(c) not in taken]
         if not x:
             raise InvalidJobError(
@@ -544,7 +580,15 @@ class EstimateOptions(_Options):
         return {k: getattr(self, k) for k in LEARNER_KEYS}
 
     def build_spec(self) -> tuple[dml.DMLSpec, list[str]]:
-        """The validated spec and the columns it uses: :func:`build_spec` of these options."""
+        """The validated spec and the columns it uses: :func:`build_spec` of these options.
+
+        Raises
+        ------
+        InvalidJobError
+            Also ``model='apos'`` (a job per level: :func:`fanfit.client.apos.submit_apos`) and
+            ``treatment_levels`` on another model (:func:`check_apos_options`).
+        """
+        check_apos_options(self.model, self.treatment_levels)
         return build_spec(
             y=self.y, d=self.d, x=self.x, z=self.z, model=self.model, score=self.score,
             learners=self.learners, n_folds=self.n_folds, n_rep=self.n_rep, seed=self.seed,
@@ -553,6 +597,7 @@ class EstimateOptions(_Options):
             normalize_ipw=self.normalize_ipw, subgroups=self.subgroups,
             treatment_level=self.treatment_level,
             t=self.t, in_sample_normalization=self.in_sample_normalization, s_col=self.s,
+            weights_col=self.weights_col, weights_bar_cols=self.weights_bar_cols,
         )  # fmt: skip
 
     def check(self) -> tuple[dml.DMLSpec, list[str], float]:
@@ -642,6 +687,80 @@ class TrainOptions(_Options):
         return {k: getattr(self, k) for k in self.names() if k not in ("data", "weight")}
 
 
+# ---------------------------------------------------------------- apos (fanfit.client.apos)
+def parse_treatment_levels(value: Any, name: str = "treatment_levels") -> tuple[float, ...]:
+    """DoubleMLAPOS's ``treatment_levels`` from ``"0,1,2"`` or a sequence of numbers.
+
+    Parameters
+    ----------
+    value : str or sequence of numbers
+        Comma-separated levels (the command line's and job files' form), or a list or tuple.
+    name : str
+        The option's name in the messages.
+
+    Returns
+    -------
+    tuple of float
+        The levels, in the given order.
+
+    Raises
+    ------
+    InvalidJobError
+        Naming ``name``: nothing given, a level that is not a finite number, or a level given
+        twice (DoubleML's ``treatment_levels`` must be unique).
+    """
+    if isinstance(value, str):
+        items: list[Any] = [v.strip() for v in value.split(",")]
+    elif isinstance(value, Sequence) or hasattr(value, "tolist"):
+        items = list(value.tolist() if hasattr(value, "tolist") else value)
+    else:
+        items = [value]
+    if not items or items == [""]:
+        raise InvalidJobError(f"{name} must name at least one treatment level, e.g. 0,1,2")
+    levels: list[float] = []
+    for item in items:
+        if isinstance(item, str):
+            try:
+                level = float(item)
+            except ValueError:
+                level = math.nan
+        elif isinstance(item, numbers.Real) and not isinstance(item, bool):
+            level = float(item)
+        else:
+            level = math.nan
+        if not math.isfinite(level):
+            raise InvalidJobError(
+                f"{name} must be numbers separated by commas, e.g. 0,1,2; {_shown(item)} is not "
+                "a finite number"
+            )
+        if level in levels:
+            raise InvalidJobError(f"{name} names level {level:g} twice; give each level once")
+        levels.append(level)
+    return tuple(levels)
+
+
+def check_apos_options(model: Any, treatment_levels: Any) -> None:
+    """``treatment_levels`` belongs to model ``apos``, which is not one job.
+
+    Raises
+    ------
+    InvalidJobError
+        ``treatment_levels`` given with another model, or ``model='apos'`` given to a single
+        job's spec (:func:`fanfit.client.apos.submit_apos` runs it, one ``apo`` job per level).
+    """
+    if model == "apos":
+        raise InvalidJobError(
+            "model 'apos' runs one 'apo' job per treatment level: submit it with "
+            "fanfit.client.apos.submit_apos (fanfit estimate --model apos), or use "
+            "fanfit.DoubleMLAPOS"
+        )
+    if treatment_levels is not None:
+        raise InvalidJobError(
+            "treatment_levels is an option of model 'apos' only (model 'apo' takes one "
+            "treatment_level)"
+        )
+
+
 def _as_list(value: str | Sequence[str] | None) -> list[str]:
     if value is None:
         return []
@@ -672,6 +791,8 @@ def build_spec(
     t: str | None = None,
     in_sample_normalization: bool | None = None,
     s_col: str | None = None,
+    weights_col: str | None = None,
+    weights_bar_cols: str | Sequence[str] | None = None,
 ) -> tuple[dml.DMLSpec, list[str]]:
     """Build and validate a :class:`fanfit.dml.DMLSpec` from user options.
 
@@ -712,6 +833,8 @@ def build_spec(
     if not isinstance(normalize_ipw, bool):
         raise InvalidJobError(f"normalize_ipw must be True or False, got {_shown(normalize_ipw)}")
     check_str("t", t, optional=True)
+    check_str("weights_col", weights_col, optional=True)
+    check_columns("weights_bar_cols", weights_bar_cols, optional=True)
     if in_sample_normalization is not None and not isinstance(in_sample_normalization, bool):
         raise InvalidJobError(
             f"in_sample_normalization must be True or False, got {_shown(in_sample_normalization)}"
@@ -738,6 +861,8 @@ def build_spec(
         t_col=t,
         in_sample_normalization=in_sample_normalization,
         s_col=s_col,
+        weights_col=weights_col,
+        weights_bar_cols=None if weights_bar_cols is None else tuple(_as_list(weights_bar_cols)),
     )
     spec.validate()
     columns = list(spec.used_cols)

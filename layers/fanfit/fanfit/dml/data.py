@@ -36,6 +36,12 @@ class DMLData:
         The time column ``spec.t_col`` (DIDCS); None for the other models.
     s : numpy.ndarray of shape (n_obs,), or None
         The selection indicator ``spec.s_col`` (SSM); None for the other models.
+    weights : numpy.ndarray of shape (n_obs,), or None
+        DoubleML's ``weights`` (``spec.weights_col``, APO); None: all ones.
+    weights_bar : numpy.ndarray of shape (n_obs, n_rep) or (n_obs,), or None
+        DoubleML's ``weights_bar`` (``spec.weights_bar_cols``), one column per repetition; the
+        score functions get the repetition's column (:func:`fanfit.dml.score_elements`); None:
+        ``weights``.
     """
 
     y: np.ndarray
@@ -45,6 +51,8 @@ class DMLData:
     cluster_vars: np.ndarray | None = None
     t: np.ndarray | None = None
     s: np.ndarray | None = None
+    weights: np.ndarray | None = None
+    weights_bar: np.ndarray | None = None
 
     @property
     def n_obs(self) -> int:
@@ -199,10 +207,33 @@ def validate_data(spec: DMLSpec, columns: Sequence[str], values: np.ndarray) -> 
         t = np.ascontiguousarray(values[:, index[spec.t_col]], dtype=np.float64)
     s = np.ascontiguousarray(values[:, index[spec.s_col]], dtype=np.float64) if spec.s_col else None
     data = DMLData(y=y, d=d, x=x, z=z, cluster_vars=cluster_vars, t=t, s=s)
+    if spec.weights_col is not None:
+        data.weights = np.ascontiguousarray(values[:, index[spec.weights_col]], dtype=np.float64)
+        _check_weights(spec.weights_col, data.weights)
+    if spec.weights_bar_cols is not None:
+        data.weights_bar = _take(values, index, spec.weights_bar_cols)
+        _check_weights(f"weights_bar_cols ({', '.join(spec.weights_bar_cols)})", data.weights_bar)
     _check_model_data(spec, data)
     if cluster_vars is not None:
         _check_clusters(spec, cluster_vars)
     return data
+
+
+def _check_weights(name: str, weights: np.ndarray) -> None:
+    """DoubleML 0.11.4 ``utils/_checks._check_weights``: every weight >= 0, not all zero.
+
+    Raises
+    ------
+    InvalidDataError
+        Naming the column(s) ``name``.
+    """
+    if np.any(weights < 0):
+        raise InvalidDataError(
+            f"Weights column {name} has {int(np.sum(weights < 0))} negative value(s); DoubleML's "
+            "weights must be greater or equal 0."
+        )
+    if np.sum(weights) == 0:
+        raise InvalidDataError(f"Weights column {name} is all zero; at least one must be non-zero.")
 
 
 def _check_clusters(spec: DMLSpec, cluster_vars: np.ndarray) -> None:

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import dataclasses
+
 import numpy as np
 
 from fanfit.dml.data import DMLData
@@ -44,6 +46,7 @@ def score_elements(
     ``[trimming_threshold, 1 - trimming_threshold]`` first, as DoubleML does. IIVM
     without always takers (``subgroups['always_takers']`` False) takes :math:`\\hat r(0, X) = 0`,
     without never takers :math:`\\hat r(1, X) = 1` (DoubleML ``DoubleMLIIVM._nuisance_est``).
+    Data with DoubleML's ``weights_bar`` (APO) gives the score repetition ``i_rep``'s column.
 
     Parameters
     ----------
@@ -58,6 +61,9 @@ def score_elements(
     psi_a, psi_b : numpy.ndarray, shape (n_obs,)
     """
     mdef = model_def(spec.model)
+    if data.weights_bar is not None and data.weights_bar.ndim == 2:
+        # DoubleML's weights_bar has one column per repetition (DoubleMLAPO._get_weights)
+        data = dataclasses.replace(data, weights_bar=data.weights_bar[:, i_rep])
     p = {k: preds[k][:, i_rep, i_treat] for k in prediction_keys(spec) if k in preds}
     for key in mdef.clipped:
         if key in p:  # a score without the propensity (DID 'experimental') has no such key

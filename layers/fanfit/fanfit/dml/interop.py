@@ -328,6 +328,11 @@ def to_doubleml(
         value = getattr(spec, option)
         if value is not None:
             common[option] = dict(value) if isinstance(value, Mapping) else value
+    if mdef.weights and data.weights is not None:  # DoubleMLAPO's weights: array or dict
+        bar = data.weights_bar
+        common["weights"] = (
+            data.weights if bar is None else {"weights": data.weights, "weights_bar": bar}
+        )
     cls = getattr(dml_pkg, mdef.doubleml_class)
     positional = [learners[name] for name in mdef.doubleml_learners]
     optional = {name: learners.get(name) for name in mdef.doubleml_optional}

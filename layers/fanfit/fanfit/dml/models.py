@@ -182,6 +182,10 @@ class ModelDef:
         Set when DoubleML's class takes no external predictions (DoubleMLSSM 0.11.4): the fanfit
         class (:mod:`fanfit.client.doubleml`) that feeds it the job's predictions instead;
         :func:`fanfit.dml.interop.to_doubleml` refuses such a model, naming it.
+    weights : bool
+        Whether the model takes DoubleML's ``weights`` (APO): the spec's ``weights_col`` and
+        ``weights_bar_cols``, read into :attr:`DMLData.weights` and ``weights_bar`` (the score
+        sees the repetition's column of ``weights_bar``, :func:`fanfit.dml.score_elements`).
     """
 
     name: str
@@ -205,6 +209,7 @@ class ModelDef:
     data_options: Mapping[str, str] = field(default_factory=dict)
     clipping_keyword: str | None = None
     doubleml_client_class: str | None = None
+    weights: bool = False
 
     @property
     def default_score(self) -> str:
@@ -383,7 +388,10 @@ def _apo_score(
     spec: DMLSpec, data: DMLData, p: Preds, i_treat: int
 ) -> tuple[np.ndarray, np.ndarray]:
     treated = column(spec, data, "treated", i_treat)
-    return apo_score_elements(data.y, treated, p["ml_g_d_lvl1"], p["ml_m"], spec.normalize_ipw)
+    return apo_score_elements(
+        data.y, treated, p["ml_g_d_lvl1"], p["ml_m"], spec.normalize_ipw, data.weights,
+        data.weights_bar,
+    )  # fmt: skip
 
 
 def _in_sample_normalization(spec: DMLSpec) -> bool:
@@ -528,6 +536,7 @@ REGISTRY: dict[str, ModelDef] = {
             propensity_group="treated",
             doubleml_learners=("ml_g", "ml_m"),
             options=("treatment_level",),
+            weights=True,
             ipw_options=True,
         ),
         ModelDef(

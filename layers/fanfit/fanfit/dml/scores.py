@@ -224,6 +224,8 @@ def apo_score_elements(
     g_hat1: np.ndarray,
     m_hat: np.ndarray,
     normalize_ipw: bool = False,
+    weights: np.ndarray | None = None,
+    weights_bar: np.ndarray | None = None,
 ) -> tuple[np.ndarray, np.ndarray]:
     r"""Score elements of the average potential outcome (APO) at one treatment level.
 
@@ -231,12 +233,17 @@ def apo_score_elements(
     :math:`\ell` is :math:`\theta_0 = E[g_0(\ell, X)]`. With :math:`T = 1\{D = \ell\}`,
     :math:`\hat g(\ell, X)` fitted on the rows with :math:`T = 1` and the propensity
     :math:`\hat m(X) = \hat P(T = 1|X)` (DoubleML 0.11.4 ``irm/apo.py``
-    ``DoubleMLAPO._score_elements``; weights :math:`\omega = \bar\omega = 1`):
+    ``DoubleMLAPO._score_elements`` and ``_get_weights``; weights :math:`\omega`,
+    :math:`\bar\omega`, both 1 by default):
 
     .. math::
 
-        \psi_a = -\frac{\omega}{\bar\omega}, \qquad
+        \psi_a = -\frac{\omega}{\frac{1}{N}\sum_i \omega_i}, \qquad
         \psi_b = \omega\, \hat g(\ell, X) + \bar\omega\, \frac{T\,(Y - \hat g(\ell, X))}{\hat m(X)}.
+
+    DoubleMLAPO's ``weights`` argument: an array is :math:`\omega` (and :math:`\bar\omega =
+    \omega`); a dict gives ``weights`` (:math:`\omega`) and ``weights_bar`` (:math:`\bar\omega`,
+    one column per repetition, of which the caller passes this repetition's).
 
     Parameters
     ----------
@@ -249,6 +256,10 @@ def apo_score_elements(
         Out-of-fold ``ml_m`` predictions, already clipped (:func:`clip_propensity`).
     normalize_ipw : bool
         Normalize the propensities first (:func:`normalize_ipw_weights`).
+    weights : numpy.ndarray of shape (n_obs,), optional
+        :math:`\omega`, non-negative; default ones.
+    weights_bar : numpy.ndarray of shape (n_obs,), optional
+        :math:`\bar\omega` of this repetition; default ``weights``.
 
     Returns
     -------
@@ -257,8 +268,11 @@ def apo_score_elements(
     if normalize_ipw:
         m_hat = normalize_ipw_weights(m_hat, treated)
     u_hat = y - g_hat1
-    weights = np.ones(y.shape[0])
-    psi_b = weights * g_hat1 + weights * np.divide(np.multiply(treated, u_hat), m_hat)
+    if weights is None:
+        weights = np.ones(y.shape[0])
+    if weights_bar is None:
+        weights_bar = weights
+    psi_b = weights * g_hat1 + weights_bar * np.divide(np.multiply(treated, u_hat), m_hat)
     psi_a = -1.0 * np.divide(weights, np.mean(weights))
     return psi_a, psi_b
 

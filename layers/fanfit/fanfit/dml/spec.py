@@ -130,8 +130,9 @@ def learner_roles(model: str) -> dict[str, str]:
 
 
 #: The spec's model-only data columns (a model's ``ModelDef.data_options`` names which it reads):
-#: DIDCS's time indicator and SSM's selection indicator.
-MODEL_COLUMNS = ("t_col", "s_col")
+#: DIDCS's time indicator and SSM's selection indicator; and the weight columns of the models
+#: that take DoubleML's ``weights`` (``ModelDef.weights``: APO).
+MODEL_COLUMNS = ("t_col", "s_col", "weights_col", "weights_bar_cols")
 
 
 def _set_fields(spec: DMLSpec, *names: str) -> dict[str, Any]:
@@ -224,6 +225,12 @@ class DMLSpec:
     s_col : str or None
         SSM only (DoubleMLSSMData's ``s_col``): the binary selection column, 1 where the outcome
         is observed; the outcome is used on those rows only.
+    weights_col : str or None
+        Models with ``ModelDef.weights`` (APO) only: the column of DoubleMLAPO's ``weights``
+        (an array, or the dict's ``'weights'``), non-negative, not all zero.
+    weights_bar_cols : tuple of str or None
+        With ``weights_col`` only: one column per repetition (``n_rep`` of them) of the dict's
+        ``'weights_bar'`` (shape (n_obs, n_rep)); None: ``weights_bar`` is ``weights``.
     """
 
     model: str
@@ -246,11 +253,15 @@ class DMLSpec:
     t_col: str | None = None
     in_sample_normalization: bool | None = None
     s_col: str | None = None
+    weights_col: str | None = None
+    weights_bar_cols: tuple[str, ...] | None = None
 
     def __post_init__(self) -> None:
         for name in ("d_cols", "x_cols", "z_cols", "cluster_cols"):
             value = getattr(self, name)
             object.__setattr__(self, name, () if value is None else _as_str_tuple(value))
+        if self.weights_bar_cols is not None:
+            object.__setattr__(self, "weights_bar_cols", _as_str_tuple(self.weights_bar_cols))
         if isinstance(self.learners, dict):
             object.__setattr__(
                 self, "learners", {k: _as_learner(k, v) for k, v in self.learners.items()}
@@ -267,12 +278,16 @@ class DMLSpec:
         """All columns the estimate reads: y, d, x, z, then the cluster columns (in that order)."""
         return (
             self.y_col, *self.d_cols, *self.x_cols, *self.z_cols, *self.cluster_cols,
-            *self.extra_cols,
+            *self.extra_cols, *self.model_column("weights_col"),
+            *self.model_column("weights_bar_cols"),
         )  # fmt: skip
 
     def model_column(self, name: str) -> tuple[str, ...]:
-        """The column of one of :data:`MODEL_COLUMNS` as a tuple: ``(column,)``, or ``()`` unset."""
+        """The column(s) of one of :data:`MODEL_COLUMNS` as a tuple: ``(column,)`` (or the
+        columns of ``weights_bar_cols``), or ``()`` unset."""
         value = getattr(self, name)
+        if isinstance(value, tuple):
+            return value
         return (value,) if isinstance(value, str) and value else ()
 
     @property
@@ -407,6 +422,7 @@ class DMLSpec:
                     f"but the model is {self.model!r}; leave {option} unset."
                 )
         self._validate_subgroups()
+        self._validate_weights(mdef.weights)
         if self.in_sample_normalization is not None and not isinstance(
             self.in_sample_normalization, bool
         ):
@@ -414,6 +430,36 @@ class DMLSpec:
                 "in_sample_normalization must be true or false, got "
                 f"{self.in_sample_normalization!r}."
             )
+
+    def _validate_weights(self, takes_weights: bool) -> None:
+        """DoubleML's ``weights`` as columns: ``weights_col``, then ``weights_bar_cols``."""
+        if self.weights_col is None and self.weights_bar_cols is None:
+            return
+        if not takes_weights:
+            owners = [name for name, m in REGISTRY.items() if m.weights]
+            raise InvalidJobError(
+                f"weights_col and weights_bar_cols are options of model "
+                f"{' or '.join(repr(o) for o in owners)} only, but the model is {self.model!r}; "
+                "leave them unset."
+            )
+        if not isinstance(self.weights_col, str) or not self.weights_col:
+            raise InvalidJobError(
+                f"weights_col must be a non-empty column name, got {self.weights_col!r}"
+                + (" (weights_bar_cols needs it: DoubleML's dict of 'weights' and 'weights_bar')."
+                   if self.weights_bar_cols is not None else ".")
+            )  # fmt: skip
+        bar = self.weights_bar_cols
+        if bar is None:
+            return
+        if not all(isinstance(c, str) and c for c in bar):
+            raise InvalidJobError(f"weights_bar_cols must be column names, got {bar!r}.")
+        if len(bar) != self.n_rep:
+            raise InvalidJobError(
+                f"weights_bar_cols names {len(bar)} column(s); DoubleML's weights_bar has one "
+                f"column per repetition: give n_rep={self.n_rep}."
+            )
+        if len(set(bar)) != len(bar):
+            raise InvalidJobError(f"weights_bar_cols names a column twice: {list(bar)}.")
 
     def _validate_subgroups(self) -> None:
         if self.subgroups is None:
@@ -520,7 +566,10 @@ class DMLSpec:
             "boot_method": self.boot_method,
             "cluster_cols": list(self.cluster_cols),
             "subgroups": None if self.subgroups is None else dict(self.subgroups),
-        } | _set_fields(self, "treatment_level", "t_col", "in_sample_normalization", "s_col")
+        } | _set_fields(self, "treatment_level", "t_col", "in_sample_normalization", "s_col",
+                        "weights_col") | (
+            {} if self.weights_bar_cols is None else {"weights_bar_cols": list(self.weights_bar_cols)}
+        )  # fmt: skip
 
     @classmethod
     def from_dict(cls, d: dict) -> DMLSpec:

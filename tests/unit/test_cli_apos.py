@@ -1,0 +1,347 @@
+"""``--model apos --treatment-levels``: parsing, named errors, the jobs per level and the contrast.
+
+GIVEN the 401(k) data (binary e401) or DoubleML's discrete-treatment data WHEN ``fanfit estimate
+--model apos`` runs as a dry run, from a job file, or on a fake stack THEN bad levels are refused
+naming the option, one ``apo`` job per level is started before any is awaited, and the causal
+contrast equals DoubleML 0.11.4's ``DoubleMLAPOS.causal_contrast`` at 1e-12.
+"""
+
+from __future__ import annotations
+
+import json
+import warnings
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from fanfit import cli, errors
+from fanfit import dml as fdml
+from fanfit.client import apos as capos
+from fanfit.client.check import check_estimate
+from fanfit.client.estimate import EstimateResult
+from fanfit.client.options import EstimateOptions, parse_treatment_levels
+from fanfit.dml.interop import external_predictions
+
+dml = pytest.importorskip("doubleml")
+
+from doubleml.irm.datasets import make_irm_data_discrete_treatments  # noqa: E402
+from sklearn.linear_model import LinearRegression, LogisticRegression  # noqa: E402
+
+ROOT = Path(__file__).resolve().parents[2]
+SIPP = str(ROOT / "examples" / "data" / "sipp1991.dta")
+BASE = ["estimate", "--data", SIPP, "--y", "net_tfa", "--d", "e401", "--x", "age,inc",
+        "--dry-run"]  # fmt: skip
+APOS = ["--model", "apos", "--ml-g", "LinearRegression", "--ml-m", "LogisticRegression"]
+X_COLS = [f"x{i}" for i in range(5)]
+
+
+# ------------------------------------------------------------------------- parsing and errors
+@pytest.mark.parametrize(
+    ("value", "levels"),
+    [("0,1,2", (0.0, 1.0, 2.0)), (" 2, 0.5 ", (2.0, 0.5)), ([0, 1], (0.0, 1.0)),
+     (np.array([3, 1]), (3.0, 1.0)), ("1", (1.0,)), (2, (2.0,))],
+)  # fmt: skip
+def test_levels_are_parsed_in_order(value, levels) -> None:
+    # WHEN levels are parsed THEN they are floats in the given order
+    assert parse_treatment_levels(value) == levels
+
+
+@pytest.mark.parametrize(
+    ("value", "message"),
+    [("0,a", "'a' is not a finite number"), ("0,,1", "'' is not a finite number"),
+     ("", "at least one treatment level"), ([], "at least one treatment level"),
+     ("0,nan", "'nan' is not a finite number"), ([0, True], "True is not a finite number"),
+     ("0,1,0", "names level 0 twice"), ([1, 1.0], "names level 1 twice")],
+)  # fmt: skip
+def test_bad_levels_are_named(value, message) -> None:
+    # WHEN bad levels are parsed THEN the InvalidJobError names the option and the fault
+    with pytest.raises(errors.InvalidJobError, match="treatment_levels") as info:
+        parse_treatment_levels(value)
+    assert message in str(info.value)
+
+
+@pytest.mark.parametrize(
+    ("extra", "code", "message"),
+    [
+        (APOS + ["--treatment-levels", "0,1"], 0, "treatment_levels: 0, 1"),
+        (APOS, 2, "model 'apos' needs --treatment-levels"),
+        (APOS + ["--treatment-levels", "0,x"], 2, "--treatment-levels must be numbers"),
+        (APOS + ["--treatment-levels", "1,0,1"], 2, "--treatment-levels names level 1 twice"),
+        (APOS + ["--treatment-levels", "0,7"], 2,
+         "--treatment-levels: level 7 is not a value of 'e401' (it holds 0, 1)"),
+        (APOS + ["--treatment-levels", "0,1", "--treatment-level", "1"], 2,
+         "--treatment-level is an option of model 'apo'"),
+        (APOS + ["--treatment-levels", "0,1", "--cluster-cols", "age"], 2,
+         "--cluster-cols is not supported with model 'apos'"),
+        (["--model", "apo", "--ml-g", "LinearRegression", "--ml-m", "LogisticRegression",
+          "--treatment-levels", "0,1"], 2, "--treatment-levels is an option of model 'apos' only"),
+        (APOS + ["--treatment-levels", "0,1", "--ml-m", "NoSuchLearner"], 2, "NoSuchLearner"),
+    ],
+    ids=["valid", "missing", "not-a-number", "duplicate", "absent-level", "with-treatment-level",
+         "clusters", "other-model", "bad-learner"],
+)  # fmt: skip
+def test_dry_run_names_the_option(extra, code, message, capsys) -> None:
+    # WHEN the dry run runs THEN its exit code and output name the option
+    rc = cli.main(BASE + extra)
+    out = capsys.readouterr()
+    assert message in out.out + out.err
+    assert rc == code
+
+
+def test_dry_run_counts_the_jobs_and_fits(capsys) -> None:
+    # WHEN a valid apos dry run prints THEN it says one apo job per level and the fits of each
+    assert cli.main(BASE + APOS + ["--treatment-levels", "1,0"]) == 0
+    out = capsys.readouterr().out
+    assert "jobs: 2" in out and "model: apos" in out
+    assert "fits: 2 apo jobs (one per level) x 15 fits = 30 fits" in out
+
+
+@pytest.mark.parametrize(
+    ("levels", "code", "message"),
+    [('"0,1"', 0, "treatment_levels: 0, 1"), ("0,1", 0, "treatment_levels: 0, 1"),
+     ('"0,one"', 2, "must be numbers separated by commas"),
+     ("[0, 1]", 2, "treatment_levels must be a string")],
+)  # fmt: skip
+def test_a_job_file_takes_treatment_levels(tmp_path, capsys, levels, code, message) -> None:
+    # GIVEN a job file of model apos WHEN it is run as a dry run THEN it is valid, or the error
+    # names the key
+    job = tmp_path / "job.yaml"
+    job.write_text(
+        f"data: {SIPP}\nmodel: apos\ny: net_tfa\nd: e401\nx: age,inc\nml_g: LinearRegression\n"
+        f"ml_m: LogisticRegression\ntreatment_levels: {levels}\n",
+        encoding="utf-8",
+    )
+    rc = cli.main(["estimate", "--config", str(job), "--dry-run"])
+    out = capsys.readouterr()
+    assert rc == code
+    assert message in out.out + out.err
+
+
+def test_a_single_job_spec_refuses_apos() -> None:
+    # GIVEN model apos WHEN one job's spec is built (Client.submit_estimate) THEN the error says
+    # it is one apo job per level and where to run it
+    options = EstimateOptions(data=SIPP, model="apos", y="net_tfa", d="e401", x="age",
+                              treatment_levels="0,1")  # fmt: skip
+    with pytest.raises(errors.InvalidJobError, match="submit_apos"):
+        options.build_spec()
+
+
+def test_level_options_are_apo_jobs_in_order() -> None:
+    # GIVEN apos options WHEN split per level THEN each is model apo at its level, the rest kept
+    options = EstimateOptions(data=SIPP, model="apos", y="net_tfa", d="e401", x="age", n_rep=3,
+                              treatment_levels="2,0", ml_g="Ridge")  # fmt: skip
+    out = capos.level_options(options)
+    assert [(o.model, o.treatment_level, o.treatment_levels) for o in out] == [
+        ("apo", 2.0, None), ("apo", 0.0, None)]  # fmt: skip
+    assert all(o.n_rep == 3 and o.ml_g == "Ridge" for o in out)
+
+
+# ------------------------------------------------------------------------- the contrast maths
+def _frame(n_obs: int = 300, seed: int = 3) -> pd.DataFrame:
+    raw = make_irm_data_discrete_treatments(n_obs=n_obs, n_levels=3, random_state=seed)
+    return pd.DataFrame(raw["x"], columns=X_COLS).assign(y=raw["y"], d=raw["d"])
+
+
+def _doubleml_apos(frame: pd.DataFrame, levels, n_rep: int = 3, normalize_ipw: bool = False):
+    data = dml.DoubleMLData(frame, "y", "d", x_cols=X_COLS)
+    np.random.seed(11)
+    obj = dml.DoubleMLAPOS(data, LinearRegression(), LogisticRegression(), levels, n_folds=3,
+                           n_rep=n_rep, normalize_ipw=normalize_ipw)  # fmt: skip
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        obj.fit()
+    return obj
+
+
+def _level_scores_from_doubleml(frame, obj, normalize_ipw: bool = False):
+    """Each level's all_coef, psi and psi_deriv, by fanfit's aggregate of DoubleML's predictions."""
+    folds = fdml.smpls_to_folds(obj.smpls, len(frame))
+    coefs, psis, derivs = [], [], []
+    for level, model in zip(obj.treatment_levels, obj.modellist):
+        spec = fdml.DMLSpec(model="apo", score="APO", y_col="y", d_cols=("d",), x_cols=tuple(X_COLS),
+                            n_folds=3, n_rep=obj.n_rep, treatment_level=float(level),
+                            normalize_ipw=normalize_ipw,
+                            learners={"ml_g": "LinearRegression", "ml_m": "LogisticRegression"})  # fmt: skip
+        spec.validate()
+        data = fdml.validate_data(spec, list(frame.columns), frame.to_numpy())
+        res = fdml.aggregate(spec, data, folds, dict(model.predictions))
+        np.testing.assert_allclose(res.coef, model.coef, rtol=1e-12)
+        coefs.append(res.all_coef[0])
+        psis.append(res.psi[:, :, 0])
+        derivs.append(res.psi_deriv[:, :, 0])
+    return np.stack(coefs), np.stack(psis, axis=2), np.stack(derivs, axis=2)
+
+
+@pytest.mark.parametrize(("levels", "reference", "normalize_ipw"),
+                         [([0, 1, 2], 0, False), ([2, 0, 3, 1], 3, True)])  # fmt: skip
+def test_causal_contrast_equals_doublemls(levels, reference, normalize_ipw) -> None:
+    # GIVEN DoubleML's DoubleMLAPOS fitted in-process (three repetitions) and each level's score
+    # values rebuilt by fanfit's aggregate from DoubleML's own predictions
+    frame = _frame()
+    obj = _doubleml_apos(frame, levels, normalize_ipw=normalize_ipw)
+    all_coef, psi, psi_deriv = _level_scores_from_doubleml(frame, obj, normalize_ipw)
+    # WHEN fanfit's contrast is computed against the reference level
+    ours = capos.causal_contrast([float(v) for v in levels], all_coef, psi, psi_deriv,
+                                 reference=reference)  # fmt: skip
+    theirs = obj.causal_contrast(reference)
+    # THEN every number is DoubleML's at 1e-12
+    assert ours.names == list(theirs.treatment_names)
+    np.testing.assert_allclose(ours.all_coef, theirs.all_thetas, rtol=1e-12)
+    np.testing.assert_allclose(ours.all_se, theirs.all_ses, rtol=1e-12)
+    np.testing.assert_allclose(ours.coef, theirs.thetas, rtol=1e-12)
+    np.testing.assert_allclose(ours.se, theirs.ses, rtol=1e-12)
+    np.testing.assert_allclose(ours.summary.to_numpy(), theirs.summary.to_numpy(), rtol=1e-12,
+                               atol=1e-12)  # fmt: skip
+
+
+def test_causal_contrast_refuses_what_doubleml_refuses() -> None:
+    # GIVEN one level, or a reference that is not a level WHEN contrasted THEN a named error
+    scores = np.zeros((5, 1, 1)), -np.ones((5, 1, 1))
+    with pytest.raises(errors.InvalidJobError, match="two levels or more"):
+        capos.causal_contrast([0.0], np.zeros((1, 1)), *scores)
+    scores2 = np.zeros((5, 1, 2)), -np.ones((5, 1, 2))
+    with pytest.raises(errors.InvalidJobError, match="reference level 5 is not one of"):
+        capos.causal_contrast([0.0, 1.0], np.zeros((2, 1)), *scores2, reference=5)
+    with pytest.raises(errors.InvalidJobError, match="must be"):
+        capos.causal_contrast([0.0, 1.0], np.zeros((3, 1)), *scores2)
+
+
+# ------------------------------------------------------------------------- jobs on a fake stack
+class _FakeJob:
+    """An apo job run here: fanfit's in-process estimate of the checked options."""
+
+    def __init__(self, checked, log, n) -> None:
+        self.checked, self.log, self.job_id = checked, log, f"est-fake-{n}"
+        self.execution_arn = f"arn:fake:{n}"
+        spec, data = checked.spec, checked.data
+        self._folds = (
+            checked.folds if checked.folds is not None else fdml.draw_spec_folds(spec, data)
+        )
+        self.res = fdml.estimate_in_process(spec, data, self._folds)
+
+    def spec(self):
+        return self.checked.spec
+
+    def folds(self):
+        return self._folds
+
+    def predictions(self):
+        return external_predictions(self.checked.spec, self.res.predictions)
+
+    def result(self, timeout=None, progress=False):
+        self.log.append(("result", self.job_id))
+        raw = {**self.res.to_dict(), "job_id": self.job_id, "execution_arn": self.execution_arn,
+               "predictions_key": "p", "folds_key": "f", "spec": self.checked.spec.to_dict(),
+               "timings": {"shards": [], "billed_gb_s": 0.0, "lambda_cost_usd": 0.0,
+                           "aggregate": {"memory_mb": 1769, "peak_rss_mb": 100.0},
+                           "price_usd_per_gb_s": 1.6667e-05, "price_usd_per_request": 2e-07}}  # fmt: skip
+        return EstimateResult(raw=json.loads(json.dumps(raw)))
+
+
+class _FakeClient:
+    s3 = None
+
+    def __init__(self) -> None:
+        self.log: list[tuple[str, str]] = []
+        self.submitted: list[EstimateOptions] = []
+
+    def submit_estimate(self, data, *, options):
+        self.submitted.append(options)
+        job = _FakeJob(check_estimate(data, options=options), self.log, len(self.submitted))
+        self.log.append(("submit", job.job_id))
+        return job
+
+
+def test_submit_apos_starts_every_level_then_contrasts() -> None:
+    # GIVEN DoubleML's discrete-treatment data and apos options over three levels
+    frame = _frame(n_obs=240, seed=5)
+    options = EstimateOptions(data=frame, model="apos", y="y", d="d", x=X_COLS, n_folds=3,
+                              n_rep=2, seed=4, ml_g="LinearRegression",
+                              ml_m="LogisticRegression", treatment_levels="0,1,2")  # fmt: skip
+    client = _FakeClient()
+    # WHEN submitted on the fake stack and awaited
+    jobs = capos.submit_apos(client, options=options)
+    result = jobs.result()
+    # THEN every level's apo job was started before any was awaited
+    assert [kind for kind, _ in client.log] == ["submit"] * 3 + ["result"] * 6
+    assert [(o.model, o.treatment_level) for o in client.submitted] == [
+        ("apo", 0.0), ("apo", 1.0), ("apo", 2.0)]  # fmt: skip
+    # AND the contrast equals DoubleML's from the same folds and predictions
+    folds = jobs.jobs[0].folds()
+    assert all(np.array_equal(j.folds(), folds) for j in jobs.jobs)
+    data = dml.DoubleMLData(frame, "y", "d", x_cols=X_COLS)
+    obj = dml.DoubleMLAPOS(data, LinearRegression(), LogisticRegression(), [0, 1, 2], n_folds=3,
+                           n_rep=2, draw_sample_splitting=False)  # fmt: skip
+    obj.set_sample_splitting(fdml.folds_to_smpls(folds))
+    external = {lvl: j.predictions()["d"] for lvl, j in zip([0, 1, 2], jobs.jobs)}
+    obj.fit(external_predictions=external)
+    theirs = obj.causal_contrast(0)
+    assert result.contrast is not None and result.contrast.names == ["1 vs 0", "2 vs 0"]
+    np.testing.assert_allclose(result.contrast.coef, theirs.thetas, rtol=1e-12)
+    np.testing.assert_allclose(result.contrast.se, theirs.ses, rtol=1e-12)
+    np.testing.assert_allclose(result.summary.to_numpy(), obj.summary.to_numpy(), rtol=1e-12,
+                               atol=1e-12)  # fmt: skip
+    # AND the printout is DoubleMLAPOS's, then each level's; the JSON has the contrast
+    text = str(result)
+    assert text.startswith("================== DoubleMLAPOS Object ==================")
+    assert "causal_contrast(reference_levels=0)" in text and "2 vs 0" in text
+    assert text.count("================== DoubleMLAPO Object ==================") == 3
+    out = json.loads(json.dumps(result.to_dict()))
+    assert out["treatment_levels"] == [0.0, 1.0, 2.0]
+    assert out["causal_contrast"]["names"] == ["1 vs 0", "2 vs 0"]
+
+
+def test_submit_apos_refuses_an_absent_level_before_submitting() -> None:
+    # GIVEN a level that is not in the data WHEN submitted THEN nothing is started
+    frame = _frame(n_obs=120)
+    options = EstimateOptions(data=frame, model="apos", y="y", d="d", x=X_COLS,
+                              ml_g="LinearRegression", ml_m="LogisticRegression",
+                              treatment_levels="0,9")  # fmt: skip
+    client = _FakeClient()
+    with pytest.raises(errors.InvalidDataError, match="treatment_levels: level 9"):
+        capos.submit_apos(client, options=options)
+    assert client.submitted == []
+
+
+@pytest.fixture
+def fake_stack(monkeypatch):
+    """``fanfit estimate`` against the fake client (no stack): ``common.stack_client`` yields it."""
+    import contextlib
+
+    from fanfit.cli import common
+
+    client = _FakeClient()
+    monkeypatch.setattr(common, "stack_client", lambda args: contextlib.nullcontext(client))
+    return client
+
+
+def _cli_args(tmp_path, *extra):
+    path = tmp_path / "levels.csv"
+    _frame(n_obs=200, seed=6).to_csv(path, index=False)
+    return ["estimate", "--data", str(path), "--model", "apos", "--y", "y", "--d", "d",
+            "--treatment-levels", "2,0", "--ml-g", "LinearRegression", "--ml-m",
+            "LogisticRegression", "--n-folds", "3", "-q", *extra]  # fmt: skip
+
+
+def test_the_command_prints_doublemlapos_and_the_contrast(tmp_path, fake_stack, capsys) -> None:
+    # GIVEN a CSV with a three-level treatment WHEN fanfit estimate --model apos runs (fake stack)
+    assert cli.main(_cli_args(tmp_path)) == 0
+    out = capsys.readouterr().out
+    # THEN one apo job per level ran, and the printout is DoubleMLAPOS's, contrasted with level 2
+    assert [o.treatment_level for o in fake_stack.submitted] == [2.0, 0.0]
+    assert out.startswith("================== DoubleMLAPOS Object ==================")
+    assert "causal_contrast(reference_levels=2)" in out and "0 vs 2" in out
+    assert "########## treatment level 0 ##########" in out
+
+
+def test_the_command_as_json_and_detached(tmp_path, fake_stack, capsys) -> None:
+    # WHEN --output json THEN one JSON object with the levels and the contrast
+    assert cli.main(_cli_args(tmp_path, "--output", "json")) == 0
+    out = json.loads(capsys.readouterr().out)
+    assert out["model"] == "apos" and out["causal_contrast"]["names"] == ["0 vs 2"]
+    assert [lvl["job_id"] for lvl in out["levels"]] == ["est-fake-1", "est-fake-2"]
+    # AND --detach prints the jobs' ids without waiting
+    assert cli.main(_cli_args(tmp_path, "--detach")) == 0
+    assert capsys.readouterr().out.split() == ["est-fake-3", "est-fake-4"]
