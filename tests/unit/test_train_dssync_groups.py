@@ -124,6 +124,7 @@ def test_a_worker_reads_only_its_groups_partials_and_every_member_gets_the_same_
     aws, load_handler, lambda_context, monkeypatch
 ):
     from fanfit import storage
+    from fanfit.jobs.train import data
     from fanfit.jobs.train.data import get_state_groups, read_round_plan, worker_params
     from fanfit.jobs.train.shard import train_shard
 
@@ -134,7 +135,9 @@ def test_a_worker_reads_only_its_groups_partials_and_every_member_gets_the_same_
     members = groups[1]
     partials = {storage.train_partial_key(JOB, 0, i) for i in range(6)}
 
-    # WHEN a member of round 0's group 1 steps in round 1, the store's reads recorded
+    # WHEN a member of round 0's group 1 steps in round 1 in an environment that holds no
+    # partial, the store's reads recorded
+    monkeypatch.setattr(data, "_OWN_PARTIAL", {})
     spy = _Spy(store, monkeypatch)
     assert planned["workers"][members[0]]["worker"] == members[0]
     out = train_shard(store, JOB, 1, members[0], memory_mb=1769)
@@ -144,7 +147,7 @@ def test_a_worker_reads_only_its_groups_partials_and_every_member_gets_the_same_
         storage.train_partial_key(JOB, 0, i) for i in members
     }
     assert not [k for k in spy.keys if "/groups/" in k]
-    assert out["sync_s"] > 0
+    assert out["sync_s"] > 0 and out["sync_held"] == 0
     # ... and every member's model is dssync_step of the group, bit for bit, other groups' not
     state, meta = get_state_groups(store, JOB, 1)
     ref = _group_reference(store, members)
@@ -154,6 +157,42 @@ def test_a_worker_reads_only_its_groups_partials_and_every_member_gets_the_same_
             np.testing.assert_array_equal(model[key], ref[key])
     other = worker_params(store, JOB, 1, state, groups[0][0], meta)
     assert not np.array_equal(other["W"], ref["W"])
+
+
+def test_a_worker_takes_the_partial_its_environment_wrote_from_memory(
+    aws, load_handler, lambda_context, monkeypatch
+):
+    from fanfit import storage
+    from fanfit.jobs.train import data
+    from fanfit.jobs.train.data import read_round_plan, remember_partial
+    from fanfit.jobs.train.shard import train_shard
+
+    # GIVEN round 1 scheduled, and an environment that wrote round 0's partial of worker A last
+    store, _ = _round_0(load_handler, lambda_context)
+    load_handler("train_schedule")({"job_id": JOB, "round": 1}, lambda_context())
+    a, b = read_round_plan(store, JOB, 0).groups[2]
+    key_a, key_b = (storage.train_partial_key(JOB, 0, i) for i in (a, b))
+    monkeypatch.setattr(data, "_OWN_PARTIAL", {})
+    remember_partial(store.bucket, key_a, store.get_arrays(key_a))
+
+    # WHEN worker B (A's group member) steps in round 1 there, the store's reads recorded
+    spy = _Spy(store, monkeypatch)
+    out = train_shard(store, JOB, 1, b, memory_mb=1769)
+
+    # THEN it read only B's partial and took A's from memory
+    assert key_b in spy.keys and key_a not in spy.keys and out["sync_held"] == 1
+    # ... the environment now holds B's round-1 partial, as written
+    key = storage.train_partial_key(JOB, 1, b)
+    held = data.own_partial(store.bucket, key)
+    assert held is not None and data.own_partial(store.bucket, key_a) is None
+    written = store.get_arrays(key)
+    np.testing.assert_array_equal(held["model_W"], written["model_W"])
+    # ... and B's step is the one an environment holding nothing computes, bit for bit
+    monkeypatch.setattr(data, "_OWN_PARTIAL", {})
+    assert train_shard(store, JOB, 1, b, memory_mb=1769)["sync_held"] == 0
+    again = store.get_arrays(key)
+    for name in ("model_W", "model_b", "loss"):
+        np.testing.assert_array_equal(again[name], written[name])
 
 
 def test_a_missing_partial_or_worker_record_is_named(aws, load_handler, lambda_context):

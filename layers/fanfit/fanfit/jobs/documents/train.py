@@ -557,6 +557,9 @@ class ShardStats(_Sparse):
     #: DS-Sync: seconds reading the group's partials of the round before and averaging them (the
     #: worker's part of the group all-reduce; also counted in ``io_s``).
     sync_s: float | None = None
+    #: DS-Sync, rounds after 0: of those partials, how many the worker's environment still held
+    #: (the one it wrote last), not read from S3 (:func:`fanfit.jobs.train.data.own_partial`).
+    sync_held: int | None = None
 
 
 class ShardOutput(ShardStats):
@@ -582,6 +585,7 @@ class WorkerRecord(_Sparse):
     peak_rss_mb: float
     device: str | None = None
     sync_s: float | None = None
+    sync_held: int | None = None
 
 
 class ShardRecord(Document):

@@ -18,13 +18,14 @@
 from __future__ import annotations
 
 import json
+from concurrent.futures import ThreadPoolExecutor
 from functools import lru_cache
 from typing import Any
 
 import numpy as np
 
 from fanfit import storage
-from fanfit.errors import InvalidJobError
+from fanfit.errors import InvalidJobError, JobNotFoundError
 from fanfit.jobs.documents.train import RoundPlan, StateMeta, TrainPlan
 from fanfit.sched.throughput import workload_signature
 from fanfit.train.model import ModelState
@@ -37,12 +38,15 @@ __all__ = [
     "get_state",
     "get_state_groups",
     "group_average",
+    "group_of",
+    "own_partial",
     "plan_xy",
     "put_group_state",
     "put_state",
     "put_state_arrays",
     "read_plan",
     "read_round_plan",
+    "remember_partial",
     "signature",
     "stepped_parts",
     "stepped_partial",
@@ -176,7 +180,14 @@ def put_group_state(
     return put_state_arrays(store, job_id, round_index, {}, {**meta, **extra})
 
 
-def _group_of(groups: list[list[int]], worker: int) -> int:
+def group_of(groups: list[list[int]], worker: int) -> int:
+    """The index of the group holding ``worker``.
+
+    Raises
+    ------
+    InvalidJobError
+        The worker is in none of ``groups``.
+    """
     for g, members in enumerate(groups):
         if worker in members:
             return g
@@ -209,7 +220,7 @@ def worker_params(
     """
     if meta.groups is None:
         return {k: v[worker] for k, v in state.arrays.items()}
-    group = _group_of(meta.groups, worker)
+    group = group_of(meta.groups, worker)
     if meta.from_partials:
         return group_average(store, job_id, round_index - 1, meta.groups[group])
     return store.get_arrays(storage.train_group_state_key(job_id, round_index, group))
@@ -239,18 +250,35 @@ def group_average(
     dict
         The group's parameters (same shapes as a worker's model).
 
+    A partial this environment wrote last (:func:`remember_partial`) is taken from memory, not
+    read back: a worker keeps its own model, as in an all-reduce; when a warm environment runs a
+    member of the group whose partial it wrote, one read fewer.
+
     Raises
     ------
     InvalidJobError
         A member's partial is missing or holds no stepped model.
     """
+    keys = [storage.train_partial_key(job_id, round_index, int(i)) for i in members]
+    held = {k: v for k in keys if (v := own_partial(store.bucket, k)) is not None}
+    missing = [k for k in keys if k not in held]
+
+    def read(key: str) -> dict[str, np.ndarray]:
+        try:
+            return store.get_arrays(key)
+        except JobNotFoundError as exc:
+            worker = members[keys.index(key)]
+            raise InvalidJobError(
+                f"round {round_index}: worker {worker} wrote no partial ({key})"
+            ) from exc
+
+    # the members' partials are read at once (S3 GETs in threads), then averaged in members' order
+    with ThreadPoolExecutor(max_workers=max(1, len(missing))) as pool:
+        held.update(zip(missing, pool.map(read, missing)))
     stepped: list[dict[str, np.ndarray]] = []
     n_samples: list[int] = []
-    for i in members:
-        key = storage.train_partial_key(job_id, round_index, int(i))
-        if not store.exists(key):
-            raise InvalidJobError(f"round {round_index}: worker {i} wrote no partial ({key})")
-        model, _, n = stepped_parts(store.get_arrays(key))
+    for key in keys:
+        model, _, n = stepped_parts(held[key])
         stepped.append(model)
         n_samples.append(n)
     b = np.asarray(n_samples, dtype=np.float64)
@@ -285,6 +313,24 @@ def full_state(store: storage.JobStore, job_id: str, round_index: int) -> ModelS
     of = {i: g for g, members in enumerate(groups) for i in members}
     arrays = {k: np.stack([models[of[i]][k] for i in range(n)]) for k in models[0]}
     return state.with_arrays(arrays)
+
+
+#: DS-Sync: the partial this environment wrote last, ``(bucket, key) -> arrays`` (one entry).
+_OWN_PARTIAL: dict[tuple[str, str], dict[str, np.ndarray]] = {}
+
+
+def remember_partial(bucket: str, key: str, arrays: dict[str, np.ndarray]) -> None:
+    """Keep the DS-Sync partial just written to ``key`` (its arrays, as written) in this
+    environment's memory for :func:`group_average`; it replaces the one kept before. A partial's
+    key names its job, round and worker, and a step rewrites it only with the same arrays (the
+    step is deterministic), so what is kept cannot go stale."""
+    _OWN_PARTIAL.clear()
+    _OWN_PARTIAL[(bucket, key)] = arrays
+
+
+def own_partial(bucket: str, key: str) -> dict[str, np.ndarray] | None:
+    """The partial kept by :func:`remember_partial` when it is ``key``'s; None otherwise."""
+    return _OWN_PARTIAL.get((bucket, key))
 
 
 #: Prefix of a DS-Sync partial's arrays: the worker's stepped model (:func:`stepped_partial`).

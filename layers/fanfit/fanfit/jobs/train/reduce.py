@@ -130,6 +130,8 @@ def _worker_record(s: ShardStats, round_plan: RoundPlan) -> WorkerRecord:
         w.device = s.device
     if s.sync_s is not None:
         w.sync_s = s.sync_s
+    if s.sync_held is not None:
+        w.sync_held = s.sync_held
     return w
 
 

@@ -14,9 +14,12 @@ from fanfit.errors import InvalidJobError
 from fanfit.jobs.documents.train import ShardOutput, ShardRecord, ShardStats
 from fanfit.jobs.train.data import (
     get_state_groups,
+    group_of,
+    own_partial,
     plan_xy,
     read_plan,
     read_round_plan,
+    remember_partial,
     signature,
     stepped_partial,
     worker_params,
@@ -97,6 +100,13 @@ def train_shard(
     state, meta = get_state_groups(store, job_id, round_index)
     groups = meta.groups
     sync_s = None
+    sync_held = None
+    if groups is not None and meta.from_partials:
+        prior = [
+            storage.train_partial_key(job_id, round_index - 1, i)
+            for i in groups[group_of(groups, worker)]
+        ]
+        sync_held = sum(own_partial(store.bucket, k) is not None for k in prior)
     if groups is not None:
         # DS-Sync: this worker's part of its group's all-reduce (no reducer): read the partials of
         # its group of the round before and average them (round 0: the first model), seen as every
@@ -143,12 +153,16 @@ def train_shard(
         stats.device = device  # where the torch step ran: cpu (float64) or cuda (float32)
     if sync_s is not None:
         stats.sync_s = sync_s
+    if sync_held is not None:
+        stats.sync_held = sync_held
     t1 = time.perf_counter()
     key = storage.train_partial_key(job_id, round_index, worker)
     stats.ended_at = time.time()
     body = json.dumps(stats.to_json_dict(), allow_nan=False)
-    store.put_arrays(key, {**out, "__stats__": np.array(body)})
+    payload = {**out, "__stats__": np.array(body)}
+    store.put_arrays(key, payload)
     if groups is not None:
+        remember_partial(store.bucket, key, payload)
         # DS-Sync: the round's record is merged by the next TrainSchedule (or TrainFinalize) from
         # the workers' small records, not from their partials (fanfit.jobs.train.reduce.record_round)
         stats.io_s = io_s + time.perf_counter() - t1
