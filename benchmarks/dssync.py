@@ -23,7 +23,9 @@ DS-Sync's; the losses are the last round's (the batch-weighted mean loss of the 
 models). ``profile`` breaks a round down per scheme (medians over rounds 1..): ``schedule_s``,
 ``map_s`` (the workers' Map), ``after_map_s`` (reduce or Pass), and per worker ``invoke_s`` (its
 Task state, scheduling to result), ``handler_s`` (the step's own start to end, I/O included),
-``io_s``, ``compute_s`` and ``sync_s`` (medians over workers and rounds).
+``io_s``, ``compute_s`` and ``sync_s`` (medians over workers and rounds); under DS-Sync also
+``sync_held``, the mean number of its group's partials a worker's environment still held in
+memory (the one it wrote) rather than read from S3.
 
 The benchmark starts its own local stack (state dir ``.fanfit/bench-dssync``) and stops it at the
 end. About 2-5 minutes on a 2-core machine, depending on what else runs.
@@ -117,6 +119,9 @@ def profile(timings: list[dict[str, Any]], records: list[dict[str, Any]]) -> dic
     for k in ("io_s", "compute_s", "sync_s"):
         values = [w[k] for w in workers if w.get(k) is not None]
         out[k] = statistics.median(values) if values else 0.0
+    held = [w["sync_held"] for w in workers if w.get("sync_held") is not None]
+    if held:  # DS-Sync: partials a worker's environment still held, per worker (of group_size)
+        out["sync_held"] = statistics.fmean(held)
     return out
 
 

@@ -6,12 +6,13 @@ TrainFinalize) merges only the workers' small records into the round's record.""
 from __future__ import annotations
 
 import json
+from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 import numpy as np
 
 from fanfit import storage
-from fanfit.errors import InvalidJobError
+from fanfit.errors import InvalidJobError, JobNotFoundError
 from fanfit.jobs.documents.train import (
     ReduceOutput,
     RoundPlan,
@@ -33,6 +34,9 @@ from fanfit.train.models import model_for
 from fanfit.train.sgd import WorkerGradient, reduce_gradients
 
 __all__ = ["dssync_phase", "record_round", "reduce_round"]
+
+#: Threads reading a DS-Sync round's worker records at once (:func:`record_round`).
+_RECORD_READERS = 16
 
 
 def dssync_phase(n_iter: int, spec: TrainSpec) -> str:
@@ -227,12 +231,19 @@ def record_round(
     round_plan = read_round_plan(store, job_id, round_index)
     state = get_state(store, job_id, round_index)
     n = len(plan.workers)
-    shards: list[ShardRecord] = []
-    for i in range(n):
+
+    def read(i: int) -> ShardRecord:
         key = storage.train_worker_record_key(job_id, round_index, i)
-        if not store.exists(key):
-            raise InvalidJobError(f"round {round_index}: worker {i} wrote no record ({key})")
-        shards.append(ShardRecord.parse(store.get_json(key), source=key))
+        try:
+            return ShardRecord.parse(store.get_json(key), source=key)
+        except JobNotFoundError as exc:
+            raise InvalidJobError(
+                f"round {round_index}: worker {i} wrote no record ({key})"
+            ) from exc
+
+    # N small GETs at once (threads), not one after the other: they are the round's only merge
+    with ThreadPoolExecutor(max_workers=min(n, _RECORD_READERS)) as pool:
+        shards = list(pool.map(read, range(n)))
     workers = [_worker_record(s.stats, round_plan) for s in shards]
     record = _round_record(round_index, state.phase, workers, round_plan)
     record.loss = float(
