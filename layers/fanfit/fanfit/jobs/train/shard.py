@@ -131,7 +131,7 @@ def train_shard(
     compute_s = time.perf_counter() - t0
     if groups is not None:
         # DS-Sync: the worker steps its own model (the first half of dssync_step), so that its
-        # group's reduce reads one object per member (the stepped model), not two.
+        # next round's group reads one object per member (the stepped model), not two.
         out = stepped_partial(own, out, float(spec.lr), float(spec.l2))
 
     stats = ShardStats(
