@@ -1,4 +1,4 @@
-"""DS-Sync against BSP on the local stack: the round's synchronisation, one reduce or parallel groups.
+"""DS-Sync against BSP on the local stack: the round's synchronisation, one reduce or group all-reduces.
 
 A wide multinomial logistic regression, 1,000 features x 1,000 classes (1,001,000 parameters, an
 8 MB model in float64), trained by mini-batch SGD on a synthetic sparse-ish set (4,000 rows, 90% of
@@ -6,20 +6,29 @@ the features zero in each row; labels from a random softmax model) by 8 Lambda w
 
 - ``bsp``: every round one TrainReduce reads the 8 workers' gradients (8 x 8 MB) and the model and
   writes the next model;
-- ``ds-sync`` (Wang et al. 2020, groups of 2, reshuffled every round): each worker steps its own
-  model, the 4 groups reduce in parallel (a Map over the round's groups, each reading only its 2
-  members' stepped models), then a small step records the round from the groups' records; the
-  models are averaged only once, at the end (TrainFinalize).
+- ``ds-sync`` (Wang et al. 2020, groups of 2, reshuffled every round): no reducer. Each worker
+  steps its own model and writes it; at the start of the next round each worker reads its 2
+  group members' stepped models and averages them itself (a group all-reduce); the next schedule
+  records the round from the workers' small records; the models are averaged globally only once,
+  at the end (TrainFinalize).
 
 A round's time is read from the execution's history: from the entry of the round's scheduling
-state to the entry of "Is another round to run?" (schedule, workers' Map, reduce: the round as the
-job sees it); its reduce time from the exit of the workers' Map to that entry (BSP's reduce;
-DS-Sync's group Map and the record step). Round 0 (cold starts) is left out; the medians over the
-other rounds are reported. ``round_speedup`` is BSP's median round over DS-Sync's; the losses are
-the last round's (the batch-weighted mean loss of the workers on their models).
+state to the entry of "Is another round to run?" (schedule, workers' Map, then BSP's reduce or
+DS-Sync's Pass: the round as the job sees it). ``bsp_reduce_s`` is BSP's reduce, from the exit of
+the workers' Map to that entry. DS-Sync has no reduce: ``dssync_reduce_s`` is its workers'
+group-averaging time instead, the slowest worker's ``sync_s`` of the round (reading its group's
+partials and averaging them, inside the workers' Map). Round 0 (cold starts) is left out; the
+medians over the other rounds are reported. ``round_speedup`` is BSP's median round over
+DS-Sync's; the losses are the last round's (the batch-weighted mean loss of the workers on their
+models). ``profile`` breaks a round down per scheme (medians over rounds 1..): ``schedule_s``,
+``map_s`` (the workers' Map), ``after_map_s`` (reduce or Pass), and per worker ``invoke_s`` (its
+Task state, scheduling to result), ``handler_s`` (the step's own start to end, I/O included),
+``io_s``, ``compute_s`` and ``sync_s`` (medians over workers and rounds); under DS-Sync also
+``sync_held``, the mean number of its group's partials a worker's environment still held in
+memory (the one it wrote) rather than read from S3.
 
 The benchmark starts its own local stack (state dir ``.fanfit/bench-dssync``) and stops it at the
-end. About 3-4 minutes on a 2-core machine.
+end. About 2-5 minutes on a 2-core machine, depending on what else runs.
 
     python benchmarks/dssync.py --json
 """
@@ -53,31 +62,67 @@ def synthetic(seed: int = 0) -> pd.DataFrame:
     return frame
 
 
-def round_timings(sfn: Any, execution_arn: str) -> list[dict[str, float]]:
-    """Per round of an execution: ``round_s`` (scheduling state entered to "Is another round to
-    run?" entered) and ``reduce_s`` (workers' Map exited to that Choice entered), seconds."""
+def round_timings(sfn: Any, execution_arn: str) -> list[dict[str, Any]]:
+    """Per round of an execution, seconds: ``round_s`` (scheduling state entered to "Is another
+    round to run?" entered), ``reduce_s`` (workers' Map exited to that Choice entered: the reduce,
+    or DS-Sync's Pass), ``schedule_s`` (the scheduling state), ``map_s`` (the workers' Map) and
+    ``invoke_s`` (each worker's Task state, entered to exited)."""
     from fanfit.jobs.states import TrainState
 
     pages = sfn.get_paginator("get_execution_history").paginate(executionArn=execution_arn)
-    rounds: list[dict[str, float]] = []
-    start = map_end = None
+    rounds: list[dict[str, Any]] = []
+    start = map_start = map_end = schedule_end = None
+    tasks: list[Any] = []
+    invoke: list[float] = []
     for ev in (ev for page in pages for ev in page["events"]):
         details = ev.get("stateEnteredEventDetails") or ev.get("stateExitedEventDetails") or {}
         name, kind, t = details.get("name"), ev["type"], ev["timestamp"]
         if kind.endswith("StateEntered") and name == TrainState.SCHEDULE_ROUND:
-            start, map_end = t, None
+            start, map_end, tasks, invoke = t, None, [], []
+        elif kind.endswith("StateExited") and name == TrainState.SCHEDULE_ROUND:
+            schedule_end = t
+        elif kind == "MapStateEntered" and name == TrainState.RUN_ROUND:
+            map_start = t
         elif kind == "MapStateExited" and name == TrainState.RUN_ROUND:
             map_end = t
+        elif kind == "TaskStateEntered" and name == TrainState.WORKER_STEP:
+            tasks.append(t)
+        elif kind == "TaskStateExited" and name == TrainState.WORKER_STEP and tasks:
+            invoke.append((t - tasks.pop(0)).total_seconds())
         elif kind.endswith("StateEntered") and name == TrainState.IS_ROUND_LEFT and start:
-            if map_end is not None:
+            if map_end is not None and map_start is not None and schedule_end is not None:
                 rounds.append(
                     {
                         "round_s": (t - start).total_seconds(),
                         "reduce_s": (t - map_end).total_seconds(),
+                        "schedule_s": (schedule_end - start).total_seconds(),
+                        "map_s": (map_end - map_start).total_seconds(),
+                        "invoke_s": invoke,
                     }
                 )
             start = None
     return rounds
+
+
+def profile(timings: list[dict[str, Any]], records: list[dict[str, Any]]) -> dict[str, float]:
+    """Medians over rounds 1.. of the execution's states (:func:`round_timings`) and, over the
+    workers of those rounds, of their Task states and their own measures (the round records:
+    ``handler_s`` = ``ended_at - started_at``, ``io_s``, ``compute_s``, ``sync_s``), seconds."""
+    later = timings[1:]
+    workers = [w for r in records[1:] for w in r["workers"]]
+    out = {
+        f"{k}": statistics.median(r[k] for r in later) for k in ("schedule_s", "map_s", "reduce_s")
+    }
+    out["after_map_s"] = out.pop("reduce_s")
+    out["invoke_s"] = statistics.median(x for r in later for x in r["invoke_s"])
+    out["handler_s"] = statistics.median(w["ended_at"] - w["started_at"] for w in workers)
+    for k in ("io_s", "compute_s", "sync_s"):
+        values = [w[k] for w in workers if w.get(k) is not None]
+        out[k] = statistics.median(values) if values else 0.0
+    held = [w["sync_held"] for w in workers if w.get("sync_held") is not None]
+    if held:  # DS-Sync: partials a worker's environment still held, per worker (of group_size)
+        out["sync_held"] = statistics.fmean(held)
+    return out
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -111,6 +156,11 @@ def main(argv: list[str] | None = None) -> int:
         return statistics.median(r[field] for r in timings[sync][1:])
 
     bsp, ds = runs["bsp"], runs["ds-sync"]
+    # DS-Sync has no reduce: its synchronisation is the workers' group averaging, the round's
+    # slowest worker's sync_s
+    ds_sync_s = statistics.median(
+        max(float(w.get("sync_s") or 0.0) for w in r["workers"]) for r in ds.rounds[1:]
+    )
     loss_bsp, loss_ds = float(bsp.rounds[-1]["loss"]), float(ds.rounds[-1]["loss"])
     out = {
         "n_workers": N_WORKERS,
@@ -119,7 +169,7 @@ def main(argv: list[str] | None = None) -> int:
         "dssync_round_s": median("ds-sync", "round_s"),
         "round_speedup": median("bsp", "round_s") / median("ds-sync", "round_s"),
         "bsp_reduce_s": median("bsp", "reduce_s"),
-        "dssync_reduce_s": median("ds-sync", "reduce_s"),
+        "dssync_reduce_s": ds_sync_s,
         "loss_bsp": loss_bsp,
         "loss_dssync": loss_ds,
         "loss_rel_diff": abs(loss_ds - loss_bsp) / abs(loss_bsp),
@@ -129,6 +179,10 @@ def main(argv: list[str] | None = None) -> int:
         "global_batch": N_OBS,
         "bsp_rounds_s": [r["round_s"] for r in timings["bsp"]],
         "dssync_rounds_s": [r["round_s"] for r in timings["ds-sync"]],
+        "profile": {
+            "bsp": profile(timings["bsp"], bsp.rounds),
+            "ds-sync": profile(timings["ds-sync"], ds.rounds),
+        },
     }
     print(json.dumps(out, indent=None if args.json else 2))  # --json: one line
     return 0

@@ -1,5 +1,5 @@
-"""TrainReduce: merge a round's partials into the next model and decide whether another round runs;
-under DS-Sync, given a ``group``, merge only that group's partials into the group's model."""
+"""TrainReduce: merge a round's partials into the next model and decide whether another round runs
+(BSP, K-Means; DS-Sync has no reduce)."""
 
 import os
 
@@ -12,8 +12,8 @@ from aws_lambda_powertools.utilities.idempotency import (
 )
 from aws_lambda_powertools.utilities.typing import LambdaContext
 
-from fanfit.jobs.documents.events import TrainGroupEvent, TrainRoundEvent, parse_event
-from fanfit.jobs.train.reduce import reduce_group, reduce_round
+from fanfit.jobs.documents.events import TrainRoundEvent, parse_event
+from fanfit.jobs.train.reduce import reduce_round
 from fanfit.storage import JobRecords, JobStore
 
 logger = Logger()
@@ -22,34 +22,17 @@ metrics = Metrics()
 store = JobStore(os.environ["FANFIT_BUCKET"])
 records = JobRecords(os.environ["FANFIT_JOB_TABLE"])
 persistence = DynamoDBPersistenceLayer(table_name=os.environ["FANFIT_IDEMPOTENCY_TABLE"])
-# The keys and why: TrainRoundEvent.IDEMPOTENCY_KEY and TrainGroupEvent.IDEMPOTENCY_KEY
-# (fanfit.jobs.documents.events); a group's reduce and its round's reduce have different keys.
-round_idempotency = IdempotencyConfig(event_key_jmespath=TrainRoundEvent.IDEMPOTENCY_KEY)
-group_idempotency = IdempotencyConfig(event_key_jmespath=TrainGroupEvent.IDEMPOTENCY_KEY)
-
-
-@idempotent(persistence_store=persistence, config=round_idempotency)
-@parse_event(TrainRoundEvent)
-def _reduce_round(event: TrainRoundEvent, context: LambdaContext) -> dict:
-    out = reduce_round(store, records, event.job_id, event.round)
-    metrics.add_metric(name="TrainRoundsReduced", unit=MetricUnit.Count, value=1)
-    logger.info("round reduced", extra=out)
-    return out
-
-
-@idempotent(persistence_store=persistence, config=group_idempotency)
-@parse_event(TrainGroupEvent)
-def _reduce_group(event: TrainGroupEvent, context: LambdaContext) -> dict:
-    out = reduce_group(store, event.job_id, event.round, event.group)
-    metrics.add_metric(name="TrainGroupsReduced", unit=MetricUnit.Count, value=1)
-    logger.info("group reduced", extra=out)
-    return out
+# The key and why: TrainRoundEvent.IDEMPOTENCY_KEY (fanfit.jobs.documents.events).
+idempotency = IdempotencyConfig(event_key_jmespath=TrainRoundEvent.IDEMPOTENCY_KEY)
 
 
 @logger.inject_lambda_context
 @tracer.capture_lambda_handler
 @metrics.log_metrics
-def lambda_handler(event: dict, context: LambdaContext) -> dict:
-    if isinstance(event, dict) and "group" in event:
-        return _reduce_group(event, context)
-    return _reduce_round(event, context)
+@idempotent(persistence_store=persistence, config=idempotency)
+@parse_event(TrainRoundEvent)
+def lambda_handler(event: TrainRoundEvent, context: LambdaContext) -> dict:
+    out = reduce_round(store, records, event.job_id, event.round)
+    metrics.add_metric(name="TrainRoundsReduced", unit=MetricUnit.Count, value=1)
+    logger.info("round reduced", extra=out)
+    return out

@@ -105,6 +105,16 @@ def test_logreg_on_401k_classifies_as_well_as_sklearn(local_client, split_401k, 
     if sync == "ds-sync":
         assert all(sorted(i for g in r["groups"] for i in g) == [0, 1, 2, 3] for r in res.rounds)
         assert any(len(r["groups"]) == 2 for r in res.rounds)
+        # ... and no reduce ran: every worker averaged its group's partials itself (sync_s)
+        from fanfit.jobs.states import TrainState
+
+        assert all(w["sync_s"] > 0 for r in res.rounds for w in r["workers"])
+        pages = local_client.sfn.get_paginator("get_execution_history").paginate(
+            executionArn=res.raw["execution_arn"]
+        )
+        entered = {e["stateEnteredEventDetails"]["name"] for p in pages for e in p["events"]
+                   if "stateEnteredEventDetails" in e}  # fmt: skip
+        assert TrainState.REDUCE not in entered and TrainState.ADVANCE_ROUND in entered
 
 
 def test_cli_train_prints_one_json_object(local_client, local_stack_env, tmp_path):

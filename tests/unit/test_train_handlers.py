@@ -75,9 +75,12 @@ def _run(load_handler, lambda_context, max_rounds: int = 50) -> tuple[dict, list
                 continue
             memory = 885 if item["function_arn"] == WORKER_FUNCTIONS["885"] else 1769
             shard(item, lambda_context(memory_limit_in_mb=memory))
-        for group in planned["groups"]:  # DS-Sync: the ASL's Map over the round's groups
-            reduce(group, lambda_context())
-        progress = reduce({**_event("train_reduce"), "round": progress["round"]}, lambda_context())
+        if planned["reduce"]:  # BSP; DS-Sync has no reduce: the ASL's Pass takes "advance"
+            progress = reduce(
+                {**_event("train_reduce"), "round": progress["round"]}, lambda_context()
+            )
+        else:
+            progress = planned["advance"]
         if not progress["has_next_round"]:
             break
     done = finalize({**_event("train_finalize"), "round": progress["round"]}, lambda_context())

@@ -101,9 +101,8 @@ class Runner:
             planned = self.schedule(r)
             for item in planned["workers"]:
                 self.shard(item)
-            for group in planned["groups"]:  # DS-Sync: the ASL's Map over the round's groups
-                self.h["train_reduce"](group, self.ctx())
-            progress = self.reduce(r)
+            # BSP's reduce; DS-Sync has none: the ASL's Pass takes the schedule's "advance"
+            progress = self.reduce(r) if planned["reduce"] else planned["advance"]
             done += 1
         return self.finalize(progress["round"])
 

@@ -60,13 +60,11 @@ class TrainState(StrEnum):
     WAIT_GPU_PARTIAL = "Wait for the GPU worker's job of the partial"
     REPORT_GPU_PARTIAL = "Report the GPU worker's partial"
     WORKER_STEP = "Compute the worker's partial on its batch"
-    IS_REDUCE_IN_GROUPS = "Does the round reduce group by group (DS-Sync)?"
+    #: The Choice after the workers' Map: BSP's one reduce, or DS-Sync's Pass to the next round
+    #: (no reducer: each worker averages its group's partials at the start of the next round).
+    IS_REDUCE_NEEDED = "Does a reduce follow the workers' steps (BSP)?"
     REDUCE = "Merge the workers' partials into the next model"
-    #: DS-Sync: the Map over the round's groups, its one Task (a group's reduce) inside, and the
-    #: round's record from the groups' records after it.
-    REDUCE_GROUPS = "Reduce every group of the round in parallel"
-    REDUCE_GROUP = "Merge the group's partials into the group's model"
-    RECORD_GROUPS = "Record the round from its groups' records"
+    ADVANCE_ROUND = "Go on to the next round (DS-Sync: the workers average within their groups)"
     IS_ROUND_LEFT = "Is another round to run?"
     FINALIZE = "Write the trained model and the round records"
     RECORD_FAILURE = "Record that the job failed"

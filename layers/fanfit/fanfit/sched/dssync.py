@@ -7,14 +7,22 @@ barrier), and shuffles the membership every round so that models mix across grou
 global consensus. fanfit draws a round's groups from ``(job seed, round index)`` alone, so the
 scheduler, every worker and a rerun all compute the same groups without storing them.
 
-How a train job runs it (``orchestrator/train.asl.json``): each worker steps its own model with its
-gradient; after the workers' Map, a Map over the round's groups runs one reduce per group, in
-parallel, each reading only its members' partials and writing one model, shared by the group's
-members in the next round (:func:`fanfit.jobs.train.reduce.reduce_group`); a small step then merges
-the groups' records (statistics, losses: no model) into the round's record. No round merges the
-models globally: as in the paper, consensus comes from the reshuffling alone, and the only global
-merge is the last one, the average over the workers' models that TrainFinalize writes as the
-trained model (:func:`fanfit.train.sgd.average_params`).
+How a train job runs it (``orchestrator/train.asl.json``), as a group all-reduce with no central
+reducer: a DS-Sync round is the round's TrainSchedule and the workers' Map, and nothing else (a
+Pass state hands the next round to the execution). Each worker steps its own model with its
+gradient and writes the stepped model as its partial; at the start of round ``r + 1`` each worker
+reads the partials of the members of its round-``r`` group (``G`` objects) and averages them,
+weighted by their batches (:func:`fanfit.jobs.train.data.group_average`); every member computes the
+same average, as an all-reduce gives every member the same result, and no model is written for
+the group. The only barrier is the end of the workers' Map, which the round structure needs (round
+``r + 1``'s workers read round ``r``'s partials). The round's record (per-worker statistics, the
+loss) is merged by the next TrainSchedule, or by TrainFinalize after the last round, from the
+workers' small records (:func:`fanfit.jobs.train.reduce.record_round`; no model is read).
+
+The only global merge of models is the last one: TrainFinalize's average over the workers' final
+models (each its group's average of the last round's partials, :func:`fanfit.jobs.train.data.
+full_state`), written as the trained model (:func:`fanfit.train.sgd.average_params`). No round
+merges the models globally: as in the paper, consensus comes from the reshuffling alone.
 """
 
 from __future__ import annotations

@@ -34,7 +34,6 @@ from fanfit.storage.keys import (
     spec_key,
     stage_inputs_key,
     stage_prefix,
-    train_group_record_key,
     train_group_state_key,
     train_partial_key,
     train_round_key,
@@ -44,6 +43,7 @@ from fanfit.storage.keys import (
     train_state_key,
     train_state_prefix,
     train_throughput_key,
+    train_worker_record_key,
     units_key,
     wave_key,
 )
@@ -119,7 +119,6 @@ __all__ = [
     "stage_inputs_key",
     "stage_prefix",
     "train_partial_key",
-    "train_group_record_key",
     "train_group_state_key",
     "train_round_key",
     "train_round_plan_key",
@@ -128,6 +127,7 @@ __all__ = [
     "train_state_key",
     "train_state_prefix",
     "train_throughput_key",
+    "train_worker_record_key",
     "units_key",
     "wave_key",
 ]

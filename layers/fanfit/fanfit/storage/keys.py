@@ -200,15 +200,16 @@ def train_state_index(job_id: str, key: str) -> int | None:
 
 
 def train_group_state_key(job_id: str, round_index: int, group: int) -> str:
-    """Key of one DS-Sync group's model at the start of round ``round_index`` (``.npz``): the model
-    group ``group`` of round ``round_index - 1`` reduced, shared by that group's members (round 0:
-    group 0, every worker, the first model)."""
+    """Key of one DS-Sync group's model at the start of round ``round_index`` (``.npz``), shared by
+    that group's members: only round 0's (group 0, every worker, the first model); later rounds'
+    models are their groups' averages of the round before's partials, computed by each worker."""
     return f"{job_prefix(job_id)}train/state/{round_index:05d}/groups/{group:03d}.npz"
 
 
-def train_group_record_key(job_id: str, round_index: int, group: int) -> str:
-    """Key of one DS-Sync group's part of a round's record (its members' statistics, losses)."""
-    return f"{job_prefix(job_id)}train/rounds/{round_index:05d}/groups/{group:03d}.json"
+def train_worker_record_key(job_id: str, round_index: int, worker: int) -> str:
+    """Key of one DS-Sync worker's record of a round (``.json``: its statistics, loss and batch,
+    without the model), merged into the round's record by the next TrainSchedule or TrainFinalize."""
+    return f"{job_prefix(job_id)}train/rounds/{round_index:05d}/workers/{worker:03d}.json"
 
 
 def train_round_plan_key(job_id: str, round_index: int) -> str:

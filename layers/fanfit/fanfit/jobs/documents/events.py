@@ -165,18 +165,6 @@ class TrainRoundEvent(BaseModel):
     round: int = Field(ge=0, le=20_000)
 
 
-class TrainGroupEvent(BaseModel):
-    """Input of TrainReduce for one DS-Sync group: group ``group`` of round ``round``."""
-
-    #: Idempotency key of a group's reduce: one per group and round (the round's own reduce, a
-    #: :class:`TrainRoundEvent` of the same function, has no ``group`` and so another key).
-    IDEMPOTENCY_KEY: ClassVar[str] = "[job_id, round, group]"
-    model_config = ConfigDict(extra="forbid")
-    job_id: str = Field(pattern=_ID)
-    round: int = Field(ge=0, le=20_000)
-    group: int = Field(ge=0, lt=40)
-
-
 class TrainShardEvent(BaseModel):
     """Input of TrainShard: worker ``worker``'s step of round ``round``.
 

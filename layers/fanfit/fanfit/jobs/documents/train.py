@@ -12,16 +12,19 @@ TrainSpec           inside TrainJobFile and TrainPlan             client        
 TrainPlan           ``plan_key`` (plan.json)                      TrainInit        TrainSchedule, TrainShard, TrainReduce,
                                                                                    TrainFinalize, resume
 StateMeta           ``train_state_key`` (``__meta__`` of the npz) TrainInit/Reduce TrainSchedule/Shard/Reduce/Finalize, resume
+                                                                  (DS-Sync: /Sched.
+                                                                  /Finalize)
 RoundPlan           ``train_round_plan_key``                      TrainSchedule    TrainShard, TrainReduce
 ShardStats          ``train_partial_key`` (``__stats__``)         TrainShard       TrainReduce, progress
+ShardRecord         ``train_worker_record_key`` (DS-Sync)         TrainShard       TrainSchedule, TrainFinalize
 RoundRecord         ``train_round_key``                           TrainReduce      TrainSchedule, TrainFinalize, progress
-GroupRecord         ``train_group_record_key``                    TrainReduce      TrainReduce (the round's record)
+                                                                  (DS-Sync: /Sched.
+                                                                  /Finalize)
 TrainResult         ``result_key`` (result.json)                  TrainFinalize    client (TrainResult), report, cost
 InitOutput          state of the execution                        TrainInit        train.asl.json
 ScheduleOutput      state (the Map's items and concurrency)       TrainSchedule    train.asl.json
 ShardOutput         state (the Map item's result)                 TrainShard       train.asl.json
-ReduceOutput        state                                         TrainReduce      train.asl.json
-GroupReduceOutput   state (the group Map item's result)           TrainReduce      train.asl.json
+ReduceOutput        state (DS-Sync: ScheduleOutput.advance)       TrainReduce      train.asl.json
 FinalizeOutput      state                                         TrainFinalize    train.asl.json, client
 ==================  ===========================================  ===============  =====================================
 
@@ -52,9 +55,6 @@ __all__ = [
     "TRAIN_MODELS",
     "DispatchQueue",
     "FinalizeOutput",
-    "GroupItem",
-    "GroupRecord",
-    "GroupReduceOutput",
     "InitOutput",
     "ReduceOutput",
     "RoundDispatch",
@@ -63,6 +63,7 @@ __all__ = [
     "RoundRecord",
     "ScheduleOutput",
     "ShardOutput",
+    "ShardRecord",
     "ShardStats",
     "StateMeta",
     "TrainJobFile",
@@ -424,11 +425,15 @@ class StateMeta(_Sparse):
     n_iter: int = 0
     converged: bool | None = None
     inertia: float | None = None
-    #: DS-Sync: the groups whose models this state holds, one object each
-    #: (``train_group_state_key``, group ``g`` shared by the workers of ``groups[g]``), not in this
-    #: object: the groups of the round before (round 0: one group of every worker). None: the
-    #: arrays are in this object (BSP, K-Means).
+    #: DS-Sync: the groups whose models this state holds, not in this object: the groups of the
+    #: round before (round 0: one group of every worker, its model in ``train_group_state_key``).
+    #: None: the arrays are in this object (BSP, K-Means).
     groups: list[list[int]] | None = None
+    #: DS-Sync, rounds after 0: the model of group ``g`` is not stored but is the average of its
+    #: members' partials of the round before (each a stepped model), weighted by their batches,
+    #: which each member computes itself at the start of the round (a group all-reduce,
+    #: :func:`fanfit.jobs.train.data.group_average`).
+    from_partials: bool | None = None
 
 
 class DispatchQueue(Document):
@@ -499,33 +504,32 @@ class RoundItem(Document):
     placement: PlacementKind = "lambda"
 
 
-class GroupItem(Document):
-    """One item of a DS-Sync round's group Map: group ``group`` of round ``round``
-    (:attr:`RoundPlan.groups`)."""
+class ReduceOutput(Document):
+    """TrainReduce's output (and under DS-Sync :attr:`ScheduleOutput.advance`): the next round
+    and whether it runs."""
 
     job_id: str
     round: int
-    group: int
+    has_next_round: bool
 
 
 class ScheduleOutput(Document):
-    """TrainSchedule's output: the Map's ``MaxConcurrencyPath`` and its items."""
+    """TrainSchedule's output: the Map's ``MaxConcurrencyPath`` and its items; whether a Reduce
+    follows the workers' Map (``reduce``: BSP) or not (DS-Sync: the workers average within their
+    groups at the start of the next round), and then ``advance``, the round and whether another
+    runs (what a Reduce would have returned, the ASL's ``$.progress``)."""
 
     job_id: str
     round: int
     max_concurrency: int
     workers: list[RoundItem]
-    #: DS-Sync: one item per group of the round, each reduced in parallel; empty under BSP.
-    groups: list[GroupItem] = Field(default_factory=list)
-
-    #: Whether the round reduces group by group (DS-Sync, ``groups`` not empty): the ASL's
-    #: Choice after the workers' Map.
-    reduce_in_groups: bool = False
+    reduce: bool = True
+    advance: ReduceOutput | None = None
 
     @model_validator(mode="after")
-    def _groups_flag(self) -> Self:
-        if self.reduce_in_groups != bool(self.groups):
-            raise ValueError("reduce_in_groups must be true exactly when groups is not empty")
+    def _advance_without_reduce(self) -> Self:
+        if self.reduce == (self.advance is not None):
+            raise ValueError("advance must be given exactly when reduce is false (DS-Sync)")
         return self
 
 
@@ -550,6 +554,12 @@ class ShardStats(_Sparse):
     pid: int
     device: str | None = None
     ended_at: float | None = None
+    #: DS-Sync: seconds reading the group's partials of the round before and averaging them (the
+    #: worker's part of the group all-reduce; also counted in ``io_s``).
+    sync_s: float | None = None
+    #: DS-Sync, rounds after 0: of those partials, how many the worker's environment still held
+    #: (the one it wrote last), not read from S3 (:func:`fanfit.jobs.train.data.own_partial`).
+    sync_held: int | None = None
 
 
 class ShardOutput(ShardStats):
@@ -574,6 +584,19 @@ class WorkerRecord(_Sparse):
     ended_at: float
     peak_rss_mb: float
     device: str | None = None
+    sync_s: float | None = None
+    sync_held: int | None = None
+
+
+class ShardRecord(Document):
+    """``rounds/<r>/workers/<i>.json`` (TrainShard, DS-Sync only): the worker's statistics
+    (:class:`ShardStats`), its mean loss over its batch and its batch (``n_samples``), without the
+    model, so that the next TrainSchedule (or TrainFinalize after the last round) merges the
+    round's record from N small objects."""
+
+    stats: ShardStats
+    loss: float
+    n_samples: int = Field(ge=0)
 
 
 class RoundRecord(_Sparse):
@@ -598,33 +621,6 @@ class RoundRecord(_Sparse):
     n_relocated: int | None = None
     wall_s: float | None = None
     dispatch: RoundDispatch | None = None
-
-
-class GroupRecord(Document):
-    """``rounds/<r>/groups/<g>.json`` (TrainReduce of one DS-Sync group): the group's members
-    (ascending), their :class:`WorkerRecord`, each member's mean loss over its batch and its batch
-    (``n_samples``), and the key of the model the group reduced to (``model_key``, the
-    group's state of round ``r + 1``). The round's record merges the groups' records."""
-
-    round: int
-    group: int
-    members: list[int]
-    workers: list[WorkerRecord]
-    losses: list[float]
-    n_samples: list[int]
-    model_key: str
-
-    @model_validator(mode="after")
-    def _one_per_member(self) -> Self:
-        n = len(self.members)
-        if not (len(self.workers) == len(self.losses) == len(self.n_samples) == n) or n == 0:
-            raise ValueError(
-                f"workers, losses and n_samples need one entry per member ({n}); got "
-                f"{len(self.workers)}, {len(self.losses)} and {len(self.n_samples)}"
-            )
-        if [w.worker for w in self.workers] != self.members:
-            raise ValueError(f"workers must be the members {self.members} in order")
-        return self
 
 
 class TrainResult(_Sparse):
@@ -668,24 +664,6 @@ class InitOutput(Document):
     n_workers: int
     has_next_round: bool
     resumed: bool
-
-
-class ReduceOutput(Document):
-    """TrainReduce's output: the next round and whether it runs."""
-
-    job_id: str
-    round: int
-    has_next_round: bool
-
-
-class GroupReduceOutput(Document):
-    """TrainReduce's output for one DS-Sync group (the group Map item's result): the key of the
-    group's record."""
-
-    job_id: str
-    round: int
-    group: int
-    record_key: str
 
 
 class FinalizeOutput(Document):

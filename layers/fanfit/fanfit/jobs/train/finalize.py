@@ -12,6 +12,7 @@ from fanfit.errors import InvalidJobError
 from fanfit.jobs import sharing
 from fanfit.jobs.documents.train import FinalizeOutput, RoundRecord, TrainResult
 from fanfit.jobs.train.data import full_state, read_plan
+from fanfit.jobs.train.reduce import record_round
 from fanfit.train.models import model_for
 
 __all__ = ["finalize_job"]
@@ -34,7 +35,9 @@ def finalize_job(
     store, records : JobStore, JobRecords
     job_id : str
     round_index : int
-        The round whose model is final (the ``round`` Reduce last returned).
+        The round whose model is final (the ``round`` Reduce last returned, or under DS-Sync the
+        last TrainSchedule's ``advance``: the last round is then recorded here first,
+        :func:`fanfit.jobs.train.reduce.record_round`).
     execution_arn : str
     memory_mb : int
         This function's memory, MB (for the cost).
@@ -61,8 +64,15 @@ def finalize_job(
     started = time.time()
     plan = read_plan(store, job_id)
     spec = plan.spec
-    # DS-Sync's one global merge: every group's model, averaged over the workers by the model's
-    # finalize (fanfit.train.sgd.average_params).
+    if (
+        spec.sync == "ds-sync"
+        and round_index
+        and not store.exists(storage.train_state_key(job_id, round_index))
+    ):
+        # DS-Sync has no reduce: the last round is recorded here (its workers' small records)
+        record_round(store, records, job_id, round_index - 1)
+    # DS-Sync's one global merge: every group's average of its last partials (full_state), then
+    # averaged over the workers by the model's finalize (fanfit.train.sgd.average_params).
     state = full_state(store, job_id, round_index)
     if state.phase != "done":
         raise InvalidJobError(f"round {round_index}'s model is not final (phase {state.phase})")

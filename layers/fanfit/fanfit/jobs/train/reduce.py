@@ -1,24 +1,25 @@
 """TrainReduce: merge a round's partials into the next model, record the round, decide whether
-another round runs; under DS-Sync, one group's partials into the group's model (:func:`reduce_group`,
-the groups in parallel) and then the groups' records into the round's (:func:`reduce_round`)."""
+another round runs (BSP, K-Means). DS-Sync has no reduce: its workers average within their groups
+at the start of the next round, and :func:`record_round` (called by the next TrainSchedule or by
+TrainFinalize) merges only the workers' small records into the round's record."""
 
 from __future__ import annotations
 
 import json
+from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 import numpy as np
 
 from fanfit import storage
-from fanfit.errors import InvalidJobError
+from fanfit.errors import InvalidJobError, JobNotFoundError
 from fanfit.jobs.documents.train import (
-    GroupRecord,
-    GroupReduceOutput,
     ReduceOutput,
     RoundPlan,
     RoundRecord,
+    ShardRecord,
     ShardStats,
-    TrainPlan,
+    TrainSpec,
     WorkerRecord,
 )
 from fanfit.jobs.train.data import (
@@ -27,13 +28,21 @@ from fanfit.jobs.train.data import (
     put_state,
     read_plan,
     read_round_plan,
-    stepped_parts,
 )
 from fanfit.sched.lbbsp import idle_fraction
 from fanfit.train.models import model_for
-from fanfit.train.sgd import WorkerGradient, average_params, reduce_gradients
+from fanfit.train.sgd import WorkerGradient, reduce_gradients
 
-__all__ = ["reduce_group", "reduce_round"]
+__all__ = ["dssync_phase", "record_round", "reduce_round"]
+
+#: Threads reading a DS-Sync round's worker records at once (:func:`record_round`).
+_RECORD_READERS = 16
+
+
+def dssync_phase(n_iter: int, spec: TrainSpec) -> str:
+    """The phase of a DS-Sync model after ``n_iter`` steps: ``'done'`` once ``spec.rounds``
+    rounds ran, ``'train'`` before."""
+    return "done" if n_iter >= int(spec.rounds) else "train"
 
 
 def reduce_round(
@@ -49,10 +58,8 @@ def reduce_round(
     label changed) the run ends; when it converges by ``tol`` or reaches ``rounds``, one more
     round runs the final E-step (inertia of the final centroids, as scikit-learn does). SGD: BSP
     :func:`fanfit.train.sgd.reduce_gradients` then :func:`~fanfit.train.sgd.sgd_step` (one step on
-    the ``B`` rows, however LB-BSP split them). The run ends after ``rounds``. Under DS-Sync the
-    groups have already reduced, in parallel (:func:`reduce_group`); this reads only their records
-    (no model, no partial), writes the round's record and the round's state (meta and groups) and
-    decides whether another round runs.
+    the ``B`` rows, however LB-BSP split them). The run ends after ``rounds``. A DS-Sync round has
+    no reduce in its execution; given one, this only records it (:func:`record_round`).
 
     The round record (``rounds/<r>/record.json``, :class:`~fanfit.jobs.documents.train.RoundRecord`)
     holds per worker its batch, compute and I/O seconds, throughput (samples/s), memory and cold
@@ -76,7 +83,7 @@ def reduce_round(
     spec = plan.spec
     round_plan = read_round_plan(store, job_id, round_index)
     if spec.sync == "ds-sync":
-        return _record_groups(store, records, job_id, round_index, plan, round_plan)
+        return record_round(store, records, job_id, round_index)
     state = get_state(store, job_id, round_index)
     n = len(plan.workers)
     parts: list[dict[str, np.ndarray]] = []
@@ -125,6 +132,10 @@ def _worker_record(s: ShardStats, round_plan: RoundPlan) -> WorkerRecord:
     )
     if "device" in s.model_fields_set:
         w.device = s.device
+    if s.sync_s is not None:
+        w.sync_s = s.sync_s
+    if s.sync_held is not None:
+        w.sync_held = s.sync_held
     return w
 
 
@@ -148,7 +159,7 @@ def _round_record(
 
 
 def _finish_round(
-    records: storage.JobRecords,
+    records: storage.JobRecords | None,
     job_id: str,
     record: RoundRecord,
     round_plan: RoundPlan,
@@ -168,131 +179,85 @@ def _finish_round(
             "V": round_plan.dispatch.V,
             **{q.name: q.samples for q in round_plan.dispatch.queues},
         }
-    records.update(job_id, last_round=summary)
+    if records is not None:
+        records.update(job_id, last_round=summary)
     return ReduceOutput(
         job_id=job_id, round=record.round + 1, has_next_round=next_phase != "done"
     ).to_json_dict()
 
 
-def reduce_group(store: storage.JobStore, job_id: str, round_index: int, group: int) -> dict:
-    """DS-Sync: merge one group's partials of round ``round_index`` into the group's next model.
+def record_round(
+    store: storage.JobStore,
+    records: storage.JobRecords | None,
+    job_id: str,
+    round_index: int,
+) -> dict:
+    """DS-Sync: record round ``round_index`` from its workers' small records; no model is read.
 
-    The group ``G = groups[group]`` of the round (:attr:`RoundPlan.groups`, drawn by
-    :func:`fanfit.sched.dssync.dssync_groups`) reads only its members' partials
-    (``train_partial_key`` of each ``i`` in ``G``: each member's model already stepped with its
-    gradient by the worker, :func:`fanfit.jobs.train.data.stepped_partial`) and writes one model,
-    the second half of :func:`fanfit.train.sgd.dssync_step` restricted to the group:
-    :math:`\\sum_{j \\in G} (b_j / B_G)\\, \\mathrm{step}(w_j, g_j)`, the group's state of
-    round ``round_index + 1`` (``train_group_state_key``), which the group's members read in the
-    next round. The groups of a round run in parallel (the ASL's Map over groups); as
-    ``dssync_step`` treats each group apart, the models are those of one reduce over all groups,
-    bit for bit. The group's record
-    (:class:`~fanfit.jobs.documents.train.GroupRecord`, ``train_group_record_key``) keeps its
-    members' statistics and losses for the round's record (:func:`reduce_round`).
+    DS-Sync (Wang et al. 2020) has no reducer: each worker averages its group's partials at the
+    start of the next round (:func:`fanfit.jobs.train.data.group_average`). What is left to merge
+    is the round's record: this reads the N workers' :class:`~fanfit.jobs.documents.train.ShardRecord`
+    objects (``train_worker_record_key``, a few hundred bytes each), writes the round's record
+    (:class:`~fanfit.jobs.documents.train.RoundRecord`; its loss the batch-weighted mean of the
+    workers' losses, :func:`fanfit.train.sgd.reduce_gradients`' as in one reduce) and then the
+    state of round ``round_index + 1`` (meta and groups only, ``from_partials``,
+    :func:`fanfit.jobs.train.data.put_group_state`), which marks the round as done for resume.
+    Run by the TrainSchedule of round ``round_index + 1``, or by TrainFinalize after the last round;
+    a second call rewrites the same objects.
 
     Parameters
     ----------
-    group : int
-        Index into the round's groups (0 <= group < number of groups).
+    records : JobRecords or None
+        The job table, to update the job's ``last_round``; None: not updated.
 
     Returns
     -------
     dict
-        :class:`~fanfit.jobs.documents.train.GroupReduceOutput`: ``job_id, round, group,
-        record_key``.
+        :class:`~fanfit.jobs.documents.train.ReduceOutput`: ``job_id, round`` (the next round)
+        and ``has_next_round``.
 
     Raises
     ------
     InvalidJobError
-        Not a DS-Sync job, a group index outside the round's groups, or a member's partial
-        missing.
+        Not a DS-Sync job, or a worker's record missing.
     """
     plan = read_plan(store, job_id)
     spec = plan.spec
     if spec.sync != "ds-sync":
         raise InvalidJobError(
-            f"a group reduce needs sync 'ds-sync'; job {job_id} has {spec.sync!r}"
+            f"only a DS-Sync round is recorded from its workers' records; job {job_id} has "
+            f"sync {spec.sync!r}"
         )
     round_plan = read_round_plan(store, job_id, round_index)
-    if not 0 <= group < len(round_plan.groups):
-        raise InvalidJobError(
-            f"group must be in 0..{len(round_plan.groups) - 1} in round {round_index}, got {group}"
-        )
-    members = [int(i) for i in round_plan.groups[group]]
-    stepped: list[dict[str, np.ndarray]] = []
-    losses: list[float] = []
-    n_samples: list[int] = []
-    workers: list[WorkerRecord] = []
-    for i in members:
-        part, stat = _read_partial(store, job_id, round_index, i)
-        model, loss, n = stepped_parts(part)
-        stepped.append(model)
-        losses.append(loss)
-        n_samples.append(n)
-        workers.append(_worker_record(stat, round_plan))
-    # dssync_step's weights b_j / B_G (equal when the group has no samples), then its average
-    b = np.asarray(n_samples, dtype=np.float64)
-    weights = b / b.sum() if b.sum() > 0 else np.full(b.size, 1.0 / b.size)
-    merged = average_params(stepped, weights)
-    model_key = store.put_arrays(
-        storage.train_group_state_key(job_id, round_index + 1, group), merged
-    )
-    record = GroupRecord(
-        round=round_index,
-        group=group,
-        members=members,
-        workers=workers,
-        losses=losses,
-        n_samples=n_samples,
-        model_key=model_key,
-    )
-    key = store.put_json(
-        storage.train_group_record_key(job_id, round_index, group), record.to_json_dict()
-    )
-    return GroupReduceOutput(
-        job_id=job_id, round=round_index, group=group, record_key=key
-    ).to_json_dict()
-
-
-def _record_groups(
-    store: storage.JobStore,
-    records: storage.JobRecords,
-    job_id: str,
-    round_index: int,
-    plan: TrainPlan,
-    round_plan: RoundPlan,
-) -> dict:
-    """DS-Sync's round reduce after its group reduces: merge the groups' records (small JSON
-    objects, no model) into the round's record and write the round's state (meta and groups,
-    :func:`fanfit.jobs.train.data.put_group_state`). The loss is the batch-weighted mean of the
-    workers' losses, :func:`fanfit.train.sgd.reduce_gradients`' as in a single reduce."""
-    spec = plan.spec
     state = get_state(store, job_id, round_index)
-    by_worker: dict[int, tuple[WorkerRecord, float, int]] = {}
-    for g in range(len(round_plan.groups)):
-        key = storage.train_group_record_key(job_id, round_index, g)
-        if not store.exists(key):
-            raise InvalidJobError(f"round {round_index}: group {g} wrote no record ({key})")
-        part = GroupRecord.parse(store.get_json(key), source=key)
-        for w, loss, n_samples in zip(part.workers, part.losses, part.n_samples):
-            by_worker[w.worker] = (w, loss, n_samples)
     n = len(plan.workers)
-    if sorted(by_worker) != list(range(n)):
-        raise InvalidJobError(
-            f"round {round_index}: the groups' records cover workers {sorted(by_worker)}, "
-            f"not 0..{n - 1}"
-        )
-    workers = [by_worker[i][0] for i in range(n)]
+
+    def read(i: int) -> ShardRecord:
+        key = storage.train_worker_record_key(job_id, round_index, i)
+        try:
+            return ShardRecord.parse(store.get_json(key), source=key)
+        except JobNotFoundError as exc:
+            raise InvalidJobError(
+                f"round {round_index}: worker {i} wrote no record ({key})"
+            ) from exc
+
+    # N small GETs at once (threads), not one after the other: they are the round's only merge
+    with ThreadPoolExecutor(max_workers=min(n, _RECORD_READERS)) as pool:
+        shards = list(pool.map(read, range(n)))
+    workers = [_worker_record(s.stats, round_plan) for s in shards]
     record = _round_record(round_index, state.phase, workers, round_plan)
     record.loss = float(
-        reduce_gradients(
-            [WorkerGradient({}, by_worker[i][1], by_worker[i][2]) for i in range(n)]
-        ).loss
+        reduce_gradients([WorkerGradient({}, s.loss, s.n_samples) for s in shards]).loss
     )
     n_iter = state.n_iter + 1
-    phase = "done" if n_iter >= int(spec.rounds) else "train"
+    phase = dssync_phase(n_iter, spec)
     store.put_json(storage.train_round_key(job_id, round_index), record.to_json_dict())
     put_group_state(
-        store, job_id, round_index + 1, {"phase": phase, "n_iter": n_iter}, round_plan.groups
+        store,
+        job_id,
+        round_index + 1,
+        {"phase": phase, "n_iter": n_iter},
+        round_plan.groups,
+        from_partials=True,
     )
     return _finish_round(records, job_id, record, round_plan, phase)

@@ -5,7 +5,9 @@ batches are uniform, LB-BSP's (Chen et al., IEEE TCC 2021, :func:`fanfit.sched.l
 or the user's; a LB-BSP round with Lambda and GPU workers first splits its samples between the two
 by Proteus' drift-plus-penalty rule (Xiang et al.; :func:`fanfit.sched.lyapunov.dispatch_fragments`,
 :func:`hybrid_batches`); DS-Sync (Wang et al. 2020) draws the round's groups
-(:func:`fanfit.sched.dssync.dssync_groups`); the job's partition (Dorm) bounds the Map's concurrency.
+(:func:`fanfit.sched.dssync.dssync_groups`) and first records the round before from its workers'
+records (:func:`fanfit.jobs.train.reduce.record_round`: DS-Sync has no reduce); the job's partition
+(Dorm) bounds the Map's concurrency.
 """
 
 from __future__ import annotations
@@ -19,16 +21,18 @@ from fanfit.errors import JobNotFoundError
 from fanfit.jobs import sharing
 from fanfit.jobs.documents.train import (
     DispatchQueue,
-    GroupItem,
+    ReduceOutput,
     RoundDispatch,
     RoundItem,
     RoundPlan,
     RoundRecord,
     ScheduleOutput,
     TrainPlan,
+    TrainSpec,
     TrainWorker,
 )
 from fanfit.jobs.train.data import get_state, read_plan, read_round_plan, signature
+from fanfit.jobs.train.reduce import dssync_phase, record_round
 from fanfit.prices import DEFAULT_PRICES, PriceTable
 from fanfit.sched.dssync import dssync_groups
 from fanfit.sched.lbbsp import RoundCostModel, is_level_shift, lbbsp_batches
@@ -318,6 +322,7 @@ def schedule_round(
     job_id: str,
     round_index: int,
     partitions: storage.Partitions | None = None,
+    records: storage.JobRecords | None = None,
 ) -> dict:
     """Record the last round's throughput and set each worker's batch for round ``round_index``.
 
@@ -346,7 +351,10 @@ def schedule_round(
     drift-plus-penalty (:func:`hybrid_batches`; Proteus) and records it in the round plan's
     ``dispatch``.
     For DS-Sync the round's groups come from :func:`fanfit.sched.dssync.dssync_groups` (Wang et al.,
-    arXiv:2007.03298, 2020).
+    arXiv:2007.03298, 2020). A DS-Sync round has no reduce: before planning round ``r > 0`` this
+    records round ``r - 1`` from its workers' small records and writes round ``r``'s state
+    (:func:`fanfit.jobs.train.reduce.record_round`; skipped when that state exists), and the output's
+    ``advance`` tells the execution the round after and whether it runs.
 
     Parameters
     ----------
@@ -360,14 +368,17 @@ def schedule_round(
         at this barrier, bounds how many workers run at once: the round's ``max_concurrency`` is
         ``min(Lambda workers, partition)`` plus ``min(GPU workers, GPU share)`` (at least 1
         each); the workers' batches and so the result do not change.
+    records : JobRecords, optional
+        The job table: a DS-Sync round's record updates the job's ``last_round`` there.
 
     Returns
     -------
     dict
         :class:`~fanfit.jobs.documents.train.ScheduleOutput`: ``job_id, round, max_concurrency,
-        workers, groups``, the Map's ``MaxConcurrencyPath``, one Map item per worker and, under
-        DS-Sync, one item per group (the group Map, each group reducing apart). The batches,
-        groups, predictions, partition and ``max_concurrency`` go to ``rounds/<r>/plan.json``
+        workers, reduce, advance``, the Map's ``MaxConcurrencyPath``, one Map item per worker,
+        whether a reduce follows (BSP) and, under DS-Sync (no reduce), the next round and whether
+        it runs. The batches, groups, predictions, partition and ``max_concurrency`` go to
+        ``rounds/<r>/plan.json``
         (:class:`~fanfit.jobs.documents.train.RoundPlan`).
 
     A round whose plan is already in S3 keeps it (a resumed execution re-entering a round its
@@ -384,6 +395,9 @@ def schedule_round(
     plan = read_plan(store, job_id)
     spec = plan.spec
     workers = plan.workers
+    dssync = spec.sync == "ds-sync"
+    if dssync and round_index and not store.exists(storage.train_state_key(job_id, round_index)):
+        record_round(store, records, job_id, round_index - 1)
     try:
         kept: RoundPlan | None = read_round_plan(store, job_id, round_index)
     except JobNotFoundError:
@@ -395,7 +409,9 @@ def schedule_round(
             round_index,
             workers,
             _max_concurrency(workers, partition),
-            len(kept.groups) if spec.sync == "ds-sync" else 0,
+            _advance(job_id, round_index, get_state(store, job_id, round_index).n_iter, spec)
+            if dssync
+            else None,
         )
     state = get_state(store, job_id, round_index)
     n = len(workers)
@@ -456,7 +472,7 @@ def schedule_round(
         batches = even_batches(total, n)
     groups = (
         dssync_groups(n, int(spec.group_size), int(spec.seed), round_index)
-        if spec.sync == "ds-sync"
+        if dssync
         else [list(range(n))]
     )
     # The job's partition of the shared capacity, read at this barrier (Dorm): at most that many
@@ -482,7 +498,17 @@ def schedule_round(
         round_index,
         workers,
         max_concurrency,
-        len(groups) if spec.sync == "ds-sync" else 0,
+        _advance(job_id, round_index, state.n_iter, spec) if dssync else None,
+    )
+
+
+def _advance(job_id: str, round_index: int, n_iter: int, spec: TrainSpec) -> ReduceOutput:
+    """DS-Sync: what a reduce would return after round ``round_index`` from a model of ``n_iter``
+    steps: the next round, and whether it runs (:func:`fanfit.jobs.train.reduce.dssync_phase`)."""
+    return ReduceOutput(
+        job_id=job_id,
+        round=round_index + 1,
+        has_next_round=dssync_phase(n_iter + 1, spec) != "done",
     )
 
 
@@ -503,16 +529,16 @@ def _round_items(
     round_index: int,
     workers: list[TrainWorker],
     max_concurrency: int,
-    n_groups: int,
+    advance: ReduceOutput | None,
 ) -> dict:
     """:func:`schedule_round`'s output: the Map's concurrency, one item per worker, and under
-    DS-Sync (``n_groups > 0``) one item per group of the round for the group Map."""
+    DS-Sync (``advance`` given: no reduce follows the Map) the round after."""
     return ScheduleOutput(
         job_id=job_id,
         round=round_index,
         max_concurrency=max_concurrency,
-        groups=[GroupItem(job_id=job_id, round=round_index, group=g) for g in range(n_groups)],
-        reduce_in_groups=n_groups > 0,
+        reduce=advance is None,
+        advance=advance,
         workers=[
             RoundItem(
                 job_id=job_id,
