@@ -13,8 +13,19 @@ from doubleml.irm.datasets import make_irm_data
 from sklearn.base import clone
 from sklearn.linear_model import LinearRegression, LogisticRegression
 
-from fanfit.dml import draw_folds, folds_to_smpls
+from fanfit.dml import (
+    DMLSpec,
+    draw_folds,
+    estimate_in_process,
+    fit_units,
+    folds_to_smpls,
+    init_preds,
+    n_stages,
+    put_predictions,
+    validate_data,
+)
 from fanfit.dml.scores_quantile import cvar_coef_start, pq_coef_start, pq_fold
+from fanfit.errors import InvalidJobError
 
 TOL = 1e-12
 N_OBS, N_FOLDS = 300, 3
@@ -60,3 +71,90 @@ def test_fold_procedure_equals_doubleml(cls, ml_g, treatment: int, quantile: flo
     # AND (PQ) DoubleML's next start value is the mean of the fold IPW quantiles
     if not is_cvar:
         assert obj._coef_start_val == pytest.approx(np.mean(thetas), abs=TOL)
+
+
+def _spec(model: str, **kw) -> DMLSpec:
+    base = dict(
+        model=model, score="PQ" if model == "pq" else "CVaR", y_col="y", d_cols=("d",),
+        x_cols=tuple(f"X{i}" for i in range(1, 5)), n_folds=2, n_rep=3, seed=1,
+        learners={
+            "ml_g": "LogisticRegression" if model == "pq" else "LinearRegression",
+            "ml_m": "LogisticRegression",
+        },
+        normalize_ipw=True, treatment=1, quantile=0.4,
+    )  # fmt: skip
+    return DMLSpec(**{**base, **kw})
+
+
+@pytest.mark.parametrize(("model", "treatment"), [("pq", 0), ("pq", 1), ("cvar", 1)])
+def test_estimate_in_process_equals_doubleml(model: str, treatment: int) -> None:
+    # GIVEN data from make_irm_data, fixed folds (2 folds x 3 repetitions) and DoubleML's fit
+    np.random.seed(3)
+    data = make_irm_data(n_obs=N_OBS, dim_x=4, theta=0.5, return_type="DoubleMLData")
+    spec = _spec(model, treatment=treatment)
+    spec.validate()
+    fdata = validate_data(spec, list(data.data.columns), data.data.to_numpy())
+    folds = draw_folds(N_OBS, 2, 3, seed=7)
+    cls, ml_g = (
+        (dml.DoubleMLPQ, LogisticRegression())
+        if model == "pq"
+        else (dml.DoubleMLCVAR, LinearRegression())
+    )
+    obj = cls(
+        data, ml_g, LogisticRegression(), treatment=treatment, quantile=0.4, n_folds=2,
+        n_rep=3, draw_sample_splitting=False,
+    )  # fmt: skip
+    obj.set_sample_splitting(folds_to_smpls(folds))
+    obj.fit()
+    # WHEN fanfit runs every fold unit (PQ: repetition r as stage r, chained start values)
+    res = estimate_in_process(spec, fdata, folds)
+    # THEN estimates, standard errors, scores and nuisance losses are DoubleML's
+    np.testing.assert_allclose(res.all_coef, obj.all_coef, rtol=1e-9, atol=1e-9)
+    np.testing.assert_allclose(res.all_se, obj.all_se, rtol=1e-9, atol=1e-9)
+    np.testing.assert_allclose(res.psi, obj.psi, rtol=1e-9, atol=1e-9)
+    for key in ("ml_g", "ml_m"):
+        np.testing.assert_allclose(res.nuisance_loss[key], obj.nuisance_loss[key], atol=1e-9)
+    # AND PQ runs one stage per repetition, CVaR one stage, each with one unit per fold
+    assert n_stages(spec) == (3 if model == "pq" else 1)
+    assert len(fit_units(spec, 0)) == (2 if model == "pq" else 6)
+
+
+def test_put_predictions_unpacks_a_fold_unit_and_its_scalar() -> None:
+    # GIVEN a PQ spec and the packed values of fold 1 of repetition 0 (ml_g, ml_m, theta_ipw)
+    spec = _spec("pq", n_rep=1)
+    folds = np.array([[0], [1], [1], [0]])
+    preds = init_preds(spec, 4)
+    unit = fit_units(spec, 0)[1]
+    # WHEN they are put
+    put_predictions(preds, unit, folds, np.array([0.1, 0.2, 0.7, 0.8, 1.5]), spec)
+    # THEN each key gets the fold's test rows and the scalar is stored on them
+    np.testing.assert_array_equal(preds["ml_g"][[1, 2], 0, 0], [0.1, 0.2])
+    np.testing.assert_array_equal(preds["ml_m"][[1, 2], 0, 0], [0.7, 0.8])
+    np.testing.assert_array_equal(preds["theta_ipw"][[1, 2], 0, 0], [1.5, 1.5])
+    assert np.isnan(preds["theta_ipw"][0, 0, 0])
+    # AND a wrong length is refused by name
+    with pytest.raises(InvalidJobError, match="packed values"):
+        put_predictions(preds, unit, folds, np.array([0.1, 0.2]), spec)
+
+
+@pytest.mark.parametrize(
+    ("kw", "match"),
+    [
+        ({"quantile": None}, "needs quantile"),
+        ({"quantile": 1.0}, r"quantile must be a number in \(0, 1\)"),
+        ({"treatment": 2}, "needs treatment, 0 or 1"),
+        ({"cluster_cols": ("cl",)}, "does not take cluster_cols"),
+    ],
+)
+def test_quantile_options_are_validated_by_name(kw: dict, match: str) -> None:
+    # GIVEN a PQ spec with one bad option WHEN validated THEN a named InvalidJobError
+    with pytest.raises(InvalidJobError, match=match):
+        _spec("pq", **kw).validate()
+
+
+def test_quantile_options_belong_to_pq_and_cvar_only() -> None:
+    # GIVEN an IRM spec with a quantile WHEN validated THEN the option is refused, naming its models
+    spec = DMLSpec("irm", "ATE", "y", ("d",), ("X1",), learners={"ml_g": "LinearRegression",
+                   "ml_m": "LogisticRegression"}, quantile=0.5)  # fmt: skip
+    with pytest.raises(InvalidJobError, match="quantile is an option of model 'pq' or 'cvar'"):
+        spec.validate()

@@ -26,6 +26,7 @@ and, as a target only, :data:`RESIDUAL` (:math:`Y - \tilde\theta D`).
 
 from __future__ import annotations
 
+import numbers
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
@@ -47,11 +48,14 @@ from fanfit.dml.model_checks import (
     _data_didcs,
     _data_iivm,
     _data_plr,
+    _no_instruments,
+    _one_treatment,
     column,
     column_label,
 )
 from fanfit.dml.scores import (
     apo_score_elements,
+    est_coef,
     iivm_score_elements,
     irm_score_elements,
     pliv_score_elements,
@@ -60,12 +64,21 @@ from fanfit.dml.scores import (
     plr_theta_initial,
 )
 from fanfit.dml.scores_did import did_cs_score_elements, did_score_elements
+from fanfit.dml.scores_quantile import (
+    cvar_coef_start,
+    cvar_score_elements,
+    pq_coef_start,
+    pq_fold,
+    pq_solve,
+)
 from fanfit.dml.scores_ssm import ssm_score_elements
 from fanfit.errors import InvalidJobError
 
 __all__ = [
+    "FOLD_TARGET",
     "RESIDUAL",
     "REGISTRY",
+    "FoldProcedure",
     "ModelDef",
     "Nuisance",
     "column",
@@ -121,6 +134,61 @@ class Nuisance:
     loss_all_rows: bool = False
     stage: int = 0
     also: tuple[tuple[str, float], ...] = ()
+
+
+#: Target of a nuisance whose target depends on its fold's scalars (PQ's ``ml_g``:
+#: :math:`1\{Y \le \theta^{(k)}_{\mathrm{ipw}}\}`); :attr:`FoldProcedure.targets` gives it.
+FOLD_TARGET = "fold"
+
+#: ``(spec, data, train, test, i_treat, build, start) -> (predictions, scalars)`` (:class:`FoldProcedure`).
+FoldRun = Callable[
+    [DMLSpec, DMLData, np.ndarray, np.ndarray, int, Callable[[str], Any], float],
+    tuple[dict[str, np.ndarray], dict[str, float]],
+]
+
+
+@dataclass(frozen=True)
+class FoldProcedure:
+    """A model whose fits nest inside each outer fold (PQ, CVaR): one fit unit per fold runs them all.
+
+    Such a model has one fit unit per (treatment, repetition, fold) (its prediction key is the
+    model's first nuisance key). The unit calls :attr:`run` with the fold's training and test
+    rows; it returns every nuisance's outer-fold predictions and the fold's scalars, which travel
+    with the predictions to Aggregate as arrays of shape (n_obs, n_rep, n_treat) holding each
+    fold's value on its test rows (:func:`fanfit.dml.units.put_predictions`). Aggregate solves
+    each repetition with :attr:`solve`, given the mean over folds of each scalar.
+
+    Attributes
+    ----------
+    run : callable
+        ``(spec, data, train, test, i_treat, build, start) -> (preds, scalars)``: ``train``/``test``
+        row indices (sorted), ``build(learner)`` a new unfitted estimator of ``spec.learners``
+        with the unit's ``random_state``, ``start`` the start value; ``preds`` maps every
+        prediction key to its (n_test,) predictions, ``scalars`` every name of :attr:`scalars`
+        to a float.
+    start : callable
+        ``(spec, data, i_treat) -> float``: the start value of repetition 0 (of every repetition
+        when not :attr:`chained`).
+    scalars : tuple of str
+        Names of the fold's scalars (the first is the one :attr:`chained` averages).
+    chained : bool
+        Repetition ``r`` starts from the mean over folds of repetition ``r - 1``'s first scalar
+        (DoubleML's PQ and LPQ): then each repetition is a stage of its own.
+    solve : callable
+        ``(spec, data, preds, i_treat, means) -> (coef, psi, psi_deriv)`` for one repetition:
+        ``preds`` as for :attr:`ModelDef.score_elements`, ``means`` each scalar's mean over folds;
+        ``psi``, ``psi_deriv`` of shape (n_obs,).
+    targets : callable
+        ``(spec, data, preds, i_treat) -> {key: target}`` of the nuisances with target
+        :data:`FOLD_TARGET`, from the scalars' arrays in ``preds`` (for the nuisance losses).
+    """
+
+    run: FoldRun
+    start: Callable[[DMLSpec, DMLData, int], float]
+    scalars: tuple[str, ...]
+    chained: bool
+    solve: Callable[[DMLSpec, DMLData, Preds, int, Mapping[str, float]], tuple[float, Any, Any]]
+    targets: Callable[[DMLSpec, DMLData, Preds, int], Mapping[str, np.ndarray]]
 
 
 @dataclass(frozen=True)
@@ -182,6 +250,9 @@ class ModelDef:
         Set when DoubleML's class takes no external predictions (DoubleMLSSM 0.11.4): the fanfit
         class (:mod:`fanfit.client.doubleml`) that feeds it the job's predictions instead;
         :func:`fanfit.dml.interop.to_doubleml` refuses such a model, naming it.
+    fold_procedure : FoldProcedure or None
+        Set when the model's fits nest inside each outer fold (PQ, CVaR); then
+        :attr:`score_elements` is not used.
     """
 
     name: str
@@ -205,6 +276,7 @@ class ModelDef:
     data_options: Mapping[str, str] = field(default_factory=dict)
     clipping_keyword: str | None = None
     doubleml_client_class: str | None = None
+    fold_procedure: FoldProcedure | None = None
 
     @property
     def default_score(self) -> str:
@@ -212,7 +284,9 @@ class ModelDef:
         return self.scores[0]
 
     def n_stages(self, spec: DMLSpec) -> int:
-        """1 + the highest stage of the spec's nuisances."""
+        """1 + the highest stage of the spec's nuisances; ``n_rep`` for a chained fold procedure."""
+        if self.fold_procedure is not None and self.fold_procedure.chained:
+            return spec.n_rep
         return 1 + max(n.stage for n in self.nuisances(spec))
 
     def required_learners(self, spec: DMLSpec) -> tuple[str, ...]:
@@ -429,6 +503,151 @@ def _pliv_theta(spec: DMLSpec, data: DMLData, p: Preds, i_treat: int) -> float:
     return pliv_theta_initial(data.y, z, data.d[:, i_treat], p["ml_l"], p["ml_m"], p["ml_r"])
 
 
+# --------------------------------------------------------------------------- PQ and CVaR
+# (fold procedures: the nested fits of scores_quantile's module docstring, one unit per fold)
+def _check_quantile_model(spec: DMLSpec) -> None:
+    _one_treatment(spec, "binary ")
+    _no_instruments(spec, "iivm")
+    if spec.cluster_cols:
+        raise InvalidJobError(
+            f"Model {spec.model!r} does not take cluster_cols (DoubleML's {spec.model.upper()} "
+            "has no cluster-robust version); leave cluster_cols empty."
+        )
+    q = spec.quantile
+    if q is None:
+        raise InvalidJobError(
+            f"Model {spec.model!r} needs quantile, a number in (0, 1) (CLI: --quantiles 0.5)."
+        )
+    if isinstance(q, bool) or not isinstance(q, numbers.Real) or not 0.0 < float(q) < 1.0:
+        raise InvalidJobError(f"quantile must be a number in (0, 1), got {q!r}.")
+    if spec.treatment is None or isinstance(spec.treatment, bool) or spec.treatment not in (0, 1):
+        raise InvalidJobError(
+            f"Model {spec.model!r} needs treatment, 0 or 1 (the treatment level whose potential "
+            f"quantile is estimated; CLI: --treatment 1), got {spec.treatment!r}."
+        )
+
+
+def _quantile_nuisances(spec: DMLSpec) -> tuple[Nuisance, ...]:
+    # DoubleML 0.11.4 irm/pq.py and irm/cvar.py: ml_g fitted on the second half's rows with
+    # d == treatment (target FOLD_TARGET: it depends on the fold's IPW quantile), ml_m on all rows
+    level = float(spec.treatment if spec.treatment is not None else 1)
+    return (
+        Nuisance("ml_g", "ml_g", FOLD_TARGET, rows=("d", level)),
+        Nuisance("ml_m", "ml_m", "d"),
+    )
+
+
+def _quantile_run(cvar: bool) -> FoldRun:
+    def run(
+        spec: DMLSpec,
+        data: DMLData,
+        train: np.ndarray,
+        test: np.ndarray,
+        i_treat: int,
+        build: Callable[[str], Any],
+        start: float,
+    ) -> tuple[dict[str, np.ndarray], dict[str, float]]:
+        assert spec.quantile is not None and spec.treatment is not None
+        out = pq_fold(
+            data.xd(i_treat), data.y, data.d[:, i_treat], train, test, int(spec.treatment),
+            float(spec.quantile), start, spec.n_folds, lambda: build("ml_g"),
+            lambda: build("ml_m"), spec.normalize_ipw, spec.trimming_threshold, cvar=cvar,
+        )  # fmt: skip
+        return {"ml_g": out.g_hat, "ml_m": out.m_hat}, {"theta_ipw": out.theta_ipw}
+
+    return run
+
+
+def _quantile_start(cvar: bool) -> Callable[[DMLSpec, DMLData, int], float]:
+    def start(spec: DMLSpec, data: DMLData, i_treat: int) -> float:
+        assert spec.quantile is not None and spec.treatment is not None
+        first = cvar_coef_start if cvar else pq_coef_start
+        return first(data.y, data.d[:, i_treat], int(spec.treatment), float(spec.quantile))
+
+    return start
+
+
+def _pq_solve(
+    spec: DMLSpec, data: DMLData, p: Preds, i_treat: int, means: Mapping[str, float]
+) -> tuple[float, np.ndarray, np.ndarray]:
+    assert spec.quantile is not None and spec.treatment is not None
+    sol = pq_solve(
+        data.y, data.d[:, i_treat], p["ml_g"], p["ml_m"], int(spec.treatment),
+        float(spec.quantile), means["theta_ipw"], spec.normalize_ipw, spec.trimming_threshold,
+    )  # fmt: skip
+    return sol.coef, sol.psi, sol.psi_deriv
+
+
+def _cvar_solve(
+    spec: DMLSpec, data: DMLData, p: Preds, i_treat: int, means: Mapping[str, float]
+) -> tuple[float, np.ndarray, np.ndarray]:
+    assert spec.quantile is not None and spec.treatment is not None
+    psi_a, psi_b = cvar_score_elements(
+        data.y, data.d[:, i_treat], p["ml_g"], p["ml_m"], means["theta_ipw"],
+        int(spec.treatment), float(spec.quantile), spec.normalize_ipw, spec.trimming_threshold,
+    )  # fmt: skip
+    coef = est_coef(psi_a, psi_b)
+    return coef, psi_a * coef + psi_b, psi_a
+
+
+def _quantile_targets(
+    cvar: bool,
+) -> Callable[[DMLSpec, DMLData, Preds, int], dict[str, np.ndarray]]:
+    def targets(spec: DMLSpec, data: DMLData, p: Preds, i_treat: int) -> dict[str, np.ndarray]:
+        # DoubleML: ml_g's target on fold k's test rows is 1{y <= theta_ipw_k} (PQ) or
+        # cvar_g_target(y, theta_ipw_k) (CVaR)
+        theta = np.asarray(p["theta_ipw"], dtype=np.float64)
+        if cvar:
+            assert spec.quantile is not None
+            q = float(spec.quantile)
+            target = np.maximum(theta, (data.y - q * theta) / (1 - q))
+        else:
+            target = (data.y <= theta).astype(np.float64)
+        return {"ml_g": target}
+
+    return targets
+
+
+def _nonlinear_score(
+    spec: DMLSpec, data: DMLData, p: Preds, i_treat: int
+) -> tuple[np.ndarray, np.ndarray]:
+    raise InvalidJobError(
+        f"Model {spec.model!r} has no (psi_a, psi_b) score elements of fixed predictions: "
+        "its fold procedure's solve gives coef, psi and psi_deriv (fanfit.dml.aggregate)."
+    )
+
+
+def _quantile_model(name: str, doubleml_class: str, cvar: bool) -> ModelDef:
+    return ModelDef(
+        name=name,
+        doubleml_class=doubleml_class,
+        scores=("CVaR",) if cvar else ("PQ",),
+        roles={"ml_g": "regressor" if cvar else "classifier", "ml_m": "classifier"},
+        purposes={
+            "ml_g": "E[G(Y, q)|D=d,X]" if cvar else "P(Y <= q_ipw|D=d,X)",
+            "ml_m": "P(D=1|X)",
+        },
+        nuisances=_quantile_nuisances,
+        score_elements=_nonlinear_score,
+        check_spec=_check_quantile_model,
+        binary=("d",),
+        clipped=("ml_m",),
+        propensity_group="d",
+        doubleml_learners=("ml_g", "ml_m"),
+        options=("treatment", "quantile"),
+        ipw_options=True,
+        doubleml_client_class=doubleml_class,
+        fold_procedure=FoldProcedure(
+            run=_quantile_run(cvar),
+            start=_quantile_start(cvar),
+            scalars=("theta_ipw",),
+            chained=not cvar,  # DoubleML's CVaR restarts every repetition from cvar_coef_start
+            solve=_cvar_solve if cvar else _pq_solve,
+            targets=_quantile_targets(cvar),
+        ),
+    )
+
+
 # --------------------------------------------------------------------------- the registry
 _IV_TYPE_G = "E[Y - D theta|X] (IV-type score)"
 
@@ -569,6 +788,8 @@ REGISTRY: dict[str, ModelDef] = {
             data_options={"s_col": "s_col"},
             doubleml_client_class="DoubleMLSSM",
         ),
+        _quantile_model("pq", "DoubleMLPQ", cvar=False),
+        _quantile_model("cvar", "DoubleMLCVAR", cvar=True),
     )
 }
 

@@ -224,6 +224,11 @@ class DMLSpec:
     s_col : str or None
         SSM only (DoubleMLSSMData's ``s_col``): the binary selection column, 1 where the outcome
         is observed; the outcome is used on those rows only.
+    treatment : int or None
+        PQ and CVaR only (DoubleML's ``treatment``): the treatment level, 0 or 1, whose potential
+        quantile (or conditional value at risk) is estimated.
+    quantile : float or None
+        PQ and CVaR only (DoubleML's ``quantile``): the quantile level, in (0, 1).
     """
 
     model: str
@@ -246,6 +251,8 @@ class DMLSpec:
     t_col: str | None = None
     in_sample_normalization: bool | None = None
     s_col: str | None = None
+    treatment: int | None = None
+    quantile: float | None = None
 
     def __post_init__(self) -> None:
         for name in ("d_cols", "x_cols", "z_cols", "cluster_cols"):
@@ -395,7 +402,10 @@ class DMLSpec:
     def _validate_model_options(self) -> None:
         mdef = model_def(self.model)
         own = (*mdef.options, *mdef.data_options)
-        for option in ("subgroups", "treatment_level", "t_col", "in_sample_normalization", "s_col"):
+        for option in (
+            "subgroups", "treatment_level", "t_col", "in_sample_normalization", "s_col",
+            "treatment", "quantile",
+        ):  # fmt: skip
             if getattr(self, option) is not None and option not in own:
                 owners = [
                     name
@@ -520,7 +530,10 @@ class DMLSpec:
             "boot_method": self.boot_method,
             "cluster_cols": list(self.cluster_cols),
             "subgroups": None if self.subgroups is None else dict(self.subgroups),
-        } | _set_fields(self, "treatment_level", "t_col", "in_sample_normalization", "s_col")
+        } | _set_fields(
+            self, "treatment_level", "t_col", "in_sample_normalization", "s_col",
+            "treatment", "quantile",
+        )  # fmt: skip
 
     @classmethod
     def from_dict(cls, d: dict) -> DMLSpec:
