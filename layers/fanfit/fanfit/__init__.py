@@ -17,6 +17,7 @@ __version__ = "0.1.0"
 _DOUBLEML_NAMES = (
     "DoubleMLAPO",
     "DoubleMLAPOS",
+    "DoubleMLCVAR",
     "DoubleMLDID",
     "DoubleMLDIDCS",
     "DoubleMLDIDMulti",
@@ -24,6 +25,8 @@ _DOUBLEML_NAMES = (
     "DoubleMLIRM",
     "DoubleMLPLIV",
     "DoubleMLPLR",
+    "DoubleMLPQ",
+    "DoubleMLQTE",
     "DoubleMLSSM",
     "from_doubleml",
 )

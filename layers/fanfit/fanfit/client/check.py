@@ -74,7 +74,7 @@ class CheckedEstimate:
         ``max_concurrency``, ``units_per_shard``, ``weight``, ``boot_method``, ``n_rep_boot``,
         ``cluster_cols``, ``normalize_ipw``, ``subgroups`` (IIVM: the subgroups in effect),
         ``treatment_level`` (APO), ``t_col`` (DIDCS), ``in_sample_normalization`` (DID, DIDCS;
-        None: DoubleML's default) and ``s_col`` (SSM)."""
+        None: DoubleML's default), ``s_col`` (SSM), ``treatment`` and ``quantile`` (PQ, CVaR)."""
         spec = self.spec
         keys = dml.prediction_keys(spec)
         folds = f"{spec.n_folds} folds"
@@ -117,6 +117,8 @@ class CheckedEstimate:
             "t_col": spec.t_col,
             "in_sample_normalization": spec.in_sample_normalization,
             "s_col": spec.s_col,
+            "treatment": spec.treatment,
+            "quantile": spec.quantile,
         }
 
 

@@ -28,7 +28,9 @@ This module holds PLR, PLIV, IRM, IIVM and :func:`from_doubleml`, and re-exports
 - :mod:`~fanfit.client.doubleml_apo`: :class:`DoubleMLAPO`, :class:`DoubleMLAPOS`;
 - :mod:`~fanfit.client.doubleml_did`: :class:`DoubleMLDID`, :class:`DoubleMLDIDCS`,
   :class:`DoubleMLDIDMulti`;
-- :mod:`~fanfit.client.doubleml_ssm`: :class:`DoubleMLSSM`.
+- :mod:`~fanfit.client.doubleml_ssm`: :class:`DoubleMLSSM`;
+- :mod:`~fanfit.client.doubleml_quantile`: :class:`DoubleMLPQ`, :class:`DoubleMLCVAR`,
+  :class:`DoubleMLQTE`.
 
 Importing this module imports DoubleML (a client extra: ``pip install 'fanfit[doubleml]'``);
 without it, :class:`fanfit.dml.interop.MissingDependencyError` gives the pip command.
@@ -52,6 +54,7 @@ from fanfit.client.doubleml_base import (
     default_client,
 )
 from fanfit.client.doubleml_did import DoubleMLDID, DoubleMLDIDCS, DoubleMLDIDMulti
+from fanfit.client.doubleml_quantile import DoubleMLCVAR, DoubleMLPQ, DoubleMLQTE
 from fanfit.client.doubleml_ssm import DoubleMLSSM
 from fanfit.client.heterogeneity import HeterogeneityMethods, PolicyTreeMethod
 from fanfit.dml.interop import import_doubleml
@@ -62,6 +65,7 @@ import doubleml as _doubleml  # noqa: E402 - after the check that names the extr
 __all__ = [
     "DoubleMLAPO",
     "DoubleMLAPOS",
+    "DoubleMLCVAR",
     "DoubleMLDID",
     "DoubleMLDIDCS",
     "DoubleMLDIDMulti",
@@ -69,6 +73,8 @@ __all__ = [
     "DoubleMLIRM",
     "DoubleMLPLIV",
     "DoubleMLPLR",
+    "DoubleMLPQ",
+    "DoubleMLQTE",
     "DoubleMLSSM",
     "default_client",
     "from_doubleml",

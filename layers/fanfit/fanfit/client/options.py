@@ -372,6 +372,12 @@ class EstimateOptions(_Options):
     in_sample_normalization : bool, optional
         did, didcs: DoubleML's ``in_sample_normalization`` (None: its default True); the command
         line's ``--no-in-sample-normalization`` sets it false.
+    treatment : int, optional
+        pq, cvar: DoubleML's ``treatment``, the treatment level (0 or 1) whose potential quantile
+        (or conditional value at risk) is estimated (required for pq and cvar).
+    quantiles : float, str or sequence of float, optional
+        pq, cvar: the quantile level in (0, 1), DoubleML's ``quantile`` (the command line's
+        ``--quantiles 0.5``; comma-separated lists are parsed, and pq and cvar take one value).
     boot_method : {'normal', 'Bayes', 'wild'}, optional
         Multiplier bootstrap of the joint confidence intervals.
     n_rep_boot : int
@@ -451,6 +457,14 @@ class EstimateOptions(_Options):
     )
     s: str | None = _option(
         None, help="ssm: the binary selection column (1 where the outcome is observed)"
+    )
+    treatment: int | None = _option(
+        None, kind="int", help="pq, cvar: the treatment level (0 or 1) whose quantile is estimated"
+    )
+    quantiles: str | float | Sequence[float] | None = _option(
+        None,
+        metavar="Q[,Q...]",
+        help="pq, cvar: the quantile level, a number in (0, 1) (comma-separated for several)",
     )
     boot_method: str | None = _option(None, choices=("normal", "Bayes", "wild"))
     n_rep_boot: int = _option(500, kind="int")
@@ -553,6 +567,7 @@ class EstimateOptions(_Options):
             normalize_ipw=self.normalize_ipw, subgroups=self.subgroups,
             treatment_level=self.treatment_level,
             t=self.t, in_sample_normalization=self.in_sample_normalization, s_col=self.s,
+            treatment=self.treatment, quantiles=self.quantiles,
         )  # fmt: skip
 
     def check(self) -> tuple[dml.DMLSpec, list[str], float]:
@@ -672,6 +687,8 @@ def build_spec(
     t: str | None = None,
     in_sample_normalization: bool | None = None,
     s_col: str | None = None,
+    treatment: int | None = None,
+    quantiles: str | float | Sequence[float] | None = None,
 ) -> tuple[dml.DMLSpec, list[str]]:
     """Build and validate a :class:`fanfit.dml.DMLSpec` from user options.
 
@@ -717,6 +734,9 @@ def build_spec(
             f"in_sample_normalization must be True or False, got {_shown(in_sample_normalization)}"
         )
     model = str(model).lower()
+    if treatment is not None:
+        check_int("treatment", treatment)
+    quantile = _one_quantile(model, parse_quantiles(quantiles))
     spec = dml.DMLSpec(
         model=model,
         score=score or dml.DEFAULT_SCORE.get(model, ""),
@@ -738,10 +758,65 @@ def build_spec(
         t_col=t,
         in_sample_normalization=in_sample_normalization,
         s_col=s_col,
+        treatment=None if treatment is None else int(treatment),
+        quantile=quantile,
     )
     spec.validate()
     columns = list(spec.used_cols)
     return spec, columns
+
+
+def parse_quantiles(value: str | float | Sequence[float] | None) -> tuple[float, ...] | None:
+    """Quantile levels from a number, a sequence or the command line's comma-separated string.
+
+    Returns
+    -------
+    tuple of float or None
+        Each in (0, 1); None when ``value`` is None.
+
+    Raises
+    ------
+    fanfit.errors.InvalidJobError
+        An empty list, a value that is not a number, or one outside (0, 1), naming ``quantiles``.
+    """
+    if value is None:
+        return None
+    if isinstance(value, str):
+        items: list[Any] = [v.strip() for v in value.split(",")]
+    elif isinstance(value, int | float) and not isinstance(value, bool):
+        items = [value]
+    elif isinstance(value, Sequence):
+        items = list(value)
+    else:
+        raise InvalidJobError(f"quantiles must be numbers in (0, 1), got {_shown(value)}")
+    if not items or items == [""]:
+        raise InvalidJobError("quantiles is empty: give numbers in (0, 1), e.g. 0.25,0.5,0.75")
+    out = []
+    for item in items:
+        try:
+            if isinstance(item, bool):
+                raise ValueError
+            q = float(item)
+        except (TypeError, ValueError):
+            raise InvalidJobError(
+                f"quantiles must be numbers in (0, 1), got {_shown(item)}"
+            ) from None
+        if not 0.0 < q < 1.0:
+            raise InvalidJobError(f"quantiles must be numbers in (0, 1), got {q!r}")
+        out.append(q)
+    return tuple(out)
+
+
+def _one_quantile(model: str, quantiles: tuple[float, ...] | None) -> float | None:
+    """The one quantile of a pq/cvar job (the spec refuses quantiles for the other models)."""
+    if quantiles is None:
+        return None
+    if len(quantiles) != 1:
+        raise InvalidJobError(
+            f"model {model!r} takes one quantile, got {len(quantiles)} ({', '.join(map(str, quantiles))}); "
+            "for the effects at several quantiles use fanfit.DoubleMLQTE"
+        )
+    return quantiles[0]
 
 
 def with_option_parameters(function: Any, options: type[_Options]) -> inspect.Signature:

@@ -1,0 +1,367 @@
+"""DoubleML's quantile models on a fanfit stack: DoubleMLPQ, DoubleMLCVAR and DoubleMLQTE.
+
+:class:`DoubleMLPQ` and :class:`DoubleMLCVAR` run one ``pq`` / ``cvar`` job (models of
+:mod:`fanfit.dml.models` with a fold procedure: one fit unit per outer fold runs the fold's
+nested fits, :func:`fanfit.dml.scores_quantile.pq_fold`). The job returns the out-of-fold
+predictions of ``ml_g`` and ``ml_m`` and each fold's preliminary IPW quantile (``theta_ipw``);
+DoubleML's own classes then compute the scores and the estimate from them: PQ through its
+``external_predictions``, with the root search started from the mean of the fold IPW quantiles
+as DoubleML's own fit does; CVaR (whose DoubleML class takes no external predictions) through
+its ``_score_elements`` with that mean as the potential quantile. So coef, se, summary, confint
+and bootstrap are DoubleML's numbers, checked against the job's.
+
+:class:`DoubleMLQTE` builds its per-quantile models as fanfit's :class:`DoubleMLPQ` /
+:class:`DoubleMLCVAR` and submits one job per (quantile, treatment level), all before waiting for
+any, so they run side by side on the stack; DoubleML's framework difference and concatenation then
+give the effects. Re-exported by :mod:`fanfit.client.doubleml`.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from fanfit.client.doubleml_base import (
+    _check_arguments,
+    _check_fit_options,
+    _dml_data,
+    _estimator,
+    _OnStack,
+    _PropensityOptions,
+    _unsupported,
+    default_client,
+)
+from fanfit.dml.interop import import_doubleml
+
+import_doubleml()  # without DoubleML: MissingDependencyError, with the pip command
+import doubleml as _doubleml  # noqa: E402 - after the check that names the extra
+from doubleml.double_ml_framework import concat as _concat  # noqa: E402
+
+__all__ = ["DoubleMLCVAR", "DoubleMLPQ", "DoubleMLQTE"]
+
+#: The fold scalar a ``pq``/``cvar`` job stores with its predictions (one value per fold, on the
+#: fold's test rows): the fold's preliminary IPW quantile.
+THETA_IPW = "theta_ipw"
+_COLUMNS = ("y_col", "d_cols", "x_cols", "z_cols", "cluster_cols")
+
+
+def _quantile_data(cls_name: str, obj_dml_data: Any, columns: dict[str, Any]) -> Any:
+    unknown = sorted(set(columns) - set(_COLUMNS))
+    if unknown:
+        raise TypeError(f"{cls_name}() got unexpected keyword argument(s) {unknown}")
+    data = _dml_data(obj_dml_data, *(columns.get(k) for k in _COLUMNS))
+    if getattr(data, "is_cluster_data", False):
+        raise _unsupported("clustered data", f"fanfit's {cls_name} runs on unclustered data")
+    return data
+
+
+def _fold_means(theta: np.ndarray, smpls: Any) -> float:
+    """The mean over folds of one repetition's fold IPW quantiles (each stored on its test rows)."""
+    return float(np.mean([theta[test][0] for _, test in smpls]))
+
+
+class _TakeTheta:
+    """Between :class:`_OnStack` and DoubleML's class: takes the fold IPW quantiles out of the
+    job's predictions (DoubleML would refuse an unknown key) and keeps them for ``_nuisance_est``."""
+
+    _fanfit_theta: np.ndarray | None = None
+
+    def fit(self, *args: Any, **kwargs: Any) -> Any:
+        external = kwargs.get("external_predictions")
+        if external is not None:
+            d_col = next(iter(external))
+            preds = dict(external[d_col])
+            self._fanfit_theta = np.asarray(preds.pop(THETA_IPW), dtype=float)
+            kwargs["external_predictions"] = {d_col: preds}
+        return super().fit(*args, **kwargs)  # type: ignore[misc]
+
+
+class _QuantileOnStack(_PropensityOptions, _OnStack):
+    """What PQ and CVaR share on a stack: their options, the ``kde`` check and the finish of a fit."""
+
+    quantile: float
+    treatment: int
+    smpls: Any
+    _i_rep: int
+
+    def _fanfit_check_kde(self, kde: Any) -> None:
+        if kde is not None:
+            raise _unsupported(
+                "a custom kde",
+                "fanfit's score derivative is DoubleML's default Gaussian kernel density "
+                "(fanfit.dml.scores_quantile.kde_at_zero)",
+            )
+
+    def _fanfit_model_options(self) -> dict[str, Any]:
+        options = super()._fanfit_model_options()
+        options.update(treatment=int(self.treatment), quantiles=[float(self.quantile)])
+        return options
+
+    def _fanfit_nuisance_loss(self) -> None:
+        """Nothing to add: :meth:`_nuisance_est` returns DoubleML's targets with the predictions."""
+
+    def _fanfit_theta_mean(self) -> float:
+        assert self._fanfit_theta is not None  # type: ignore[attr-defined]
+        theta = self._fanfit_theta[:, self._i_rep]  # type: ignore[attr-defined]
+        return _fold_means(theta, self.smpls[self._i_rep])
+
+    def _fanfit_g_target(self, y: np.ndarray, theta: np.ndarray) -> np.ndarray:
+        raise NotImplementedError
+
+    def _fanfit_targets_of(self, y: np.ndarray, d: np.ndarray) -> dict[str, np.ndarray]:
+        """DoubleML's targets: ml_g's of fold k from its IPW quantile, on the rows ``d == treatment``."""
+        theta = self._fanfit_theta[:, self._i_rep]  # type: ignore[attr-defined]
+        g = self._fanfit_g_target(y, theta).astype(float)
+        g[d != self.treatment] = np.nan
+        return {"ml_g": g, "ml_m": d.astype(float)}
+
+    def _fanfit_finish(self, job: Any, result: Any, store_predictions: bool) -> None:
+        """What :meth:`_OnStack.fit` does once its job is done (for :class:`DoubleMLQTE`)."""
+        super(_OnStack, self).fit(  # type: ignore[misc]
+            store_predictions=True, external_predictions=job.predictions()
+        )
+        self._fanfit_check_parity(result)
+        if not store_predictions:
+            self._predictions = None
+            self._nuisance_targets = None
+        self.fanfit_job, self.fanfit_result = job, result
+
+
+class DoubleMLPQ(_QuantileOnStack, _TakeTheta, _doubleml.DoubleMLPQ):  # type: ignore[misc]
+    """DoubleML's potential quantile, fitted on a fanfit stack (one ``pq`` job).
+
+    Parameters as ``doubleml.DoubleMLPQ`` (0.11): ``obj_dml_data, ml_g, ml_m, treatment=1,
+    quantile=0.5, n_folds=5, n_rep=1, score='PQ', normalize_ipw=True, kde=None,
+    trimming_rule='truncate', trimming_threshold=1e-2, ps_processor_config=None,
+    draw_sample_splitting=True``; the data a DoubleMLData or a DataFrame with ``y_col``,
+    ``d_cols``, ``x_cols`` by keyword. ``ml_g`` a classifier (of :math:`1\\{Y \\le q\\}`),
+    ``ml_m`` a classifier of the binary treatment.
+
+    Each outer fold's nested fits run in one fit unit; repetition ``r`` is stage ``r`` of the job
+    (its IPW searches start from repetition ``r - 1``'s mean, as DoubleML's). DoubleML's own
+    ``fit(external_predictions=...)`` then solves the score from the job's predictions, its root
+    search started from the mean of the fold IPW quantiles, as DoubleML's fit does.
+
+    Raises
+    ------
+    fanfit.errors.UnsupportedArgumentError
+        A custom ``kde``, a propensity calibration, clustered data or a callable score.
+    """
+
+    _fanfit_model = "pq"
+
+    def __init__(
+        self, obj_dml_data: Any, ml_g: Any, ml_m: Any, treatment: int = 1, quantile: float = 0.5,
+        n_folds: int = 5, n_rep: int = 1, score: Any = "PQ", normalize_ipw: bool = True,
+        kde: Any = None, trimming_rule: str = "truncate", trimming_threshold: float = 1e-2,
+        ps_processor_config: Any = None, draw_sample_splitting: bool = True, **columns: Any,
+    ) -> None:  # fmt: skip
+        data = _quantile_data("DoubleMLPQ", obj_dml_data, columns)
+        _check_arguments(data, score)
+        self._fanfit_check_kde(kde)
+        self._fanfit_check_ps(None, normalize_ipw, ps_processor_config)
+        learners = (_estimator("ml_g", ml_g), _estimator("ml_m", ml_m))
+        super().__init__(
+            data, *learners, treatment, quantile, n_folds, n_rep, score, normalize_ipw, kde,
+            trimming_rule, trimming_threshold, ps_processor_config, draw_sample_splitting,
+        )  # fmt: skip
+        self._fanfit_check_learners()
+
+    def _fanfit_g_target(self, y: np.ndarray, theta: np.ndarray) -> np.ndarray:
+        return (y <= theta).astype(float)
+
+    def _nuisance_est(
+        self, smpls: Any, n_jobs_cv: Any, external_predictions: Any, return_models: bool = False
+    ) -> Any:
+        """DoubleML's own ``_nuisance_est`` on the job's predictions, its start value the mean of
+        the fold IPW quantiles (what DoubleML's fit sets before its root search), its targets the
+        ones DoubleML records. Without external predictions (in-process) DoubleML's runs."""
+        given = external_predictions or {}
+        if self._fanfit_theta is None or given.get("ml_g") is None or given.get("ml_m") is None:
+            return super()._nuisance_est(smpls, n_jobs_cv, external_predictions, return_models)
+        self._coef_start_val = self._fanfit_theta_mean()
+        psi_elements, preds = super()._nuisance_est(
+            smpls, n_jobs_cv, external_predictions, return_models
+        )
+        y, d = (np.asarray(v, dtype=float) for v in (self._dml_data.y, self._dml_data.d))
+        preds["targets"] = self._fanfit_targets_of(y, d)
+        return psi_elements, preds
+
+
+class DoubleMLCVAR(_QuantileOnStack, _TakeTheta, _doubleml.DoubleMLCVAR):  # type: ignore[misc]
+    """DoubleML's conditional value at risk, fitted on a fanfit stack (one ``cvar`` job).
+
+    Parameters as ``doubleml.DoubleMLCVAR`` (0.11): ``obj_dml_data, ml_g, ml_m, treatment=1,
+    quantile=0.5, n_folds=5, n_rep=1, score='CVaR', normalize_ipw=True,
+    trimming_rule='truncate', trimming_threshold=1e-2, ps_processor_config=None,
+    draw_sample_splitting=True``. ``ml_g`` a regressor, ``ml_m`` a classifier.
+
+    DoubleML 0.11.4's DoubleMLCVAR takes no external predictions; this class lets it take the
+    job's: ``_nuisance_est`` hands them to DoubleML's propensity processing and
+    ``_score_elements`` with the mean of the fold IPW quantiles as the potential quantile, as
+    DoubleML's own ``_nuisance_est`` does.
+
+    Raises
+    ------
+    fanfit.errors.UnsupportedArgumentError
+        A propensity calibration, clustered data or a callable score.
+    """
+
+    _fanfit_model = "cvar"
+
+    def __init__(
+        self, obj_dml_data: Any, ml_g: Any, ml_m: Any, treatment: int = 1, quantile: float = 0.5,
+        n_folds: int = 5, n_rep: int = 1, score: Any = "CVaR", normalize_ipw: bool = True,
+        trimming_rule: str = "truncate", trimming_threshold: float = 1e-2,
+        ps_processor_config: Any = None, draw_sample_splitting: bool = True, **columns: Any,
+    ) -> None:  # fmt: skip
+        data = _quantile_data("DoubleMLCVAR", obj_dml_data, columns)
+        _check_arguments(data, score)
+        self._fanfit_check_ps(None, normalize_ipw, ps_processor_config)
+        learners = (_estimator("ml_g", ml_g), _estimator("ml_m", ml_m))
+        super().__init__(
+            data, *learners, treatment, quantile, n_folds, n_rep, score, normalize_ipw,
+            trimming_rule, trimming_threshold, ps_processor_config, draw_sample_splitting,
+        )  # fmt: skip
+        self._fanfit_check_learners()
+        self._external_predictions_implemented = True  # the job's, through _nuisance_est
+
+    def _fanfit_g_target(self, y: np.ndarray, theta: np.ndarray) -> np.ndarray:
+        q = float(self.quantile)
+        return np.maximum(theta, (y - q * theta) / (1 - q))
+
+    def _nuisance_est(
+        self, smpls: Any, n_jobs_cv: Any, external_predictions: Any, return_models: bool = False
+    ) -> Any:
+        """The tail of DoubleML 0.11.4's ``DoubleMLCVAR._nuisance_est`` on the job's predictions:
+        ``ml_m`` through ``ps_processor.adjust_ps`` (and ``_normalize_ipw``), the treatment level's
+        propensity, then ``_score_elements`` with the mean of the fold IPW quantiles."""
+        given = external_predictions or {}
+        if self._fanfit_theta is None or given.get("ml_g") is None or given.get("ml_m") is None:
+            return super()._nuisance_est(smpls, n_jobs_cv, external_predictions, return_models)
+        from doubleml.utils._propensity_score import _normalize_ipw
+
+        y, d = (np.asarray(v, dtype=float) for v in (self._dml_data.y, self._dml_data.d))
+        g_hat = np.asarray(given["ml_g"], dtype=float)
+        m_hat = self._ps_processor.adjust_ps(np.asarray(given["ml_m"], dtype=float), d, cv=smpls)
+        m_adj = _normalize_ipw(m_hat, d) if self._normalize_ipw else m_hat
+        if self.treatment == 0:
+            m_adj = 1 - m_adj
+        psi_a, psi_b = self._score_elements(y, d, g_hat, m_adj, self._fanfit_theta_mean())
+        return {"psi_a": psi_a, "psi_b": psi_b}, {
+            "predictions": {"ml_g": g_hat, "ml_m": m_hat},
+            "targets": self._fanfit_targets_of(y, d),
+            "models": {"ml_g": None, "ml_m": None},
+        }
+
+
+class DoubleMLQTE(_doubleml.DoubleMLQTE):  # type: ignore[misc]
+    """DoubleML's quantile treatment effects, fitted on a fanfit stack.
+
+    Parameters as ``doubleml.DoubleMLQTE`` (0.11): ``obj_dml_data, ml_g, ml_m=None,
+    quantiles=0.5, n_folds=5, n_rep=1, score='PQ', normalize_ipw=True, kde=None,
+    trimming_rule='truncate', trimming_threshold=1e-2, ps_processor_config=None,
+    draw_sample_splitting=True``; score ``'PQ'`` or ``'CVaR'``.
+
+    Its models (``modellist_0``, ``modellist_1``: treatment 0 and 1 of every quantile) are
+    fanfit's :class:`DoubleMLPQ` / :class:`DoubleMLCVAR` on DoubleML's one sample splitting;
+    :meth:`fit` submits their ``2 * n_quantiles`` jobs, all before waiting for any, so that every
+    (quantile, treatment level) runs side by side on the stack, then DoubleML's framework
+    difference and concatenation give coef, se, confint and bootstrap.
+
+    Attributes
+    ----------
+    fanfit_jobs, fanfit_results : list
+        The jobs of the last fit and their results: ``modellist_0`` then ``modellist_1`` order.
+
+    Raises
+    ------
+    fanfit.errors.UnsupportedArgumentError
+        score ``'LPQ'`` (not on the pipeline yet), a custom ``kde``, a propensity calibration,
+        clustered data.
+    """
+
+    fanfit_jobs: list[Any]
+    fanfit_results: list[Any]
+
+    def __init__(
+        self, obj_dml_data: Any, ml_g: Any, ml_m: Any = None, quantiles: Any = 0.5,
+        n_folds: int = 5, n_rep: int = 1, score: Any = "PQ", normalize_ipw: bool = True,
+        kde: Any = None, trimming_rule: str = "truncate", trimming_threshold: float = 1e-2,
+        ps_processor_config: Any = None, draw_sample_splitting: bool = True, **columns: Any,
+    ) -> None:  # fmt: skip
+        data = _quantile_data("DoubleMLQTE", obj_dml_data, columns)
+        _check_arguments(data, score)
+        if score == "LPQ":
+            raise _unsupported(
+                "score='LPQ'", "the local potential quantiles do not run on the pipeline yet"
+            )
+        if kde is not None:
+            raise _unsupported("a custom kde", "fanfit uses DoubleML's default kernel density")
+        learners = (_estimator("ml_g", ml_g), _estimator("ml_m", ml_m))
+        super().__init__(
+            data, *learners, quantiles, n_folds, n_rep, score, normalize_ipw, kde, trimming_rule,
+            trimming_threshold, ps_processor_config, draw_sample_splitting,
+        )  # fmt: skip
+        self.fanfit_jobs, self.fanfit_results = [], []
+
+    def _initialize_models(self) -> Any:
+        """DoubleML's per-quantile models, as fanfit's classes (same arguments and splitting)."""
+        cls = DoubleMLPQ if self.score == "PQ" else DoubleMLCVAR
+        out: tuple[list[Any], list[Any]] = ([], [])
+        for q in self._quantiles:
+            for treatment, models in ((0, out[0]), (1, out[1])):
+                model = cls(
+                    self._dml_data, self._learner["ml_g"], self._learner["ml_m"],
+                    treatment=treatment, quantile=float(q), n_folds=self.n_folds,
+                    n_rep=self.n_rep, normalize_ipw=self.normalize_ipw,
+                    ps_processor_config=self.ps_processor_config, draw_sample_splitting=False,
+                )  # fmt: skip
+                model.set_sample_splitting(all_smpls=self.smpls)
+                models.append(model)
+        return out
+
+    def fit(
+        self,
+        client: Any = None,
+        n_jobs_models: int | None = None,
+        n_jobs_cv: int | None = None,
+        store_predictions: bool = True,
+        store_models: bool = False,
+        external_predictions: Any = None,
+        *,
+        seed: int = 0,
+        timeout: float = 3600.0,
+        progress: bool | str | Any = False,
+        **job_options: Any,
+    ) -> Any:
+        """Fit every (quantile, treatment level) on a stack, side by side, then aggregate as DoubleML.
+
+        Parameters as :meth:`fanfit.client.doubleml.DoubleMLPLR.fit`; ``n_jobs_models`` and
+        ``n_jobs_cv`` are accepted for DoubleML's signature.
+
+        Returns
+        -------
+        self
+
+        Raises
+        ------
+        As :meth:`DoubleMLPQ.fit`, for any model's job (:class:`fanfit.errors.ParityError` names
+        the job).
+        """
+        _check_fit_options(external_predictions, store_models, store_predictions, job_options)
+        models = [*self.modellist_0, *self.modellist_1]
+        options = [m.fanfit_options(seed) for m in models]  # every check before any upload
+        if client is None:
+            client = default_client()
+        frame = self._dml_data.data
+        jobs = [client.submit_estimate(frame, **o, **job_options) for o in options]
+        results = [job.result(timeout=timeout, progress=progress) for job in jobs]
+        for model, job, result in zip(models, jobs, results):
+            model._fanfit_finish(job, result, store_predictions)
+        self._framework = _concat(
+            [m1.framework - m0.framework for m0, m1 in zip(self.modellist_0, self.modellist_1)]
+        )
+        self.fanfit_jobs, self.fanfit_results = jobs, results
+        return self
