@@ -24,13 +24,12 @@ import numpy as np
 
 from fanfit.client.doubleml_base import (
     _check_arguments,
-    _check_fit_options,
     _dml_data,
     _estimator,
     _OnStack,
     _PropensityOptions,
+    _SideBySide,
     _unsupported,
-    default_client,
 )
 from fanfit.dml.interop import import_doubleml
 
@@ -116,16 +115,16 @@ class _QuantileOnStack(_PropensityOptions, _OnStack):
         g[d != self.treatment] = np.nan
         return {"ml_g": g, "ml_m": d.astype(float)}
 
-    def _fanfit_finish(self, job: Any, result: Any, store_predictions: bool) -> None:
-        """What :meth:`_OnStack.fit` does once its job is done (for :class:`DoubleMLQTE`)."""
+    def _fanfit_finish(self, job: Any, store_predictions: bool) -> None:
+        """What :meth:`_OnStack.fit` does once its job is done, but the parity check (for
+        :class:`DoubleMLQTE`, whose :class:`_SideBySide` fit checks every part)."""
         super(_OnStack, self).fit(  # type: ignore[misc]
             store_predictions=True, external_predictions=job.predictions()
         )
-        self._fanfit_check_parity(result)
         if not store_predictions:
             self._predictions = None
             self._nuisance_targets = None
-        self.fanfit_job, self.fanfit_result = job, result
+        self.fanfit_job = job
 
 
 class DoubleMLPQ(_QuantileOnStack, _TakeTheta, _doubleml.DoubleMLPQ):  # type: ignore[misc]
@@ -256,7 +255,27 @@ class DoubleMLCVAR(_QuantileOnStack, _TakeTheta, _doubleml.DoubleMLCVAR):  # typ
         }
 
 
-class DoubleMLQTE(_doubleml.DoubleMLQTE):  # type: ignore[misc]
+class _QTEFromJobs:
+    """Between :class:`_SideBySide` and DoubleML's QTE: its ``fit`` takes the parts' jobs (as
+    ``external_predictions={"jobs": [...]}``, ``modellist`` order), finishes every model from its
+    job and builds DoubleML's framework (``modellist_1[i].framework - modellist_0[i].framework``,
+    concatenated over quantiles, as ``DoubleMLQTE.fit``)."""
+
+    modellist: list[Any]
+    modellist_0: list[Any]
+    modellist_1: list[Any]
+    _framework: Any
+
+    def fit(self, *, store_predictions: bool = True, external_predictions: Any = None) -> Any:
+        for model, job in zip(self.modellist, external_predictions["jobs"]):
+            model._fanfit_finish(job, store_predictions)
+        self._framework = _concat(
+            [m1.framework - m0.framework for m0, m1 in zip(self.modellist_0, self.modellist_1)]
+        )
+        return self
+
+
+class DoubleMLQTE(_SideBySide, _QTEFromJobs, _doubleml.DoubleMLQTE):  # type: ignore[misc]
     """DoubleML's quantile treatment effects, fitted on a fanfit stack.
 
     Parameters as ``doubleml.DoubleMLQTE`` (0.11): ``obj_dml_data, ml_g, ml_m=None,
@@ -266,14 +285,16 @@ class DoubleMLQTE(_doubleml.DoubleMLQTE):  # type: ignore[misc]
 
     Its models (``modellist_0``, ``modellist_1``: treatment 0 and 1 of every quantile) are
     fanfit's :class:`DoubleMLPQ` / :class:`DoubleMLCVAR` on DoubleML's one sample splitting;
-    :meth:`fit` submits their ``2 * n_quantiles`` jobs, all before waiting for any, so that every
-    (quantile, treatment level) runs side by side on the stack, then DoubleML's framework
-    difference and concatenation give coef, se, confint and bootstrap.
+    ``fit`` (:class:`_SideBySide`'s) submits their ``2 * n_quantiles`` jobs, all before waiting
+    for any, so that every (quantile, treatment level) runs side by side on the stack, then
+    DoubleML's framework difference and concatenation give coef, se, confint and bootstrap.
 
     Attributes
     ----------
+    modellist : list
+        ``modellist_0`` then ``modellist_1``: the parts, one job each.
     fanfit_jobs, fanfit_results : list
-        The jobs of the last fit and their results: ``modellist_0`` then ``modellist_1`` order.
+        The jobs of the last fit and their results, in ``modellist`` order.
 
     Raises
     ------
@@ -281,9 +302,6 @@ class DoubleMLQTE(_doubleml.DoubleMLQTE):  # type: ignore[misc]
         score ``'LPQ'`` (not on the pipeline yet), a custom ``kde``, a propensity calibration,
         clustered data.
     """
-
-    fanfit_jobs: list[Any]
-    fanfit_results: list[Any]
 
     def __init__(
         self, obj_dml_data: Any, ml_g: Any, ml_m: Any = None, quantiles: Any = 0.5,
@@ -306,6 +324,11 @@ class DoubleMLQTE(_doubleml.DoubleMLQTE):  # type: ignore[misc]
         )  # fmt: skip
         self.fanfit_jobs, self.fanfit_results = [], []
 
+    @property
+    def modellist(self) -> list[Any]:  # type: ignore[override]
+        """``modellist_0`` then ``modellist_1``."""
+        return [*self.modellist_0, *self.modellist_1]
+
     def _initialize_models(self) -> Any:
         """DoubleML's per-quantile models, as fanfit's classes (same arguments and splitting)."""
         cls = DoubleMLPQ if self.score == "PQ" else DoubleMLCVAR
@@ -322,46 +345,12 @@ class DoubleMLQTE(_doubleml.DoubleMLQTE):  # type: ignore[misc]
                 models.append(model)
         return out
 
-    def fit(
-        self,
-        client: Any = None,
-        n_jobs_models: int | None = None,
-        n_jobs_cv: int | None = None,
-        store_predictions: bool = True,
-        store_models: bool = False,
-        external_predictions: Any = None,
-        *,
-        seed: int = 0,
-        timeout: float = 3600.0,
-        progress: bool | str | Any = False,
-        **job_options: Any,
-    ) -> Any:
-        """Fit every (quantile, treatment level) on a stack, side by side, then aggregate as DoubleML.
-
-        Parameters as :meth:`fanfit.client.doubleml.DoubleMLPLR.fit`; ``n_jobs_models`` and
-        ``n_jobs_cv`` are accepted for DoubleML's signature.
-
-        Returns
-        -------
-        self
-
-        Raises
-        ------
-        As :meth:`DoubleMLPQ.fit`, for any model's job (:class:`fanfit.errors.ParityError` names
-        the job).
-        """
-        _check_fit_options(external_predictions, store_models, store_predictions, job_options)
-        models = [*self.modellist_0, *self.modellist_1]
-        options = [m.fanfit_options(seed) for m in models]  # every check before any upload
-        if client is None:
-            client = default_client()
+    def _fanfit_parts(self, seed: int) -> list[tuple[str, Any, dict[str, Any]]]:
         frame = self._dml_data.data
-        jobs = [client.submit_estimate(frame, **o, **job_options) for o in options]
-        results = [job.result(timeout=timeout, progress=progress) for job in jobs]
-        for model, job, result in zip(models, jobs, results):
-            model._fanfit_finish(job, result, store_predictions)
-        self._framework = _concat(
-            [m1.framework - m0.framework for m0, m1 in zip(self.modellist_0, self.modellist_1)]
-        )
-        self.fanfit_jobs, self.fanfit_results = jobs, results
-        return self
+        return [
+            (f"quantile {m.quantile} of treatment {m.treatment}", frame, m.fanfit_options(seed))
+            for m in self.modellist
+        ]
+
+    def _fanfit_external(self, jobs: list[Any]) -> dict[str, Any]:
+        return {"jobs": jobs}
