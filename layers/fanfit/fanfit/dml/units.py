@@ -2,11 +2,13 @@
 
 An estimate is a list of stages. Within a stage every :class:`FitUnit` is independent: it fits one
 nuisance learner on the training rows of one fold of one repetition and predicts that fold's test
-rows, so units can run anywhere in any order (one Lambda invocation per shard of units). Only
-the ``'IV-type'`` scores of PLR and PLIV have a second stage: ``ml_g`` is fitted on
+rows, so units can run anywhere in any order (one Lambda invocation per shard of units). The
+``'IV-type'`` scores of PLR and PLIV have a second stage: ``ml_g`` is fitted on
 :math:`Y - \\tilde\\theta D`, where :math:`\\tilde\\theta` comes from the first stage's out-of-fold
 ``ml_l`` and ``ml_m`` (and ``ml_r``) predictions of the same treatment and repetition
-(:func:`stage_inputs`).
+(:func:`stage_inputs`). A model with a fold procedure (PQ, CVaR) has one unit per fold, which
+runs every fit nested inside that fold and returns the fold's predictions and scalars
+(:func:`fit_predict`, :func:`put_predictions`); PQ runs repetition ``r`` as stage ``r``.
 
 Prediction keys (``FitUnit.learner``) are DoubleML's ``external_predictions`` keys: ``ml_l``,
 ``ml_m``, ``ml_g``, ``ml_g0``, ``ml_g1`` (IRM: fitted on ``d == 0`` / ``d == 1`` rows; IIVM: on
@@ -223,7 +225,8 @@ def nuisance(spec: DMLSpec, key: str) -> Nuisance:
 
 
 def n_stages(spec: DMLSpec) -> int:
-    """Number of stages: 2 for the IV-type scores of PLR and PLIV (``ml_g`` after a preliminary estimate), else 1."""
+    """Number of stages: 2 for the IV-type scores of PLR and PLIV (``ml_g`` after a preliminary
+    estimate), ``n_rep`` for PQ (a chained fold procedure: repetition ``r`` is stage ``r``), else 1."""
     return model_def(spec.model).n_stages(spec)
 
 
@@ -239,6 +242,9 @@ def fit_units(spec: DMLSpec, stage: int) -> list[FitUnit]:
     Returns
     -------
     list of FitUnit
+        A model with a fold procedure (PQ, CVaR): one unit per treatment, repetition (PQ: the
+        stage's repetition only) and fold, keyed by its first prediction key, running the fold's
+        nested fits (:func:`fit_predict`). Else
         ``n_treat * n_rep * len(prediction_keys(spec, stage)) * n_cross_folds`` units
         (``n_cross_folds = n_folds ** len(cluster_cols)`` with clusters, else ``n_folds``).
     """
@@ -420,6 +426,11 @@ def fit_predict(
     label-encoded target and give ``predict_proba[:, 1]`` (0 where the training rows lack class 1,
     as ``cross_val_predict`` fills it).
 
+    A unit of a model with a fold procedure (:attr:`fanfit.dml.models.ModelDef.fold_procedure`,
+    PQ and CVaR) runs the fold's whole nested procedure instead, each learner built with the
+    ``random_state`` of its own key (``unit_seed`` of the unit with that learner), and returns its
+    outputs packed as :func:`put_predictions` unpacks them.
+
     Parameters
     ----------
     spec : DMLSpec
@@ -427,12 +438,13 @@ def fit_predict(
     data : DMLData
     folds : numpy.ndarray of int, shape (n_obs, n_rep)
     stage_inputs : dict or None
-        For stage 1: what :func:`stage_inputs` returned.
+        For stage 1: what :func:`stage_inputs` returned (PQ's stage ``r``: ``coef_start``).
 
     Returns
     -------
     numpy.ndarray of float64, shape (n_test,)
-        Predictions for the rows ``np.flatnonzero(folds[:, i_rep] == i_fold)``, in that order.
+        Predictions for the rows ``np.flatnonzero(folds[:, i_rep] == i_fold)``, in that order
+        (a fold procedure's unit: shape ``(n_keys * n_test + n_scalars,)``).
 
     Raises
     ------
@@ -624,7 +636,9 @@ def check_preds(
 def stage_inputs(spec: DMLSpec, stage: int, data: DMLData, folds: np.ndarray, preds: dict) -> dict:
     """JSON-safe inputs of a stage, computed from the predictions of the earlier stages.
 
-    Stage 0 needs nothing (``{}``). Stage 1 of the IV-type scores needs the preliminary estimate
+    Stage 0 needs nothing (``{}``). Stage ``r`` of PQ (a chained fold procedure) needs
+    ``{"coef_start": [float per treatment]}``, the mean over folds of repetition ``r - 1``'s fold
+    IPW quantiles (:func:`fold_means`). Stage 1 of the IV-type scores needs the preliminary estimate
     :math:`\\tilde\\theta` of every treatment and repetition
     (:func:`~fanfit.dml.scores.plr_theta_initial`, :func:`~fanfit.dml.scores.pliv_theta_initial`).
 
