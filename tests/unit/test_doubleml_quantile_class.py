@@ -151,3 +151,23 @@ def test_quantiles_option_is_validated_by_name(quantiles, match) -> None:
     with pytest.raises(errors.InvalidJobError, match=match):
         check_estimate(frame, model="pq", y="y", d="d", ml_g="LogisticRegression",
                        ml_m="LogisticRegression", treatment=1, quantiles=quantiles)  # fmt: skip
+
+
+def test_from_doubleml_runs_an_unfitted_pq_on_the_fake_stack() -> None:
+    # GIVEN an unfitted DoubleML PQ (given splitting) and the same model fitted in-process
+    data = _data()
+    kw = {"treatment": 0, "quantile": 0.55, "n_folds": 2, "n_rep": 2}
+    np.random.seed(8)
+    unfitted = dml.DoubleMLPQ(data, LogisticRegression(), LogisticRegression(), **kw)
+    np.random.seed(8)
+    theirs = dml.DoubleMLPQ(data, LogisticRegression(), LogisticRegression(), **kw).fit()
+    # WHEN fanfit.from_doubleml runs it on the fake stack
+    ours = fanfit.from_doubleml(unfitted, client=FakeClient())
+    # THEN it is fanfit's DoubleMLPQ with DoubleML's numbers
+    assert isinstance(ours, fanfit.DoubleMLPQ)
+    np.testing.assert_allclose(ours.coef, theirs.coef, rtol=TOL)
+    np.testing.assert_allclose(ours.se, theirs.se, rtol=TOL)
+    # AND a custom kde is refused by name
+    custom = dml.DoubleMLPQ(data, LogisticRegression(), LogisticRegression(), kde=lambda u, w: 1.0)
+    with pytest.raises(errors.UnsupportedArgumentError, match="kde"):
+        fanfit.from_doubleml(custom, client=FakeClient())

@@ -61,6 +61,7 @@ from fanfit.dml.interop import import_doubleml
 
 import_doubleml()  # without DoubleML: MissingDependencyError, with the pip command
 import doubleml as _doubleml  # noqa: E402 - after the check that names the extra
+from doubleml.utils._estimation import _default_kde  # noqa: E402
 
 __all__ = [
     "DoubleMLAPO",
@@ -261,6 +262,8 @@ _CLASSES: dict[type, type] = {
     _doubleml.DoubleMLDID: DoubleMLDID,
     _doubleml.DoubleMLDIDCS: DoubleMLDIDCS,
     _doubleml.DoubleMLSSM: DoubleMLSSM,
+    _doubleml.DoubleMLPQ: DoubleMLPQ,
+    _doubleml.DoubleMLCVAR: DoubleMLCVAR,
 }
 
 
@@ -300,7 +303,7 @@ def from_doubleml(model: Any, client: Any = None, **fit_options: Any) -> Any:
         raise _unsupported(
             f"a {type(model).__name__}",
             "fanfit runs DoubleMLPLR, DoubleMLIRM, DoubleMLPLIV, DoubleMLIIVM, DoubleMLAPO, "
-            "DoubleMLDID, DoubleMLDIDCS and DoubleMLSSM",
+            "DoubleMLDID, DoubleMLDIDCS, DoubleMLSSM, DoubleMLPQ and DoubleMLCVAR",
         )
     kwargs: dict[str, Any] = dict(model.learner)
     cluster = bool(getattr(model._dml_data, "is_cluster_data", False))
@@ -308,12 +311,17 @@ def from_doubleml(model: Any, client: Any = None, **fit_options: Any) -> Any:
     kwargs.update(n_folds=n_folds, n_rep=model.n_rep, score=model.score,
                   draw_sample_splitting=False)  # fmt: skip
     ipw = _doubleml.DoubleMLIRM | _doubleml.DoubleMLIIVM | _doubleml.DoubleMLAPO
-    if isinstance(model, ipw | _doubleml.DoubleMLSSM):
+    quantile_models = _doubleml.DoubleMLPQ | _doubleml.DoubleMLCVAR
+    if isinstance(model, ipw | _doubleml.DoubleMLSSM | quantile_models):
         kwargs.update(
             normalize_ipw=model.normalize_ipw, ps_processor_config=model.ps_processor_config
         )
     if isinstance(model, _doubleml.DoubleMLAPO):
         kwargs["treatment_level"] = model.treatment_level
+    if isinstance(model, quantile_models):
+        kwargs.update(treatment=model.treatment, quantile=model.quantile)
+    if isinstance(model, _doubleml.DoubleMLPQ) and model.kde is not _default_kde:
+        kwargs["kde"] = model.kde  # refused by name: fanfit's derivative is the default kde
     weighted = _doubleml.DoubleMLIRM | _doubleml.DoubleMLAPO
     if isinstance(model, weighted) and not np.all(model._weights["weights"] == 1.0):
         raise _unsupported("weights", "fanfit's IRM scores weight every observation equally")
