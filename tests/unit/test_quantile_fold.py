@@ -9,7 +9,7 @@ from __future__ import annotations
 import doubleml as dml
 import numpy as np
 import pytest
-from doubleml.irm.datasets import make_irm_data
+from doubleml.irm.datasets import make_iivm_data, make_irm_data
 from sklearn.base import clone
 from sklearn.linear_model import LinearRegression, LogisticRegression
 
@@ -24,6 +24,7 @@ from fanfit.dml import (
     put_predictions,
     validate_data,
 )
+from fanfit.dml.scores_lpq import LPQ_KEYS, lpq_fold
 from fanfit.dml.scores_quantile import cvar_coef_start, pq_coef_start, pq_fold
 from fanfit.errors import InvalidJobError
 
@@ -158,3 +159,33 @@ def test_quantile_options_belong_to_pq_and_cvar_only() -> None:
                    "ml_m": "LogisticRegression"}, quantile=0.5)  # fmt: skip
     with pytest.raises(InvalidJobError, match="quantile is an option of model 'pq' or 'cvar'"):
         spec.validate()
+
+
+def test_lpq_fold_procedure_equals_doubleml() -> None:
+    # GIVEN DoubleML's LPQ (binary instrument) fitted on fixed folds (one repetition)
+    np.random.seed(24)
+    data = make_iivm_data(n_obs=400, dim_x=4, theta=0.5, alpha_x=1.0, return_type="DoubleMLData")
+    obj = dml.DoubleMLLPQ(
+        data, LogisticRegression(), LogisticRegression(), treatment=1, quantile=0.5,
+        n_folds=N_FOLDS, n_rep=1, draw_sample_splitting=False,
+    )  # fmt: skip
+    obj.set_sample_splitting(folds_to_smpls(draw_folds(400, N_FOLDS, 1, seed=4)))
+    obj.fit(store_predictions=True)
+    x, y, d, z = data.x, data.y, data.d, np.ravel(data.z)
+    start = pq_coef_start(y, d, 1, 0.5)
+    # WHEN each outer fold runs its nested procedure in one call
+    got = {k: np.full(400, np.nan) for k in LPQ_KEYS}
+    thetas = []
+    for train, test in obj.smpls[0]:
+        out = lpq_fold(x, y, d, z, train, test, 1, 0.5, start, N_FOLDS,
+                       LogisticRegression, LogisticRegression)  # fmt: skip
+        for k in LPQ_KEYS:
+            got[k][test] = out.preds[k]
+        thetas.append(out.theta_ipw)
+    # THEN every outer-fold prediction is DoubleML's (ml_m_z stored clipped) and so is the start
+    got["ml_m_z"] = np.clip(got["ml_m_z"], 0.01, 0.99)
+    for k in LPQ_KEYS:
+        np.testing.assert_allclose(
+            got[k], obj.predictions[k][:, 0, 0], rtol=TOL, atol=TOL, err_msg=k
+        )
+    assert obj._coef_start_val == pytest.approx(np.mean(thetas), abs=TOL)

@@ -72,6 +72,7 @@ from fanfit.dml.quantile_search import (
     _check_quantile_options,
     _ipw_root,
     _level_propensity,
+    _proba_or_predict,
     _solve_localized,
     get_bracket_guess,
     kde_at_zero,
@@ -297,15 +298,6 @@ class QuantileFold:
     g_hat: np.ndarray
     m_hat: np.ndarray
     theta_ipw: float
-
-
-def _proba_or_predict(estimator: Any, x: np.ndarray) -> np.ndarray:
-    """DoubleML's ``_predict_zero_one_propensity``: ``predict_proba[:, 1]``, or ``predict`` when the
-    fit saw one class only."""
-    proba = estimator.predict_proba(x)
-    if proba.shape[1] == 2:
-        return np.asarray(proba[:, 1], dtype=np.float64)
-    return np.asarray(estimator.predict(x), dtype=np.float64)
 
 
 def pq_fold(
