@@ -4,8 +4,8 @@ GIVEN DoubleML's make_irm_data (300 rows), logistic/linear learners and given fo
 repetitions), WHEN fanfit's class is fitted on the local stack (Prepare -> CrossFit Lambdas, one
 per outer fold running the fold's nested fits -> Aggregate; PQ's repetitions as two stages) and
 DoubleML's class in-process, THEN coef, se, confint, the bootstrap from the same global seed and
-(PQ, CVaR) nuisance_loss agree to a relative 1e-9. QTE's four jobs (2 quantiles x 2 levels) are
-submitted before any is awaited.
+(PQ, CVaR) nuisance_loss agree to a relative 1e-9. QTE (score LPQ, make_iivm_data: four ``lpq``
+jobs, 2 quantiles x 2 levels, submitted before any is awaited) likewise for its effects.
 """
 
 from __future__ import annotations
@@ -22,7 +22,8 @@ N_OBS = 300
 CASES = {
     "pq": ("DoubleMLPQ", "LogisticRegression", {"treatment": 1, "quantile": 0.5}),
     "cvar": ("DoubleMLCVAR", "LinearRegression", {"treatment": 0, "quantile": 0.4}),
-    "qte": ("DoubleMLQTE", "LogisticRegression", {"quantiles": [0.3, 0.7], "score": "PQ"}),
+    # QTE of the compliers' quantiles (score LPQ: lpq jobs, with a binary instrument)
+    "qte-lpq": ("DoubleMLQTE", "LogisticRegression", {"quantiles": [0.4, 0.6], "score": "LPQ"}),
 }
 
 
@@ -30,14 +31,19 @@ CASES = {
 def test_quantile_models_on_the_stack_equal_doubleml(local_client, case: str) -> None:
     import doubleml as dml
     import sklearn.linear_model as lm
-    from doubleml.irm.datasets import make_irm_data
+    from doubleml.irm.datasets import make_iivm_data, make_irm_data
 
     import fanfit
 
     name, ml_g, kwargs = CASES[case]
     # GIVEN DoubleML's IRM data, small learners and given folds (2 x 2)
     np.random.seed(3)
-    data = make_irm_data(n_obs=N_OBS, dim_x=4, theta=0.5, return_type="DoubleMLData")
+    if case == "qte-lpq":
+        data = make_iivm_data(
+            n_obs=N_OBS, dim_x=4, theta=0.5, alpha_x=1.0, return_type="DoubleMLData"
+        )
+    else:
+        data = make_irm_data(n_obs=N_OBS, dim_x=4, theta=0.5, return_type="DoubleMLData")
     smpls = fanfit.dml.folds_to_smpls(fanfit.dml.draw_folds(N_OBS, 2, 2, seed=19))
     args = (data, getattr(lm, ml_g)(), lm.LogisticRegression())
     options = {"n_folds": 2, "n_rep": 2, "draw_sample_splitting": False, **kwargs}
@@ -51,10 +57,10 @@ def test_quantile_models_on_the_stack_equal_doubleml(local_client, case: str) ->
     theirs.fit()
 
     # THEN the numbers are DoubleML's
-    if case != "qte":
+    if case != "qte-lpq":
         assert_stack_fit_is_doublemls(ours, theirs, case)
         return
-    assert [r.model for r in ours.fanfit_results] == ["pq"] * 4
+    assert [r.model for r in ours.fanfit_results] == ["lpq"] * 4
     for attr in ("coef", "se", "all_coef", "all_se"):
         np.testing.assert_allclose(getattr(ours, attr), getattr(theirs, attr), rtol=RTOL)
     np.testing.assert_allclose(ours.confint(), theirs.confint(), rtol=RTOL)

@@ -15,7 +15,7 @@ import pytest
 
 dml = pytest.importorskip("doubleml")
 
-from doubleml.irm.datasets import make_irm_data  # noqa: E402
+from doubleml.irm.datasets import make_iivm_data, make_irm_data  # noqa: E402
 from sklearn.linear_model import LinearRegression, LogisticRegression  # noqa: E402
 
 import fanfit  # noqa: E402
@@ -64,6 +64,11 @@ class FakeClient:
         return job
 
 
+def _iivm_data():
+    np.random.seed(24)
+    return make_iivm_data(n_obs=400, dim_x=4, theta=0.5, alpha_x=1.0, return_type="DoubleMLData")
+
+
 def _data():
     np.random.seed(11)
     return make_irm_data(n_obs=300, dim_x=4, theta=0.5, return_type="DoubleMLData")
@@ -72,11 +77,11 @@ def _data():
 @pytest.mark.parametrize(
     ("name", "ml_g", "treatment"),
     [("DoubleMLPQ", LogisticRegression(), 0), ("DoubleMLPQ", LogisticRegression(), 1),
-     ("DoubleMLCVAR", LinearRegression(), 1)],
+     ("DoubleMLCVAR", LinearRegression(), 1), ("DoubleMLLPQ", LogisticRegression(), 1)],
 )  # fmt: skip
-def test_pq_and_cvar_on_the_fake_stack_are_doublemls(name, ml_g, treatment) -> None:
+def test_pq_cvar_and_lpq_on_the_fake_stack_are_doublemls(name, ml_g, treatment) -> None:
     # GIVEN fanfit's and DoubleML's class, same data, learners and splitting (2 folds x 2 reps)
-    data = _data()
+    data = _iivm_data() if name == "DoubleMLLPQ" else _data()
     kw = {"treatment": treatment, "quantile": 0.45, "n_folds": 2, "n_rep": 2}
     np.random.seed(5)
     ours = getattr(fanfit, name)(data, ml_g, LogisticRegression(), **kw)
@@ -95,17 +100,18 @@ def test_pq_and_cvar_on_the_fake_stack_are_doublemls(name, ml_g, treatment) -> N
     )
     for attr in ("coef", "se", "all_coef", "all_se", "psi"):
         np.testing.assert_allclose(getattr(ours, attr), getattr(theirs, attr), rtol=TOL, atol=TOL)
-    for key in ("ml_g", "ml_m"):
+    for key, loss in theirs.nuisance_loss.items():
         np.testing.assert_allclose(ours.predictions[key], theirs.predictions[key], atol=TOL)
-        np.testing.assert_allclose(ours.nuisance_loss[key], theirs.nuisance_loss[key], atol=TOL)
+        np.testing.assert_allclose(ours.nuisance_loss[key], loss, atol=TOL, err_msg=key)
 
 
 @pytest.mark.parametrize(
-    ("score", "ml_g"), [("PQ", LogisticRegression()), ("CVaR", LinearRegression())]
+    ("score", "ml_g"),
+    [("PQ", LogisticRegression()), ("CVaR", LinearRegression()), ("LPQ", LogisticRegression())],
 )
 def test_qte_submits_every_part_before_awaiting_and_is_doublemls(score, ml_g) -> None:
-    # GIVEN fanfit's and DoubleML's QTE at two quantiles
-    data = _data()
+    # GIVEN fanfit's and DoubleML's QTE at two quantiles (LPQ: with a binary instrument)
+    data = _iivm_data() if score == "LPQ" else _data()
     kw = {"quantiles": [0.3, 0.6], "n_folds": 2, "n_rep": 2, "score": score}
     np.random.seed(6)
     ours = fanfit.DoubleMLQTE(data, ml_g, LogisticRegression(), **kw)
@@ -133,11 +139,11 @@ def test_qte_submits_every_part_before_awaiting_and_is_doublemls(score, ml_g) ->
 
 def test_what_the_stack_cannot_do_is_refused_by_name() -> None:
     data = _data()
-    # GIVEN a custom kde, or QTE's LPQ score WHEN constructed THEN UnsupportedArgumentError
+    # GIVEN a custom kde WHEN constructed THEN UnsupportedArgumentError
     with pytest.raises(errors.UnsupportedArgumentError, match="kde"):
         fanfit.DoubleMLPQ(data, LogisticRegression(), LogisticRegression(), kde=lambda u, w: 0.0)
-    with pytest.raises(errors.UnsupportedArgumentError, match="LPQ"):
-        fanfit.DoubleMLQTE(data, LogisticRegression(), LogisticRegression(), score="LPQ")
+    with pytest.raises(errors.UnsupportedArgumentError, match="kde"):
+        fanfit.DoubleMLQTE(data, LogisticRegression(), LogisticRegression(), kde=lambda u, w: 0.0)
 
 
 @pytest.mark.parametrize(

@@ -189,3 +189,36 @@ def test_lpq_fold_procedure_equals_doubleml() -> None:
             got[k], obj.predictions[k][:, 0, 0], rtol=TOL, atol=TOL, err_msg=k
         )
     assert obj._coef_start_val == pytest.approx(np.mean(thetas), abs=TOL)
+
+
+def test_lpq_estimate_in_process_equals_doubleml() -> None:
+    # GIVEN IIVM data (binary instrument), fixed folds (2 folds x 2 repetitions), DoubleML's LPQ
+    np.random.seed(24)
+    data = make_iivm_data(n_obs=400, dim_x=4, theta=0.5, alpha_x=1.0, return_type="DoubleMLData")
+    spec = _spec("lpq", score="LPQ", z_cols=("z",), n_rep=2, quantile=0.5,
+                 learners={"ml_g": "LogisticRegression", "ml_m": "LogisticRegression"})  # fmt: skip
+    spec.validate()
+    fdata = validate_data(spec, list(data.data.columns), data.data.to_numpy())
+    folds = draw_folds(400, 2, 2, seed=7)
+    obj = dml.DoubleMLLPQ(
+        data, LogisticRegression(), LogisticRegression(), treatment=1, quantile=0.5, n_folds=2,
+        n_rep=2, draw_sample_splitting=False,
+    )  # fmt: skip
+    obj.set_sample_splitting(folds_to_smpls(folds))
+    obj.fit()
+    # WHEN fanfit runs its fold units, repetition r as stage r
+    res = estimate_in_process(spec, fdata, folds)
+    # THEN estimates, standard errors, scores and nuisance losses are DoubleML's
+    np.testing.assert_allclose(res.all_coef, obj.all_coef, rtol=1e-9, atol=1e-9)
+    np.testing.assert_allclose(res.all_se, obj.all_se, rtol=1e-9, atol=1e-9)
+    np.testing.assert_allclose(res.psi, obj.psi, rtol=1e-9, atol=1e-9)
+    for key, loss in obj.nuisance_loss.items():
+        np.testing.assert_allclose(res.nuisance_loss[key], loss, atol=1e-9, err_msg=key)
+    assert n_stages(spec) == 2
+
+
+def test_lpq_needs_one_instrument() -> None:
+    # GIVEN an LPQ spec without an instrument WHEN validated THEN a named error
+    with pytest.raises(InvalidJobError, match="'lpq' needs exactly one binary instrument"):
+        _spec("lpq", score="LPQ", learners={"ml_g": "LogisticRegression",
+              "ml_m": "LogisticRegression"}).validate()  # fmt: skip

@@ -83,6 +83,10 @@ class CheckedEstimate:
         fits = f"{folds} x {spec.n_rep} repetitions x {len(keys)} learners ({', '.join(keys)})"
         if spec.n_treat > 1:
             fits += f" x {spec.n_treat} treatments"
+        n_fits = f"{self.n_fits} fits"
+        if dml.fold_scalar_keys(spec):  # a fold procedure: one unit per fold fits every key
+            fits = f"{folds} x {spec.n_rep} repetitions, each fold fitting {', '.join(keys)}"
+            n_fits = f"{self.n_fits} fold units (their nested fits inside)"
         return {
             "model": spec.model,
             "score": spec.score,
@@ -96,7 +100,7 @@ class CheckedEstimate:
             "n_treat": spec.n_treat,
             "prediction_keys": list(dml.prediction_keys(spec)),
             "n_fits": self.n_fits,
-            "fits": f"{fits} = {self.n_fits} fits",
+            "fits": f"{fits} = {n_fits}",
             "learners": {k: str(spec.learners[k]) for k in sorted(spec.learners)},
             "folds": "given" if self.folds is not None else f"drawn from seed {spec.seed}",
             "seed": spec.seed,

@@ -30,7 +30,7 @@ This module holds PLR, PLIV, IRM, IIVM and :func:`from_doubleml`, and re-exports
   :class:`DoubleMLDIDMulti`;
 - :mod:`~fanfit.client.doubleml_ssm`: :class:`DoubleMLSSM`;
 - :mod:`~fanfit.client.doubleml_quantile`: :class:`DoubleMLPQ`, :class:`DoubleMLCVAR`,
-  :class:`DoubleMLQTE`.
+  :class:`DoubleMLLPQ`, :class:`DoubleMLQTE`.
 
 Importing this module imports DoubleML (a client extra: ``pip install 'fanfit[doubleml]'``);
 without it, :class:`fanfit.dml.interop.MissingDependencyError` gives the pip command.
@@ -54,7 +54,7 @@ from fanfit.client.doubleml_base import (
     default_client,
 )
 from fanfit.client.doubleml_did import DoubleMLDID, DoubleMLDIDCS, DoubleMLDIDMulti
-from fanfit.client.doubleml_quantile import DoubleMLCVAR, DoubleMLPQ, DoubleMLQTE
+from fanfit.client.doubleml_quantile import DoubleMLCVAR, DoubleMLLPQ, DoubleMLPQ, DoubleMLQTE
 from fanfit.client.doubleml_ssm import DoubleMLSSM
 from fanfit.client.heterogeneity import HeterogeneityMethods, PolicyTreeMethod
 from fanfit.dml.interop import import_doubleml
@@ -72,6 +72,7 @@ __all__ = [
     "DoubleMLDIDMulti",
     "DoubleMLIIVM",
     "DoubleMLIRM",
+    "DoubleMLLPQ",
     "DoubleMLPLIV",
     "DoubleMLPLR",
     "DoubleMLPQ",
@@ -264,6 +265,7 @@ _CLASSES: dict[type, type] = {
     _doubleml.DoubleMLSSM: DoubleMLSSM,
     _doubleml.DoubleMLPQ: DoubleMLPQ,
     _doubleml.DoubleMLCVAR: DoubleMLCVAR,
+    _doubleml.DoubleMLLPQ: DoubleMLLPQ,
 }
 
 
@@ -303,7 +305,7 @@ def from_doubleml(model: Any, client: Any = None, **fit_options: Any) -> Any:
         raise _unsupported(
             f"a {type(model).__name__}",
             "fanfit runs DoubleMLPLR, DoubleMLIRM, DoubleMLPLIV, DoubleMLIIVM, DoubleMLAPO, "
-            "DoubleMLDID, DoubleMLDIDCS, DoubleMLSSM, DoubleMLPQ and DoubleMLCVAR",
+            "DoubleMLDID, DoubleMLDIDCS, DoubleMLSSM, DoubleMLPQ, DoubleMLCVAR and DoubleMLLPQ",
         )
     kwargs: dict[str, Any] = dict(model.learner)
     cluster = bool(getattr(model._dml_data, "is_cluster_data", False))
@@ -311,7 +313,7 @@ def from_doubleml(model: Any, client: Any = None, **fit_options: Any) -> Any:
     kwargs.update(n_folds=n_folds, n_rep=model.n_rep, score=model.score,
                   draw_sample_splitting=False)  # fmt: skip
     ipw = _doubleml.DoubleMLIRM | _doubleml.DoubleMLIIVM | _doubleml.DoubleMLAPO
-    quantile_models = _doubleml.DoubleMLPQ | _doubleml.DoubleMLCVAR
+    quantile_models = _doubleml.DoubleMLPQ | _doubleml.DoubleMLCVAR | _doubleml.DoubleMLLPQ
     if isinstance(model, ipw | _doubleml.DoubleMLSSM | quantile_models):
         kwargs.update(
             normalize_ipw=model.normalize_ipw, ps_processor_config=model.ps_processor_config
@@ -320,7 +322,8 @@ def from_doubleml(model: Any, client: Any = None, **fit_options: Any) -> Any:
         kwargs["treatment_level"] = model.treatment_level
     if isinstance(model, quantile_models):
         kwargs.update(treatment=model.treatment, quantile=model.quantile)
-    if isinstance(model, _doubleml.DoubleMLPQ) and model.kde is not _default_kde:
+    with_kde = _doubleml.DoubleMLPQ | _doubleml.DoubleMLLPQ
+    if isinstance(model, with_kde) and model.kde is not _default_kde:
         kwargs["kde"] = model.kde  # refused by name: fanfit's derivative is the default kde
     weighted = _doubleml.DoubleMLIRM | _doubleml.DoubleMLAPO
     if isinstance(model, weighted) and not np.all(model._weights["weights"] == 1.0):

@@ -1,17 +1,17 @@
-"""DoubleML's quantile models on a fanfit stack: DoubleMLPQ, DoubleMLCVAR and DoubleMLQTE.
+"""DoubleML's quantile models on a fanfit stack: DoubleMLPQ, DoubleMLCVAR, DoubleMLLPQ, DoubleMLQTE.
 
-:class:`DoubleMLPQ` and :class:`DoubleMLCVAR` run one ``pq`` / ``cvar`` job (models of
-:mod:`fanfit.dml.models` with a fold procedure: one fit unit per outer fold runs the fold's
-nested fits, :func:`fanfit.dml.scores_quantile.pq_fold`). The job returns the out-of-fold
-predictions of ``ml_g`` and ``ml_m`` and each fold's preliminary IPW quantile (``theta_ipw``);
-DoubleML's own classes then compute the scores and the estimate from them: PQ through its
-``external_predictions``, with the root search started from the mean of the fold IPW quantiles
-as DoubleML's own fit does; CVaR (whose DoubleML class takes no external predictions) through
+:class:`DoubleMLPQ`, :class:`DoubleMLCVAR` and :class:`DoubleMLLPQ` run one ``pq`` / ``cvar`` /
+``lpq`` job (models of :mod:`fanfit.dml.models` with a fold procedure: one fit unit per outer
+fold runs the fold's nested fits, :func:`fanfit.dml.scores_quantile.pq_fold`,
+:func:`fanfit.dml.scores_lpq.lpq_fold`). The job returns the out-of-fold predictions and each
+fold's preliminary IPW quantile (``theta_ipw``); DoubleML's own classes then compute the scores
+and the estimate from them: PQ and LPQ through their ``external_predictions``, with the root
+search started from the mean of the fold IPW quantiles as DoubleML's own fit does; CVaR (whose DoubleML class takes no external predictions) through
 its ``_score_elements`` with that mean as the potential quantile. So coef, se, summary, confint
 and bootstrap are DoubleML's numbers, checked against the job's.
 
-:class:`DoubleMLQTE` builds its per-quantile models as fanfit's :class:`DoubleMLPQ` /
-:class:`DoubleMLCVAR` and submits one job per (quantile, treatment level), all before waiting for
+:class:`DoubleMLQTE` builds its per-quantile models as fanfit's :class:`DoubleMLPQ`,
+:class:`DoubleMLCVAR` or :class:`DoubleMLLPQ` and submits one job per (quantile, treatment level), all before waiting for
 any, so they run side by side on the stack; DoubleML's framework difference and concatenation then
 give the effects. Re-exported by :mod:`fanfit.client.doubleml`.
 """
@@ -26,6 +26,7 @@ from fanfit.client.doubleml_base import (
     _check_arguments,
     _dml_data,
     _estimator,
+    _learner_spec,
     _OnStack,
     _PropensityOptions,
     _SideBySide,
@@ -37,7 +38,7 @@ import_doubleml()  # without DoubleML: MissingDependencyError, with the pip comm
 import doubleml as _doubleml  # noqa: E402 - after the check that names the extra
 from doubleml.double_ml_framework import concat as _concat  # noqa: E402
 
-__all__ = ["DoubleMLCVAR", "DoubleMLPQ", "DoubleMLQTE"]
+__all__ = ["DoubleMLCVAR", "DoubleMLLPQ", "DoubleMLPQ", "DoubleMLQTE"]
 
 #: The fold scalar a ``pq``/``cvar`` job stores with its predictions (one value per fold, on the
 #: fold's test rows): the fold's preliminary IPW quantile.
@@ -255,6 +256,84 @@ class DoubleMLCVAR(_QuantileOnStack, _TakeTheta, _doubleml.DoubleMLCVAR):  # typ
         }
 
 
+class DoubleMLLPQ(_QuantileOnStack, _TakeTheta, _doubleml.DoubleMLLPQ):  # type: ignore[misc]
+    """DoubleML's local (compliers') potential quantile, fitted on a fanfit stack (one ``lpq`` job).
+
+    Parameters as ``doubleml.DoubleMLLPQ`` (0.11): ``obj_dml_data, ml_g, ml_m, treatment=1,
+    quantile=0.5, n_folds=5, n_rep=1, score='LPQ', normalize_ipw=True, kde=None,
+    trimming_rule='truncate', trimming_threshold=1e-2, ps_processor_config=None,
+    draw_sample_splitting=True``; the data with one binary instrument (``z_cols``). ``ml_g`` and
+    ``ml_m`` classifiers.
+
+    As :class:`DoubleMLPQ`: each outer fold's nested fits run in one fit unit (ml_m_z cross-fitted
+    and ml_m_d_z0/z1 on half the fold, the fold's IPW local quantile, ml_g_du_z0/z1 on the other
+    half, then ml_m_z, ml_m_d_z0, ml_m_d_z1 on the fold; :func:`fanfit.dml.scores_lpq.lpq_fold`),
+    repetition ``r`` as stage ``r``; DoubleML's ``fit(external_predictions=...)`` solves the score,
+    its root search started from the mean of the fold IPW quantiles.
+
+    Raises
+    ------
+    fanfit.errors.UnsupportedArgumentError
+        A custom ``kde``, a propensity calibration, clustered data or a callable score.
+    """
+
+    _fanfit_model = "lpq"
+
+    def __init__(
+        self, obj_dml_data: Any, ml_g: Any, ml_m: Any, treatment: int = 1, quantile: float = 0.5,
+        n_folds: int = 5, n_rep: int = 1, score: Any = "LPQ", normalize_ipw: bool = True,
+        kde: Any = None, trimming_rule: str = "truncate", trimming_threshold: float = 1e-2,
+        ps_processor_config: Any = None, draw_sample_splitting: bool = True, **columns: Any,
+    ) -> None:  # fmt: skip
+        data = _quantile_data("DoubleMLLPQ", obj_dml_data, columns)
+        _check_arguments(data, score)
+        self._fanfit_check_kde(kde)
+        self._fanfit_check_ps(None, normalize_ipw, ps_processor_config)
+        learners = (_estimator("ml_g", ml_g), _estimator("ml_m", ml_m))
+        super().__init__(
+            data, *learners, treatment, quantile, n_folds, n_rep, score, normalize_ipw, kde,
+            trimming_rule, trimming_threshold, ps_processor_config, draw_sample_splitting,
+        )  # fmt: skip
+        self._fanfit_check_learners()
+
+    def fanfit_options(self, seed: int = 0) -> dict[str, Any]:
+        """As :meth:`fanfit.client.doubleml_base._OnStack.fanfit_options`, with the learners as
+        ``ml_g`` and ``ml_m`` (DoubleML's LPQ keeps one clone per nuisance, ``ml_m_z`` ...)."""
+        options = super().fanfit_options(seed)
+        for key in self._learner:
+            options.pop(key, None)
+        options["ml_g"] = _learner_spec("ml_g", self._learner["ml_g_du_z0"])
+        options["ml_m"] = _learner_spec("ml_m", self._learner["ml_m_z"])
+        return options
+
+    def _fanfit_targets_of(self, y: np.ndarray, d: np.ndarray) -> dict[str, np.ndarray]:
+        """DoubleML's targets: ``z``; ``d`` and fold k's :math:`1\\{D = d\\}1\\{Y \\le q_k\\}` on the
+        rows ``z == 0`` / ``z == 1``."""
+        z = np.ravel(np.asarray(self._dml_data.z, dtype=float))
+        theta = self._fanfit_theta[:, self._i_rep]  # type: ignore[index]
+        du = ((d == self.treatment) * (y <= theta)).astype(float)
+        out: dict[str, np.ndarray] = {"ml_m_z": z}
+        for v in (0, 1):
+            out[f"ml_m_d_z{v}"] = np.where(z == v, d, np.nan)
+            out[f"ml_g_du_z{v}"] = np.where(z == v, du, np.nan)
+        return out
+
+    def _nuisance_est(
+        self, smpls: Any, n_jobs_cv: Any, external_predictions: Any, return_models: bool = False
+    ) -> Any:
+        """As :meth:`DoubleMLPQ._nuisance_est`, with LPQ's five predictions and targets."""
+        given = external_predictions or {}
+        if self._fanfit_theta is None or any(v is None for v in given.values()) or not given:
+            return super()._nuisance_est(smpls, n_jobs_cv, external_predictions, return_models)
+        self._coef_start_val = self._fanfit_theta_mean()
+        psi_elements, preds = super()._nuisance_est(
+            smpls, n_jobs_cv, external_predictions, return_models
+        )
+        y, d = (np.asarray(v, dtype=float) for v in (self._dml_data.y, self._dml_data.d))
+        preds["targets"] = self._fanfit_targets_of(y, d)
+        return psi_elements, preds
+
+
 class _QTEFromJobs:
     """Between :class:`_SideBySide` and DoubleML's QTE: its ``fit`` takes the parts' jobs (as
     ``external_predictions={"jobs": [...]}``, ``modellist`` order), finishes every model from its
@@ -281,10 +360,12 @@ class DoubleMLQTE(_SideBySide, _QTEFromJobs, _doubleml.DoubleMLQTE):  # type: ig
     Parameters as ``doubleml.DoubleMLQTE`` (0.11): ``obj_dml_data, ml_g, ml_m=None,
     quantiles=0.5, n_folds=5, n_rep=1, score='PQ', normalize_ipw=True, kde=None,
     trimming_rule='truncate', trimming_threshold=1e-2, ps_processor_config=None,
-    draw_sample_splitting=True``; score ``'PQ'`` or ``'CVaR'``.
+    draw_sample_splitting=True``; score ``'PQ'``, ``'CVaR'`` or ``'LPQ'`` (with one binary
+    instrument).
 
     Its models (``modellist_0``, ``modellist_1``: treatment 0 and 1 of every quantile) are
-    fanfit's :class:`DoubleMLPQ` / :class:`DoubleMLCVAR` on DoubleML's one sample splitting;
+    fanfit's :class:`DoubleMLPQ`, :class:`DoubleMLCVAR` or :class:`DoubleMLLPQ` on DoubleML's one
+    sample splitting;
     ``fit`` (:class:`_SideBySide`'s) submits their ``2 * n_quantiles`` jobs, all before waiting
     for any, so that every (quantile, treatment level) runs side by side on the stack, then
     DoubleML's framework difference and concatenation give coef, se, confint and bootstrap.
@@ -299,8 +380,7 @@ class DoubleMLQTE(_SideBySide, _QTEFromJobs, _doubleml.DoubleMLQTE):  # type: ig
     Raises
     ------
     fanfit.errors.UnsupportedArgumentError
-        score ``'LPQ'`` (not on the pipeline yet), a custom ``kde``, a propensity calibration,
-        clustered data.
+        A custom ``kde``, a propensity calibration, clustered data.
     """
 
     def __init__(
@@ -311,10 +391,6 @@ class DoubleMLQTE(_SideBySide, _QTEFromJobs, _doubleml.DoubleMLQTE):  # type: ig
     ) -> None:  # fmt: skip
         data = _quantile_data("DoubleMLQTE", obj_dml_data, columns)
         _check_arguments(data, score)
-        if score == "LPQ":
-            raise _unsupported(
-                "score='LPQ'", "the local potential quantiles do not run on the pipeline yet"
-            )
         if kde is not None:
             raise _unsupported("a custom kde", "fanfit uses DoubleML's default kernel density")
         learners = (_estimator("ml_g", ml_g), _estimator("ml_m", ml_m))
@@ -331,7 +407,7 @@ class DoubleMLQTE(_SideBySide, _QTEFromJobs, _doubleml.DoubleMLQTE):  # type: ig
 
     def _initialize_models(self) -> Any:
         """DoubleML's per-quantile models, as fanfit's classes (same arguments and splitting)."""
-        cls = DoubleMLPQ if self.score == "PQ" else DoubleMLCVAR
+        cls = {"PQ": DoubleMLPQ, "CVaR": DoubleMLCVAR, "LPQ": DoubleMLLPQ}[self.score]
         out: tuple[list[Any], list[Any]] = ([], [])
         for q in self._quantiles:
             for treatment, models in ((0, out[0]), (1, out[1])):

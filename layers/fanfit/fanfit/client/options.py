@@ -373,11 +373,11 @@ class EstimateOptions(_Options):
         did, didcs: DoubleML's ``in_sample_normalization`` (None: its default True); the command
         line's ``--no-in-sample-normalization`` sets it false.
     treatment : int, optional
-        pq, cvar: DoubleML's ``treatment``, the treatment level (0 or 1) whose potential quantile
-        (or conditional value at risk) is estimated (required for pq and cvar).
+        pq, cvar, lpq: DoubleML's ``treatment``, the treatment level (0 or 1) whose potential
+        quantile (or conditional value at risk) is estimated (required there).
     quantiles : float, str or sequence of float, optional
-        pq, cvar: the quantile level in (0, 1), DoubleML's ``quantile`` (the command line's
-        ``--quantiles 0.5``; comma-separated lists are parsed, and pq and cvar take one value).
+        pq, cvar, lpq: the quantile level in (0, 1), DoubleML's ``quantile`` (the command line's
+        ``--quantiles 0.5``; comma-separated lists are parsed, and these models take one value).
     boot_method : {'normal', 'Bayes', 'wild'}, optional
         Multiplier bootstrap of the joint confidence intervals.
     n_rep_boot : int
@@ -459,12 +459,14 @@ class EstimateOptions(_Options):
         None, help="ssm: the binary selection column (1 where the outcome is observed)"
     )
     treatment: int | None = _option(
-        None, kind="int", help="pq, cvar: the treatment level (0 or 1) whose quantile is estimated"
+        None,
+        kind="int",
+        help="pq, cvar, lpq: the treatment level (0 or 1) whose quantile is estimated",
     )
     quantiles: str | float | Sequence[float] | None = _option(
         None,
         metavar="Q[,Q...]",
-        help="pq, cvar: the quantile level, a number in (0, 1) (comma-separated for several)",
+        help="pq, cvar, lpq: the quantile level, a number in (0, 1) (comma-separated for several)",
     )
     boot_method: str | None = _option(None, choices=("normal", "Bayes", "wild"))
     n_rep_boot: int = _option(500, kind="int")

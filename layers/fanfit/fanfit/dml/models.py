@@ -26,13 +26,13 @@ and, as a target only, :data:`RESIDUAL` (:math:`Y - \tilde\theta D`).
 
 from __future__ import annotations
 
-import numbers
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
 
+from fanfit.dml import fold_procedures
 from fanfit.dml.model_checks import (
     DMLData,
     DMLSpec,
@@ -48,14 +48,11 @@ from fanfit.dml.model_checks import (
     _data_didcs,
     _data_iivm,
     _data_plr,
-    _no_instruments,
-    _one_treatment,
     column,
     column_label,
 )
 from fanfit.dml.scores import (
     apo_score_elements,
-    est_coef,
     iivm_score_elements,
     irm_score_elements,
     pliv_score_elements,
@@ -64,13 +61,6 @@ from fanfit.dml.scores import (
     plr_theta_initial,
 )
 from fanfit.dml.scores_did import did_cs_score_elements, did_score_elements
-from fanfit.dml.scores_quantile import (
-    cvar_coef_start,
-    cvar_score_elements,
-    pq_coef_start,
-    pq_fold,
-    pq_solve,
-)
 from fanfit.dml.scores_ssm import ssm_score_elements
 from fanfit.errors import InvalidJobError
 
@@ -503,30 +493,9 @@ def _pliv_theta(spec: DMLSpec, data: DMLData, p: Preds, i_treat: int) -> float:
     return pliv_theta_initial(data.y, z, data.d[:, i_treat], p["ml_l"], p["ml_m"], p["ml_r"])
 
 
-# --------------------------------------------------------------------------- PQ and CVaR
-# (fold procedures: the nested fits of scores_quantile's module docstring, one unit per fold)
-def _check_quantile_model(spec: DMLSpec) -> None:
-    _one_treatment(spec, "binary ")
-    _no_instruments(spec, "iivm")
-    if spec.cluster_cols:
-        raise InvalidJobError(
-            f"Model {spec.model!r} does not take cluster_cols (DoubleML's {spec.model.upper()} "
-            "has no cluster-robust version); leave cluster_cols empty."
-        )
-    q = spec.quantile
-    if q is None:
-        raise InvalidJobError(
-            f"Model {spec.model!r} needs quantile, a number in (0, 1) (CLI: --quantiles 0.5)."
-        )
-    if isinstance(q, bool) or not isinstance(q, numbers.Real) or not 0.0 < float(q) < 1.0:
-        raise InvalidJobError(f"quantile must be a number in (0, 1), got {q!r}.")
-    if spec.treatment is None or isinstance(spec.treatment, bool) or spec.treatment not in (0, 1):
-        raise InvalidJobError(
-            f"Model {spec.model!r} needs treatment, 0 or 1 (the treatment level whose potential "
-            f"quantile is estimated; CLI: --treatment 1), got {spec.treatment!r}."
-        )
-
-
+# --------------------------------------------------------------------------- PQ, CVaR, LPQ
+# (fold procedures, fanfit.dml.fold_procedures: the nested fits of scores_quantile's module
+# docstring, one unit per fold)
 def _quantile_nuisances(spec: DMLSpec) -> tuple[Nuisance, ...]:
     # DoubleML 0.11.4 irm/pq.py and irm/cvar.py: ml_g fitted on the second half's rows with
     # d == treatment (target FOLD_TARGET: it depends on the fold's IPW quantile), ml_m on all rows
@@ -537,75 +506,16 @@ def _quantile_nuisances(spec: DMLSpec) -> tuple[Nuisance, ...]:
     )
 
 
-def _quantile_run(cvar: bool) -> FoldRun:
-    def run(
-        spec: DMLSpec,
-        data: DMLData,
-        train: np.ndarray,
-        test: np.ndarray,
-        i_treat: int,
-        build: Callable[[str], Any],
-        start: float,
-    ) -> tuple[dict[str, np.ndarray], dict[str, float]]:
-        assert spec.quantile is not None and spec.treatment is not None
-        out = pq_fold(
-            data.xd(i_treat), data.y, data.d[:, i_treat], train, test, int(spec.treatment),
-            float(spec.quantile), start, spec.n_folds, lambda: build("ml_g"),
-            lambda: build("ml_m"), spec.normalize_ipw, spec.trimming_threshold, cvar=cvar,
-        )  # fmt: skip
-        return {"ml_g": out.g_hat, "ml_m": out.m_hat}, {"theta_ipw": out.theta_ipw}
-
-    return run
-
-
-def _quantile_start(cvar: bool) -> Callable[[DMLSpec, DMLData, int], float]:
-    def start(spec: DMLSpec, data: DMLData, i_treat: int) -> float:
-        assert spec.quantile is not None and spec.treatment is not None
-        first = cvar_coef_start if cvar else pq_coef_start
-        return first(data.y, data.d[:, i_treat], int(spec.treatment), float(spec.quantile))
-
-    return start
-
-
-def _pq_solve(
-    spec: DMLSpec, data: DMLData, p: Preds, i_treat: int, means: Mapping[str, float]
-) -> tuple[float, np.ndarray, np.ndarray]:
-    assert spec.quantile is not None and spec.treatment is not None
-    sol = pq_solve(
-        data.y, data.d[:, i_treat], p["ml_g"], p["ml_m"], int(spec.treatment),
-        float(spec.quantile), means["theta_ipw"], spec.normalize_ipw, spec.trimming_threshold,
-    )  # fmt: skip
-    return sol.coef, sol.psi, sol.psi_deriv
-
-
-def _cvar_solve(
-    spec: DMLSpec, data: DMLData, p: Preds, i_treat: int, means: Mapping[str, float]
-) -> tuple[float, np.ndarray, np.ndarray]:
-    assert spec.quantile is not None and spec.treatment is not None
-    psi_a, psi_b = cvar_score_elements(
-        data.y, data.d[:, i_treat], p["ml_g"], p["ml_m"], means["theta_ipw"],
-        int(spec.treatment), float(spec.quantile), spec.normalize_ipw, spec.trimming_threshold,
-    )  # fmt: skip
-    coef = est_coef(psi_a, psi_b)
-    return coef, psi_a * coef + psi_b, psi_a
-
-
-def _quantile_targets(
-    cvar: bool,
-) -> Callable[[DMLSpec, DMLData, Preds, int], dict[str, np.ndarray]]:
-    def targets(spec: DMLSpec, data: DMLData, p: Preds, i_treat: int) -> dict[str, np.ndarray]:
-        # DoubleML: ml_g's target on fold k's test rows is 1{y <= theta_ipw_k} (PQ) or
-        # cvar_g_target(y, theta_ipw_k) (CVaR)
-        theta = np.asarray(p["theta_ipw"], dtype=np.float64)
-        if cvar:
-            assert spec.quantile is not None
-            q = float(spec.quantile)
-            target = np.maximum(theta, (data.y - q * theta) / (1 - q))
-        else:
-            target = (data.y <= theta).astype(np.float64)
-        return {"ml_g": target}
-
-    return targets
+def _lpq_nuisances(spec: DMLSpec) -> tuple[Nuisance, ...]:
+    # DoubleML 0.11.4 irm/lpq.py, params_names order: ml_m_z on all rows, ml_m_d_z0/z1 and
+    # ml_g_du_z0/z1 on the rows with z == 0 / z == 1 (ml_g_du_*: 1{d == treatment} 1{y <= q_k})
+    return (
+        Nuisance("ml_m_z", "ml_m", "z"),
+        Nuisance("ml_m_d_z0", "ml_m", "d", rows=("z", 0.0)),
+        Nuisance("ml_m_d_z1", "ml_m", "d", rows=("z", 1.0)),
+        Nuisance("ml_g_du_z0", "ml_g", FOLD_TARGET, rows=("z", 0.0)),
+        Nuisance("ml_g_du_z1", "ml_g", FOLD_TARGET, rows=("z", 1.0)),
+    )
 
 
 def _nonlinear_score(
@@ -617,35 +527,36 @@ def _nonlinear_score(
     )
 
 
-def _quantile_model(name: str, doubleml_class: str, cvar: bool) -> ModelDef:
+def _quantile_model(name: str, doubleml_class: str, score: str, **declared: Any) -> ModelDef:
     return ModelDef(
         name=name,
         doubleml_class=doubleml_class,
-        scores=("CVaR",) if cvar else ("PQ",),
-        roles={"ml_g": "regressor" if cvar else "classifier", "ml_m": "classifier"},
-        purposes={
-            "ml_g": "E[G(Y, q)|D=d,X]" if cvar else "P(Y <= q_ipw|D=d,X)",
-            "ml_m": "P(D=1|X)",
-        },
-        nuisances=_quantile_nuisances,
+        scores=(score,),
         score_elements=_nonlinear_score,
-        check_spec=_check_quantile_model,
-        binary=("d",),
-        clipped=("ml_m",),
-        propensity_group="d",
+        check_spec=fold_procedures.check_quantile_spec,
         doubleml_learners=("ml_g", "ml_m"),
         options=("treatment", "quantile"),
         ipw_options=True,
         doubleml_client_class=doubleml_class,
         fold_procedure=FoldProcedure(
-            run=_quantile_run(cvar),
-            start=_quantile_start(cvar),
-            scalars=("theta_ipw",),
-            chained=not cvar,  # DoubleML's CVaR restarts every repetition from cvar_coef_start
-            solve=_cvar_solve if cvar else _pq_solve,
-            targets=_quantile_targets(cvar),
+            run=fold_procedures.fold_run(name),
+            start=fold_procedures.fold_start(name),
+            scalars=(fold_procedures.THETA_IPW,),
+            chained=name != "cvar",  # DoubleML's CVaR restarts every repetition from its start
+            solve=fold_procedures.fold_solve(name),
+            targets=fold_procedures.fold_targets(name),
         ),
+        **declared,
     )
+
+
+#: What PQ and CVaR declare alike besides their learners' roles and purposes.
+_PQ_COMMON: dict[str, Any] = {
+    "nuisances": _quantile_nuisances,
+    "binary": ("d",),
+    "clipped": ("ml_m",),
+    "propensity_group": "d",
+}
 
 
 # --------------------------------------------------------------------------- the registry
@@ -788,8 +699,33 @@ REGISTRY: dict[str, ModelDef] = {
             data_options={"s_col": "s_col"},
             doubleml_client_class="DoubleMLSSM",
         ),
-        _quantile_model("pq", "DoubleMLPQ", cvar=False),
-        _quantile_model("cvar", "DoubleMLCVAR", cvar=True),
+        _quantile_model(
+            "pq",
+            "DoubleMLPQ",
+            "PQ",
+            roles={"ml_g": "classifier", "ml_m": "classifier"},
+            purposes={"ml_g": "P(Y <= q_ipw|D=d,X)", "ml_m": "P(D=1|X)"},
+            **_PQ_COMMON,
+        ),
+        _quantile_model(
+            "cvar",
+            "DoubleMLCVAR",
+            "CVaR",
+            roles={"ml_g": "regressor", "ml_m": "classifier"},
+            purposes={"ml_g": "E[max(q, (Y - tau q)/(1 - tau))|D=d,X]", "ml_m": "P(D=1|X)"},
+            **_PQ_COMMON,
+        ),
+        _quantile_model(
+            "lpq",
+            "DoubleMLLPQ",
+            "LPQ",
+            roles={"ml_g": "classifier", "ml_m": "classifier"},
+            purposes={"ml_g": "P(D=d, Y <= q_ipw|Z=z,X)", "ml_m": "P(Z=1|X), P(D=1|Z=z,X)"},
+            nuisances=_lpq_nuisances,
+            binary=("d", "z"),
+            clipped=("ml_m_z",),
+            propensity_group="z",
+        ),
     )
 }
 
