@@ -84,6 +84,9 @@ class _QuantileOnStack(_PropensityOptions, _OnStack):
     treatment: int
     smpls: Any
     _i_rep: int
+    _dml_data: Any
+    _fanfit_theta: np.ndarray | None  # set by _TakeTheta
+    _coef_start_val: float
 
     def _fanfit_check_kde(self, kde: Any) -> None:
         if kde is not None:
@@ -101,20 +104,59 @@ class _QuantileOnStack(_PropensityOptions, _OnStack):
     def _fanfit_nuisance_loss(self) -> None:
         """Nothing to add: :meth:`_nuisance_est` returns DoubleML's targets with the predictions."""
 
+    def _fanfit_theta_rep(self) -> np.ndarray:
+        """This repetition's fold IPW quantiles, each on its fold's test rows, shape (n_obs,)."""
+        assert self._fanfit_theta is not None
+        return self._fanfit_theta[:, self._i_rep]
+
     def _fanfit_theta_mean(self) -> float:
-        assert self._fanfit_theta is not None  # type: ignore[attr-defined]
-        theta = self._fanfit_theta[:, self._i_rep]  # type: ignore[attr-defined]
-        return _fold_means(theta, self.smpls[self._i_rep])
+        return _fold_means(self._fanfit_theta_rep(), self.smpls[self._i_rep])
 
     def _fanfit_g_target(self, y: np.ndarray, theta: np.ndarray) -> np.ndarray:
         raise NotImplementedError
 
     def _fanfit_targets_of(self, y: np.ndarray, d: np.ndarray) -> dict[str, np.ndarray]:
         """DoubleML's targets: ml_g's of fold k from its IPW quantile, on the rows ``d == treatment``."""
-        theta = self._fanfit_theta[:, self._i_rep]  # type: ignore[attr-defined]
+        theta = self._fanfit_theta_rep()
         g = self._fanfit_g_target(y, theta).astype(float)
         g[d != self.treatment] = np.nan
         return {"ml_g": g, "ml_m": d.astype(float)}
+
+    def _fanfit_init(
+        self, obj_dml_data: Any, ml_g: Any, ml_m: Any, columns: dict[str, Any], kde: Any,
+        args: tuple[Any, ...],
+    ) -> None:  # fmt: skip
+        """The constructors' shared body: the data (:func:`_quantile_data`), the checks of what a
+        stack cannot honour, then DoubleML's constructor with the learners as DoubleML takes them
+        and ``args``, its further positional arguments (``treatment, quantile, n_folds, n_rep,
+        score, normalize_ipw, [kde,] trimming_rule, trimming_threshold, ps_processor_config,
+        draw_sample_splitting``)."""
+        score, normalize_ipw, ps_processor_config = args[4], args[5], args[-2]
+        data = _quantile_data(type(self).__name__, obj_dml_data, columns)
+        _check_arguments(data, score)
+        self._fanfit_check_kde(kde)
+        self._fanfit_check_ps(None, normalize_ipw, ps_processor_config)
+        learners = (_estimator("ml_g", ml_g), _estimator("ml_m", ml_m))
+        super().__init__(data, *learners, *args)  # type: ignore[call-arg]  # DoubleML's
+        self._fanfit_check_learners()
+
+    def _nuisance_est(
+        self, smpls: Any, n_jobs_cv: Any, external_predictions: Any, return_models: bool = False
+    ) -> Any:
+        """PQ's and LPQ's: DoubleML's own ``_nuisance_est`` on the job's predictions, its start
+        value the mean of the fold IPW quantiles (what DoubleML's fit sets before its root search),
+        its targets the ones DoubleML records (:meth:`_fanfit_targets_of`). Without external
+        predictions (in-process) DoubleML's runs."""
+        given = external_predictions or {}
+        if self._fanfit_theta is None or not given or any(v is None for v in given.values()):
+            return super()._nuisance_est(smpls, n_jobs_cv, external_predictions, return_models)  # type: ignore[misc]
+        self._coef_start_val = self._fanfit_theta_mean()
+        psi_elements, preds = super()._nuisance_est(  # type: ignore[misc]
+            smpls, n_jobs_cv, external_predictions, return_models
+        )
+        y, d = (np.asarray(v, dtype=float) for v in (self._dml_data.y, self._dml_data.d))
+        preds["targets"] = self._fanfit_targets_of(y, d)
+        return psi_elements, preds
 
     def _fanfit_finish(self, job: Any, store_predictions: bool) -> None:
         """What :meth:`_OnStack.fit` does once its job is done, but the parity check (for
@@ -157,36 +199,14 @@ class DoubleMLPQ(_QuantileOnStack, _TakeTheta, _doubleml.DoubleMLPQ):  # type: i
         kde: Any = None, trimming_rule: str = "truncate", trimming_threshold: float = 1e-2,
         ps_processor_config: Any = None, draw_sample_splitting: bool = True, **columns: Any,
     ) -> None:  # fmt: skip
-        data = _quantile_data("DoubleMLPQ", obj_dml_data, columns)
-        _check_arguments(data, score)
-        self._fanfit_check_kde(kde)
-        self._fanfit_check_ps(None, normalize_ipw, ps_processor_config)
-        learners = (_estimator("ml_g", ml_g), _estimator("ml_m", ml_m))
-        super().__init__(
-            data, *learners, treatment, quantile, n_folds, n_rep, score, normalize_ipw, kde,
-            trimming_rule, trimming_threshold, ps_processor_config, draw_sample_splitting,
+        self._fanfit_init(
+            obj_dml_data, ml_g, ml_m, columns, kde,
+            (treatment, quantile, n_folds, n_rep, score, normalize_ipw, kde, trimming_rule,
+             trimming_threshold, ps_processor_config, draw_sample_splitting),
         )  # fmt: skip
-        self._fanfit_check_learners()
 
     def _fanfit_g_target(self, y: np.ndarray, theta: np.ndarray) -> np.ndarray:
         return (y <= theta).astype(float)
-
-    def _nuisance_est(
-        self, smpls: Any, n_jobs_cv: Any, external_predictions: Any, return_models: bool = False
-    ) -> Any:
-        """DoubleML's own ``_nuisance_est`` on the job's predictions, its start value the mean of
-        the fold IPW quantiles (what DoubleML's fit sets before its root search), its targets the
-        ones DoubleML records. Without external predictions (in-process) DoubleML's runs."""
-        given = external_predictions or {}
-        if self._fanfit_theta is None or given.get("ml_g") is None or given.get("ml_m") is None:
-            return super()._nuisance_est(smpls, n_jobs_cv, external_predictions, return_models)
-        self._coef_start_val = self._fanfit_theta_mean()
-        psi_elements, preds = super()._nuisance_est(
-            smpls, n_jobs_cv, external_predictions, return_models
-        )
-        y, d = (np.asarray(v, dtype=float) for v in (self._dml_data.y, self._dml_data.d))
-        preds["targets"] = self._fanfit_targets_of(y, d)
-        return psi_elements, preds
 
 
 class DoubleMLCVAR(_QuantileOnStack, _TakeTheta, _doubleml.DoubleMLCVAR):  # type: ignore[misc]
@@ -216,15 +236,11 @@ class DoubleMLCVAR(_QuantileOnStack, _TakeTheta, _doubleml.DoubleMLCVAR):  # typ
         trimming_rule: str = "truncate", trimming_threshold: float = 1e-2,
         ps_processor_config: Any = None, draw_sample_splitting: bool = True, **columns: Any,
     ) -> None:  # fmt: skip
-        data = _quantile_data("DoubleMLCVAR", obj_dml_data, columns)
-        _check_arguments(data, score)
-        self._fanfit_check_ps(None, normalize_ipw, ps_processor_config)
-        learners = (_estimator("ml_g", ml_g), _estimator("ml_m", ml_m))
-        super().__init__(
-            data, *learners, treatment, quantile, n_folds, n_rep, score, normalize_ipw,
-            trimming_rule, trimming_threshold, ps_processor_config, draw_sample_splitting,
+        self._fanfit_init(
+            obj_dml_data, ml_g, ml_m, columns, None,
+            (treatment, quantile, n_folds, n_rep, score, normalize_ipw, trimming_rule,
+             trimming_threshold, ps_processor_config, draw_sample_splitting),
         )  # fmt: skip
-        self._fanfit_check_learners()
         self._external_predictions_implemented = True  # the job's, through _nuisance_est
 
     def _fanfit_g_target(self, y: np.ndarray, theta: np.ndarray) -> np.ndarray:
@@ -285,16 +301,11 @@ class DoubleMLLPQ(_QuantileOnStack, _TakeTheta, _doubleml.DoubleMLLPQ):  # type:
         kde: Any = None, trimming_rule: str = "truncate", trimming_threshold: float = 1e-2,
         ps_processor_config: Any = None, draw_sample_splitting: bool = True, **columns: Any,
     ) -> None:  # fmt: skip
-        data = _quantile_data("DoubleMLLPQ", obj_dml_data, columns)
-        _check_arguments(data, score)
-        self._fanfit_check_kde(kde)
-        self._fanfit_check_ps(None, normalize_ipw, ps_processor_config)
-        learners = (_estimator("ml_g", ml_g), _estimator("ml_m", ml_m))
-        super().__init__(
-            data, *learners, treatment, quantile, n_folds, n_rep, score, normalize_ipw, kde,
-            trimming_rule, trimming_threshold, ps_processor_config, draw_sample_splitting,
+        self._fanfit_init(
+            obj_dml_data, ml_g, ml_m, columns, kde,
+            (treatment, quantile, n_folds, n_rep, score, normalize_ipw, kde, trimming_rule,
+             trimming_threshold, ps_processor_config, draw_sample_splitting),
         )  # fmt: skip
-        self._fanfit_check_learners()
 
     def fanfit_options(self, seed: int = 0) -> dict[str, Any]:
         """As :meth:`fanfit.client.doubleml_base._OnStack.fanfit_options`, with the learners as
@@ -310,28 +321,13 @@ class DoubleMLLPQ(_QuantileOnStack, _TakeTheta, _doubleml.DoubleMLLPQ):  # type:
         """DoubleML's targets: ``z``; ``d`` and fold k's :math:`1\\{D = d\\}1\\{Y \\le q_k\\}` on the
         rows ``z == 0`` / ``z == 1``."""
         z = np.ravel(np.asarray(self._dml_data.z, dtype=float))
-        theta = self._fanfit_theta[:, self._i_rep]  # type: ignore[index]
+        theta = self._fanfit_theta_rep()
         du = ((d == self.treatment) * (y <= theta)).astype(float)
         out: dict[str, np.ndarray] = {"ml_m_z": z}
         for v in (0, 1):
             out[f"ml_m_d_z{v}"] = np.where(z == v, d, np.nan)
             out[f"ml_g_du_z{v}"] = np.where(z == v, du, np.nan)
         return out
-
-    def _nuisance_est(
-        self, smpls: Any, n_jobs_cv: Any, external_predictions: Any, return_models: bool = False
-    ) -> Any:
-        """As :meth:`DoubleMLPQ._nuisance_est`, with LPQ's five predictions and targets."""
-        given = external_predictions or {}
-        if self._fanfit_theta is None or any(v is None for v in given.values()) or not given:
-            return super()._nuisance_est(smpls, n_jobs_cv, external_predictions, return_models)
-        self._coef_start_val = self._fanfit_theta_mean()
-        psi_elements, preds = super()._nuisance_est(
-            smpls, n_jobs_cv, external_predictions, return_models
-        )
-        y, d = (np.asarray(v, dtype=float) for v in (self._dml_data.y, self._dml_data.d))
-        preds["targets"] = self._fanfit_targets_of(y, d)
-        return psi_elements, preds
 
 
 class _QTEFromJobs:

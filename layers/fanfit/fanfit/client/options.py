@@ -23,6 +23,7 @@ from dataclasses import dataclass, field
 from typing import Any, Self
 
 from fanfit import dml, limits
+from fanfit.dml.fold_procedures import one_quantile, parse_quantiles
 from fanfit.dml.spec import parse_subgroups
 from fanfit.errors import InvalidJobError
 from fanfit.learners import LearnerSpec, as_learner_spec
@@ -372,12 +373,9 @@ class EstimateOptions(_Options):
     in_sample_normalization : bool, optional
         did, didcs: DoubleML's ``in_sample_normalization`` (None: its default True); the command
         line's ``--no-in-sample-normalization`` sets it false.
-    treatment : int, optional
-        pq, cvar, lpq: DoubleML's ``treatment``, the treatment level (0 or 1) whose potential
-        quantile (or conditional value at risk) is estimated (required there).
-    quantiles : float, str or sequence of float, optional
-        pq, cvar, lpq: the quantile level in (0, 1), DoubleML's ``quantile`` (the command line's
-        ``--quantiles 0.5``; comma-separated lists are parsed, and these models take one value).
+    treatment, quantiles : int; float, str or sequence of float, optional
+        pq, cvar, lpq (required there): DoubleML's ``treatment`` (0 or 1) and ``quantile`` in
+        (0, 1); ``quantiles`` may be the command line's comma-separated list (one value here).
     boot_method : {'normal', 'Bayes', 'wild'}, optional
         Multiplier bootstrap of the joint confidence intervals.
     n_rep_boot : int
@@ -459,14 +457,10 @@ class EstimateOptions(_Options):
         None, help="ssm: the binary selection column (1 where the outcome is observed)"
     )
     treatment: int | None = _option(
-        None,
-        kind="int",
-        help="pq, cvar, lpq: the treatment level (0 or 1) whose quantile is estimated",
+        None, kind="int", help="pq, cvar, lpq: the treatment level (0 or 1) of the quantile"
     )
     quantiles: str | float | Sequence[float] | None = _option(
-        None,
-        metavar="Q[,Q...]",
-        help="pq, cvar, lpq: the quantile level, a number in (0, 1) (comma-separated for several)",
+        None, metavar="Q[,Q...]", help="pq, cvar, lpq: the quantile level, a number in (0, 1)"
     )
     boot_method: str | None = _option(None, choices=("normal", "Bayes", "wild"))
     n_rep_boot: int = _option(500, kind="int")
@@ -736,9 +730,7 @@ def build_spec(
             f"in_sample_normalization must be True or False, got {_shown(in_sample_normalization)}"
         )
     model = str(model).lower()
-    if treatment is not None:
-        check_int("treatment", treatment)
-    quantile = _one_quantile(model, parse_quantiles(quantiles))
+    quantile = one_quantile(model, parse_quantiles(quantiles))
     spec = dml.DMLSpec(
         model=model,
         score=score or dml.DEFAULT_SCORE.get(model, ""),
@@ -760,65 +752,12 @@ def build_spec(
         t_col=t,
         in_sample_normalization=in_sample_normalization,
         s_col=s_col,
-        treatment=None if treatment is None else int(treatment),
+        treatment=treatment,  # the spec names a value that is not 0 or 1
         quantile=quantile,
     )
     spec.validate()
     columns = list(spec.used_cols)
     return spec, columns
-
-
-def parse_quantiles(value: str | float | Sequence[float] | None) -> tuple[float, ...] | None:
-    """Quantile levels from a number, a sequence or the command line's comma-separated string.
-
-    Returns
-    -------
-    tuple of float or None
-        Each in (0, 1); None when ``value`` is None.
-
-    Raises
-    ------
-    fanfit.errors.InvalidJobError
-        An empty list, a value that is not a number, or one outside (0, 1), naming ``quantiles``.
-    """
-    if value is None:
-        return None
-    if isinstance(value, str):
-        items: list[Any] = [v.strip() for v in value.split(",")]
-    elif isinstance(value, int | float) and not isinstance(value, bool):
-        items = [value]
-    elif isinstance(value, Sequence):
-        items = list(value)
-    else:
-        raise InvalidJobError(f"quantiles must be numbers in (0, 1), got {_shown(value)}")
-    if not items or items == [""]:
-        raise InvalidJobError("quantiles is empty: give numbers in (0, 1), e.g. 0.25,0.5,0.75")
-    out = []
-    for item in items:
-        try:
-            if isinstance(item, bool):
-                raise ValueError
-            q = float(item)
-        except (TypeError, ValueError):
-            raise InvalidJobError(
-                f"quantiles must be numbers in (0, 1), got {_shown(item)}"
-            ) from None
-        if not 0.0 < q < 1.0:
-            raise InvalidJobError(f"quantiles must be numbers in (0, 1), got {q!r}")
-        out.append(q)
-    return tuple(out)
-
-
-def _one_quantile(model: str, quantiles: tuple[float, ...] | None) -> float | None:
-    """The one quantile of a pq/cvar job (the spec refuses quantiles for the other models)."""
-    if quantiles is None:
-        return None
-    if len(quantiles) != 1:
-        raise InvalidJobError(
-            f"model {model!r} takes one quantile, got {len(quantiles)} ({', '.join(map(str, quantiles))}); "
-            "for the effects at several quantiles use fanfit.DoubleMLQTE"
-        )
-    return quantiles[0]
 
 
 def with_option_parameters(function: Any, options: type[_Options]) -> inspect.Signature:

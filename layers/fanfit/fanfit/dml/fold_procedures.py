@@ -4,7 +4,8 @@ Each model of :mod:`fanfit.dml.models` with a :class:`~fanfit.dml.models.FoldPro
 from here its ``run`` (one outer fold's nested fits: :func:`fanfit.dml.scores_quantile.pq_fold`,
 :func:`fanfit.dml.scores_lpq.lpq_fold`), ``start`` (the first start value of the IPW search),
 ``solve`` (one repetition's estimate, score and derivative) and ``targets`` (the nuisance
-targets that depend on a fold's IPW quantile, for the losses), and its spec check. The maths is
+targets that depend on a fold's IPW quantile, for the losses), and its spec check; also the
+parsing of the ``quantiles`` option (:func:`parse_quantiles`). The maths is
 in :mod:`fanfit.dml.scores_quantile` and :mod:`fanfit.dml.scores_lpq`; see the former's docstring
 for the nested fits.
 """
@@ -12,7 +13,7 @@ for the nested fits.
 from __future__ import annotations
 
 import numbers
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 import numpy as np
@@ -30,7 +31,16 @@ from fanfit.dml.scores_quantile import (
 )
 from fanfit.errors import InvalidJobError
 
-__all__ = ["KINDS", "check_quantile_spec", "fold_run", "fold_solve", "fold_start", "fold_targets"]
+__all__ = [
+    "KINDS",
+    "check_quantile_spec",
+    "fold_run",
+    "fold_solve",
+    "fold_start",
+    "fold_targets",
+    "one_quantile",
+    "parse_quantiles",
+]
 
 #: The fold procedures here, by model name.
 KINDS = ("pq", "cvar", "lpq")
@@ -178,3 +188,60 @@ def fold_targets(model: str) -> Callable[[DMLSpec, DMLData, Preds, int], dict[st
         return {"ml_g": below}
 
     return targets
+
+
+def parse_quantiles(value: str | float | Sequence[float] | None) -> tuple[float, ...] | None:
+    """Quantile levels from a number, a sequence or the command line's comma-separated string.
+
+    Returns
+    -------
+    tuple of float or None
+        Each in (0, 1); None when ``value`` is None.
+
+    Raises
+    ------
+    fanfit.errors.InvalidJobError
+        An empty list, a value that is not a number, or one outside (0, 1), naming ``quantiles``.
+    """
+    if value is None:
+        return None
+    if isinstance(value, str):
+        items: list[Any] = [v.strip() for v in value.split(",")]
+    elif isinstance(value, int | float) and not isinstance(value, bool):
+        items = [value]
+    elif isinstance(value, Sequence):
+        items = list(value)
+    else:
+        raise InvalidJobError(f"quantiles must be numbers in (0, 1), got {value!r}")
+    if not items or items == [""]:
+        raise InvalidJobError("quantiles is empty: give numbers in (0, 1), e.g. 0.25,0.5,0.75")
+    out = []
+    for item in items:
+        try:
+            if isinstance(item, bool):
+                raise ValueError
+            q = float(item)
+        except (TypeError, ValueError):
+            raise InvalidJobError(f"quantiles must be numbers in (0, 1), got {item!r}") from None
+        if not 0.0 < q < 1.0:
+            raise InvalidJobError(f"quantiles must be numbers in (0, 1), got {q!r}")
+        out.append(q)
+    return tuple(out)
+
+
+def one_quantile(model: str, quantiles: tuple[float, ...] | None) -> float | None:
+    """The one quantile of a pq/cvar/lpq job (the spec refuses quantiles for the other models).
+
+    Raises
+    ------
+    fanfit.errors.InvalidJobError
+        Several quantiles, naming the class that takes them (DoubleMLQTE).
+    """
+    if quantiles is None:
+        return None
+    if len(quantiles) != 1:
+        raise InvalidJobError(
+            f"model {model!r} takes one quantile, got {len(quantiles)} ({', '.join(map(str, quantiles))}); "
+            "for the effects at several quantiles use fanfit.DoubleMLQTE"
+        )
+    return quantiles[0]
