@@ -88,7 +88,19 @@ def test_from_dict_takes_the_default_score_and_defaults() -> None:
     )
     assert (spec.n_rep_boot, spec.boot_method) == (500, None)
     assert spec.learners["ml_m"].params == {"C": 0.5}
-    assert MODELS == ("plr", "irm", "pliv", "iivm", "apo", "did", "didcs", "ssm")
+    assert MODELS == (
+        "plr",
+        "irm",
+        "pliv",
+        "iivm",
+        "apo",
+        "did",
+        "didcs",
+        "ssm",
+        "pq",
+        "cvar",
+        "lpq",
+    )
 
 
 @pytest.mark.parametrize(

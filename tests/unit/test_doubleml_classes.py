@@ -256,9 +256,9 @@ def test_a_dataframe_with_doubleml_column_names() -> None:
             ),
             "external_predictions",
         ),
-        (lambda d: fanfit.from_doubleml(dml.DoubleMLPQ(d["irm"], LOGIT, LOGIT)), "DoubleMLPQ"),
+        (lambda d: fanfit.from_doubleml(dml.DoubleMLQTE(d["irm"], LOGIT, LOGIT)), "DoubleMLQTE"),
     ],
-    ids=["callable-score", "weights", "calibration", "store_models", "external_predictions", "pq"],
+    ids=["callable-score", "weights", "calibration", "store_models", "external_predictions", "qte"],
 )
 def test_what_a_stack_cannot_honour_is_refused_by_name(build, match) -> None:
     data = {"plr": _data("plr"), "irm": _data("irm")}

@@ -17,13 +17,17 @@ __version__ = "0.1.0"
 _DOUBLEML_NAMES = (
     "DoubleMLAPO",
     "DoubleMLAPOS",
+    "DoubleMLCVAR",
     "DoubleMLDID",
     "DoubleMLDIDCS",
     "DoubleMLDIDMulti",
     "DoubleMLIIVM",
     "DoubleMLIRM",
+    "DoubleMLLPQ",
     "DoubleMLPLIV",
     "DoubleMLPLR",
+    "DoubleMLPQ",
+    "DoubleMLQTE",
     "DoubleMLSSM",
     "from_doubleml",
 )

@@ -74,7 +74,7 @@ class CheckedEstimate:
         ``max_concurrency``, ``units_per_shard``, ``weight``, ``boot_method``, ``n_rep_boot``,
         ``cluster_cols``, ``normalize_ipw``, ``subgroups`` (IIVM: the subgroups in effect),
         ``treatment_level`` (APO), ``t_col`` (DIDCS), ``in_sample_normalization`` (DID, DIDCS;
-        None: DoubleML's default) and ``s_col`` (SSM)."""
+        None: DoubleML's default), ``s_col`` (SSM), ``treatment`` and ``quantile`` (PQ, CVaR)."""
         spec = self.spec
         keys = dml.prediction_keys(spec)
         folds = f"{spec.n_folds} folds"
@@ -83,6 +83,10 @@ class CheckedEstimate:
         fits = f"{folds} x {spec.n_rep} repetitions x {len(keys)} learners ({', '.join(keys)})"
         if spec.n_treat > 1:
             fits += f" x {spec.n_treat} treatments"
+        n_fits = f"{self.n_fits} fits"
+        if dml.fold_scalar_keys(spec):  # a fold procedure: one unit per fold fits every key
+            fits = f"{folds} x {spec.n_rep} repetitions, each fold fitting {', '.join(keys)}"
+            n_fits = f"{self.n_fits} fold units (their nested fits inside)"
         return {
             "model": spec.model,
             "score": spec.score,
@@ -96,7 +100,7 @@ class CheckedEstimate:
             "n_treat": spec.n_treat,
             "prediction_keys": list(dml.prediction_keys(spec)),
             "n_fits": self.n_fits,
-            "fits": f"{fits} = {self.n_fits} fits",
+            "fits": f"{fits} = {n_fits}",
             "learners": {k: str(spec.learners[k]) for k in sorted(spec.learners)},
             "folds": "given" if self.folds is not None else f"drawn from seed {spec.seed}",
             "seed": spec.seed,
@@ -117,6 +121,8 @@ class CheckedEstimate:
             "t_col": spec.t_col,
             "in_sample_normalization": spec.in_sample_normalization,
             "s_col": spec.s_col,
+            "treatment": spec.treatment,
+            "quantile": spec.quantile,
         }
 
 

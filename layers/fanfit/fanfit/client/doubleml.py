@@ -28,7 +28,9 @@ This module holds PLR, PLIV, IRM, IIVM and :func:`from_doubleml`, and re-exports
 - :mod:`~fanfit.client.doubleml_apo`: :class:`DoubleMLAPO`, :class:`DoubleMLAPOS`;
 - :mod:`~fanfit.client.doubleml_did`: :class:`DoubleMLDID`, :class:`DoubleMLDIDCS`,
   :class:`DoubleMLDIDMulti`;
-- :mod:`~fanfit.client.doubleml_ssm`: :class:`DoubleMLSSM`.
+- :mod:`~fanfit.client.doubleml_ssm`: :class:`DoubleMLSSM`;
+- :mod:`~fanfit.client.doubleml_quantile`: :class:`DoubleMLPQ`, :class:`DoubleMLCVAR`,
+  :class:`DoubleMLLPQ`, :class:`DoubleMLQTE`.
 
 Importing this module imports DoubleML (a client extra: ``pip install 'fanfit[doubleml]'``);
 without it, :class:`fanfit.dml.interop.MissingDependencyError` gives the pip command.
@@ -52,23 +54,29 @@ from fanfit.client.doubleml_base import (
     default_client,
 )
 from fanfit.client.doubleml_did import DoubleMLDID, DoubleMLDIDCS, DoubleMLDIDMulti
+from fanfit.client.doubleml_quantile import DoubleMLCVAR, DoubleMLLPQ, DoubleMLPQ, DoubleMLQTE
 from fanfit.client.doubleml_ssm import DoubleMLSSM
 from fanfit.client.heterogeneity import HeterogeneityMethods, PolicyTreeMethod
 from fanfit.dml.interop import import_doubleml
 
 import_doubleml()  # without DoubleML: MissingDependencyError, with the pip command
 import doubleml as _doubleml  # noqa: E402 - after the check that names the extra
+from doubleml.utils._estimation import _default_kde  # noqa: E402
 
 __all__ = [
     "DoubleMLAPO",
     "DoubleMLAPOS",
+    "DoubleMLCVAR",
     "DoubleMLDID",
     "DoubleMLDIDCS",
     "DoubleMLDIDMulti",
     "DoubleMLIIVM",
     "DoubleMLIRM",
+    "DoubleMLLPQ",
     "DoubleMLPLIV",
     "DoubleMLPLR",
+    "DoubleMLPQ",
+    "DoubleMLQTE",
     "DoubleMLSSM",
     "default_client",
     "from_doubleml",
@@ -255,6 +263,9 @@ _CLASSES: dict[type, type] = {
     _doubleml.DoubleMLDID: DoubleMLDID,
     _doubleml.DoubleMLDIDCS: DoubleMLDIDCS,
     _doubleml.DoubleMLSSM: DoubleMLSSM,
+    _doubleml.DoubleMLPQ: DoubleMLPQ,
+    _doubleml.DoubleMLCVAR: DoubleMLCVAR,
+    _doubleml.DoubleMLLPQ: DoubleMLLPQ,
 }
 
 
@@ -294,7 +305,7 @@ def from_doubleml(model: Any, client: Any = None, **fit_options: Any) -> Any:
         raise _unsupported(
             f"a {type(model).__name__}",
             "fanfit runs DoubleMLPLR, DoubleMLIRM, DoubleMLPLIV, DoubleMLIIVM, DoubleMLAPO, "
-            "DoubleMLDID, DoubleMLDIDCS and DoubleMLSSM",
+            "DoubleMLDID, DoubleMLDIDCS, DoubleMLSSM, DoubleMLPQ, DoubleMLCVAR and DoubleMLLPQ",
         )
     kwargs: dict[str, Any] = dict(model.learner)
     cluster = bool(getattr(model._dml_data, "is_cluster_data", False))
@@ -302,12 +313,18 @@ def from_doubleml(model: Any, client: Any = None, **fit_options: Any) -> Any:
     kwargs.update(n_folds=n_folds, n_rep=model.n_rep, score=model.score,
                   draw_sample_splitting=False)  # fmt: skip
     ipw = _doubleml.DoubleMLIRM | _doubleml.DoubleMLIIVM | _doubleml.DoubleMLAPO
-    if isinstance(model, ipw | _doubleml.DoubleMLSSM):
+    quantile_models = _doubleml.DoubleMLPQ | _doubleml.DoubleMLCVAR | _doubleml.DoubleMLLPQ
+    if isinstance(model, ipw | _doubleml.DoubleMLSSM | quantile_models):
         kwargs.update(
             normalize_ipw=model.normalize_ipw, ps_processor_config=model.ps_processor_config
         )
     if isinstance(model, _doubleml.DoubleMLAPO):
         kwargs["treatment_level"] = model.treatment_level
+    if isinstance(model, quantile_models):
+        kwargs.update(treatment=model.treatment, quantile=model.quantile)
+    with_kde = _doubleml.DoubleMLPQ | _doubleml.DoubleMLLPQ
+    if isinstance(model, with_kde) and model.kde is not _default_kde:
+        kwargs["kde"] = model.kde  # refused by name: fanfit's derivative is the default kde
     weighted = _doubleml.DoubleMLIRM | _doubleml.DoubleMLAPO
     if isinstance(model, weighted) and not np.all(model._weights["weights"] == 1.0):
         raise _unsupported("weights", "fanfit's IRM scores weight every observation equally")

@@ -23,6 +23,7 @@ from dataclasses import dataclass, field
 from typing import Any, Self
 
 from fanfit import dml, limits
+from fanfit.dml.fold_procedures import one_quantile, parse_quantiles
 from fanfit.dml.spec import parse_subgroups
 from fanfit.errors import InvalidJobError
 from fanfit.learners import LearnerSpec, as_learner_spec
@@ -390,6 +391,9 @@ class EstimateOptions(_Options):
     in_sample_normalization : bool, optional
         did, didcs: DoubleML's ``in_sample_normalization`` (None: its default True); the command
         line's ``--no-in-sample-normalization`` sets it false.
+    treatment, quantiles : int; float, str or sequence of float, optional
+        pq, cvar, lpq (required there): DoubleML's ``treatment`` (0 or 1) and ``quantile`` in
+        (0, 1); ``quantiles`` may be the command line's comma-separated list (one value here).
     boot_method : {'normal', 'Bayes', 'wild'}, optional
         Multiplier bootstrap of the joint confidence intervals.
     n_rep_boot : int
@@ -486,6 +490,12 @@ class EstimateOptions(_Options):
         kind="columns",
         metavar="COL[,COL...]",
         help="apo, apos: DoubleMLAPO's weights_bar, one column per repetition (needs --weights-col)",
+    )
+    treatment: int | None = _option(
+        None, kind="int", help="pq, cvar, lpq: the treatment level (0 or 1) of the quantile"
+    )
+    quantiles: str | float | Sequence[float] | None = _option(
+        None, metavar="Q[,Q...]", help="pq, cvar, lpq: the quantile level, a number in (0, 1)"
     )
     boot_method: str | None = _option(None, choices=("normal", "Bayes", "wild"))
     n_rep_boot: int = _option(500, kind="int")
@@ -598,6 +608,7 @@ class EstimateOptions(_Options):
             treatment_level=self.treatment_level,
             t=self.t, in_sample_normalization=self.in_sample_normalization, s_col=self.s,
             weights_col=self.weights_col, weights_bar_cols=self.weights_bar_cols,
+            treatment=self.treatment, quantiles=self.quantiles,
         )  # fmt: skip
 
     def check(self) -> tuple[dml.DMLSpec, list[str], float]:
@@ -793,6 +804,8 @@ def build_spec(
     s_col: str | None = None,
     weights_col: str | None = None,
     weights_bar_cols: str | Sequence[str] | None = None,
+    treatment: int | None = None,
+    quantiles: str | float | Sequence[float] | None = None,
 ) -> tuple[dml.DMLSpec, list[str]]:
     """Build and validate a :class:`fanfit.dml.DMLSpec` from user options.
 
@@ -840,6 +853,7 @@ def build_spec(
             f"in_sample_normalization must be True or False, got {_shown(in_sample_normalization)}"
         )
     model = str(model).lower()
+    quantile = one_quantile(model, parse_quantiles(quantiles))
     spec = dml.DMLSpec(
         model=model,
         score=score or dml.DEFAULT_SCORE.get(model, ""),
@@ -863,6 +877,8 @@ def build_spec(
         s_col=s_col,
         weights_col=weights_col,
         weights_bar_cols=None if weights_bar_cols is None else tuple(_as_list(weights_bar_cols)),
+        treatment=treatment,  # the spec names a value that is not 0 or 1
+        quantile=quantile,
     )
     spec.validate()
     columns = list(spec.used_cols)

@@ -24,6 +24,7 @@ from fanfit.dml.units import (
     draw_spec_folds,
     fit_predict,
     fit_units,
+    fold_means,
     init_preds,
     n_stages,
     prediction_keys,
@@ -60,15 +61,24 @@ def score_elements(
     -------
     psi_a, psi_b : numpy.ndarray, shape (n_obs,)
     """
-    mdef = model_def(spec.model)
     if data.weights_bar is not None and data.weights_bar.ndim == 2:
         # DoubleML's weights_bar has one column per repetition (DoubleMLAPO._get_weights)
         data = dataclasses.replace(data, weights_bar=data.weights_bar[:, i_rep])
+    return model_def(spec.model).score_elements(
+        spec, data, _clipped(spec, preds, i_rep, i_treat), i_treat
+    )
+
+
+def _clipped(
+    spec: DMLSpec, preds: dict[str, np.ndarray], i_rep: int, i_treat: int
+) -> dict[str, np.ndarray]:
+    """One repetition's and treatment's predictions, the model's :attr:`clipped` keys clipped."""
+    mdef = model_def(spec.model)
     p = {k: preds[k][:, i_rep, i_treat] for k in prediction_keys(spec) if k in preds}
     for key in mdef.clipped:
         if key in p:  # a score without the propensity (DID 'experimental') has no such key
             p[key] = clip_propensity(p[key], spec.trimming_threshold)
-    return mdef.score_elements(spec, data, p, i_treat)
+    return p
 
 
 def aggregate(
@@ -84,6 +94,10 @@ def aggregate(
     (one- and two-way, DoubleML's ``_est_causal_pars`` and ``_var_est``) instead; then the
     median aggregation over repetitions
     (:func:`~fanfit.dml.scores.aggregate_coefs_and_ses`). Equals DoubleML's ``fit(external_predictions=preds)``.
+    A model with a fold procedure (PQ, CVaR: :attr:`~fanfit.dml.models.ModelDef.fold_procedure`)
+    solves each repetition with its own :attr:`~fanfit.dml.models.FoldProcedure.solve` (PQ's root
+    search and kernel-density derivative) given the means over folds of its fold scalars
+    (:func:`~fanfit.dml.units.fold_means`), with the same standard error.
     If ``spec.boot_method`` is set, the result is bootstrapped with ``spec.n_rep_boot`` draws from
     ``numpy.random.RandomState(spec.seed)``.
 
@@ -122,9 +136,22 @@ def aggregate(
     psi_deriv = np.full(score_dim, np.nan)
     all_coef = np.full((spec.n_treat, spec.n_rep), np.nan)
     all_se = np.full((spec.n_treat, spec.n_rep), np.nan)
+    fp = model_def(spec.model).fold_procedure
     # same loop, storage and slicing as DoubleML.fit, so the floating point results agree
     for i_rep in range(spec.n_rep):
         for i_treat in range(spec.n_treat):
+            if fp is not None:
+                # a fold procedure's model (PQ, CVaR) solves its own score, given the means of
+                # the fold scalars (DoubleML's NonLinearScoreMixin / CVaR's linear score)
+                p = _clipped(spec, checked, i_rep, i_treat)
+                means = fold_means(spec, folds, checked, i_rep, i_treat)
+                coef, psi[:, i_rep, i_treat], psi_deriv[:, i_rep, i_treat] = fp.solve(
+                    spec, data, p, i_treat, means
+                )
+                all_coef[i_treat, i_rep] = coef
+                sigma2 = var_est(psi[:, i_rep, i_treat], psi_deriv[:, i_rep, i_treat])
+                all_se[i_treat, i_rep] = np.sqrt(sigma2)
+                continue
             psi_a_all[:, i_rep, i_treat], psi_b_all[:, i_rep, i_treat] = score_elements(
                 spec, data, checked, i_rep, i_treat
             )
@@ -197,5 +224,6 @@ def estimate_in_process(spec: DMLSpec, data: DMLData, folds: np.ndarray | None =
     for stage in range(n_stages(spec)):
         inputs = stage_inputs(spec, stage, data, folds, preds)
         for unit in fit_units(spec, stage):
-            put_predictions(preds, unit, folds, fit_predict(spec, unit, data, folds, inputs))
+            values = fit_predict(spec, unit, data, folds, inputs)
+            put_predictions(preds, unit, folds, values, spec)
     return aggregate(spec, data, folds, preds)

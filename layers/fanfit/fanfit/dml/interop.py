@@ -47,7 +47,12 @@ DOUBLEML_CLASSES = {name: m.doubleml_class for name, m in REGISTRY.items()}
 #: What a user runs to get DoubleML next to fanfit (the ``doubleml`` extra pins DoubleML 0.11.4).
 PIP_DOUBLEML = "pip install 'fanfit[doubleml]'  (or: pip install doubleml==0.11.4)"
 
-_ARRAY_RE = re.compile(r"^t(\d+)_(ml_\w+)$")
+#: The fold scalars of the registry's fold procedures (PQ's ``theta_ipw``), stored with the
+#: predictions (:func:`fanfit.dml.units.fold_scalar_keys`).
+_FOLD_SCALARS = sorted(
+    {n for m in REGISTRY.values() if m.fold_procedure for n in m.fold_procedure.scalars}
+)
+_ARRAY_RE = re.compile(r"^t(\d+)_(ml_\w+|" + "|".join(map(re.escape, _FOLD_SCALARS)) + r")$")
 _D_COLS = "d_cols"
 
 
@@ -175,6 +180,7 @@ def predictions_from_arrays(arrays: Mapping[str, np.ndarray]) -> dict[str, dict[
         if match is None or int(match.group(1)) >= len(d_cols):
             raise InvalidJobError(
                 f"Unexpected array {name!r} in the predictions object (expected 't<i_treat>_ml_*' "
+                f"or a fold scalar, {', '.join(_FOLD_SCALARS)}, "
                 f"with i_treat < {len(d_cols)})."
             )
         out[d_cols[int(match.group(1))]][match.group(2)] = np.asarray(arr, dtype=np.float64)

@@ -39,7 +39,7 @@ from collections.abc import Mapping
 import numpy as np
 
 from fanfit.dml.data import DMLData
-from fanfit.dml.models import RESIDUAL, column, model_def, row_mask
+from fanfit.dml.models import FOLD_TARGET, RESIDUAL, column, model_def, row_mask
 from fanfit.dml.scores import clip_propensity
 from fanfit.dml.spec import DMLSpec
 from fanfit.dml.units import check_preds, learner_name, prediction_keys
@@ -198,7 +198,12 @@ def nuisance_targets(
         targets = np.full(shape, np.nan)
         for i_treat in range(spec.n_treat):
             for i_rep in range(spec.n_rep):
-                if fit.target == RESIDUAL:
+                if fit.target == FOLD_TARGET:  # depends on the fold's scalars (PQ's ml_g)
+                    fp = mdef.fold_procedure
+                    assert fp is not None
+                    p = {k: v[:, i_rep, i_treat] for k, v in checked.items()}
+                    target = fp.targets(spec, data, p, i_treat)[fit.key]
+                elif fit.target == RESIDUAL:
                     assert mdef.theta_initial is not None
                     p = {k: v[:, i_rep, i_treat] for k, v in checked.items()}
                     theta = mdef.theta_initial(spec, data, p, i_treat)

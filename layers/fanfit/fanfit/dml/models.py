@@ -32,6 +32,7 @@ from typing import Any
 
 import numpy as np
 
+from fanfit.dml import fold_procedures
 from fanfit.dml.model_checks import (
     DMLData,
     DMLSpec,
@@ -64,8 +65,10 @@ from fanfit.dml.scores_ssm import ssm_score_elements
 from fanfit.errors import InvalidJobError
 
 __all__ = [
+    "FOLD_TARGET",
     "RESIDUAL",
     "REGISTRY",
+    "FoldProcedure",
     "ModelDef",
     "Nuisance",
     "column",
@@ -121,6 +124,61 @@ class Nuisance:
     loss_all_rows: bool = False
     stage: int = 0
     also: tuple[tuple[str, float], ...] = ()
+
+
+#: Target of a nuisance whose target depends on its fold's scalars (PQ's ``ml_g``:
+#: :math:`1\{Y \le \theta^{(k)}_{\mathrm{ipw}}\}`); :attr:`FoldProcedure.targets` gives it.
+FOLD_TARGET = "fold"
+
+#: ``(spec, data, train, test, i_treat, build, start) -> (predictions, scalars)`` (:class:`FoldProcedure`).
+FoldRun = Callable[
+    [DMLSpec, DMLData, np.ndarray, np.ndarray, int, Callable[[str], Any], float],
+    tuple[dict[str, np.ndarray], dict[str, float]],
+]
+
+
+@dataclass(frozen=True)
+class FoldProcedure:
+    """A model whose fits nest inside each outer fold (PQ, CVaR): one fit unit per fold runs them all.
+
+    Such a model has one fit unit per (treatment, repetition, fold) (its prediction key is the
+    model's first nuisance key). The unit calls :attr:`run` with the fold's training and test
+    rows; it returns every nuisance's outer-fold predictions and the fold's scalars, which travel
+    with the predictions to Aggregate as arrays of shape (n_obs, n_rep, n_treat) holding each
+    fold's value on its test rows (:func:`fanfit.dml.units.put_predictions`). Aggregate solves
+    each repetition with :attr:`solve`, given the mean over folds of each scalar.
+
+    Attributes
+    ----------
+    run : callable
+        ``(spec, data, train, test, i_treat, build, start) -> (preds, scalars)``: ``train``/``test``
+        row indices (sorted), ``build(learner)`` a new unfitted estimator of ``spec.learners``
+        with the unit's ``random_state``, ``start`` the start value; ``preds`` maps every
+        prediction key to its (n_test,) predictions, ``scalars`` every name of :attr:`scalars`
+        to a float.
+    start : callable
+        ``(spec, data, i_treat) -> float``: the start value of repetition 0 (of every repetition
+        when not :attr:`chained`).
+    scalars : tuple of str
+        Names of the fold's scalars (the first is the one :attr:`chained` averages).
+    chained : bool
+        Repetition ``r`` starts from the mean over folds of repetition ``r - 1``'s first scalar
+        (DoubleML's PQ and LPQ): then each repetition is a stage of its own.
+    solve : callable
+        ``(spec, data, preds, i_treat, means) -> (coef, psi, psi_deriv)`` for one repetition:
+        ``preds`` as for :attr:`ModelDef.score_elements`, ``means`` each scalar's mean over folds;
+        ``psi``, ``psi_deriv`` of shape (n_obs,).
+    targets : callable
+        ``(spec, data, preds, i_treat) -> {key: target}`` of the nuisances with target
+        :data:`FOLD_TARGET`, from the scalars' arrays in ``preds`` (for the nuisance losses).
+    """
+
+    run: FoldRun
+    start: Callable[[DMLSpec, DMLData, int], float]
+    scalars: tuple[str, ...]
+    chained: bool
+    solve: Callable[[DMLSpec, DMLData, Preds, int, Mapping[str, float]], tuple[float, Any, Any]]
+    targets: Callable[[DMLSpec, DMLData, Preds, int], Mapping[str, np.ndarray]]
 
 
 @dataclass(frozen=True)
@@ -186,6 +244,9 @@ class ModelDef:
         Whether the model takes DoubleML's ``weights`` (APO): the spec's ``weights_col`` and
         ``weights_bar_cols``, read into :attr:`DMLData.weights` and ``weights_bar`` (the score
         sees the repetition's column of ``weights_bar``, :func:`fanfit.dml.score_elements`).
+    fold_procedure : FoldProcedure or None
+        Set when the model's fits nest inside each outer fold (PQ, CVaR); then
+        :attr:`score_elements` is not used.
     """
 
     name: str
@@ -210,6 +271,7 @@ class ModelDef:
     clipping_keyword: str | None = None
     doubleml_client_class: str | None = None
     weights: bool = False
+    fold_procedure: FoldProcedure | None = None
 
     @property
     def default_score(self) -> str:
@@ -217,7 +279,9 @@ class ModelDef:
         return self.scores[0]
 
     def n_stages(self, spec: DMLSpec) -> int:
-        """1 + the highest stage of the spec's nuisances."""
+        """1 + the highest stage of the spec's nuisances; ``n_rep`` for a chained fold procedure."""
+        if self.fold_procedure is not None and self.fold_procedure.chained:
+            return spec.n_rep
         return 1 + max(n.stage for n in self.nuisances(spec))
 
     def required_learners(self, spec: DMLSpec) -> tuple[str, ...]:
@@ -437,6 +501,72 @@ def _pliv_theta(spec: DMLSpec, data: DMLData, p: Preds, i_treat: int) -> float:
     return pliv_theta_initial(data.y, z, data.d[:, i_treat], p["ml_l"], p["ml_m"], p["ml_r"])
 
 
+# --------------------------------------------------------------------------- PQ, CVaR, LPQ
+# (fold procedures, fanfit.dml.fold_procedures: the nested fits of scores_quantile's module
+# docstring, one unit per fold)
+def _quantile_nuisances(spec: DMLSpec) -> tuple[Nuisance, ...]:
+    # DoubleML 0.11.4 irm/pq.py and irm/cvar.py: ml_g fitted on the second half's rows with
+    # d == treatment (target FOLD_TARGET: it depends on the fold's IPW quantile), ml_m on all rows
+    level = float(spec.treatment if spec.treatment is not None else 1)
+    return (
+        Nuisance("ml_g", "ml_g", FOLD_TARGET, rows=("d", level)),
+        Nuisance("ml_m", "ml_m", "d"),
+    )
+
+
+def _lpq_nuisances(spec: DMLSpec) -> tuple[Nuisance, ...]:
+    # DoubleML 0.11.4 irm/lpq.py, params_names order: ml_m_z on all rows, ml_m_d_z0/z1 and
+    # ml_g_du_z0/z1 on the rows with z == 0 / z == 1 (ml_g_du_*: 1{d == treatment} 1{y <= q_k})
+    return (
+        Nuisance("ml_m_z", "ml_m", "z"),
+        Nuisance("ml_m_d_z0", "ml_m", "d", rows=("z", 0.0)),
+        Nuisance("ml_m_d_z1", "ml_m", "d", rows=("z", 1.0)),
+        Nuisance("ml_g_du_z0", "ml_g", FOLD_TARGET, rows=("z", 0.0)),
+        Nuisance("ml_g_du_z1", "ml_g", FOLD_TARGET, rows=("z", 1.0)),
+    )
+
+
+def _nonlinear_score(
+    spec: DMLSpec, data: DMLData, p: Preds, i_treat: int
+) -> tuple[np.ndarray, np.ndarray]:
+    raise InvalidJobError(
+        f"Model {spec.model!r} has no (psi_a, psi_b) score elements of fixed predictions: "
+        "its fold procedure's solve gives coef, psi and psi_deriv (fanfit.dml.aggregate)."
+    )
+
+
+def _quantile_model(name: str, doubleml_class: str, score: str, **declared: Any) -> ModelDef:
+    return ModelDef(
+        name=name,
+        doubleml_class=doubleml_class,
+        scores=(score,),
+        score_elements=_nonlinear_score,
+        check_spec=fold_procedures.check_quantile_spec,
+        doubleml_learners=("ml_g", "ml_m"),
+        options=("treatment", "quantile"),
+        ipw_options=True,
+        doubleml_client_class=doubleml_class,
+        fold_procedure=FoldProcedure(
+            run=fold_procedures.fold_run(name),
+            start=fold_procedures.fold_start(name),
+            scalars=(fold_procedures.THETA_IPW,),
+            chained=name != "cvar",  # DoubleML's CVaR restarts every repetition from its start
+            solve=fold_procedures.fold_solve(name),
+            targets=fold_procedures.fold_targets(name),
+        ),
+        **declared,
+    )
+
+
+#: What PQ and CVaR declare alike besides their learners' roles and purposes.
+_PQ_COMMON: dict[str, Any] = {
+    "nuisances": _quantile_nuisances,
+    "binary": ("d",),
+    "clipped": ("ml_m",),
+    "propensity_group": "d",
+}
+
+
 # --------------------------------------------------------------------------- the registry
 _IV_TYPE_G = "E[Y - D theta|X] (IV-type score)"
 
@@ -577,6 +707,33 @@ REGISTRY: dict[str, ModelDef] = {
             ipw_options=True,
             data_options={"s_col": "s_col"},
             doubleml_client_class="DoubleMLSSM",
+        ),
+        _quantile_model(
+            "pq",
+            "DoubleMLPQ",
+            "PQ",
+            roles={"ml_g": "classifier", "ml_m": "classifier"},
+            purposes={"ml_g": "P(Y <= q_ipw|D=d,X)", "ml_m": "P(D=1|X)"},
+            **_PQ_COMMON,
+        ),
+        _quantile_model(
+            "cvar",
+            "DoubleMLCVAR",
+            "CVaR",
+            roles={"ml_g": "regressor", "ml_m": "classifier"},
+            purposes={"ml_g": "E[max(q, (Y - tau q)/(1 - tau))|D=d,X]", "ml_m": "P(D=1|X)"},
+            **_PQ_COMMON,
+        ),
+        _quantile_model(
+            "lpq",
+            "DoubleMLLPQ",
+            "LPQ",
+            roles={"ml_g": "classifier", "ml_m": "classifier"},
+            purposes={"ml_g": "P(D=d, Y <= q_ipw|Z=z,X)", "ml_m": "P(Z=1|X), P(D=1|Z=z,X)"},
+            nuisances=_lpq_nuisances,
+            binary=("d", "z"),
+            clipped=("ml_m_z",),
+            propensity_group="z",
         ),
     )
 }

@@ -18,6 +18,7 @@ from __future__ import annotations
 import warnings
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 
@@ -316,6 +317,15 @@ def _level_propensity(
     """:math:`\tilde m_d`: the clipped (and normalised) propensity of treatment level ``treatment``."""
     m = _adjusted_propensity(m_hat, d, normalize_ipw, clipping_threshold)
     return 1 - m if treatment == 0 else m
+
+
+def _proba_or_predict(estimator: Any, x: np.ndarray) -> np.ndarray:
+    """DoubleML's ``_predict_zero_one_propensity``: ``predict_proba[:, 1]``, or ``predict`` when the
+    fit saw one class only."""
+    proba = estimator.predict_proba(x)
+    if proba.shape[1] == 2:
+        return np.asarray(proba[:, 1], dtype=np.float64)
+    return np.asarray(estimator.predict(x), dtype=np.float64)
 
 
 def _ipw_root(ipw_score: ScoreFn, coef_start_val: float, coef_bounds: tuple[float, float]) -> float:

@@ -10,6 +10,10 @@ shape ``(n_obs,)`` unless stated.
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
 import numpy as np
 
 from fanfit.dml.quantile_search import (
@@ -20,11 +24,16 @@ from fanfit.dml.quantile_search import (
     _adjusted_propensity,
     _check_quantile_options,
     _ipw_root,
+    _proba_or_predict,
     _solve_localized,
+    nested_split,
 )
 from fanfit.dml.scores_did import NuisanceLearner, all_rows, rows_where
 
-__all__ = ["lpq_comp_prob", "lpq_ipw_estimate", "lpq_learners", "lpq_solve"]
+__all__ = ["LPQFold", "lpq_comp_prob", "lpq_fold", "lpq_ipw_estimate", "lpq_learners", "lpq_solve"]
+
+#: LPQ's outer-fold predictions, in DoubleML's ``params_names`` order.
+LPQ_KEYS = ("ml_m_z", "ml_m_d_z0", "ml_m_d_z1", "ml_g_du_z0", "ml_g_du_z1")
 
 
 def lpq_comp_prob(
@@ -208,3 +217,102 @@ def lpq_learners(treatment: int = 1) -> tuple[NuisanceLearner, ...]:
         NuisanceLearner("ml_m_d_z0", "ml_m", True, rows_where(z=0), "d"),
         NuisanceLearner("ml_m_d_z1", "ml_m", True, rows_where(z=1), "d"),
     )
+
+
+@dataclass(frozen=True)
+class LPQFold:
+    """What one outer fold's nested procedure of LPQ (:func:`lpq_fold`) returns.
+
+    Attributes
+    ----------
+    preds : dict of str to numpy.ndarray, shape (n_test,)
+        The outer test rows' predictions of every key of :data:`LPQ_KEYS` (raw propensities).
+    theta_ipw : float
+        The fold's preliminary IPW local quantile.
+    """
+
+    preds: dict[str, np.ndarray]
+    theta_ipw: float
+
+
+def lpq_fold(
+    x: np.ndarray,
+    y: np.ndarray,
+    d: np.ndarray,
+    z: np.ndarray,
+    train: np.ndarray,
+    test: np.ndarray,
+    treatment: int,
+    quantile: float,
+    coef_start_val: float,
+    n_folds: int,
+    build_g: Callable[[], Any],
+    build_m: Callable[[], Any],
+    normalize_ipw: bool = True,
+    clipping_threshold: float = 1e-2,
+) -> LPQFold:
+    r"""The whole nested procedure of one outer fold of DoubleMLLPQ, in one call.
+
+    As DoubleML 0.11.4 ``irm/lpq.py`` ``_nuisance_est`` (the body of its loop over folds): the
+    halves and inner folds of ``train`` with strata :math:`D + 2Z` (:func:`nested_split`);
+    ``ml_m_z`` cross-fitted over the inner folds of the first half; ``ml_m_d_z0`` / ``ml_m_d_z1``
+    fitted on the first half's rows with :math:`Z = 0` / :math:`Z = 1` and predicting all of it;
+    the fold's IPW local quantile (:func:`lpq_ipw_estimate`, searched in ``[min Y, max Y]`` from
+    ``coef_start_val``); ``ml_g_du_z0`` / ``ml_g_du_z1`` fitted on the second half's rows with
+    :math:`Z = 0` / :math:`Z = 1` to :math:`1\{D = d\}1\{Y \le \theta_{\mathrm{ipw}}\}`; then
+    ``ml_m_z``, ``ml_m_d_z0`` and ``ml_m_d_z1`` refitted on all of ``train`` (the latter two on its
+    rows with :math:`Z = 0` / :math:`Z = 1`). Every fit gets a new estimator from its builder.
+
+    Parameters
+    ----------
+    x : numpy.ndarray, shape (n_obs, n_x)
+    y, d, z : numpy.ndarray, shape (n_obs,)
+        Outcome, binary treatment and binary instrument.
+    train, test : numpy.ndarray of int
+        The outer fold's training and test rows (sorted).
+    treatment : int
+        0 or 1.
+    quantile : float
+        In (0, 1).
+    coef_start_val : float
+        Start of the IPW search (:func:`fanfit.dml.scores_quantile.pq_coef_start`, or the previous
+        repetition's mean).
+    n_folds : int
+        Number of inner folds.
+    build_g, build_m : callable
+        ``() -> estimator``: a new unfitted ``ml_g`` / ``ml_m`` (classifiers).
+    normalize_ipw : bool
+    clipping_threshold : float
+
+    Returns
+    -------
+    LPQFold
+
+    Raises
+    ------
+    fanfit.errors.InvalidJobError
+        If ``quantile`` is outside (0, 1) or ``treatment`` is not 0 or 1.
+    """
+    _check_quantile_options(quantile, treatment)
+    strata = d + 2 * z
+    train_1, train_2, inner = nested_split(train, strata, n_folds)
+    x1, d1, z1 = x[train_1], d[train_1], z[train_1]
+    m_z_prelim = np.full(train_1.size, np.nan)
+    for in_train, in_test in inner:
+        fitted = build_m().fit(x1[in_train], z1[in_train])
+        m_z_prelim[in_test] = _proba_or_predict(fitted, x1[in_test])
+    m_d_prelim = {v: _proba_or_predict(build_m().fit(x1[z1 == v], d1[z1 == v]), x1) for v in (0, 1)}
+    theta_ipw = lpq_ipw_estimate(
+        y[train_1], d1, z1, m_z_prelim, m_d_prelim[0], m_d_prelim[1], treatment, quantile,
+        coef_start_val, (float(y.min()), float(y.max())), normalize_ipw, clipping_threshold,
+    )  # fmt: skip
+    preds: dict[str, np.ndarray] = {}
+    for v in (0, 1):
+        rows = train_2[z[train_2] == v]
+        target = (d[rows] == treatment) * (y[rows] <= theta_ipw)
+        preds[f"ml_g_du_z{v}"] = _proba_or_predict(build_g().fit(x[rows], target), x[test])
+    preds["ml_m_z"] = _proba_or_predict(build_m().fit(x[train], z[train]), x[test])
+    for v in (0, 1):
+        rows = train[z[train] == v]
+        preds[f"ml_m_d_z{v}"] = _proba_or_predict(build_m().fit(x[rows], d[rows]), x[test])
+    return LPQFold({k: preds[k] for k in LPQ_KEYS}, theta_ipw)

@@ -231,6 +231,11 @@ class DMLSpec:
     weights_bar_cols : tuple of str or None
         With ``weights_col`` only: one column per repetition (``n_rep`` of them) of the dict's
         ``'weights_bar'`` (shape (n_obs, n_rep)); None: ``weights_bar`` is ``weights``.
+    treatment : int or None
+        PQ and CVaR only (DoubleML's ``treatment``): the treatment level, 0 or 1, whose potential
+        quantile (or conditional value at risk) is estimated.
+    quantile : float or None
+        PQ and CVaR only (DoubleML's ``quantile``): the quantile level, in (0, 1).
     """
 
     model: str
@@ -255,6 +260,8 @@ class DMLSpec:
     s_col: str | None = None
     weights_col: str | None = None
     weights_bar_cols: tuple[str, ...] | None = None
+    treatment: int | None = None
+    quantile: float | None = None
 
     def __post_init__(self) -> None:
         for name in ("d_cols", "x_cols", "z_cols", "cluster_cols"):
@@ -410,7 +417,10 @@ class DMLSpec:
     def _validate_model_options(self) -> None:
         mdef = model_def(self.model)
         own = (*mdef.options, *mdef.data_options)
-        for option in ("subgroups", "treatment_level", "t_col", "in_sample_normalization", "s_col"):
+        for option in (
+            "subgroups", "treatment_level", "t_col", "in_sample_normalization", "s_col",
+            "treatment", "quantile",
+        ):  # fmt: skip
             if getattr(self, option) is not None and option not in own:
                 owners = [
                     name
@@ -567,7 +577,7 @@ class DMLSpec:
             "cluster_cols": list(self.cluster_cols),
             "subgroups": None if self.subgroups is None else dict(self.subgroups),
         } | _set_fields(self, "treatment_level", "t_col", "in_sample_normalization", "s_col",
-                        "weights_col") | (
+                        "weights_col", "treatment", "quantile") | (
             {} if self.weights_bar_cols is None else {"weights_bar_cols": list(self.weights_bar_cols)}
         )  # fmt: skip
 

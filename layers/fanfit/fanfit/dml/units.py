@@ -2,11 +2,13 @@
 
 An estimate is a list of stages. Within a stage every :class:`FitUnit` is independent: it fits one
 nuisance learner on the training rows of one fold of one repetition and predicts that fold's test
-rows, so units can run anywhere in any order (one Lambda invocation per shard of units). Only
-the ``'IV-type'`` scores of PLR and PLIV have a second stage: ``ml_g`` is fitted on
+rows, so units can run anywhere in any order (one Lambda invocation per shard of units). The
+``'IV-type'`` scores of PLR and PLIV have a second stage: ``ml_g`` is fitted on
 :math:`Y - \\tilde\\theta D`, where :math:`\\tilde\\theta` comes from the first stage's out-of-fold
 ``ml_l`` and ``ml_m`` (and ``ml_r``) predictions of the same treatment and repetition
-(:func:`stage_inputs`).
+(:func:`stage_inputs`). A model with a fold procedure (PQ, CVaR) has one unit per fold, which
+runs every fit nested inside that fold and returns the fold's predictions and scalars
+(:func:`fit_predict`, :func:`put_predictions`); PQ runs repetition ``r`` as stage ``r``.
 
 Prediction keys (``FitUnit.learner``) are DoubleML's ``external_predictions`` keys: ``ml_l``,
 ``ml_m``, ``ml_g``, ``ml_g0``, ``ml_g1`` (IRM: fitted on ``d == 0`` / ``d == 1`` rows; IIVM: on
@@ -41,6 +43,8 @@ __all__ = [
     "FitUnit",
     "draw_spec_folds",
     "features",
+    "fold_means",
+    "fold_scalar_keys",
     "fit_predict",
     "fit_units",
     "init_preds",
@@ -142,7 +146,63 @@ def prediction_keys(spec: DMLSpec, stage: int | None = None) -> tuple[str, ...]:
         :math:`\\hat r(1, X) = 1` without fitting; :func:`~fanfit.dml.estimate.score_elements`
         does too).
     """
+    if model_def(spec.model).fold_procedure is not None:  # every stage of it fits every key
+        return tuple(n.key for n in nuisances(spec))
     return tuple(n.key for n in nuisances(spec) if stage is None or n.stage == stage)
+
+
+def fold_scalar_keys(spec: DMLSpec) -> tuple[str, ...]:
+    """The names of the fold scalars a model's fold procedure returns
+    (:attr:`fanfit.dml.models.FoldProcedure.scalars`: PQ and CVaR ``('theta_ipw',)``), else ``()``.
+
+    They travel with the predictions as arrays of shape (n_obs, n_rep, n_treat) holding each
+    fold's value on that fold's test rows (:func:`put_predictions`).
+    """
+    fp = model_def(spec.model).fold_procedure
+    return fp.scalars if fp is not None else ()
+
+
+def fold_means(
+    spec: DMLSpec, folds: np.ndarray, preds: dict[str, np.ndarray], i_rep: int, i_treat: int
+) -> dict[str, float]:
+    """Each fold scalar's mean over the folds of one repetition and treatment (DoubleML's
+    ``np.mean(ipw_vec)``: folds in order, equal weights).
+
+    Parameters
+    ----------
+    spec : DMLSpec
+    folds : numpy.ndarray of int, shape (n_obs, n_rep)
+    preds : dict of str to numpy.ndarray of shape (n_obs, n_rep, n_treat)
+        With the arrays of :func:`fold_scalar_keys`.
+    i_rep, i_treat : int
+
+    Returns
+    -------
+    dict of str to float
+
+    Raises
+    ------
+    InvalidJobError
+        A scalar missing or not finite for a fold (its unit did not run).
+    """
+    col = np.asarray(folds)[:, i_rep]
+    out = {}
+    for name in fold_scalar_keys(spec):
+        if name not in preds:
+            raise InvalidJobError(f"The fold scalar {name!r} of model {spec.model!r} is missing.")
+        values = np.array(
+            [
+                preds[name][np.flatnonzero(col == k)[0], i_rep, i_treat]
+                for k in range(spec.n_cross_folds)
+            ]
+        )
+        if not np.isfinite(values).all():
+            raise InvalidJobError(
+                f"The fold scalar {name!r} is not finite in repetition {i_rep}, treatment "
+                f"{spec.d_cols[i_treat]!r}; a fold unit did not run."
+            )
+        out[name] = float(np.mean(values))
+    return out
 
 
 def nuisances(spec: DMLSpec) -> tuple[Nuisance, ...]:
@@ -165,7 +225,8 @@ def nuisance(spec: DMLSpec, key: str) -> Nuisance:
 
 
 def n_stages(spec: DMLSpec) -> int:
-    """Number of stages: 2 for the IV-type scores of PLR and PLIV (``ml_g`` after a preliminary estimate), else 1."""
+    """Number of stages: 2 for the IV-type scores of PLR and PLIV (``ml_g`` after a preliminary
+    estimate), ``n_rep`` for PQ (a chained fold procedure: repetition ``r`` is stage ``r``), else 1."""
     return model_def(spec.model).n_stages(spec)
 
 
@@ -181,6 +242,9 @@ def fit_units(spec: DMLSpec, stage: int) -> list[FitUnit]:
     Returns
     -------
     list of FitUnit
+        A model with a fold procedure (PQ, CVaR): one unit per treatment, repetition (PQ: the
+        stage's repetition only) and fold, keyed by its first prediction key, running the fold's
+        nested fits (:func:`fit_predict`). Else
         ``n_treat * n_rep * len(prediction_keys(spec, stage)) * n_cross_folds`` units
         (``n_cross_folds = n_folds ** len(cluster_cols)`` with clusters, else ``n_folds``).
     """
@@ -188,6 +252,18 @@ def fit_units(spec: DMLSpec, stage: int) -> list[FitUnit]:
         raise InvalidJobError(
             f"Stage {stage} does not exist; this estimate has {n_stages(spec)} stage(s)."
         )
+    fp = model_def(spec.model).fold_procedure
+    if fp is not None:
+        # one unit per fold runs the fold's whole nested procedure; a chained procedure runs
+        # repetition r as stage r
+        reps = [stage] if fp.chained else range(spec.n_rep)
+        unit_key = prediction_keys(spec)[0]
+        return [
+            FitUnit(stage, i_treat, i_rep, i_fold, unit_key)
+            for i_treat in range(spec.n_treat)
+            for i_rep in reps
+            for i_fold in range(spec.n_cross_folds)
+        ]
     keys = prediction_keys(spec, stage)
     return [
         FitUnit(stage, i_treat, i_rep, i_fold, key)
@@ -350,6 +426,11 @@ def fit_predict(
     label-encoded target and give ``predict_proba[:, 1]`` (0 where the training rows lack class 1,
     as ``cross_val_predict`` fills it).
 
+    A unit of a model with a fold procedure (:attr:`fanfit.dml.models.ModelDef.fold_procedure`,
+    PQ and CVaR) runs the fold's whole nested procedure instead, each learner built with the
+    ``random_state`` of its own key (``unit_seed`` of the unit with that learner), and returns its
+    outputs packed as :func:`put_predictions` unpacks them.
+
     Parameters
     ----------
     spec : DMLSpec
@@ -357,12 +438,13 @@ def fit_predict(
     data : DMLData
     folds : numpy.ndarray of int, shape (n_obs, n_rep)
     stage_inputs : dict or None
-        For stage 1: what :func:`stage_inputs` returned.
+        For stage 1: what :func:`stage_inputs` returned (PQ's stage ``r``: ``coef_start``).
 
     Returns
     -------
     numpy.ndarray of float64, shape (n_test,)
-        Predictions for the rows ``np.flatnonzero(folds[:, i_rep] == i_fold)``, in that order.
+        Predictions for the rows ``np.flatnonzero(folds[:, i_rep] == i_fold)``, in that order
+        (a fold procedure's unit: shape ``(n_keys * n_test + n_scalars,)``).
 
     Raises
     ------
@@ -372,6 +454,8 @@ def fit_predict(
     InvalidJobError
         Missing stage inputs for stage 1, or a prediction key the model does not use.
     """
+    if model_def(spec.model).fold_procedure is not None:
+        return _run_fold_procedure(spec, unit, data, folds, stage_inputs)
     name = learner_name(unit.learner)
     if name not in spec.learners:
         raise InvalidJobError(
@@ -408,6 +492,46 @@ def fit_predict(
     return np.asarray(estimator.predict(x[test]), dtype=np.float64).reshape(test.size)
 
 
+def _run_fold_procedure(
+    spec: DMLSpec, unit: FitUnit, data: DMLData, folds: np.ndarray, inputs: dict | None
+) -> np.ndarray:
+    """A fold unit of a model with a fold procedure: its packed outputs (:func:`put_predictions`)."""
+    fp = model_def(spec.model).fold_procedure
+    assert fp is not None
+    col = np.asarray(folds)[:, unit.i_rep]
+    test = np.flatnonzero(col == unit.i_fold)
+    train = np.flatnonzero(train_mask(spec, folds, unit.i_rep, unit.i_fold))
+    if test.size == 0 or train.size == 0:
+        raise InvalidFoldsError(
+            f"Unit {unit.key}: fold {unit.i_fold} of repetition {unit.i_rep} has no test or no "
+            "training rows."
+        )
+    if fp.chained and unit.i_rep > 0:
+        try:
+            start = float(inputs["coef_start"][unit.i_treat])  # type: ignore[index]
+        except (TypeError, KeyError, IndexError) as exc:
+            raise InvalidJobError(
+                f"Unit {unit.key} needs stage_inputs with 'coef_start' from repetition "
+                f"{unit.i_rep - 1}; compute them with stage_inputs(spec, {unit.stage}, ...)."
+            ) from exc
+    else:
+        start = fp.start(spec, data, unit.i_treat)
+
+    def build(name: str) -> Any:
+        if name not in spec.learners:
+            raise InvalidJobError(
+                f"Unit {unit.key} needs learner {name!r}, which the spec does not define."
+            )
+        own = FitUnit(unit.stage, unit.i_treat, unit.i_rep, unit.i_fold, name)
+        return spec.learners[name].build(random_state=unit_seed(spec.seed, own))
+
+    preds, scalars = fp.run(spec, data, train, test, unit.i_treat, build, start)
+    return np.concatenate(
+        [np.asarray(preds[k], dtype=np.float64).reshape(test.size) for k in prediction_keys(spec)]
+        + [np.array([scalars[name] for name in fp.scalars], dtype=np.float64)]
+    )
+
+
 # --------------------------------------------------------------------------- predictions
 def init_preds(spec: DMLSpec, n_obs: int, stage: int | None = None) -> dict[str, np.ndarray]:
     """Empty (NaN) prediction arrays for the spec's keys.
@@ -416,13 +540,16 @@ def init_preds(spec: DMLSpec, n_obs: int, stage: int | None = None) -> dict[str,
     -------
     dict of str to numpy.ndarray of shape (n_obs, n_rep, n_treat)
     """
-    return {
-        k: np.full((n_obs, spec.n_rep, spec.n_treat), np.nan) for k in prediction_keys(spec, stage)
-    }
+    keys = prediction_keys(spec, stage) + fold_scalar_keys(spec)
+    return {k: np.full((n_obs, spec.n_rep, spec.n_treat), np.nan) for k in keys}
 
 
 def put_predictions(
-    preds: dict[str, np.ndarray], unit: FitUnit, folds: np.ndarray, values: np.ndarray
+    preds: dict[str, np.ndarray],
+    unit: FitUnit,
+    folds: np.ndarray,
+    values: np.ndarray,
+    spec: DMLSpec | None = None,
 ) -> None:
     """Store a unit's test-row predictions (from :func:`fit_predict`) into ``preds`` in place.
 
@@ -432,10 +559,32 @@ def put_predictions(
     unit : FitUnit
     folds : numpy.ndarray of int, shape (n_obs, n_rep)
     values : numpy.ndarray, shape (n_test,)
-        In the order of ``np.flatnonzero(folds[:, i_rep] == i_fold)``.
+        In the order of ``np.flatnonzero(folds[:, i_rep] == i_fold)``. A fold unit of a model with
+        a fold procedure (``spec`` given) packs every prediction key's (n_test,) predictions, in
+        :func:`prediction_keys` order, then its fold scalars (:func:`fold_scalar_keys`): shape
+        ``(n_keys * n_test + n_scalars,)``; each scalar is stored on the fold's test rows.
+    spec : DMLSpec, optional
+        Needed for a fold procedure's units.
     """
     test = np.flatnonzero(np.asarray(folds)[:, unit.i_rep] == unit.i_fold)
     values = np.asarray(values, dtype=np.float64)
+    if spec is not None and model_def(spec.model).fold_procedure is not None:
+        keys, scalars = prediction_keys(spec), fold_scalar_keys(spec)
+        if values.shape != (len(keys) * test.size + len(scalars),):
+            raise InvalidJobError(
+                f"Unit {unit.key}: got {values.size} packed values, expected "
+                f"{len(keys)} x {test.size} predictions + {len(scalars)} fold scalar(s)."
+            )
+        shape = (np.asarray(folds).shape[0], spec.n_rep, spec.n_treat)
+        for j, key in enumerate((*keys, *scalars)):
+            target = preds.setdefault(key, np.full(shape, np.nan))
+            if j < len(keys):
+                target[test, unit.i_rep, unit.i_treat] = values[j * test.size : (j + 1) * test.size]
+            else:  # the fold's scalar, on its test rows
+                target[test, unit.i_rep, unit.i_treat] = values[
+                    len(keys) * test.size + j - len(keys)
+                ]
+        return
     if values.shape != test.shape:
         raise InvalidJobError(
             f"Unit {unit.key}: got {values.shape[0] if values.ndim else 0} predictions for {test.size} test rows."
@@ -446,7 +595,8 @@ def put_predictions(
 def check_preds(
     spec: DMLSpec, n_obs: int, preds: dict[str, Any], stage: int | None = None
 ) -> dict[str, np.ndarray]:
-    """Check that ``preds`` has every key of the spec (of ``stage``, or all) with finite values.
+    """Check that ``preds`` has every key of the spec (of ``stage``, or all) with finite values;
+    with ``stage`` None also the fold scalars of a fold procedure (:func:`fold_scalar_keys`).
 
     Returns
     -------
@@ -459,7 +609,7 @@ def check_preds(
     """
     out = {}
     shape = (n_obs, spec.n_rep, spec.n_treat)
-    keys = prediction_keys(spec, stage)
+    keys = prediction_keys(spec, stage) + (fold_scalar_keys(spec) if stage is None else ())
     missing = [k for k in keys if k not in preds]
     if missing:
         raise InvalidJobError(
@@ -486,7 +636,9 @@ def check_preds(
 def stage_inputs(spec: DMLSpec, stage: int, data: DMLData, folds: np.ndarray, preds: dict) -> dict:
     """JSON-safe inputs of a stage, computed from the predictions of the earlier stages.
 
-    Stage 0 needs nothing (``{}``). Stage 1 of the IV-type scores needs the preliminary estimate
+    Stage 0 needs nothing (``{}``). Stage ``r`` of PQ (a chained fold procedure) needs
+    ``{"coef_start": [float per treatment]}``, the mean over folds of repetition ``r - 1``'s fold
+    IPW quantiles (:func:`fold_means`). Stage 1 of the IV-type scores needs the preliminary estimate
     :math:`\\tilde\\theta` of every treatment and repetition
     (:func:`~fanfit.dml.scores.plr_theta_initial`, :func:`~fanfit.dml.scores.pliv_theta_initial`).
 
@@ -511,6 +663,17 @@ def stage_inputs(spec: DMLSpec, stage: int, data: DMLData, folds: np.ndarray, pr
     if stage == 0:
         return {}
     validate_spec_folds(spec, data, folds)
+    fp = model_def(spec.model).fold_procedure
+    if fp is not None:
+        # a chained fold procedure: repetition `stage` starts from the mean over folds of
+        # repetition stage - 1's first scalar (DoubleML's _coef_start_val after each repetition)
+        first = fp.scalars[0]
+        return {
+            "coef_start": [
+                fold_means(spec, folds, preds, stage - 1, i_treat)[first]
+                for i_treat in range(spec.n_treat)
+            ]
+        }
     p = check_preds(spec, data.n_obs, preds, stage=0)
     theta_initial = model_def(spec.model).theta_initial
     if theta_initial is None:

@@ -265,9 +265,12 @@ def unit_doc(unit: dml.FitUnit) -> FitUnitDoc:
 
 class StageInputs(_OmitNone):
     """``stages/<s>/inputs.json``: what stage ``s`` needs from the earlier stages
-    (:func:`fanfit.dml.stage_inputs`: ``{}``, or the preliminary estimate of the IV-type scores)."""
+    (:func:`fanfit.dml.stage_inputs`: ``{}``, the preliminary estimate of the IV-type scores, or
+    a chained fold procedure's start value per treatment: PQ's repetition ``s`` starts its IPW
+    searches from the mean of repetition ``s - 1``'s fold IPW quantiles)."""
 
     theta_initial: list[list[float]] | None = None
+    coef_start: list[float] | None = None
 
 
 class StepRecord(Document):

@@ -111,9 +111,10 @@ def gather_predictions(
         for unit in dml.fit_units(spec, stage):
             if unit.key not in found:
                 raise InvalidJobError(f"predictions of unit {unit.key} are missing")
-            target = preds.setdefault(unit.learner, np.full((n_obs, n_rep, n_treat), np.nan))
-            test = np.flatnonzero(folds[:, unit.i_rep] == unit.i_fold)
-            target[test, unit.i_rep, unit.i_treat] = found[unit.key]
+            for key in (unit.learner, *dml.fold_scalar_keys(spec)):
+                preds.setdefault(key, np.full((n_obs, n_rep, n_treat), np.nan))
+            # also unpacks a fold procedure's unit (PQ, CVaR: every key and the fold scalars)
+            dml.put_predictions(preds, unit, folds, found[unit.key], spec)
     return preds
 
 

@@ -1,0 +1,132 @@
+"""QTE on the 401(k) data through the local pipeline and through DoubleML in-process, on one machine.
+
+    python benchmarks/qte.py --json
+
+Issue 16's benchmark: DoubleMLQTE with score ``'PQ'`` at ``--n-quantiles`` (default 9: 0.5,
+0.55, ..., 0.9) quantiles, ``--n-folds`` x ``--n-rep`` (default 5 x 10) cross-fitting, outcome ``net_tfa``,
+treatment ``e401`` (examples/data/sipp1991.dta, 9,915 rows), logistic regressions for ``ml_g``
+and ``ml_m``. ``fanfit.DoubleMLQTE`` submits one ``pq`` job per quantile and treatment level
+(18 by default; each runs its repetitions as stages of one fit unit per fold, every unit running
+the fold's nested fits), all before waiting for any; ``doubleml.DoubleMLQTE`` fits in-process
+with ``n_jobs_models=-1`` (every core). Both get the same sample splitting, so their effects must
+be equal (relative 1e-9). The quantiles start at the median because DoubleML's own PQ fails
+below it on these data with logistic learners (seen at 0.1-0.4, 2 folds x 2 repetitions: its
+preliminary IPW search lands at the outcome's minimum, and ``ml_g`` then sees one class); fanfit
+fails there the same way. The local stack is started (and the template deployed) before the
+clock starts. Then ``--runs`` (default 1) pairs, fanfit then DoubleML.
+
+Prints one JSON object: per run ``fanfit_s`` and ``doubleml_s`` (wall seconds), ``ratio``,
+``coef_equal``, the jobs' summed billed GB-seconds and Lambda cost in USD (the local stack's
+figures priced as AWS Lambda would bill them, :mod:`fanfit.cost`), the effects, and the medians.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import sys
+import time
+import warnings
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+ROOT = Path(__file__).resolve().parents[1]
+X_COLS = ["age", "inc", "educ", "fsize", "marr", "twoearn", "db", "pira", "hown"]
+
+
+def _models(frame: Any, smpls: Any, quantiles: list[float], args: Any) -> tuple[Any, Any]:
+    """fanfit's and DoubleML's DoubleMLQTE on the same data, learners and splitting (unfitted)."""
+    import doubleml
+    from sklearn.linear_model import LogisticRegression
+
+    import fanfit
+
+    data = doubleml.DoubleMLData(frame, y_col="net_tfa", d_cols="e401", x_cols=X_COLS)
+    kw = {"quantiles": quantiles, "n_folds": args.n_folds, "n_rep": args.n_rep,
+          "draw_sample_splitting": False}  # fmt: skip
+    ours = fanfit.DoubleMLQTE(data, LogisticRegression(), LogisticRegression(), **kw)
+    theirs = doubleml.DoubleMLQTE(data, LogisticRegression(), LogisticRegression(), **kw)
+    ours.set_sample_splitting(smpls)
+    theirs.set_sample_splitting(smpls)
+    return ours, theirs
+
+
+def _run(client: Any, frame: Any, smpls: Any, quantiles: list[float], args: Any) -> dict:
+    """One timed pair: fanfit's QTE on the stack, then DoubleML's in-process."""
+    ours, theirs = _models(frame, smpls, quantiles, args)
+    t0 = time.perf_counter()
+    ours.fit(client=client, seed=args.seed, timeout=args.timeout)
+    fanfit_s = time.perf_counter() - t0
+    t1 = time.perf_counter()
+    theirs.fit(n_jobs_models=-1)
+    doubleml_s = time.perf_counter() - t1
+    timings = [r.timings for r in ours.fanfit_results]
+    return {
+        "fanfit_s": round(fanfit_s, 3),
+        "doubleml_s": round(doubleml_s, 3),
+        "ratio": round(fanfit_s / doubleml_s, 4),
+        "coef_equal": bool(np.allclose(ours.coef, theirs.coef, rtol=1e-9, atol=0.0)),
+        "se_equal": bool(np.allclose(ours.se, theirs.se, rtol=1e-9, atol=0.0)),
+        "n_jobs": len(timings),
+        "billed_gb_s": round(sum(float(t.get("billed_gb_s", 0.0)) for t in timings), 3),
+        "lambda_cost_usd": round(sum(float(t.get("lambda_cost_usd", 0.0)) for t in timings), 6),
+        "coef": [round(float(c), 6) for c in ours.coef],
+    }
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--json", action="store_true", help="print one JSON object")
+    parser.add_argument("--runs", type=int, default=1, help="timed pairs (default 1)")
+    parser.add_argument("--n-quantiles", type=int, default=9)
+    parser.add_argument("--n-folds", type=int, default=5)
+    parser.add_argument("--n-rep", type=int, default=10)
+    parser.add_argument("--seed", type=int, default=42)
+    parser.add_argument("--timeout", type=float, default=3600.0, help="seconds per job")
+    args = parser.parse_args()
+
+    import pandas as pd
+
+    from fanfit import dml
+    from fanfit.client import Client
+    from fanfit.local.stack import ensure_local_stack
+
+    frame = pd.read_stata(ROOT / "examples" / "data" / "sipp1991.dta")
+    smpls = dml.folds_to_smpls(dml.draw_folds(len(frame), args.n_folds, args.n_rep, args.seed))
+    quantiles = [round(q, 6) for q in np.linspace(0.5, 0.9, args.n_quantiles)]
+
+    runs = []
+    with warnings.catch_warnings(), ensure_local_stack():
+        warnings.simplefilter(
+            "ignore"
+        )  # lbfgs convergence on the unscaled covariates, as DoubleML's
+        client = Client.local_stack()
+        for _ in range(args.runs):
+            runs.append(_run(client, frame, smpls, quantiles, args))
+
+    def median(key: str) -> float:
+        return round(statistics.median(r[key] for r in runs), 6)
+
+    out = {
+        "fanfit_s": median("fanfit_s"),
+        "doubleml_s": median("doubleml_s"),
+        "ratio": median("ratio"),
+        "lambda_cost_usd": median("lambda_cost_usd"),
+        "coef_equal": all(r["coef_equal"] and r["se_equal"] for r in runs),
+        "quantiles": quantiles,
+        "n_folds": args.n_folds,
+        "n_rep": args.n_rep,
+        "n_runs": len(runs),
+        "runs": runs,
+        "load_average_1m": round(os.getloadavg()[0], 2),
+    }
+    print(json.dumps(out) if args.json else json.dumps(out, indent=2))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,428 @@
+"""DoubleML's quantile models on a fanfit stack: DoubleMLPQ, DoubleMLCVAR, DoubleMLLPQ, DoubleMLQTE.
+
+:class:`DoubleMLPQ`, :class:`DoubleMLCVAR` and :class:`DoubleMLLPQ` run one ``pq`` / ``cvar`` /
+``lpq`` job (models of :mod:`fanfit.dml.models` with a fold procedure: one fit unit per outer
+fold runs the fold's nested fits, :func:`fanfit.dml.scores_quantile.pq_fold`,
+:func:`fanfit.dml.scores_lpq.lpq_fold`). The job returns the out-of-fold predictions and each
+fold's preliminary IPW quantile (``theta_ipw``); DoubleML's own classes then compute the scores
+and the estimate from them: PQ and LPQ through their ``external_predictions``, with the root
+search started from the mean of the fold IPW quantiles as DoubleML's own fit does; CVaR (whose DoubleML class takes no external predictions) through
+its ``_score_elements`` with that mean as the potential quantile. So coef, se, summary, confint
+and bootstrap are DoubleML's numbers, checked against the job's.
+
+:class:`DoubleMLQTE` builds its per-quantile models as fanfit's :class:`DoubleMLPQ`,
+:class:`DoubleMLCVAR` or :class:`DoubleMLLPQ` and submits one job per (quantile, treatment level), all before waiting for
+any, so they run side by side on the stack; DoubleML's framework difference and concatenation then
+give the effects. Re-exported by :mod:`fanfit.client.doubleml`.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from fanfit.client.doubleml_base import (
+    _check_arguments,
+    _dml_data,
+    _estimator,
+    _learner_spec,
+    _OnStack,
+    _PropensityOptions,
+    _SideBySide,
+    _unsupported,
+)
+from fanfit.dml.interop import import_doubleml
+
+import_doubleml()  # without DoubleML: MissingDependencyError, with the pip command
+import doubleml as _doubleml  # noqa: E402 - after the check that names the extra
+from doubleml.double_ml_framework import concat as _concat  # noqa: E402
+
+__all__ = ["DoubleMLCVAR", "DoubleMLLPQ", "DoubleMLPQ", "DoubleMLQTE"]
+
+#: The fold scalar a ``pq``/``cvar`` job stores with its predictions (one value per fold, on the
+#: fold's test rows): the fold's preliminary IPW quantile.
+THETA_IPW = "theta_ipw"
+_COLUMNS = ("y_col", "d_cols", "x_cols", "z_cols", "cluster_cols")
+
+
+def _quantile_data(cls_name: str, obj_dml_data: Any, columns: dict[str, Any]) -> Any:
+    unknown = sorted(set(columns) - set(_COLUMNS))
+    if unknown:
+        raise TypeError(f"{cls_name}() got unexpected keyword argument(s) {unknown}")
+    data = _dml_data(obj_dml_data, *(columns.get(k) for k in _COLUMNS))
+    if getattr(data, "is_cluster_data", False):
+        raise _unsupported("clustered data", f"fanfit's {cls_name} runs on unclustered data")
+    return data
+
+
+def _fold_means(theta: np.ndarray, smpls: Any) -> float:
+    """The mean over folds of one repetition's fold IPW quantiles (each stored on its test rows)."""
+    return float(np.mean([theta[test][0] for _, test in smpls]))
+
+
+class _TakeTheta:
+    """Between :class:`_OnStack` and DoubleML's class: takes the fold IPW quantiles out of the
+    job's predictions (DoubleML would refuse an unknown key) and keeps them for ``_nuisance_est``."""
+
+    _fanfit_theta: np.ndarray | None = None
+
+    def fit(self, *args: Any, **kwargs: Any) -> Any:
+        external = kwargs.get("external_predictions")
+        if external is not None:
+            d_col = next(iter(external))
+            preds = dict(external[d_col])
+            self._fanfit_theta = np.asarray(preds.pop(THETA_IPW), dtype=float)
+            kwargs["external_predictions"] = {d_col: preds}
+        return super().fit(*args, **kwargs)  # type: ignore[misc]
+
+
+class _QuantileOnStack(_PropensityOptions, _OnStack):
+    """What PQ and CVaR share on a stack: their options, the ``kde`` check and the finish of a fit."""
+
+    quantile: float
+    treatment: int
+    smpls: Any
+    _i_rep: int
+    _dml_data: Any
+    _fanfit_theta: np.ndarray | None  # set by _TakeTheta
+    _coef_start_val: float
+
+    def _fanfit_check_kde(self, kde: Any) -> None:
+        if kde is not None:
+            raise _unsupported(
+                "a custom kde",
+                "fanfit's score derivative is DoubleML's default Gaussian kernel density "
+                "(fanfit.dml.scores_quantile.kde_at_zero)",
+            )
+
+    def _fanfit_model_options(self) -> dict[str, Any]:
+        options = super()._fanfit_model_options()
+        options.update(treatment=int(self.treatment), quantiles=[float(self.quantile)])
+        return options
+
+    def _fanfit_nuisance_loss(self) -> None:
+        """Nothing to add: :meth:`_nuisance_est` returns DoubleML's targets with the predictions."""
+
+    def _fanfit_theta_rep(self) -> np.ndarray:
+        """This repetition's fold IPW quantiles, each on its fold's test rows, shape (n_obs,)."""
+        assert self._fanfit_theta is not None
+        return self._fanfit_theta[:, self._i_rep]
+
+    def _fanfit_theta_mean(self) -> float:
+        return _fold_means(self._fanfit_theta_rep(), self.smpls[self._i_rep])
+
+    def _fanfit_g_target(self, y: np.ndarray, theta: np.ndarray) -> np.ndarray:
+        raise NotImplementedError
+
+    def _fanfit_targets_of(self, y: np.ndarray, d: np.ndarray) -> dict[str, np.ndarray]:
+        """DoubleML's targets: ml_g's of fold k from its IPW quantile, on the rows ``d == treatment``."""
+        theta = self._fanfit_theta_rep()
+        g = self._fanfit_g_target(y, theta).astype(float)
+        g[d != self.treatment] = np.nan
+        return {"ml_g": g, "ml_m": d.astype(float)}
+
+    def _fanfit_init(
+        self, obj_dml_data: Any, ml_g: Any, ml_m: Any, columns: dict[str, Any], kde: Any,
+        args: tuple[Any, ...],
+    ) -> None:  # fmt: skip
+        """The constructors' shared body: the data (:func:`_quantile_data`), the checks of what a
+        stack cannot honour, then DoubleML's constructor with the learners as DoubleML takes them
+        and ``args``, its further positional arguments (``treatment, quantile, n_folds, n_rep,
+        score, normalize_ipw, [kde,] trimming_rule, trimming_threshold, ps_processor_config,
+        draw_sample_splitting``)."""
+        score, normalize_ipw, ps_processor_config = args[4], args[5], args[-2]
+        data = _quantile_data(type(self).__name__, obj_dml_data, columns)
+        _check_arguments(data, score)
+        self._fanfit_check_kde(kde)
+        self._fanfit_check_ps(None, normalize_ipw, ps_processor_config)
+        learners = (_estimator("ml_g", ml_g), _estimator("ml_m", ml_m))
+        super().__init__(data, *learners, *args)  # type: ignore[call-arg]  # DoubleML's
+        self._fanfit_check_learners()
+
+    def _nuisance_est(
+        self, smpls: Any, n_jobs_cv: Any, external_predictions: Any, return_models: bool = False
+    ) -> Any:
+        """PQ's and LPQ's: DoubleML's own ``_nuisance_est`` on the job's predictions, its start
+        value the mean of the fold IPW quantiles (what DoubleML's fit sets before its root search),
+        its targets the ones DoubleML records (:meth:`_fanfit_targets_of`). Without external
+        predictions (in-process) DoubleML's runs."""
+        given = external_predictions or {}
+        if self._fanfit_theta is None or not given or any(v is None for v in given.values()):
+            return super()._nuisance_est(smpls, n_jobs_cv, external_predictions, return_models)  # type: ignore[misc]
+        self._coef_start_val = self._fanfit_theta_mean()
+        psi_elements, preds = super()._nuisance_est(  # type: ignore[misc]
+            smpls, n_jobs_cv, external_predictions, return_models
+        )
+        y, d = (np.asarray(v, dtype=float) for v in (self._dml_data.y, self._dml_data.d))
+        preds["targets"] = self._fanfit_targets_of(y, d)
+        return psi_elements, preds
+
+    def _fanfit_finish(self, job: Any, store_predictions: bool) -> None:
+        """What :meth:`_OnStack.fit` does once its job is done, but the parity check (for
+        :class:`DoubleMLQTE`, whose :class:`_SideBySide` fit checks every part)."""
+        super(_OnStack, self).fit(  # type: ignore[misc]
+            store_predictions=True, external_predictions=job.predictions()
+        )
+        if not store_predictions:
+            self._predictions = None
+            self._nuisance_targets = None
+        self.fanfit_job = job
+
+
+class DoubleMLPQ(_QuantileOnStack, _TakeTheta, _doubleml.DoubleMLPQ):  # type: ignore[misc]
+    """DoubleML's potential quantile, fitted on a fanfit stack (one ``pq`` job).
+
+    Parameters as ``doubleml.DoubleMLPQ`` (0.11): ``obj_dml_data, ml_g, ml_m, treatment=1,
+    quantile=0.5, n_folds=5, n_rep=1, score='PQ', normalize_ipw=True, kde=None,
+    trimming_rule='truncate', trimming_threshold=1e-2, ps_processor_config=None,
+    draw_sample_splitting=True``; the data a DoubleMLData or a DataFrame with ``y_col``,
+    ``d_cols``, ``x_cols`` by keyword. ``ml_g`` a classifier (of :math:`1\\{Y \\le q\\}`),
+    ``ml_m`` a classifier of the binary treatment.
+
+    Each outer fold's nested fits run in one fit unit; repetition ``r`` is stage ``r`` of the job
+    (its IPW searches start from repetition ``r - 1``'s mean, as DoubleML's). DoubleML's own
+    ``fit(external_predictions=...)`` then solves the score from the job's predictions, its root
+    search started from the mean of the fold IPW quantiles, as DoubleML's fit does.
+
+    Raises
+    ------
+    fanfit.errors.UnsupportedArgumentError
+        A custom ``kde``, a propensity calibration, clustered data or a callable score.
+    """
+
+    _fanfit_model = "pq"
+
+    def __init__(
+        self, obj_dml_data: Any, ml_g: Any, ml_m: Any, treatment: int = 1, quantile: float = 0.5,
+        n_folds: int = 5, n_rep: int = 1, score: Any = "PQ", normalize_ipw: bool = True,
+        kde: Any = None, trimming_rule: str = "truncate", trimming_threshold: float = 1e-2,
+        ps_processor_config: Any = None, draw_sample_splitting: bool = True, **columns: Any,
+    ) -> None:  # fmt: skip
+        self._fanfit_init(
+            obj_dml_data, ml_g, ml_m, columns, kde,
+            (treatment, quantile, n_folds, n_rep, score, normalize_ipw, kde, trimming_rule,
+             trimming_threshold, ps_processor_config, draw_sample_splitting),
+        )  # fmt: skip
+
+    def _fanfit_g_target(self, y: np.ndarray, theta: np.ndarray) -> np.ndarray:
+        return (y <= theta).astype(float)
+
+
+class DoubleMLCVAR(_QuantileOnStack, _TakeTheta, _doubleml.DoubleMLCVAR):  # type: ignore[misc]
+    """DoubleML's conditional value at risk, fitted on a fanfit stack (one ``cvar`` job).
+
+    Parameters as ``doubleml.DoubleMLCVAR`` (0.11): ``obj_dml_data, ml_g, ml_m, treatment=1,
+    quantile=0.5, n_folds=5, n_rep=1, score='CVaR', normalize_ipw=True,
+    trimming_rule='truncate', trimming_threshold=1e-2, ps_processor_config=None,
+    draw_sample_splitting=True``. ``ml_g`` a regressor, ``ml_m`` a classifier.
+
+    DoubleML 0.11.4's DoubleMLCVAR takes no external predictions; this class lets it take the
+    job's: ``_nuisance_est`` hands them to DoubleML's propensity processing and
+    ``_score_elements`` with the mean of the fold IPW quantiles as the potential quantile, as
+    DoubleML's own ``_nuisance_est`` does.
+
+    Raises
+    ------
+    fanfit.errors.UnsupportedArgumentError
+        A propensity calibration, clustered data or a callable score.
+    """
+
+    _fanfit_model = "cvar"
+
+    def __init__(
+        self, obj_dml_data: Any, ml_g: Any, ml_m: Any, treatment: int = 1, quantile: float = 0.5,
+        n_folds: int = 5, n_rep: int = 1, score: Any = "CVaR", normalize_ipw: bool = True,
+        trimming_rule: str = "truncate", trimming_threshold: float = 1e-2,
+        ps_processor_config: Any = None, draw_sample_splitting: bool = True, **columns: Any,
+    ) -> None:  # fmt: skip
+        self._fanfit_init(
+            obj_dml_data, ml_g, ml_m, columns, None,
+            (treatment, quantile, n_folds, n_rep, score, normalize_ipw, trimming_rule,
+             trimming_threshold, ps_processor_config, draw_sample_splitting),
+        )  # fmt: skip
+        self._external_predictions_implemented = True  # the job's, through _nuisance_est
+
+    def _fanfit_g_target(self, y: np.ndarray, theta: np.ndarray) -> np.ndarray:
+        q = float(self.quantile)
+        return np.maximum(theta, (y - q * theta) / (1 - q))
+
+    def _nuisance_est(
+        self, smpls: Any, n_jobs_cv: Any, external_predictions: Any, return_models: bool = False
+    ) -> Any:
+        """The tail of DoubleML 0.11.4's ``DoubleMLCVAR._nuisance_est`` on the job's predictions:
+        ``ml_m`` through ``ps_processor.adjust_ps`` (and ``_normalize_ipw``), the treatment level's
+        propensity, then ``_score_elements`` with the mean of the fold IPW quantiles."""
+        given = external_predictions or {}
+        if self._fanfit_theta is None or given.get("ml_g") is None or given.get("ml_m") is None:
+            return super()._nuisance_est(smpls, n_jobs_cv, external_predictions, return_models)
+        from doubleml.utils._propensity_score import _normalize_ipw
+
+        y, d = (np.asarray(v, dtype=float) for v in (self._dml_data.y, self._dml_data.d))
+        g_hat = np.asarray(given["ml_g"], dtype=float)
+        m_hat = self._ps_processor.adjust_ps(np.asarray(given["ml_m"], dtype=float), d, cv=smpls)
+        m_adj = _normalize_ipw(m_hat, d) if self._normalize_ipw else m_hat
+        if self.treatment == 0:
+            m_adj = 1 - m_adj
+        psi_a, psi_b = self._score_elements(y, d, g_hat, m_adj, self._fanfit_theta_mean())
+        return {"psi_a": psi_a, "psi_b": psi_b}, {
+            "predictions": {"ml_g": g_hat, "ml_m": m_hat},
+            "targets": self._fanfit_targets_of(y, d),
+            "models": {"ml_g": None, "ml_m": None},
+        }
+
+
+class DoubleMLLPQ(_QuantileOnStack, _TakeTheta, _doubleml.DoubleMLLPQ):  # type: ignore[misc]
+    """DoubleML's local (compliers') potential quantile, fitted on a fanfit stack (one ``lpq`` job).
+
+    Parameters as ``doubleml.DoubleMLLPQ`` (0.11): ``obj_dml_data, ml_g, ml_m, treatment=1,
+    quantile=0.5, n_folds=5, n_rep=1, score='LPQ', normalize_ipw=True, kde=None,
+    trimming_rule='truncate', trimming_threshold=1e-2, ps_processor_config=None,
+    draw_sample_splitting=True``; the data with one binary instrument (``z_cols``). ``ml_g`` and
+    ``ml_m`` classifiers.
+
+    As :class:`DoubleMLPQ`: each outer fold's nested fits run in one fit unit (ml_m_z cross-fitted
+    and ml_m_d_z0/z1 on half the fold, the fold's IPW local quantile, ml_g_du_z0/z1 on the other
+    half, then ml_m_z, ml_m_d_z0, ml_m_d_z1 on the fold; :func:`fanfit.dml.scores_lpq.lpq_fold`),
+    repetition ``r`` as stage ``r``; DoubleML's ``fit(external_predictions=...)`` solves the score,
+    its root search started from the mean of the fold IPW quantiles.
+
+    Raises
+    ------
+    fanfit.errors.UnsupportedArgumentError
+        A custom ``kde``, a propensity calibration, clustered data or a callable score.
+    """
+
+    _fanfit_model = "lpq"
+
+    def __init__(
+        self, obj_dml_data: Any, ml_g: Any, ml_m: Any, treatment: int = 1, quantile: float = 0.5,
+        n_folds: int = 5, n_rep: int = 1, score: Any = "LPQ", normalize_ipw: bool = True,
+        kde: Any = None, trimming_rule: str = "truncate", trimming_threshold: float = 1e-2,
+        ps_processor_config: Any = None, draw_sample_splitting: bool = True, **columns: Any,
+    ) -> None:  # fmt: skip
+        self._fanfit_init(
+            obj_dml_data, ml_g, ml_m, columns, kde,
+            (treatment, quantile, n_folds, n_rep, score, normalize_ipw, kde, trimming_rule,
+             trimming_threshold, ps_processor_config, draw_sample_splitting),
+        )  # fmt: skip
+
+    def fanfit_options(self, seed: int = 0) -> dict[str, Any]:
+        """As :meth:`fanfit.client.doubleml_base._OnStack.fanfit_options`, with the learners as
+        ``ml_g`` and ``ml_m`` (DoubleML's LPQ keeps one clone per nuisance, ``ml_m_z`` ...)."""
+        options = super().fanfit_options(seed)
+        for key in self._learner:
+            options.pop(key, None)
+        options["ml_g"] = _learner_spec("ml_g", self._learner["ml_g_du_z0"])
+        options["ml_m"] = _learner_spec("ml_m", self._learner["ml_m_z"])
+        return options
+
+    def _fanfit_targets_of(self, y: np.ndarray, d: np.ndarray) -> dict[str, np.ndarray]:
+        """DoubleML's targets: ``z``; ``d`` and fold k's :math:`1\\{D = d\\}1\\{Y \\le q_k\\}` on the
+        rows ``z == 0`` / ``z == 1``."""
+        z = np.ravel(np.asarray(self._dml_data.z, dtype=float))
+        theta = self._fanfit_theta_rep()
+        du = ((d == self.treatment) * (y <= theta)).astype(float)
+        out: dict[str, np.ndarray] = {"ml_m_z": z}
+        for v in (0, 1):
+            out[f"ml_m_d_z{v}"] = np.where(z == v, d, np.nan)
+            out[f"ml_g_du_z{v}"] = np.where(z == v, du, np.nan)
+        return out
+
+
+class _QTEFromJobs:
+    """Between :class:`_SideBySide` and DoubleML's QTE: its ``fit`` takes the parts' jobs (as
+    ``external_predictions={"jobs": [...]}``, ``modellist`` order), finishes every model from its
+    job and builds DoubleML's framework (``modellist_1[i].framework - modellist_0[i].framework``,
+    concatenated over quantiles, as ``DoubleMLQTE.fit``)."""
+
+    modellist: list[Any]
+    modellist_0: list[Any]
+    modellist_1: list[Any]
+    _framework: Any
+
+    def fit(self, *, store_predictions: bool = True, external_predictions: Any = None) -> Any:
+        for model, job in zip(self.modellist, external_predictions["jobs"]):
+            model._fanfit_finish(job, store_predictions)
+        self._framework = _concat(
+            [m1.framework - m0.framework for m0, m1 in zip(self.modellist_0, self.modellist_1)]
+        )
+        return self
+
+
+class DoubleMLQTE(_SideBySide, _QTEFromJobs, _doubleml.DoubleMLQTE):  # type: ignore[misc]
+    """DoubleML's quantile treatment effects, fitted on a fanfit stack.
+
+    Parameters as ``doubleml.DoubleMLQTE`` (0.11): ``obj_dml_data, ml_g, ml_m=None,
+    quantiles=0.5, n_folds=5, n_rep=1, score='PQ', normalize_ipw=True, kde=None,
+    trimming_rule='truncate', trimming_threshold=1e-2, ps_processor_config=None,
+    draw_sample_splitting=True``; score ``'PQ'``, ``'CVaR'`` or ``'LPQ'`` (with one binary
+    instrument).
+
+    Its models (``modellist_0``, ``modellist_1``: treatment 0 and 1 of every quantile) are
+    fanfit's :class:`DoubleMLPQ`, :class:`DoubleMLCVAR` or :class:`DoubleMLLPQ` on DoubleML's one
+    sample splitting;
+    ``fit`` (:class:`_SideBySide`'s) submits their ``2 * n_quantiles`` jobs, all before waiting
+    for any, so that every (quantile, treatment level) runs side by side on the stack, then
+    DoubleML's framework difference and concatenation give coef, se, confint and bootstrap.
+
+    Attributes
+    ----------
+    modellist : list
+        ``modellist_0`` then ``modellist_1``: the parts, one job each.
+    fanfit_jobs, fanfit_results : list
+        The jobs of the last fit and their results, in ``modellist`` order.
+
+    Raises
+    ------
+    fanfit.errors.UnsupportedArgumentError
+        A custom ``kde``, a propensity calibration, clustered data.
+    """
+
+    def __init__(
+        self, obj_dml_data: Any, ml_g: Any, ml_m: Any = None, quantiles: Any = 0.5,
+        n_folds: int = 5, n_rep: int = 1, score: Any = "PQ", normalize_ipw: bool = True,
+        kde: Any = None, trimming_rule: str = "truncate", trimming_threshold: float = 1e-2,
+        ps_processor_config: Any = None, draw_sample_splitting: bool = True, **columns: Any,
+    ) -> None:  # fmt: skip
+        data = _quantile_data("DoubleMLQTE", obj_dml_data, columns)
+        _check_arguments(data, score)
+        if kde is not None:
+            raise _unsupported("a custom kde", "fanfit uses DoubleML's default kernel density")
+        learners = (_estimator("ml_g", ml_g), _estimator("ml_m", ml_m))
+        super().__init__(
+            data, *learners, quantiles, n_folds, n_rep, score, normalize_ipw, kde, trimming_rule,
+            trimming_threshold, ps_processor_config, draw_sample_splitting,
+        )  # fmt: skip
+        self.fanfit_jobs, self.fanfit_results = [], []
+
+    @property
+    def modellist(self) -> list[Any]:  # type: ignore[override]
+        """``modellist_0`` then ``modellist_1``."""
+        return [*self.modellist_0, *self.modellist_1]
+
+    def _initialize_models(self) -> Any:
+        """DoubleML's per-quantile models, as fanfit's classes (same arguments and splitting)."""
+        cls = {"PQ": DoubleMLPQ, "CVaR": DoubleMLCVAR, "LPQ": DoubleMLLPQ}[self.score]
+        out: tuple[list[Any], list[Any]] = ([], [])
+        for q in self._quantiles:
+            for treatment, models in ((0, out[0]), (1, out[1])):
+                model = cls(
+                    self._dml_data, self._learner["ml_g"], self._learner["ml_m"],
+                    treatment=treatment, quantile=float(q), n_folds=self.n_folds,
+                    n_rep=self.n_rep, normalize_ipw=self.normalize_ipw,
+                    ps_processor_config=self.ps_processor_config, draw_sample_splitting=False,
+                )  # fmt: skip
+                model.set_sample_splitting(all_smpls=self.smpls)
+                models.append(model)
+        return out
+
+    def _fanfit_parts(self, seed: int) -> list[tuple[str, Any, dict[str, Any]]]:
+        frame = self._dml_data.data
+        return [
+            (f"quantile {m.quantile} of treatment {m.treatment}", frame, m.fanfit_options(seed))
+            for m in self.modellist
+        ]
+
+    def _fanfit_external(self, jobs: list[Any]) -> dict[str, Any]:
+        return {"jobs": jobs}
