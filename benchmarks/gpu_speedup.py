@@ -31,6 +31,7 @@ loading); ``speedup`` = CPU seconds / GPU seconds. Without a CUDA device the GPU
 from __future__ import annotations
 
 import argparse
+import functools
 import json
 import statistics
 import sys
@@ -63,19 +64,29 @@ def _side(cpu_s: float, gpu_s: float | None) -> dict[str, float | None]:
     }
 
 
-def bench_mlp(epochs: int, repeats: int, cuda: bool, batch_size: int = 256) -> dict[str, Any]:
-    """TorchMLPRegressor on one 401(k) training fold: CPU (one thread) against CUDA."""
+@functools.cache
+def _fold_401k() -> tuple[Any, Any, Any, Any]:
+    """``(x, y, train, test)``: the 401(k) covariates and net_tfa, fold 0 of 5 (seed 42), read once
+    for every batch size of the sweep."""
     import numpy as np
     import pandas as pd
 
     from fanfit.dml import draw_folds
-    from fanfit.learners.torch_mlp import TorchMLPRegressor
 
     frame = pd.read_stata(ROOT / "examples" / "data" / "sipp1991.dta")
     x = frame[X_COLS].to_numpy(dtype=float)
     y = frame["net_tfa"].to_numpy(dtype=float)
     folds = draw_folds(len(frame), 5, 1, 42)
-    train, test = np.flatnonzero(folds[:, 0] != 0), np.flatnonzero(folds[:, 0] == 0)
+    return x, y, np.flatnonzero(folds[:, 0] != 0), np.flatnonzero(folds[:, 0] == 0)
+
+
+def bench_mlp(epochs: int, repeats: int, cuda: bool, batch_size: int = 256) -> dict[str, Any]:
+    """TorchMLPRegressor on one 401(k) training fold: CPU (one thread) against CUDA."""
+    import numpy as np
+
+    from fanfit.learners.torch_mlp import TorchMLPRegressor
+
+    x, y, train, test = _fold_401k()
 
     def fit_predict(device: str) -> Callable[[], Any]:
         def run() -> Any:
