@@ -21,15 +21,19 @@ SSM = ["--model", "ssm", "--ml-g", "LinearRegression", "--ml-pi", "LogisticRegre
        "--ml-m", "LogisticRegression"]  # fmt: skip
 
 
-@pytest.fixture(scope="module")
-def csv(tmp_path_factory) -> str:
-    np.random.seed(1)
+def _ssm_csv(tmp_path_factory, mar: bool, seed: int) -> str:
+    np.random.seed(seed)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
-        frame = make_ssm_data(n_obs=200, dim_x=4, mar=True, return_type="DataFrame")
-    path = tmp_path_factory.mktemp("ssm") / "ssm.csv"
+        frame = make_ssm_data(n_obs=200, dim_x=4, mar=mar, return_type="DataFrame")
+    path = tmp_path_factory.mktemp("ssm") / f"ssm_{'mar' if mar else 'nonignorable'}.csv"
     frame.to_csv(path, index=False)
     return str(path)
+
+
+@pytest.fixture(scope="module")
+def csv(tmp_path_factory) -> str:
+    return _ssm_csv(tmp_path_factory, mar=True, seed=1)
 
 
 @pytest.mark.parametrize(
@@ -70,13 +74,7 @@ def test_a_job_file_runs_ssm_with_its_selection_column(csv, tmp_path, capsys) ->
 
 @pytest.fixture(scope="module")
 def csv_nonignorable(tmp_path_factory) -> str:
-    np.random.seed(2)
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")
-        frame = make_ssm_data(n_obs=200, dim_x=4, mar=False, return_type="DataFrame")
-    path = tmp_path_factory.mktemp("ssmni") / "ssm_nonignorable.csv"
-    frame.to_csv(path, index=False)
-    return str(path)
+    return _ssm_csv(tmp_path_factory, mar=False, seed=2)
 
 
 NONIGNORABLE = SSM + ["--s", "s", "--score", "nonignorable"]

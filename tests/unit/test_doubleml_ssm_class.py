@@ -38,23 +38,32 @@ def _data():
     return dml.DoubleMLSSMData(_frame(), "y", "d", s_col="s")
 
 
-@pytest.mark.parametrize("normalize_ipw", [False, True], ids=["plain", "normalized"])
-def test_ssm_fitted_on_the_fake_stack_is_doublemls(normalize_ipw) -> None:
-    # GIVEN fanfit's and DoubleML's DoubleMLSSM, same data, learners and seed
-    args = (_data(), LinearRegression(), LogisticRegression(), LogisticRegression())
-    options = {"n_folds": 3, "n_rep": 2, "normalize_ipw": normalize_ipw, "trimming_threshold": 0.05}
+@pytest.mark.parametrize(
+    ("score", "normalize_ipw"),
+    [("missing-at-random", False), ("missing-at-random", True), ("nonignorable", False)],
+    ids=["plain", "normalized", "nonignorable"],
+)
+def test_ssm_fitted_on_the_fake_stack_is_doublemls(score, normalize_ipw) -> None:
+    # GIVEN fanfit's and DoubleML's DoubleMLSSM, same data, learners and seed (nonignorable: on
+    # DoubleML's nonignorable data with its instrument z)
+    mar = score == "missing-at-random"
+    data = dml.DoubleMLSSMData(_frame(mar=mar), "y", "d", z_cols=None if mar else "z", s_col="s")
+    args = (data, LinearRegression(), LogisticRegression(), LogisticRegression())
+    options = {"n_folds": 3, "n_rep": 2, "score": score, "normalize_ipw": normalize_ipw,
+               "trimming_threshold": 0.05}  # fmt: skip
     np.random.seed(99)
     ours = fanfit.DoubleMLSSM(*args, **options)
     np.random.seed(99)
     theirs = dml.DoubleMLSSM(*args, **options)
     client = FakeClient()
-    # WHEN fanfit's is fitted on the fake stack and DoubleML's in-process
+    # WHEN fanfit's is fitted on the fake stack (nonignorable: its fold procedure) and
+    # DoubleML's in-process
     ours.fit(client=client)
     theirs.fit()
-    # THEN the job was model ssm with the selection column and DoubleML's options
+    # THEN the job was model ssm with the score, selection column, instrument and DoubleML's options
     sent = client.submitted[0]
     assert (sent["model"], sent["score"], sent["s"], sent["z"]) == (
-        "ssm", "missing-at-random", "s", None,
+        "ssm", score, "s", None if mar else ["z"],
     )  # fmt: skip
     assert (sent["normalize_ipw"], sent["trimming_threshold"]) == (normalize_ipw, 0.05)
     # AND every number is DoubleML's
@@ -78,29 +87,6 @@ def test_ssm_takes_a_dataframe_with_its_columns() -> None:
     # AND an unknown keyword is a TypeError, as DoubleML's
     with pytest.raises(TypeError, match="t_col"):
         fanfit.DoubleMLSSM(frame, *learners, y_col="y", d_cols="d", s_col="s", t_col="t")
-
-
-def test_ssm_nonignorable_fitted_on_the_fake_stack_is_doublemls() -> None:
-    # GIVEN nonignorable selection data with its instrument z, fanfit's and DoubleML's
-    # DoubleMLSSM with score 'nonignorable', same learners and seed
-    data = dml.DoubleMLSSMData(_frame(mar=False), "y", "d", z_cols="z", s_col="s")
-    args = (data, LinearRegression(), LogisticRegression(), LogisticRegression())
-    options = {"n_folds": 3, "n_rep": 2, "score": "nonignorable", "trimming_threshold": 0.02}
-    np.random.seed(5)
-    ours = fanfit.DoubleMLSSM(*args, **options)
-    np.random.seed(5)
-    theirs = dml.DoubleMLSSM(*args, **options)
-    client = FakeClient()
-    # WHEN fanfit's is fitted on the fake stack (its fold procedure) and DoubleML's in-process
-    ours.fit(client=client)
-    theirs.fit()
-    # THEN the job was model ssm, score nonignorable, with the instrument and selection column
-    sent = client.submitted[0]
-    assert (sent["model"], sent["score"], sent["s"], sent["z"]) == (
-        "ssm", "nonignorable", "s", ["z"],
-    )  # fmt: skip
-    # AND coef, se, predictions, targets and losses are DoubleML's at 1e-9
-    assert_fit_is_doublemls(ours, theirs)
 
 
 def test_ssm_nonignorable_without_one_instrument_is_refused_by_name() -> None:
