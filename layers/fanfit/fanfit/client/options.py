@@ -267,7 +267,8 @@ class EstimateOptions(_Options):
     model: str = _option("plr", choices=(*dml.MODELS, *CLIENT_MODELS))
     score: str | None = _option(
         None,
-        help="plr: 'partialling out' | 'IV-type'; irm: ATE | ATTE; iivm: LATE; apo: APO; ssm: missing-at-random",
+        help="plr: 'partialling out' | 'IV-type'; irm: ATE | ATTE; iivm: LATE; apo: APO; "
+        "ssm: missing-at-random | nonignorable (with --z)",
     )
     y: str = _option(help="outcome column")
     d: str | Sequence[str] = _option(help="treatment column(s), comma-separated", kind="columns")
@@ -278,7 +279,10 @@ class EstimateOptions(_Options):
         kind="columns",
     )
     z: str | Sequence[str] | None = _option(
-        None, help="instrument column(s) (pliv, iivm)", kind="columns"
+        None,
+        help="instrument column(s) (pliv, iivm, lpq; ssm nonignorable: the one instrument for "
+        "selection)",
+        kind="columns",
     )
     cluster_cols: str | Sequence[str] | None = _option(
         None,

@@ -146,7 +146,9 @@ def prediction_keys(spec: DMLSpec, stage: int | None = None) -> tuple[str, ...]:
         :math:`\\hat r(1, X) = 1` without fitting; :func:`~fanfit.dml.estimate.score_elements`
         does too).
     """
-    if model_def(spec.model).fold_procedure is not None:  # every stage of it fits every key
+    if (
+        model_def(spec.model).fold_procedure_for(spec) is not None
+    ):  # every stage of it fits every key
         return tuple(n.key for n in nuisances(spec))
     return tuple(n.key for n in nuisances(spec) if stage is None or n.stage == stage)
 
@@ -158,7 +160,7 @@ def fold_scalar_keys(spec: DMLSpec) -> tuple[str, ...]:
     They travel with the predictions as arrays of shape (n_obs, n_rep, n_treat) holding each
     fold's value on that fold's test rows (:func:`put_predictions`).
     """
-    fp = model_def(spec.model).fold_procedure
+    fp = model_def(spec.model).fold_procedure_for(spec)
     return fp.scalars if fp is not None else ()
 
 
@@ -252,7 +254,7 @@ def fit_units(spec: DMLSpec, stage: int) -> list[FitUnit]:
         raise InvalidJobError(
             f"Stage {stage} does not exist; this estimate has {n_stages(spec)} stage(s)."
         )
-    fp = model_def(spec.model).fold_procedure
+    fp = model_def(spec.model).fold_procedure_for(spec)
     if fp is not None:
         # one unit per fold runs the fold's whole nested procedure; a chained procedure runs
         # repetition r as stage r
@@ -454,7 +456,7 @@ def fit_predict(
     InvalidJobError
         Missing stage inputs for stage 1, or a prediction key the model does not use.
     """
-    if model_def(spec.model).fold_procedure is not None:
+    if model_def(spec.model).fold_procedure_for(spec) is not None:
         return _run_fold_procedure(spec, unit, data, folds, stage_inputs)
     name = learner_name(unit.learner)
     if name not in spec.learners:
@@ -496,7 +498,7 @@ def _run_fold_procedure(
     spec: DMLSpec, unit: FitUnit, data: DMLData, folds: np.ndarray, inputs: dict | None
 ) -> np.ndarray:
     """A fold unit of a model with a fold procedure: its packed outputs (:func:`put_predictions`)."""
-    fp = model_def(spec.model).fold_procedure
+    fp = model_def(spec.model).fold_procedure_for(spec)
     assert fp is not None
     col = np.asarray(folds)[:, unit.i_rep]
     test = np.flatnonzero(col == unit.i_fold)
@@ -568,7 +570,7 @@ def put_predictions(
     """
     test = np.flatnonzero(np.asarray(folds)[:, unit.i_rep] == unit.i_fold)
     values = np.asarray(values, dtype=np.float64)
-    if spec is not None and model_def(spec.model).fold_procedure is not None:
+    if spec is not None and model_def(spec.model).fold_procedure_for(spec) is not None:
         keys, scalars = prediction_keys(spec), fold_scalar_keys(spec)
         if values.shape != (len(keys) * test.size + len(scalars),):
             raise InvalidJobError(
@@ -663,7 +665,7 @@ def stage_inputs(spec: DMLSpec, stage: int, data: DMLData, folds: np.ndarray, pr
     if stage == 0:
         return {}
     validate_spec_folds(spec, data, folds)
-    fp = model_def(spec.model).fold_procedure
+    fp = model_def(spec.model).fold_procedure_for(spec)
     if fp is not None:
         # a chained fold procedure: repetition `stage` starts from the mean over folds of
         # repetition stage - 1's first scalar (DoubleML's _coef_start_val after each repetition)
