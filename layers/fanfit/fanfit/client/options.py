@@ -65,8 +65,9 @@ __all__ = [
 COLUMN_ALIASES = {"y_col": "y", "d_cols": "d", "x_cols": "x", "z_cols": "z", "s_col": "s"}
 
 #: Models the client runs as several registry jobs: ``apos``, one ``apo`` job per level
-#: (:mod:`fanfit.client.apos`).
-CLIENT_MODELS = ("apos",)
+#: (:mod:`fanfit.client.apos`); ``qte``, one ``pq``/``cvar``/``lpq`` job per quantile and
+#: treatment level (:mod:`fanfit.client.qte`).
+CLIENT_MODELS = ("apos", "qte")
 
 #: The nuisance learners an estimate job names, as DoubleML names them.
 LEARNER_KEYS = ("ml_l", "ml_m", "ml_g", "ml_r", "ml_pi")
@@ -187,10 +188,11 @@ class EstimateOptions(_Options):
         CSV, Parquet or Stata (.dta) file.
     model : str
         :data:`fanfit.dml.MODELS`, the model registry's (:mod:`fanfit.dml.models`), or one of
-        :data:`CLIENT_MODELS` (``'apos'``: one ``apo`` job per level, :mod:`fanfit.client.apos`).
+        :data:`CLIENT_MODELS` (``'apos'``: one ``apo`` job per level, :mod:`fanfit.client.apos`;
+        ``'qte'``: one job per quantile and treatment level, :mod:`fanfit.client.qte`).
     score : str, optional
         plr: ``'partialling out'`` | ``'IV-type'``; irm: ``ATE`` | ``ATTE``; iivm: ``LATE``;
-        apo: ``APO``; default DoubleML's.
+        apo: ``APO``; qte: ``PQ`` | ``CVaR`` | ``LPQ`` (DoubleMLQTE's); default DoubleML's.
     y : str
         Outcome column.
     d : str or sequence of str
@@ -247,6 +249,8 @@ class EstimateOptions(_Options):
     treatment, quantiles : int; float, str or sequence of float, optional
         pq, cvar, lpq (required there): DoubleML's ``treatment`` (0 or 1) and ``quantile`` in
         (0, 1); ``quantiles`` may be the command line's comma-separated list (one value here).
+        qte: DoubleMLQTE's ``quantiles`` (several; ``treatment`` refused, both levels are
+        estimated; :mod:`fanfit.client.qte`).
     boot_method : {'normal', 'Bayes', 'wild'}, optional
         Multiplier bootstrap of the joint confidence intervals.
     n_rep_boot : int
@@ -268,7 +272,7 @@ class EstimateOptions(_Options):
     score: str | None = _option(
         None,
         help="plr: 'partialling out' | 'IV-type'; irm: ATE | ATTE; iivm: LATE; apo: APO; "
-        "ssm: missing-at-random | nonignorable (with --z)",
+        "ssm: missing-at-random | nonignorable (with --z); qte: PQ | CVaR | LPQ (default PQ)",
     )
     y: str = _option(help="outcome column")
     d: str | Sequence[str] = _option(help="treatment column(s), comma-separated", kind="columns")
@@ -352,7 +356,10 @@ class EstimateOptions(_Options):
         None, kind="int", help="pq, cvar, lpq: the treatment level (0 or 1) of the quantile"
     )
     quantiles: str | float | Sequence[float] | None = _option(
-        None, metavar="Q[,Q...]", help="pq, cvar, lpq: the quantile level, a number in (0, 1)"
+        None,
+        metavar="Q[,Q...]",
+        help="pq, cvar, lpq: the quantile level, a number in (0, 1); qte: the quantile levels of "
+        "the effects, comma-separated, one pair of jobs (treatment 0 and 1) each",
     )
     boot_method: str | None = _option(None, choices=("normal", "Bayes", "wild"))
     n_rep_boot: int = _option(500, kind="int")
@@ -452,8 +459,9 @@ class EstimateOptions(_Options):
         Raises
         ------
         InvalidJobError
-            Also ``model='apos'`` (a job per level: :func:`fanfit.client.apos.submit_apos`) and
-            ``treatment_levels`` on another model (:func:`check_apos_options`).
+            Also ``model='apos'`` (a job per level: :func:`fanfit.client.apos.submit_apos`),
+            ``model='qte'`` (:func:`fanfit.client.qte.submit_qte`) and ``treatment_levels`` on
+            another model (:func:`check_apos_options`).
         """
         check_apos_options(self.model, self.treatment_levels)
         return build_spec(
@@ -613,9 +621,16 @@ def check_apos_options(model: Any, treatment_levels: Any) -> None:
     Raises
     ------
     InvalidJobError
-        ``treatment_levels`` given with another model, or ``model='apos'`` given to a single
-        job's spec (:func:`fanfit.client.apos.submit_apos` runs it, one ``apo`` job per level).
+        ``treatment_levels`` given with another model, or ``model='apos'`` or ``'qte'`` given to
+        a single job's spec (:func:`fanfit.client.apos.submit_apos` runs apos, one ``apo`` job
+        per level; :func:`fanfit.client.qte.submit_qte` runs qte).
     """
+    if model == "qte":
+        raise InvalidJobError(
+            "model 'qte' runs one 'pq', 'cvar' or 'lpq' job per quantile and treatment level: "
+            "submit it with fanfit.client.qte.submit_qte (fanfit estimate --model qte), or use "
+            "fanfit.DoubleMLQTE"
+        )
     if model == "apos":
         raise InvalidJobError(
             "model 'apos' runs one 'apo' job per treatment level: submit it with "
