@@ -150,6 +150,20 @@ def test_a_level_shift_restarts_the_fit_and_the_pooled_prior_sizes_the_next_roun
         RoundCostModel.from_dict({"fits": {"0": {"w": 1.0}}})
 
 
+def _fold_round(
+    model: RoundCostModel, b: np.ndarray, t: np.ndarray, batch_shares: list, speed_shares: list
+) -> np.ndarray:
+    """Fold a round's (batch, seconds) of every worker into ``model``, record worker 0's batch
+    share and measured throughput share, and return the round's samples/s."""
+    for i in range(b.size):
+        model.observe(i, int(b[i]), float(t[i]))
+    model.pool()
+    rate = b / t
+    batch_shares.append(b[0] / b.sum())
+    speed_shares.append(rate[0] / rate.sum())
+    return rate
+
+
 def _simulate(fixed_cost: bool, noise: float = 0.0, rounds: int = 8, cut: int = 3) -> dict:
     """Rounds of 4 workers (true a_i = k / v_i, k = 1,000 samples), worker 0's CPU cut to 0.1 from
     round ``cut``; batches: even in round 0, then LB-BSP from the measured rounds, with the
@@ -170,12 +184,7 @@ def _simulate(fixed_cost: bool, noise: float = 0.0, rounds: int = 8, cut: int = 
         else:
             b = lbbsp_batches(B, last)
         t = (k / v + b / v) * (1 + noise * rng.uniform(-1, 1, 4))
-        for i in range(4):
-            model.observe(i, int(b[i]), float(t[i]))
-        model.pool()
-        last = b / t
-        batch_shares.append(b[0] / B)
-        speed_shares.append(last[0] / last.sum())
+        last = _fold_round(model, b, t, batch_shares, speed_shares)
     return {
         "follow": rounds_to_follow(batch_shares, speed_shares, cut),
         "batch": batch_shares,
@@ -258,12 +267,7 @@ def _bench_interference(seed: int, noise: float, gain: float = ALONE_GAIN) -> di
             assert fitted is not None
             b = lbbsp_batches(B, fitted[1], fixed_s=fitted[0])
         t = _contended(b.astype(np.float64), v, gain) * np.exp(noise * rng.normal(size=4))
-        for i in range(4):
-            model.observe(i, int(b[i]), float(t[i]))
-        model.pool()
-        rate = b / t
-        batch_shares.append(b[0] / B)
-        speed_shares.append(rate[0] / rate.sum())
+        _fold_round(model, b, t, batch_shares, speed_shares)
     return {
         "follow": rounds_to_follow(batch_shares, speed_shares, cut),
         "error": np.abs(np.subtract(batch_shares, speed_shares)) / speed_shares,
