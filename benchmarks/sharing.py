@@ -169,6 +169,21 @@ class Job:
             return self.workers
         return self.todo + self.in_flight
 
+    def remaining_s(self) -> float:
+        """Slot-seconds of work left: tasks not finished (those in flight counted whole) x
+        ``unit_s``; what a live job registers (:func:`fanfit.jobs.sharing.register_job`)."""
+        if self.kind == "train":
+            left = (self.rounds_left - 1) * self.workers + self.todo + self.in_flight
+            return left * self.unit_s
+        return (self.todo + self.in_flight) * self.unit_s
+
+    def critical_s(self) -> float:
+        """Seconds the job needs at least, at its whole demand: a train job its rounds left x a
+        step; an estimate one unit (its units are independent)."""
+        if self.kind == "train":
+            return self.rounds_left * self.unit_s
+        return self.unit_s if self.todo + self.in_flight else 0.0
+
     def cap(self, partition: int) -> int:
         """Most tasks in flight at once under ``partition``. An estimate follows its partition as it
         changes (fanfit's Schedule reads it before each wave of shards; here, before each unit); a
@@ -243,6 +258,7 @@ def simulate(policy: str, jobs: list[Job], capacity: int, args) -> dict:
     task in flight is never preempted)."""
     from fanfit.sched.partition import (
         dorm_partitions,
+        dorm_policy,
         fair_shares,
         fairness_loss,
         fcfs_partitions,
@@ -275,17 +291,23 @@ def simulate(policy: str, jobs: list[Job], capacity: int, args) -> dict:
                 current = np.array(
                     [[held.get(j.job_id, -1), 0 if j.job_id in held else -1] for j in running]
                 )
-                x = dorm_partitions(
-                    demand,
-                    cap,
-                    weight,
-                    current,
-                    max_changes=args.max_changes,
-                    # a train round is bulk synchronous: W workers per round; estimates: 0
-                    bsp_workers=[j.workers if j.kind == "train" else 0 for j in running]
-                    if policy == "dorm"
-                    else None,
-                ).partitions
+                # a train round is bulk synchronous: W workers per round; estimates: 0
+                bsp = [j.workers if j.kind == "train" else 0 for j in running]
+                if policy == "dorm":  # the partition table's policy (fanfit.jobs.sharing)
+                    x = dorm_policy(
+                        demand,
+                        cap,
+                        weight,
+                        current,
+                        max_changes=args.max_changes,
+                        bsp_workers=bsp,
+                        remaining_s=[j.remaining_s() for j in running],
+                        critical_s=[j.critical_s() for j in running],
+                    ).partitions
+                else:
+                    x = dorm_partitions(
+                        demand, cap, weight, current, max_changes=args.max_changes
+                    ).partitions
             elif policy == "static":
                 x = static_partitions(demand, cap, args.static_partitions)
             else:
