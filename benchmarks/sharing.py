@@ -5,11 +5,16 @@
 A trace of 20 jobs (estimate and train, mixed; arrivals from a seeded Poisson process) runs in a
 discrete-event simulation against partitioning policies of :mod:`fanfit.sched.partition`:
 
-- ``dorm``: the utilization-fairness optimizer (a MILP per event), at most ``--max-changes`` running jobs
-  resized per event (Sun et al. 2017). A train job's partition is one of the sizes that waste no slot
-  of its bulk synchronous rounds, ``ceil(W / k)``, and counts as its ``W / ceil(W / x)`` working slots
-  (``bsp_workers``, see :mod:`fanfit.sched.partition`);
-- ``dorm_without_bsp``: the same MILP counting every slot as used (no ``bsp_workers``), for comparison;
+- ``dorm``: the partition table's policy, :func:`fanfit.sched.partition.dorm_policy` (the one
+  :func:`fanfit.jobs.sharing.recompute` runs): the utilization-fairness optimizer (a MILP per event),
+  at most ``--max-changes`` running jobs resized per event (Sun et al. 2017), then its completion
+  pass from each job's remaining work and remaining critical path (``Job.remaining_s``,
+  ``Job.critical_s``): shortest remaining work first, the makespan's critical path before all,
+  within the fairness-loss bound 0.25 and with no fewer working slots. A train job's partition is
+  one of the sizes that waste no slot of its bulk synchronous rounds, ``ceil(W / k)``, and counts as
+  its ``W / ceil(W / x)`` working slots (``bsp_workers``, see :mod:`fanfit.sched.partition`);
+- ``dorm_without_bsp``: the optimizer alone counting every slot as used (no ``bsp_workers``, no
+  completion pass), for comparison;
 - ``static``: the concurrency cut into ``--static-partitions`` equal, fixed parts, one job per part,
   later jobs wait for a part to free;
 - ``fcfs``: first come, first served, each job takes its whole demand from what is left.

@@ -67,6 +67,17 @@ slots ``sum_s eff_W(s) z_is`` instead of ``x_i1``. The fairness term stays on th
 against the same fair shares. Where the caller says nothing (``bsp_workers=None``, or ``W_i = 0``)
 every allotted unit is independent (an estimate's fits) and counts in full, as in the paper.
 
+Completion pass (:func:`dorm_policy`, what the partition table and benchmarks/sharing.py run).
+Dorm's paper maximises utilization subject to a bound on the fairness loss; the pass above keeps
+every working slot busy but, being fair, stretches the long jobs, which then end late, alone, and
+leave the capacity idle (issue 15's simulation: 198 idle slot-seconds in the low-demand tail against
+FCFS's 175). Where the jobs registered their remaining work ``r_i`` and remaining critical path
+``T_i``, a second solve of the same MILP weights each job's utilization term by
+:func:`completion_values` (shortest remaining work first, Schrage and Miller 1966; a job whose
+``T_i`` reaches 0.9 of ``sum_j r_j / C``, the makespan's lower bound of Graham 1969, before all),
+subject to ``U >= U*`` of the first solve (work-conserving), ``F <= max(0.25, F*)`` (Dorm's
+fairness-loss bound) and the same ``theta``.
+
 Baselines: :func:`static_partitions` (the capacity cut into equal fixed partitions, one job each) and
 :func:`fcfs_partitions` (first come, first served: each job in arrival order takes its whole demand
 from what is left).
