@@ -374,9 +374,10 @@ def recompute(
             # a train job's rounds are bulk synchronous over its Lambda workers (its demand): only
             # partitions that waste no slot of a round's waves are offered to it
             bsp_workers = [int(j["demand"]) if j.get("kind") == "train" else 0 for j in jobs]
-            remaining = [_figure(j, "remaining_s") for j in jobs]
-            critical = [_figure(j, "critical_s") for j in jobs]
-            complete = all(v is not None for v in (*remaining, *critical))
+            figures = [(_figure(j, "remaining_s"), _figure(j, "critical_s")) for j in jobs]
+            complete = all(r is not None and t is not None for r, t in figures)
+            remaining = [float(r or 0.0) for r, _ in figures]
+            critical = [float(t or 0.0) for _, t in figures]
             decision = dorm_policy(
                 demand,
                 list(capacity),
