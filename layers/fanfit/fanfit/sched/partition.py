@@ -86,7 +86,7 @@ from what is left).
 from __future__ import annotations
 
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING
 
 import numpy as np
@@ -831,15 +831,8 @@ def dorm_policy(
         fairness_bound=max(float(fairness_bound), first.fairness_loss) + 1e-7,
         min_utilization=first.utilization - 1e-7,
     )
-    return PartitionDecision(
-        partitions=second.partitions,
-        fair=second.fair,
-        utilization=second.utilization,
-        fairness_loss=second.fairness_loss,
-        objective=second.objective,
-        changed=second.changed,
-        bounded=second.bounded and first.bounded,
-        solve_s=first.solve_s + second.solve_s,
+    return replace(
+        second, bounded=second.bounded and first.bounded, solve_s=first.solve_s + second.solve_s
     )
 
 
