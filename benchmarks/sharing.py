@@ -10,7 +10,7 @@ discrete-event simulation against partitioning policies of :mod:`fanfit.sched.pa
   at most ``--max-changes`` running jobs resized per event (Sun et al. 2017), then its completion
   pass from each job's remaining work and remaining critical path (``Job.remaining_s``,
   ``Job.critical_s``): shortest remaining work first, the makespan's critical path before all,
-  within the fairness-loss bound 0.25 and with no fewer working slots. A train job's partition is
+  within the fairness-loss bound 0.24 and with no fewer working slots. A train job's partition is
   one of the sizes that waste no slot of its bulk synchronous rounds, ``ceil(W / k)``, and counts as
   its ``W / ceil(W / x)`` working slots (``bsp_workers``, see :mod:`fanfit.sched.partition`);
 - ``dorm_optimizer_only``: ``dorm_policy`` without completion figures (the optimizer alone): what

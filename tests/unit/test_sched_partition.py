@@ -19,6 +19,8 @@ from hypothesis import strategies as st
 
 from fanfit.errors import InvalidJobError
 from fanfit.sched.partition import (
+    COMPLETION_ALPHA,
+    CRITICAL_BOOST,
     DEFAULT_FAIRNESS_BOUND,
     bsp_sizes,
     completion_values,
@@ -322,9 +324,12 @@ def test_completion_values_rank_by_remaining_work_and_lift_the_critical_path():
     v = completion_values([1, 50, 100], [1, 1, 100], 12)
     # THEN the least work left is worth 1 + alpha, each later rank alpha / n less, and the job on
     # the critical path (100 >= 0.9 x 12.6) gets the boost on top
-    np.testing.assert_allclose(v, [3.0, 1 + 2 * 2 / 3, 1 + 2 / 3 + 3.0])
+    alpha, boost = COMPLETION_ALPHA, CRITICAL_BOOST
+    np.testing.assert_allclose(v, [1 + alpha, 1 + alpha * 2 / 3, 1 + alpha / 3 + boost])
     # ... ties keep the order given, and no job is critical below 0.9 of the drain time (1 s)
-    np.testing.assert_allclose(completion_values([5, 5], [0.5, 0.5], 10), [3.0, 2.0])
+    np.testing.assert_allclose(
+        completion_values([5, 5], [0.5, 0.5], 10), [1 + alpha, 1 + alpha / 2]
+    )
 
 
 def test_without_completion_figures_the_policy_is_dorms_optimizer():
@@ -340,7 +345,7 @@ def test_the_completion_pass_favours_the_critical_path_within_the_fairness_bound
     assert dorm_policy(demand, cap).partitions[:, 0].tolist() == [4, 4, 4]
     # WHEN the third is on the critical path and the second has more work left than the first
     out = dorm_policy(demand, cap, remaining_s=[1, 50, 100], critical_s=[1, 1, 100])
-    # THEN the pass moves slots from the second to the third only as far as F <= 0.25 allows
+    # THEN the pass moves slots from the second to the third only as far as F <= 0.24 allows
     # (|5 - 4| + |3 - 4| = 2 slots of 12: F = 0.167; one more would make it 0.33), all 12 in use
     assert out.partitions[:, 0].tolist() == [4, 3, 5]
     assert out.fairness_loss == pytest.approx(2 / 12) and out.utilization == pytest.approx(1.0)
