@@ -480,7 +480,7 @@ def dorm_partitions(
         (the paper's ``U``). :func:`dorm_policy` sets it from :func:`completion_values`.
     fairness_bound : float, optional
         A hard bound ``F <= fairness_bound`` on the fairness loss (Dorm's bound on it; Sun et al.
-        2017); default none (only the ``beta`` penalty). An infeasible bound raises.
+        2017); default none (only the ``beta`` penalty). A bound no partition meets raises.
     min_utilization : float, optional
         A floor ``U >= min_utilization`` on the (unweighted, effective-slot) utilization, so a
         pass that re-weights ``U`` hands out no fewer working slots (work-conserving); default none.
@@ -781,7 +781,10 @@ def dorm_policy(
        fairness loss, Sun et al. 2017; never tighter than what pass 1 reached) and the same
        adjustment bound ``max_changes``. Pass 1's partitions satisfy all three, so pass 2 always
        has a solution; it keeps the ``beta`` fairness penalty, so within the bound it still
-       prefers fairer partitions of equal value.
+       prefers fairer partitions of equal value. Moving a slot from job ``j`` (at its fair share)
+       to job ``i`` pays only when ``v_i - v_j > 2 beta`` (1 at the default): with ``alpha`` = 1
+       the ranks move slots only between jobs far apart in remaining work, while the
+       critical-path boost (3) moves them up to the bound.
 
     Without ``remaining_s`` (or ``critical_s``) pass 1 is the answer: Dorm as in the paper.
 
