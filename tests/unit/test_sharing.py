@@ -13,6 +13,8 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import pytest
+
 ROOT = Path(__file__).resolve().parents[2]
 EVENTS = ROOT / "events"
 TABLE = "fanfit-partitions"
@@ -209,3 +211,32 @@ def test_schedule_round_sets_the_maps_concurrency_from_the_partition(
     assert plan0_again["batches"] == plan0["batches"]
     # without a partition table every worker runs at once, as before
     assert schedule_round(store, throughput, "train-a", 0)["max_concurrency"] == 4
+
+
+def test_registered_completion_figures_give_the_partition_table_dorm_policys_pass(make_partitions):
+    from fanfit.errors import InvalidJobError
+    from fanfit.jobs.sharing import register_job
+    from fanfit.sched.partition import dorm_policy
+
+    parts = make_partitions()
+    # GIVEN three estimates of demand 12 on 12 slots, the third on the critical path
+    figures = {"a": (1.0, 1.0), "b": (50.0, 1.0), "c": (100.0, 100.0)}
+    for job_id in ("a", "b"):
+        remaining, critical = figures[job_id]
+        register_job(parts, job_id, "estimate", 12, capacity=(12, 0), remaining_s=remaining,
+                     critical_s=critical)  # fmt: skip
+    # WHEN the third arrives without figures THEN Dorm's optimizer alone cuts them: 4, 4, 4
+    register_job(parts, "c", "estimate", 12, capacity=(12, 0))
+    assert _held(parts) == {"a": 4, "b": 4, "c": 4}
+    # WHEN it re-registers with its figures (a "resize") THEN the table holds dorm_policy's
+    # completion pass, the partitions the benchmark simulates
+    register_job(parts, "c", "estimate", 12, capacity=(12, 0), remaining_s=100.0, critical_s=100.0)
+    expected = dorm_policy(
+        [[12, 0]] * 3, [12, 0], remaining_s=[1, 50, 100], critical_s=[1, 1, 100]
+    ).partitions[:, 0]
+    assert _held(parts) == dict(zip("abc", expected.tolist())) == {"a": 4, "b": 3, "c": 5}
+    assert parts.history()[-1]["event"] == "resize"
+    assert parts.get("c")["remaining_s"] == 100.0
+    # ... and a figure that is not a finite number >= 0 is refused by name
+    with pytest.raises(InvalidJobError, match="remaining_s"):
+        register_job(parts, "d", "estimate", 2, capacity=(12, 0), remaining_s=-1.0, critical_s=1.0)

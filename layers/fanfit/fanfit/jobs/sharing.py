@@ -30,6 +30,13 @@ Capacity: the account's concurrency (template parameter ``AccountConcurrency``, 
 ``FANFIT_ACCOUNT_CONCURRENCY``) and the GPUs of the Batch compute environment
 (``BatchMaxvCpus`` / :data:`GPU_WORKER_VCPUS`, environment ``FANFIT_BATCH_MAX_VCPUS``).
 
+The policy is :func:`fanfit.sched.partition.dorm_policy`, the one benchmarks/sharing.py simulates:
+Dorm's optimizer, then, when every registered job gave its ``remaining_s`` (slot-seconds of work
+left) and ``critical_s`` (seconds it needs at least, at its whole demand), a completion pass
+within Dorm's fairness-loss bound (shortest remaining work first, the makespan's critical path
+before all, no fewer working slots). A job registered without them leaves every partition to
+Dorm's optimizer alone.
+
 Concurrent recomputations are serialised optimistically by the epoch item's version
 (:class:`fanfit.storage.Partitions`): each reads a snapshot, solves, and commits in one transaction
 conditioned on the version it read; a loser retries from a fresh snapshot, so no arrival or
@@ -49,7 +56,7 @@ import numpy as np
 
 from fanfit.errors import InvalidJobError, PartitionConflictError
 from fanfit.limits import DEFAULT_WEIGHT, MAX_WEIGHT, check_weight
-from fanfit.sched.partition import DEFAULT_MAX_CHANGES, dorm_partitions
+from fanfit.sched.partition import DEFAULT_MAX_CHANGES, dorm_policy
 from fanfit.storage import Partitions
 
 __all__ = [
@@ -223,6 +230,16 @@ def _stale_jobs(
     return dropped
 
 
+#: Optional completion figures of a registered job (:func:`register_job`).
+_COMPLETION_FIELDS = ("remaining_s", "critical_s")
+
+
+def _figure(job: dict[str, Any], key: str) -> float | None:
+    """A job's completion figure ``key`` as a float, None when it gave none."""
+    value = job.get(key)
+    return None if value is None else float(value)
+
+
 def recompute(
     partitions: Partitions,
     capacity: tuple[int, int],
@@ -244,9 +261,10 @@ def recompute(
     capacity : (int, int)
         Lambda concurrency and GPUs to share.
     arrive : dict, optional
-        The arriving (or re-registering) job: ``job_id, kind, demand, gpu_demand, weight`` and
-        ``execution_arn`` (its Step Functions execution; may be empty). A job already registered
-        with the same demand, weight and execution changes nothing; one registered by another
+        The arriving (or re-registering) job: ``job_id, kind, demand, gpu_demand, weight``,
+        ``execution_arn`` (its Step Functions execution; may be empty) and, optionally,
+        ``remaining_s`` and ``critical_s`` (:func:`register_job`). A job already registered
+        with the same demand, weight, completion figures and execution changes nothing; one registered by another
         execution (a resumed job) takes the new one (event ``"resume"``).
     leave : str, optional
         The id of a job that ended. A job not registered changes nothing.
@@ -305,8 +323,10 @@ def recompute(
             old = by_id.get(job_id)
             arn = str(arrive.get("execution_arn") or "")
             fields = ("demand", "gpu_demand", "weight")
-            same_demand = old is not None and all(
-                float(old.get(k, 0)) == float(arrive.get(k, 0)) for k in fields
+            same_demand = (
+                old is not None
+                and all(float(old.get(k, 0)) == float(arrive.get(k, 0)) for k in fields)
+                and all(_figure(old, k) == _figure(arrive, k) for k in _COMPLETION_FIELDS)
             )
             if old is not None and same_demand and (not arn or arn == old.get("execution_arn")):
                 return None
@@ -321,6 +341,9 @@ def recompute(
                 "gpus": -1 if old is None else int(old.get("gpus", 0)),
                 "registered_at": now if old is None else old.get("registered_at", now),
             }
+            for k in _COMPLETION_FIELDS:
+                if _figure(arrive, k) is not None:
+                    new[k] = _figure(arrive, k)
             old_arn = "" if old is None else str(old.get("execution_arn") or "")
             if arn or old_arn:
                 new["execution_arn"] = arn or old_arn
@@ -351,13 +374,19 @@ def recompute(
             # a train job's rounds are bulk synchronous over its Lambda workers (its demand): only
             # partitions that waste no slot of a round's waves are offered to it
             bsp_workers = [int(j["demand"]) if j.get("kind") == "train" else 0 for j in jobs]
-            decision = dorm_partitions(
+            figures = [(_figure(j, "remaining_s"), _figure(j, "critical_s")) for j in jobs]
+            complete = all(r is not None and t is not None for r, t in figures)
+            remaining = [float(r or 0.0) for r, _ in figures]
+            critical = [float(t or 0.0) for _, t in figures]
+            decision = dorm_policy(
                 demand,
                 list(capacity),
                 weight,
                 current,
                 max_changes=max_changes,
                 bsp_workers=bsp_workers,
+                remaining_s=remaining if complete else None,
+                critical_s=critical if complete else None,
             )
             for j, x, changed in zip(jobs, decision.partitions, decision.changed, strict=True):
                 if changed or (new is not None and j["job_id"] == job_id):
@@ -414,6 +443,8 @@ def register_job(
     capacity: tuple[int, int] | None = None,
     execution_arn: str = "",
     sfn: Any = None,
+    remaining_s: float | None = None,
+    critical_s: float | None = None,
 ) -> Partition | None:
     """Register a job that arrives (or whose demand changed) and recompute every partition.
 
@@ -435,6 +466,14 @@ def register_job(
         drop it once that execution no longer runs; empty: never dropped that way.
     sfn : botocore client, optional
         ``stepfunctions`` client for the stale check of the other jobs (see :func:`recompute`).
+    remaining_s : float, optional
+        Slot-seconds of work the job has left (an estimate: units left x a unit's seconds; a
+        train job: worker steps left x a step's seconds).
+    critical_s : float, optional
+        Seconds the job needs at least at its whole demand (a train job: rounds left x a round's
+        seconds; an estimate: a unit's seconds). With ``remaining_s``, and when every registered
+        job gave both, the partitions get :func:`fanfit.sched.partition.dorm_policy`'s
+        completion pass; new figures alone re-register the job (a ``"resize"``).
 
     Returns
     -------
@@ -444,7 +483,8 @@ def register_job(
     Raises
     ------
     InvalidJobError
-        A negative demand, no demand at all, or a non-positive weight.
+        A negative demand, no demand at all, a non-positive weight, or a completion figure
+        that is negative or not finite (named).
     PartitionConflictError
         See :func:`recompute`.
     """
@@ -456,6 +496,13 @@ def register_job(
         )
     if not (np.isfinite(weight) and weight > 0):
         raise InvalidJobError(f"weight must be a positive number, got {weight!r}")
+    figures: dict[str, float] = {}
+    for name, value in (("remaining_s", remaining_s), ("critical_s", critical_s)):
+        if value is None:
+            continue
+        if not (np.isfinite(value) and value >= 0):
+            raise InvalidJobError(f"{name} must be a finite number >= 0, got {value!r}")
+        figures[name] = float(value)
     recompute(
         partitions,
         capacity or capacity_from_env(),
@@ -466,6 +513,7 @@ def register_job(
             "gpu_demand": int(gpu_demand),
             "weight": float(weight),
             "execution_arn": str(execution_arn or ""),
+            **figures,
         },
         sfn=sfn,
     )
