@@ -127,10 +127,10 @@ def test_estimate_in_process_equals_doubleml(model: str, treatment: int) -> None
 
 
 def test_put_predictions_unpacks_a_fold_unit_and_its_scalar() -> None:
-    # GIVEN a PQ spec and the packed values of fold 1 of repetition 0: stage 0 (ml_m), stage 1
-    # (ml_g, then theta_ipw)
-    spec = _spec("pq", n_rep=1)
-    folds = np.array([[0], [1], [1], [0]])
+    # GIVEN a PQ spec (2 repetitions: two stages) and the packed values of fold 1 of repetition
+    # 0: stage 0 (ml_m), stage 1 (ml_g, then theta_ipw)
+    spec = _spec("pq", n_rep=2)
+    folds = np.array([[0, 1], [1, 0], [1, 0], [0, 1]])
     preds = init_preds(spec, 4)
     unit_0, unit_1 = fit_units(spec, 0)[1], fit_units(spec, 1)[1]
     # WHEN they are put

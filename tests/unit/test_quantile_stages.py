@@ -1,11 +1,12 @@
-"""PQ and LPQ in two stages whatever n_rep is: the start-independent fits, DoubleML's chain, the rest.
+"""PQ and LPQ in two stages for any n_rep > 1: the start-independent fits, DoubleML's chain, the rest.
 
 Stage 0 runs each fold's preliminary and ``ml_m`` fits for every repetition side by side and keeps
 the fold's preliminary propensities (an auxiliary array); Prepare of stage 1 runs DoubleML's chain
 of IPW searches from them (repetition r starts from the mean of repetition r - 1's fold
 quantiles); stage 1 fits ``ml_g`` from each fold's quantile. The result must be the one-call
 fold procedure's (``pq_fold``/``lpq_fold``, equal to DoubleML at 1e-12 in test_quantile_fold.py)
-with the chained start values, and through the pipeline's steps (moto) DoubleML's own.
+with the chained start values, and through the pipeline's steps (moto) DoubleML's own. With one
+repetition there is no chain and each fold's unit runs the whole fold in one stage.
 """
 
 from __future__ import annotations
@@ -96,6 +97,28 @@ def test_two_stages_and_the_chain_equal_the_one_call_fold_procedure(model: str) 
             np.testing.assert_allclose(preds[THETA_IPW][test, i_rep, 0], theta, atol=TOL)
             thetas.append(theta)
         start = float(np.mean(thetas))
+
+
+def test_one_repetition_runs_each_whole_fold_in_one_stage_and_equals_doubleml() -> None:
+    # GIVEN a PQ spec with one repetition (no chain to run) and DoubleML's PQ on the same folds
+    spec = dml.DMLSpec.from_dict({**_spec("pq").to_dict(), "n_rep": 1})
+    frame = _frame("pq")
+    data = dml.validate_data(spec, list(frame.data.columns), frame.data.to_numpy())
+    folds = dml.draw_folds(N_OBS, N_FOLDS, 1, seed=7)
+    theirs = doubleml.DoubleMLPQ(
+        frame, LogisticRegression(), LogisticRegression(), treatment=1, quantile=QUANTILE["pq"],
+        n_folds=N_FOLDS, n_rep=1, draw_sample_splitting=False,
+    )  # fmt: skip
+    theirs.set_sample_splitting(dml.folds_to_smpls(folds))
+    theirs.fit()
+    # WHEN fanfit plans and runs it
+    res = dml.estimate_in_process(spec, data, folds)
+    # THEN one stage of one unit per fold fits every key, and the estimate is DoubleML's
+    assert dml.n_stages(spec) == 1
+    assert dml.prediction_keys(spec, 0) == ("ml_g", "ml_m")
+    assert len(dml.fit_units(spec, 0)) == N_FOLDS
+    np.testing.assert_allclose(res.all_coef, theirs.all_coef, rtol=1e-9, atol=1e-9)
+    np.testing.assert_allclose(res.all_se, theirs.all_se, rtol=1e-9, atol=1e-9)
 
 
 def test_the_chain_needs_every_stage_0_auxiliary_array() -> None:

@@ -111,7 +111,8 @@ class Nuisance:
         ``y`` at every test row, unselected rows included).
     stage : int
         0, or 1 for fits that need :attr:`ModelDef.theta_initial` of stage 0 (or, for a model
-        whose :class:`FoldProcedure` has a :class:`FoldSplit`, the fits of its ``final``).
+        whose :class:`FoldProcedure` runs in two stages, the fits of its split's ``final``; in
+        one stage every fold unit fits every key).
     also : tuple of (str, float)
         Further ``(column, value)`` conditions on the training sample, all of which must hold
         with ``rows`` (DIDCS's ``ml_g_d0_t1``: ``rows=('d', 0.0), also=(('t', 1.0),)``; SSM's
@@ -141,7 +142,7 @@ FoldRun = Callable[
 
 @dataclass(frozen=True)
 class FoldSplit:
-    """A fold procedure cut where its start value enters: two stages whatever ``n_rep`` is.
+    """A fold procedure cut where its start value enters: two stages for any ``n_rep > 1``.
 
     DoubleML's PQ and LPQ start repetition ``r``'s preliminary search from repetition ``r - 1``'s
     results, but only that search (cheap, given the preliminary fits) and the fits after it need
@@ -182,12 +183,12 @@ class FoldProcedure:
     """A model whose fits nest inside each outer fold (PQ, CVaR, LPQ): one fit unit per fold runs them.
 
     Such a model has one fit unit per (treatment, repetition, fold) and stage (its prediction key
-    is the stage's first nuisance key). Without :attr:`split`, one stage: the unit calls
+    is the stage's first nuisance key). In one stage (:meth:`runs_split` False) the unit calls
     :attr:`run` with the fold's training and test rows and returns every nuisance's outer-fold
-    predictions and the fold's scalars. With :attr:`split`, two stages: stage 0's unit returns
-    the stage-0 nuisances' predictions (and an auxiliary array), stage 1's unit the stage-1
-    nuisances' predictions and the fold's scalars (:class:`FoldSplit`); the nuisances'
-    :attr:`Nuisance.stage` say which stage fits them. The scalars travel with the predictions to
+    predictions and the fold's scalars. In two stages (:attr:`split`, when :meth:`runs_split`)
+    stage 0's unit returns the stage-0 nuisances' predictions (and an auxiliary array), stage 1's
+    unit the stage-1 nuisances' predictions and the fold's scalars (:class:`FoldSplit`); the
+    nuisances' :attr:`Nuisance.stage` say which stage fits them. The scalars travel with the predictions to
     Aggregate as arrays of shape (n_obs, n_rep, n_treat) holding each fold's value on its test
     rows (:func:`fanfit.dml.units.put_predictions`). Aggregate solves each repetition with
     :attr:`solve`, given the mean over folds of each scalar.
@@ -218,7 +219,8 @@ class FoldProcedure:
         ``(spec, data, preds, i_treat) -> {key: target}`` of the nuisances with target
         :data:`FOLD_TARGET`, from the scalars' arrays in ``preds`` (for the nuisance losses).
     split : FoldSplit or None
-        The procedure cut in two stages (PQ, LPQ); None runs :attr:`run` in one stage (CVaR).
+        The procedure cut in two stages (PQ, LPQ), used when :meth:`runs_split`; None runs
+        :attr:`run` in one stage (CVaR).
     """
 
     run: FoldRun
@@ -234,6 +236,13 @@ class FoldProcedure:
             raise ValueError(
                 "A chained fold procedure needs split (its chain runs between two stages)."
             )
+
+    def runs_split(self, spec: DMLSpec) -> bool:
+        """Whether a spec runs the procedure in two stages (:attr:`split`): only when there is a
+        chain to run, :attr:`chained` with ``n_rep > 1``. Otherwise every repetition starts from
+        :attr:`start`, so each fold's :attr:`run` does everything in one stage (PQ and LPQ with
+        ``n_rep = 1``, CVaR)."""
+        return self.split is not None and self.chained and spec.n_rep > 1
 
 
 @dataclass(frozen=True)
@@ -334,7 +343,10 @@ class ModelDef:
         return self.scores[0]
 
     def n_stages(self, spec: DMLSpec) -> int:
-        """1 + the highest stage of the spec's nuisances (a split fold procedure: 2)."""
+        """1 + the highest stage of the spec's nuisances; a fold procedure: 2 when it
+        :meth:`~FoldProcedure.runs_split` (PQ, LPQ with ``n_rep > 1``), else 1."""
+        if self.fold_procedure is not None:
+            return 2 if self.fold_procedure.runs_split(spec) else 1
         return 1 + max(n.stage for n in self.nuisances(spec))
 
     def required_learners(self, spec: DMLSpec) -> tuple[str, ...]:

@@ -48,8 +48,8 @@ the first repetition's mean moved fold IPW quantiles by up to 0.57 and the secon
 coefficient by up to 0.15 (more than 1e-10 in 23 of the 52).
 
 Only steps 3 and 4 depend on the start value, and step 3 is cheap arithmetic once step 2's
-preliminary propensities are known. So the pipeline runs a PQ or LPQ model in **two stages
-whatever** ``n_rep`` **is** (:attr:`fanfit.dml.models.FoldProcedure.split`): stage 0, one unit per
+preliminary propensities are known. So the pipeline runs a PQ or LPQ model in **two stages for
+any** ``n_rep > 1`` (:attr:`fanfit.dml.models.FoldProcedure.split`): stage 0, one unit per
 (treatment, repetition, outer fold), runs steps 1, 2 and 5 (:func:`pq_fold_prelim`,
 :func:`~fanfit.dml.scores_lpq.lpq_fold_prelim`) and keeps the fold's preliminary propensities on
 :math:`I_k^1`; between the stages, Prepare runs the chain of step 3 exactly as DoubleML does,
@@ -57,8 +57,9 @@ repetition after repetition (:func:`pq_fold_root`, :func:`~fanfit.dml.scores_lpq
 :func:`fanfit.dml.units.stage_inputs`); stage 1, again one unit per fold, runs step 4 from the
 fold's :math:`\theta^{(k)}_{\mathrm{ipw}}` (:func:`pq_fold_final`,
 :func:`~fanfit.dml.scores_lpq.lpq_fold_final`). :func:`pq_fold` and
-:func:`~fanfit.dml.scores_lpq.lpq_fold` are the three parts composed, one fold in one call.
-CVaR, which never chains, runs :func:`pq_fold` (``cvar=True``) in one stage.
+:func:`~fanfit.dml.scores_lpq.lpq_fold` are the three parts composed, one fold in one call;
+with ``n_rep = 1`` there is no chain and each fold's unit runs them in one stage. CVaR, which
+never chains, runs :func:`pq_fold` (``cvar=True``) in one stage.
 
 Propensities are clipped to ``[c, 1 - c]`` (DoubleML's default ``PSProcessorConfig``: no
 calibration) and optionally Hajek-normalised. All arrays are 1-d of shape ``(n_obs,)`` unless stated.

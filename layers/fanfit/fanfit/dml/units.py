@@ -9,7 +9,7 @@ rows, so units can run anywhere in any order (one Lambda invocation per shard of
 (:func:`stage_inputs`). A model with a fold procedure (PQ, CVaR, LPQ) has one unit per fold and
 stage, which runs the fits nested inside that fold and returns the fold's predictions and scalars
 (:func:`fit_predict`, :func:`put_predictions`). PQ and LPQ (a :class:`~fanfit.dml.models.FoldSplit`)
-have two stages whatever ``n_rep`` is: stage 0 runs the start-independent fits of every
+have two stages for any ``n_rep > 1`` (one with ``n_rep = 1``, as CVaR): stage 0 runs the start-independent fits of every
 repetition and fold side by side and also returns an auxiliary array per unit (the fold's
 preliminary propensities, :func:`fit_predict_aux`); between the stages :func:`stage_inputs` runs
 DoubleML's chain of preliminary IPW searches from those arrays, repetition after repetition;
@@ -152,6 +152,9 @@ def prediction_keys(spec: DMLSpec, stage: int | None = None) -> tuple[str, ...]:
         :math:`\\hat r(1, X) = 1` without fitting; :func:`~fanfit.dml.estimate.score_elements`
         does too).
     """
+    fp = model_def(spec.model).fold_procedure
+    if fp is not None and not fp.runs_split(spec):  # one stage: each fold unit fits every key
+        return tuple(n.key for n in nuisances(spec))
     return tuple(n.key for n in nuisances(spec) if stage is None or n.stage == stage)
 
 
@@ -231,8 +234,10 @@ def nuisance(spec: DMLSpec, key: str) -> Nuisance:
 
 def n_stages(spec: DMLSpec) -> int:
     """Number of stages: 2 for the IV-type scores of PLR and PLIV (``ml_g`` after a preliminary
-    estimate) and for PQ and LPQ whatever ``n_rep`` is (a :class:`~fanfit.dml.models.FoldSplit`:
-    the fits that need each fold's IPW quantile in stage 1), else 1."""
+    estimate) and for PQ and LPQ with any ``n_rep > 1`` (a
+    :class:`~fanfit.dml.models.FoldSplit`: the fits that need each fold's IPW quantile in stage
+    1, after DoubleML's chain of start values), else 1 (PQ and LPQ with ``n_rep = 1``: no chain,
+    each fold unit runs the whole fold)."""
     return model_def(spec.model).n_stages(spec)
 
 
@@ -470,8 +475,8 @@ def fit_predict_aux(
 ) -> tuple[np.ndarray, np.ndarray | None]:
     """:func:`fit_predict`, and the unit's auxiliary array when it has one.
 
-    Only a stage-0 unit of a model whose fold procedure has a :class:`~fanfit.dml.models.FoldSplit`
-    (PQ, LPQ) has one: the ``aux`` of its ``prelim`` (the fold's preliminary propensities on the
+    Only a stage-0 unit of a model whose fold procedure runs in two stages (a
+    :class:`~fanfit.dml.models.FoldSplit`: PQ and LPQ with ``n_rep > 1``) has one: the ``aux`` of its ``prelim`` (the fold's preliminary propensities on the
     first half, shape (1, n_train_1) for PQ, (3, n_train_1) for LPQ), which :func:`stage_inputs`
     of stage 1 needs. The pipeline stores it beside the unit's predictions, in the same shard
     object, under :func:`fanfit.storage.aux_array_name` of the unit's key.
@@ -554,13 +559,15 @@ def _run_fold_procedure(
         return spec.learners[name].build(random_state=unit_seed(spec.seed, own))
 
     aux: np.ndarray | None = None
-    if fp.split is None:  # one stage: the whole fold from the first start value
+    if not fp.runs_split(spec):  # one stage: the whole fold from the first start value
         start = fp.start(spec, data, unit.i_treat)
         preds, scalars = fp.run(spec, data, train, test, unit.i_treat, build, start)
     elif unit.stage == 0:  # the start-independent fits; the chain needs their aux
+        assert fp.split is not None
         preds, raw = fp.split.prelim(spec, data, train, test, unit.i_treat, build)
         aux, scalars = np.asarray(raw, dtype=np.float64), {}
     else:  # the fits that need the fold's scalars, which Prepare computed between the stages
+        assert fp.split is not None
         scalars = _fold_scalars(fp.scalars, inputs, unit)
         preds = fp.split.final(spec, data, train, test, unit.i_treat, build, scalars)
     keys, names = _fold_layout(spec, unit.stage)
@@ -713,8 +720,8 @@ def stage_inputs(
     Stage 0 needs nothing (``{}``). Stage 1 of the IV-type scores needs the preliminary estimate
     :math:`\\tilde\\theta` of every treatment and repetition
     (:func:`~fanfit.dml.scores.plr_theta_initial`, :func:`~fanfit.dml.scores.pliv_theta_initial`).
-    Stage 1 of a model whose fold procedure has a :class:`~fanfit.dml.models.FoldSplit` (PQ, LPQ)
-    needs every fold's scalars: for each treatment, repetition after repetition, each fold's
+    Stage 1 of a model whose fold procedure runs in two stages (a
+    :class:`~fanfit.dml.models.FoldSplit`: PQ and LPQ with ``n_rep > 1``) needs every fold's scalars: for each treatment, repetition after repetition, each fold's
     ``root`` from its stage-0 ``aux`` and the start value :math:`s_r`, with :math:`s_0` the
     procedure's ``start`` and, when it is ``chained``, :math:`s_{r+1}` the mean over folds of
     repetition :math:`r`'s first scalar (DoubleML 0.11.4's ``_coef_start_val`` after each
@@ -751,7 +758,7 @@ def stage_inputs(
         return {}
     validate_spec_folds(spec, data, folds)
     fp = model_def(spec.model).fold_procedure
-    if fp is not None and fp.split is not None:
+    if fp is not None and fp.runs_split(spec):
         return {"fold_scalars": _fold_chain(spec, data, folds, aux or {})}
     p = check_preds(spec, data.n_obs, preds, stage=0)
     theta_initial = model_def(spec.model).theta_initial
