@@ -83,29 +83,6 @@ def read_shards(
     return [(key, store.get_arrays(key)) for key in keys]
 
 
-def gather_predictions(
-    store: storage.JobStore,
-    job_id: str,
-    spec: dml.DMLSpec,
-    data: dml.DMLData,
-    folds: np.ndarray,
-    stages: range,
-) -> dict[str, np.ndarray]:
-    """Assemble every unit's predictions of ``stages`` into DoubleML's layout.
-
-    Returns
-    -------
-    dict
-        learner key -> ndarray of shape (n_obs, n_rep, n_treat).
-
-    Raises
-    ------
-    InvalidJobError
-        If a unit's predictions are missing (a shard did not write its object).
-    """
-    return gather_outputs(store, job_id, spec, data, folds, stages)[0]
-
-
 def gather_outputs(
     store: storage.JobStore,
     job_id: str,
@@ -114,7 +91,8 @@ def gather_outputs(
     folds: np.ndarray,
     stages: range,
 ) -> tuple[dict[str, np.ndarray], dict[str, np.ndarray]]:
-    """:func:`gather_predictions`, and the units' auxiliary arrays read from the same objects.
+    """Assemble every unit's predictions of ``stages`` into DoubleML's layout, and the units'
+    auxiliary arrays read from the same objects.
 
     Returns
     -------
