@@ -435,7 +435,12 @@ def scale_cpu(groups: EnvironmentCgroups, memory_mb: int, factor: float) -> int:
 
     Test-only control for :class:`fanfit_localstack.faults.ThrottleSpec`: ``factor`` 1.0 restores
     the quota :func:`create` set. The period stays :data:`CFS_PERIOD_US`; ``cpu.shares``
-    (``cpu.weight`` on v2) follow the quota as in :func:`create`.
+    (``cpu.weight`` on v2) stay what :func:`create` set for the full quota: the cut is a hard
+    limit, as a Lambda function's CPU share is, not also a lower priority. With the weight cut too,
+    a throttled environment got less than its quota while the other environments ran and its quota
+    once they had finished: in ``benchmarks/straggler.py`` the cut worker ran about twice as fast
+    in the round it ended alone as in the balanced rounds after, so its measured speed misled
+    LB-BSP for a round.
 
     Parameters
     ----------
@@ -461,14 +466,15 @@ def scale_cpu(groups: EnvironmentCgroups, memory_mb: int, factor: float) -> int:
     if not 0 < factor <= 1:
         raise ValueError(f"cpu factor must be in (0, 1], got {factor!r}")
     period = CFS_PERIOD_US
-    quota = max(1000, int(cpu_quota_us(memory_mb, period, vcpu_scale()) * factor))
+    normal = cpu_quota_us(memory_mb, period, vcpu_scale())
+    quota = max(1000, int(normal * factor))
     if groups.top is not None:
         (groups.cpu / "cpu.max").write_text(f"{quota} {period}")
-        weight = min(10000, max(1, round(100 * quota / period)))
+        weight = min(10000, max(1, round(100 * normal / period)))
         (groups.cpu / "cpu.weight").write_text(str(weight))
     else:
         (groups.cpu / "cpu.cfs_quota_us").write_text(str(quota))
-        (groups.cpu / "cpu.shares").write_text(str(max(2, int(1024 * quota / period))))
+        (groups.cpu / "cpu.shares").write_text(str(max(2, int(1024 * normal / period))))
     return quota
 
 

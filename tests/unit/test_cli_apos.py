@@ -19,14 +19,13 @@ import pytest
 from fanfit import cli, errors
 from fanfit import dml as fdml
 from fanfit.client import apos as capos
-from fanfit.client.check import check_estimate
-from fanfit.client.estimate import EstimateResult
 from fanfit.client.options import EstimateOptions, parse_treatment_levels
-from fanfit.dml.interop import external_predictions
 
 dml = pytest.importorskip("doubleml")
 
 from doubleml.irm.datasets import make_irm_data_discrete_treatments  # noqa: E402
+from fake_stack import FakeClient as _FakeClient  # noqa: E402
+from fake_stack import patch_stack_client  # noqa: E402
 from sklearn.linear_model import LinearRegression, LogisticRegression  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -209,51 +208,6 @@ def test_causal_contrast_refuses_what_doubleml_refuses() -> None:
 
 
 # ------------------------------------------------------------------------- jobs on a fake stack
-class _FakeJob:
-    """An apo job run here: fanfit's in-process estimate of the checked options."""
-
-    def __init__(self, checked, log, n) -> None:
-        self.checked, self.log, self.job_id = checked, log, f"est-fake-{n}"
-        self.execution_arn = f"arn:fake:{n}"
-        spec, data = checked.spec, checked.data
-        self._folds = (
-            checked.folds if checked.folds is not None else fdml.draw_spec_folds(spec, data)
-        )
-        self.res = fdml.estimate_in_process(spec, data, self._folds)
-
-    def spec(self):
-        return self.checked.spec
-
-    def folds(self):
-        return self._folds
-
-    def predictions(self):
-        return external_predictions(self.checked.spec, self.res.predictions)
-
-    def result(self, timeout=None, progress=False):
-        self.log.append(("result", self.job_id))
-        raw = {**self.res.to_dict(), "job_id": self.job_id, "execution_arn": self.execution_arn,
-               "predictions_key": "p", "folds_key": "f", "spec": self.checked.spec.to_dict(),
-               "timings": {"shards": [], "billed_gb_s": 0.0, "lambda_cost_usd": 0.0,
-                           "aggregate": {"memory_mb": 1769, "peak_rss_mb": 100.0},
-                           "price_usd_per_gb_s": 1.6667e-05, "price_usd_per_request": 2e-07}}  # fmt: skip
-        return EstimateResult(raw=json.loads(json.dumps(raw)))
-
-
-class _FakeClient:
-    s3 = None
-
-    def __init__(self) -> None:
-        self.log: list[tuple[str, str]] = []
-        self.submitted: list[EstimateOptions] = []
-
-    def submit_estimate(self, data, *, options):
-        self.submitted.append(options)
-        job = _FakeJob(check_estimate(data, options=options), self.log, len(self.submitted))
-        self.log.append(("submit", job.job_id))
-        return job
-
-
 def test_submit_apos_starts_every_level_then_contrasts() -> None:
     # GIVEN DoubleML's discrete-treatment data and apos options over three levels
     frame = _frame(n_obs=240, seed=5)
@@ -308,13 +262,7 @@ def test_submit_apos_refuses_an_absent_level_before_submitting() -> None:
 @pytest.fixture
 def fake_stack(monkeypatch):
     """``fanfit estimate`` against the fake client (no stack): ``common.stack_client`` yields it."""
-    import contextlib
-
-    from fanfit.cli import common
-
-    client = _FakeClient()
-    monkeypatch.setattr(common, "stack_client", lambda args: contextlib.nullcontext(client))
-    return client
+    return patch_stack_client(monkeypatch)
 
 
 def _cli_args(tmp_path, *extra):

@@ -22,6 +22,8 @@ from fanfit.dml import (
     DMLSpec,
     draw_folds,
     estimate_in_process,
+    fit_units,
+    n_stages,
     validate_data,
 )
 from fanfit.dml.interop import to_doubleml
@@ -32,11 +34,11 @@ X_COLS = [f"X{i}" for i in range(1, 5)]
 LEARNERS = {"ml_g": "LinearRegression", "ml_pi": "LogisticRegression", "ml_m": "LogisticRegression"}
 
 
-def _frame(n_obs: int = 300, seed: int = 3) -> pd.DataFrame:
+def _frame(n_obs: int = 300, seed: int = 3, mar: bool = True) -> pd.DataFrame:
     np.random.seed(seed)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
-        return make_ssm_data(n_obs=n_obs, dim_x=len(X_COLS), mar=True, return_type="DataFrame")
+        return make_ssm_data(n_obs=n_obs, dim_x=len(X_COLS), mar=mar, return_type="DataFrame")
 
 
 def _spec(**kwargs) -> DMLSpec:
@@ -58,9 +60,11 @@ def _spec(**kwargs) -> DMLSpec:
 
 
 def _doubleml(spec: DMLSpec, df: pd.DataFrame, folds: np.ndarray):
+    z_cols = list(spec.z_cols) or None
     obj = dml.DoubleMLSSM(
-        dml.DoubleMLSSMData(df, "y", "d", x_cols=X_COLS, s_col="s"),
+        dml.DoubleMLSSMData(df, "y", "d", x_cols=X_COLS, z_cols=z_cols, s_col="s"),
         *(spec.learners[k].build() for k in ("ml_g", "ml_pi", "ml_m")),
+        score=spec.score,
         **ipw_kwargs(spec),
     )
     return fit_on_folds(obj, folds)
@@ -76,6 +80,23 @@ def test_ssm_scores_and_estimate_equal_doubleml(normalize_ipw, trim) -> None:
     # fits unit by unit (ml_g_d* on the selected rows of each arm, ml_pi on (x, d))
     # THEN scores and aggregate are DoubleML's at 1e-12, its own fits, estimate and losses at 1e-9
     assert_registry_model_is_doublemls(spec, _frame(), _doubleml)
+
+
+@pytest.mark.parametrize(
+    ("normalize_ipw", "trim"), [(False, 0.01), (True, 0.05)], ids=["plain", "normalized-trim"]
+)
+def test_ssm_nonignorable_fold_procedure_equals_doubleml(normalize_ipw, trim) -> None:
+    # GIVEN DoubleML's nonignorable selection data (instrument z) and an SSM 'nonignorable' spec
+    spec = _spec(score="nonignorable", z_cols=("z",), normalize_ipw=normalize_ipw,
+                 trimming_threshold=trim)  # fmt: skip
+    # WHEN fanfit scores DoubleML's predictions and runs its fold procedure unit by unit (one
+    # unit per fold: ml_pi on one half of its training rows, ml_m and ml_g_d* on the other)
+    # THEN scores and aggregate are DoubleML's at 1e-12, its own fits, estimate and losses at 1e-9
+    assert_registry_model_is_doublemls(spec, _frame(mar=False), _doubleml)
+    # AND it is one unit per (repetition, fold), in one stage
+    units = fit_units(spec, 0)
+    assert n_stages(spec) == 1 and len(units) == spec.n_rep * spec.n_folds
+    assert {u.learner for u in units} == {"ml_g_d0"}
 
 
 def test_ssm_registry_entry_declares_doublemls_nuisances() -> None:
@@ -97,9 +118,14 @@ def test_ssm_needs_s_col_and_other_models_refuse_one() -> None:
     # AND instruments under missing at random are refused, naming z_cols
     with pytest.raises(InvalidJobError, match="takes no instruments, but z_cols"):
         _spec(z_cols=("X4",), x_cols=tuple(X_COLS[:3]))
-    # AND nonignorable is not (yet) a score of the pipeline's SSM
-    with pytest.raises(InvalidJobError, match="Invalid score 'nonignorable'"):
+    # AND nonignorable needs exactly one instrument, named by z_cols
+    with pytest.raises(InvalidJobError, match="'nonignorable' needs exactly one instrument"):
         _spec(score="nonignorable")
+    with pytest.raises(InvalidJobError, match="'nonignorable' needs exactly one instrument"):
+        _spec(score="nonignorable", z_cols=("X3", "X4"), x_cols=tuple(X_COLS[:2]))
+    # AND refuses cluster columns by name
+    with pytest.raises(InvalidJobError, match="'ssm' does not take cluster_cols"):
+        _spec(score="nonignorable", z_cols=("X4",), x_cols=tuple(X_COLS[:2]), cluster_cols=("X3",))
     # AND s_col given twice a role is refused
     with pytest.raises(InvalidJobError, match="both x_cols and s_col"):
         _spec(x_cols=(*X_COLS, "s"))

@@ -3,8 +3,8 @@ in-process (what the pipeline computes) on the options ``fit()`` sends.
 
 GIVEN DoubleML's sample selection data (``make_ssm_data(mar=True)``) and the same global seed,
 WHEN fanfit.DoubleMLSSM is fitted on the fake stack and doubleml.DoubleMLSSM in-process, THEN
-coef, se, predictions, nuisance targets and losses and the bootstrap are DoubleML's; the data,
-the nonignorable score and unknown keywords are refused by name.
+coef, se, predictions, nuisance targets and losses and the bootstrap are DoubleML's (missing at
+random and nonignorable); bad data, instruments and unknown keywords are refused by name.
 """
 
 from __future__ import annotations
@@ -38,23 +38,32 @@ def _data():
     return dml.DoubleMLSSMData(_frame(), "y", "d", s_col="s")
 
 
-@pytest.mark.parametrize("normalize_ipw", [False, True], ids=["plain", "normalized"])
-def test_ssm_fitted_on_the_fake_stack_is_doublemls(normalize_ipw) -> None:
-    # GIVEN fanfit's and DoubleML's DoubleMLSSM, same data, learners and seed
-    args = (_data(), LinearRegression(), LogisticRegression(), LogisticRegression())
-    options = {"n_folds": 3, "n_rep": 2, "normalize_ipw": normalize_ipw, "trimming_threshold": 0.05}
+@pytest.mark.parametrize(
+    ("score", "normalize_ipw"),
+    [("missing-at-random", False), ("missing-at-random", True), ("nonignorable", False)],
+    ids=["plain", "normalized", "nonignorable"],
+)
+def test_ssm_fitted_on_the_fake_stack_is_doublemls(score, normalize_ipw) -> None:
+    # GIVEN fanfit's and DoubleML's DoubleMLSSM, same data, learners and seed (nonignorable: on
+    # DoubleML's nonignorable data with its instrument z)
+    mar = score == "missing-at-random"
+    data = dml.DoubleMLSSMData(_frame(mar=mar), "y", "d", z_cols=None if mar else "z", s_col="s")
+    args = (data, LinearRegression(), LogisticRegression(), LogisticRegression())
+    options = {"n_folds": 3, "n_rep": 2, "score": score, "normalize_ipw": normalize_ipw,
+               "trimming_threshold": 0.05}  # fmt: skip
     np.random.seed(99)
     ours = fanfit.DoubleMLSSM(*args, **options)
     np.random.seed(99)
     theirs = dml.DoubleMLSSM(*args, **options)
     client = FakeClient()
-    # WHEN fanfit's is fitted on the fake stack and DoubleML's in-process
+    # WHEN fanfit's is fitted on the fake stack (nonignorable: its fold procedure) and
+    # DoubleML's in-process
     ours.fit(client=client)
     theirs.fit()
-    # THEN the job was model ssm with the selection column and DoubleML's options
+    # THEN the job was model ssm with the score, selection column, instrument and DoubleML's options
     sent = client.submitted[0]
     assert (sent["model"], sent["score"], sent["s"], sent["z"]) == (
-        "ssm", "missing-at-random", "s", None,
+        "ssm", score, "s", None if mar else ["z"],
     )  # fmt: skip
     assert (sent["normalize_ipw"], sent["trimming_threshold"]) == (normalize_ipw, 0.05)
     # AND every number is DoubleML's
@@ -80,15 +89,18 @@ def test_ssm_takes_a_dataframe_with_its_columns() -> None:
         fanfit.DoubleMLSSM(frame, *learners, y_col="y", d_cols="d", s_col="s", t_col="t")
 
 
-def test_ssm_nonignorable_is_refused_by_name() -> None:
-    # GIVEN nonignorable selection data with its instrument WHEN fanfit.DoubleMLSSM is built with
-    # score 'nonignorable' THEN the error names the score and the in-process alternative
-    data = dml.DoubleMLSSMData(_frame(mar=False), "y", "d", z_cols="z", s_col="s")
-    with pytest.raises(errors.UnsupportedArgumentError, match="score='nonignorable'"):
+def test_ssm_nonignorable_without_one_instrument_is_refused_by_name() -> None:
+    # GIVEN nonignorable selection data WHEN fanfit.DoubleMLSSM is built with score
+    # 'nonignorable' without an instrument, or with two THEN the error names z_cols
+    learners = (LinearRegression(), LogisticRegression(), LogisticRegression())
+    frame = _frame(mar=False)
+    with pytest.raises(errors.InvalidDataError, match="needs an instrument for selection"):
         fanfit.DoubleMLSSM(
-            data, LinearRegression(), LogisticRegression(), LogisticRegression(),
-            score="nonignorable",
-        )  # fmt: skip
+            dml.DoubleMLSSMData(frame, "y", "d", s_col="s"), *learners, score="nonignorable"
+        )
+    two = dml.DoubleMLSSMData(frame, "y", "d", z_cols=["z", "X4"], s_col="s")
+    with pytest.raises(errors.UnsupportedArgumentError, match=r"z_cols=\['z', 'X4'\]"):
+        fanfit.DoubleMLSSM(two, *learners, score="nonignorable")
 
 
 def test_from_doubleml_runs_an_ssm_with_its_options() -> None:

@@ -150,6 +150,20 @@ def test_a_level_shift_restarts_the_fit_and_the_pooled_prior_sizes_the_next_roun
         RoundCostModel.from_dict({"fits": {"0": {"w": 1.0}}})
 
 
+def _fold_round(
+    model: RoundCostModel, b: np.ndarray, t: np.ndarray, batch_shares: list, speed_shares: list
+) -> np.ndarray:
+    """Fold a round's (batch, seconds) of every worker into ``model``, record worker 0's batch
+    share and measured throughput share, and return the round's samples/s."""
+    for i in range(b.size):
+        model.observe(i, int(b[i]), float(t[i]))
+    model.pool()
+    rate = b / t
+    batch_shares.append(b[0] / b.sum())
+    speed_shares.append(rate[0] / rate.sum())
+    return rate
+
+
 def _simulate(fixed_cost: bool, noise: float = 0.0, rounds: int = 8, cut: int = 3) -> dict:
     """Rounds of 4 workers (true a_i = k / v_i, k = 1,000 samples), worker 0's CPU cut to 0.1 from
     round ``cut``; batches: even in round 0, then LB-BSP from the measured rounds, with the
@@ -170,12 +184,7 @@ def _simulate(fixed_cost: bool, noise: float = 0.0, rounds: int = 8, cut: int = 
         else:
             b = lbbsp_batches(B, last)
         t = (k / v + b / v) * (1 + noise * rng.uniform(-1, 1, 4))
-        for i in range(4):
-            model.observe(i, int(b[i]), float(t[i]))
-        model.pool()
-        last = b / t
-        batch_shares.append(b[0] / B)
-        speed_shares.append(last[0] / last.sum())
+        last = _fold_round(model, b, t, batch_shares, speed_shares)
     return {
         "follow": rounds_to_follow(batch_shares, speed_shares, cut),
         "batch": batch_shares,
@@ -215,3 +224,78 @@ def test_rounds_to_follow_compares_each_round_with_its_own_throughput_share() ->
         rounds_to_follow(batch, speed[:-1], 3)
     with pytest.raises(InvalidJobError, match="target_share"):
         rounds_to_follow(batch, [0.0] * 7, 3)
+
+
+# The straggler benchmark's interference phase (benchmarks/straggler.py): 4 workers (three 1,769 MB,
+# one 885 MB straggler), B = 40,000 rows, 7 rounds, worker 0 cut to 0.1 of its CPU from round 3;
+# speeds about those its uniform job measures on this machine (6,000 and 2,450 samples/s). Its
+# per-worker times (``interference_workers``, ``lbbsp_workers``) show a throttled worker computing
+# about twice as fast once the others have reached the barrier as while they run: the cut worker
+# 1,366 samples/s in the cut round against 645-753 in the rounds after (1,489 against 665-1,067 in
+# another run), the straggler 2,013 in a round it ended 0.9 s after the others against 1,509-1,615
+# in balanced ones; its samples/s in balanced rounds does not grow with its batch (1,509-1,615 over
+# 3,403-4,639 rows), so this is not a per-round fixed cost. The environments share two cores; a
+# throttled one has a small CPU weight.
+BENCH_SPEED = np.array([6_000.0, 6_000.0, 6_000.0, 2_450.0])
+ALONE_GAIN = 2.0
+
+
+def _contended(batches: np.ndarray, speed: np.ndarray, gain: float) -> np.ndarray:
+    """Compute seconds when the last worker running speeds up ``gain``-fold once the others are done."""
+    t = batches / speed
+    last = int(np.argmax(t))
+    others = float(np.delete(t, last).max())
+    t[last] = others + (batches[last] - speed[last] * others) / (gain * speed[last])
+    return t
+
+
+def _bench_interference(seed: int, noise: float, gain: float = ALONE_GAIN) -> dict:
+    """One simulated interference job; ``follow`` as benchmarks/straggler.py defines it."""
+    rng = np.random.default_rng(seed)
+    B, cut = 40_000, 3
+    # round 0 from the throughput table: the uniform job's samples/s, where the straggler runs
+    # alone once the others are done
+    table = 10_000 / _contended(np.full(4, 10_000.0), BENCH_SPEED, gain)
+    model = RoundCostModel()
+    batch_shares, speed_shares = [], []
+    for r in range(7):
+        v = BENCH_SPEED * np.where((np.arange(4) == 0) & (r >= cut), 0.1, 1.0)
+        if r == 0:
+            b = lbbsp_batches(B, table)
+        else:
+            fitted = model.costs(4)
+            assert fitted is not None
+            b = lbbsp_batches(B, fitted[1], fixed_s=fitted[0])
+        t = _contended(b.astype(np.float64), v, gain) * np.exp(noise * rng.normal(size=4))
+        _fold_round(model, b, t, batch_shares, speed_shares)
+    return {
+        "follow": rounds_to_follow(batch_shares, speed_shares, cut),
+        "error": np.abs(np.subtract(batch_shares, speed_shares)) / speed_shares,
+    }
+
+
+def test_the_cut_round_overstates_the_cut_workers_speed_when_it_ends_alone() -> None:
+    # GIVEN the benchmark's interference job, without noise, the cut worker twice as fast once
+    # the others have reached the barrier
+    out = _bench_interference(seed=0, noise=0.0)
+    # THEN round 4, sized from the cut round (in which it ran alone for most of its time), gives
+    # it a third more than a balanced round would: the miss no estimator fed only the cut round
+    # avoids; round 5, sized by the line through its two rounds at the new level, is within 10 %,
+    # but only just (9.5 %: that line bends the speed-up into a fixed cost), so 5 % noise per
+    # worker and round tips it past 10 % in about half the seeds (below)
+    assert out["error"][4] > 0.3
+    assert out["follow"] == 2 and 0.09 < out["error"][5] < 0.1
+    # AND without the speed-up when alone the round after the cut is balanced: 1 round
+    assert _bench_interference(seed=0, noise=0.0, gain=1.0)["follow"] == 1
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason="issue 15 item 2, open: with 5 % noise per worker and round the round-cost model "
+    "follows the cut within 2 rounds in 22 of these 50 seeds (3 rounds in 22, never in 6)",
+)
+def test_the_benchmarks_cut_is_followed_in_two_rounds_with_measured_noise() -> None:
+    # GIVEN the benchmark's interference job with 5 % lognormal noise on every compute time
+    follow = [_bench_interference(seed, noise=0.05)["follow"] for seed in range(50)]
+    # THEN (the target) at least 90 % of the seeds follow within 2 rounds
+    assert np.mean([f is not None and f <= 2 for f in follow]) >= 0.9

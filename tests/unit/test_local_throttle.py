@@ -139,10 +139,11 @@ def test_scale_cpu_cuts_and_restores_the_cfs_quota_on_v1(tmp_path, monkeypatch) 
     # GIVEN a 1,769 MB environment at 0.4 local cores per 1,769 MB (8 ms of each 20 ms)
     monkeypatch.setenv(cg.SCALE_VARIABLE, "0.4")
     groups = _groups(tmp_path, v2=False)
-    # WHEN its CPU is cut to a quarter THEN the quota and shares are a quarter
+    # WHEN its CPU is cut to a quarter THEN the quota is a quarter, and its shares stay those of
+    # the full quota (a hard limit, not a lower priority under contention)
     assert cg.scale_cpu(groups, 1769, 0.25) == 2000
     assert (groups.cpu / "cpu.cfs_quota_us").read_text() == "2000"
-    assert (groups.cpu / "cpu.shares").read_text() == str(int(1024 * 2000 / cg.CFS_PERIOD_US))
+    assert (groups.cpu / "cpu.shares").read_text() == str(int(1024 * 8000 / cg.CFS_PERIOD_US))
     # WHEN restored THEN the quota is what its MemorySize buys
     assert cg.scale_cpu(groups, 1769, 1.0) == cg.cpu_quota_us(1769, cg.CFS_PERIOD_US, 0.4) == 8000
     assert (groups.cpu / "cpu.cfs_quota_us").read_text() == "8000"
@@ -153,10 +154,10 @@ def test_scale_cpu_cuts_and_restores_the_cfs_quota_on_v1(tmp_path, monkeypatch) 
 def test_scale_cpu_writes_cpu_max_on_v2_and_refuses_a_bad_factor(tmp_path) -> None:
     # GIVEN a v2 environment of 1,769 MB (one core at the default scale)
     groups = _groups(tmp_path, v2=True)
-    # WHEN cut to half THEN cpu.max holds half the period and cpu.weight follows
+    # WHEN cut to half THEN cpu.max holds half the period and cpu.weight stays the full quota's
     cg.scale_cpu(groups, 1769, 0.5)
     assert (groups.cpu / "cpu.max").read_text() == f"{cg.CFS_PERIOD_US // 2} {cg.CFS_PERIOD_US}"
-    assert (groups.cpu / "cpu.weight").read_text() == "50"
+    assert (groups.cpu / "cpu.weight").read_text() == "100"
     # AND a factor outside (0, 1] is refused
     for bad in (0.0, 1.5):
         with pytest.raises(ValueError, match="cpu factor"):

@@ -11,12 +11,17 @@ import doubleml as dml
 import numpy as np
 import pytest
 from doubleml.irm.datasets import make_ssm_data
+from sklearn.ensemble import RandomForestClassifier, RandomForestRegressor
 from sklearn.linear_model import LinearRegression, LogisticRegression
 
 from fanfit.dml import draw_folds, folds_to_smpls
 from fanfit.dml.scores import aggregate_coefs_and_ses, est_coef, var_est
-from fanfit.dml.scores_quantile import split_halves
-from fanfit.dml.scores_ssm import ssm_learners, ssm_score_elements
+from fanfit.dml.scores_ssm import (
+    SSM_KEYS,
+    ssm_learners,
+    ssm_nonignorable_fold,
+    ssm_score_elements,
+)
 from fanfit.errors import InvalidJobError
 
 TOL = 1e-12
@@ -84,28 +89,16 @@ def test_ssm_nonignorable_two_step_fits_match_doubleml(normalize_ipw: bool) -> N
     # GIVEN DoubleML's SSM (nonignorable, instrument z) on fixed folds
     data, obj = _fit_ssm("nonignorable", normalize_ipw, seed=32)
     x, y, d, s, z = data.x, data.y, data.d, data.s, np.ravel(data.z)
-    learners = {lrn.name: lrn for lrn in ssm_learners("nonignorable")}
-    arrays = {"y": y, "d": d, "s": s, "z": z}
     for i_rep in range(N_REP):
-        preds = {name: np.full(len(y), np.nan) for name in learners}
+        preds = {name: np.full(len(y), np.nan) for name in SSM_KEYS}
         for train, test in obj.smpls[i_rep]:
-            # WHEN the described steps are redone: ml_pi on half 1 with (x, d, z), predicting all rows
-            tr1, tr2 = split_halves(train, d + 2 * s)
-            dxz = np.column_stack((x, d, z))
-            pi_all = LogisticRegression().fit(dxz[tr1], s[tr1]).predict_proba(dxz)[:, 1]
-            preds["ml_pi"][test] = pi_all[test]
-            # then ml_m and ml_g_d* on half 2 with (x, pi), on their rows
-            xpi = np.column_stack((x, pi_all))
-            for name in ("ml_m", "ml_g_d0", "ml_g_d1"):
-                lrn = learners[name]
-                rows = tr2[lrn.rows(arrays)[tr2]]
-                target = arrays[lrn.target]
-                if lrn.classifier:
-                    fitted = LogisticRegression().fit(xpi[rows], target[rows])
-                    preds[name][test] = fitted.predict_proba(xpi[test])[:, 1]
-                else:
-                    fitted = LinearRegression().fit(xpi[rows], target[rows])
-                    preds[name][test] = fitted.predict(xpi[test])
+            # WHEN fanfit runs each outer fold's nested fits
+            fold = ssm_nonignorable_fold(
+                x, y, d, s, z, train, test, LogisticRegression, LogisticRegression,
+                LinearRegression,
+            )  # fmt: skip
+            for name in SSM_KEYS:
+                preds[name][test] = fold[name]
         # THEN every prediction is DoubleML's (ml_m as clipped before storing)
         for name, values in preds.items():
             if name == "ml_m":
@@ -113,6 +106,33 @@ def test_ssm_nonignorable_two_step_fits_match_doubleml(normalize_ipw: bool) -> N
             _close(values, obj.predictions[name][:, i_rep, 0], name)
     # AND the estimates from DoubleML's predictions are DoubleML's
     _assert_estimates(data, obj, normalize_ipw)
+    assert sorted(lrn.name for lrn in ssm_learners("nonignorable")) == sorted(obj.params_names)
+
+
+def test_ssm_nonignorable_fold_uses_each_learners_random_state() -> None:
+    # GIVEN DoubleML's nonignorable SSM with random forests of a fixed random_state on given folds
+    np.random.seed(33)
+    data = make_ssm_data(n_obs=300, dim_x=4, mar=False)
+    forest = {"n_estimators": 5, "max_depth": 3, "random_state": 7}
+    obj = dml.DoubleMLSSM(
+        data, RandomForestRegressor(**forest), RandomForestClassifier(**forest),
+        RandomForestClassifier(**forest), n_folds=2, score="nonignorable",
+        draw_sample_splitting=False,
+    )  # fmt: skip
+    obj.set_sample_splitting(folds_to_smpls(draw_folds(data.n_obs, 2, 1, seed=5)))
+    obj.fit(store_predictions=True)
+    x, z = data.x, np.ravel(data.z)
+    for train, test in obj.smpls[0]:
+        # WHEN fanfit's fold builds each learner with that random_state
+        fold = ssm_nonignorable_fold(
+            x, data.y, data.d, data.s, z, train, test,
+            lambda: RandomForestClassifier(**forest), lambda: RandomForestClassifier(**forest),
+            lambda: RandomForestRegressor(**forest),
+        )  # fmt: skip
+        # THEN its test-row predictions are DoubleML's
+        for name in SSM_KEYS:
+            values = np.clip(fold[name], 0.01, 0.99) if name == "ml_m" else fold[name]
+            _close(values, obj.predictions[name][test, 0, 0], name)
 
 
 def test_ssm_bad_score_is_named() -> None:

@@ -19,7 +19,7 @@ from fanfit.errors import InvalidJobError
 from fanfit.jobs.documents.estimate import EstimatePrediction
 from fanfit.progress.renderers import placement_lines
 
-__all__ = ["add_parser", "print_prediction", "print_table", "run", "run_apos"]
+__all__ = ["add_parser", "print_prediction", "print_table", "run", "run_apos", "run_qte"]
 
 log = logging.getLogger("fanfit")
 
@@ -71,6 +71,8 @@ def run(args: argparse.Namespace) -> int:
     options = options_from_args(args)
     if options.model == "apos":  # one apo job per level (fanfit.client.apos)
         return run_apos(args, options)
+    if options.model == "qte":  # one job per quantile and level (fanfit.client.qte)
+        return run_qte(args, options)
     if args.dry_run:
         from fanfit.client.check import check_estimate
 
@@ -107,7 +109,6 @@ def run_apos(args: argparse.Namespace, options: EstimateOptions) -> int:
         ``--plan-only`` (plan one level with ``--model apo``).
     """
     from fanfit.client.apos import check_apos, level_label, submit_apos
-    from fanfit.errors import WaitTimeoutError
 
     if args.dry_run:
         checked, _ = check_apos(options=options)
@@ -129,26 +130,87 @@ def run_apos(args: argparse.Namespace, options: EstimateOptions) -> int:
         )
     with common.stack_client(args) as client:
         jobs = submit_apos(client, options=options)
-        for level, job in zip(jobs.levels, jobs.jobs):
-            log.info("started job %s for treatment level %s (%s)", job.job_id, level_label(level),
-                     job.execution_arn)  # fmt: skip
-        hints = "\n".join(attach.detach_hint(job_id, args) for job_id in jobs.job_ids)
-        if getattr(args, "detach", False):
-            if args.output == "json":
-                print(json.dumps({"job_ids": jobs.job_ids, "treatment_levels": list(jobs.levels)}))
-            else:
-                print("\n".join(jobs.job_ids))
-            log.info("%s", hints)
-            return 0
-        try:
-            result = jobs.result(timeout=args.timeout, progress=common.progress(args))
-        except WaitTimeoutError:
-            print(f"fanfit: --timeout {args.timeout:g} s ran out; detached.\n{hints}",
-                  file=sys.stderr)  # fmt: skip
-            return attach.EXIT_DETACHED
-        except KeyboardInterrupt:
-            print(f"\nfanfit: interrupted; detached.\n{hints}", file=sys.stderr)
-            return attach.EXIT_INTERRUPTED
+        labels = [f"treatment level {level_label(level)}" for level in jobs.levels]
+        detached = {"job_ids": jobs.job_ids, "treatment_levels": list(jobs.levels)}
+        return _follow_jobs(args, jobs, labels, detached)
+
+
+# ---------------------------------------------------------------- --model qte
+def run_qte(args: argparse.Namespace, options: EstimateOptions) -> int:
+    """Run ``fanfit estimate --model qte --quantiles Q,Q,... [--score PQ|CVaR|LPQ]``: one ``pq``,
+    ``cvar`` or ``lpq`` job per (quantile, treatment level 0 and 1), all started before any is
+    awaited (:func:`fanfit.client.qte.submit_qte`), then DoubleMLQTE's fit summary per quantile
+    (with ``--boot-method`` its joint confidence bands) and each job's potential quantile
+    (:class:`fanfit.client.qte.QTEResult`; ``--output json``: its ``to_dict``).
+
+    ``--dry-run`` checks every job (:func:`~fanfit.client.qte.check_qte`); ``--detach`` prints
+    the jobs' ids; ``--timeout`` and Ctrl-C detach as for one job. Returns the exit code.
+
+    Raises
+    ------
+    fanfit.errors.InvalidJobError
+        ``--quantiles`` missing, malformed, out of (0, 1) or repeated, ``--treatment`` given,
+        ``--score`` not PQ/CVaR/LPQ, LPQ without one ``--z`` (naming the option); ``--plan-only``.
+    fanfit.errors.InvalidDataError
+        A treatment column that is not binary or lacks a level.
+    """
+    from fanfit.client.qte import check_qte, part_options, qte_score, submit_qte
+
+    if args.dry_run:
+        checked, _ = check_qte(options=options)
+        parts = part_options(options)
+        info = checked[0].describe()
+        n_fits = sum(c.n_fits for c in checked)
+        info.update(
+            model="qte",
+            score=qte_score(options.score),
+            treatment=None,
+            quantile=None,
+            quantiles=", ".join(dict.fromkeys(f"{q:g}" for q, _, _ in parts)),
+            treatment_levels="0, 1",
+            boot_method=options.boot_method,
+            n_rep_boot=options.n_rep_boot if options.boot_method else None,
+            jobs=len(checked),
+            fits=f"{len(checked)} {checked[0].spec.model} jobs (quantiles x treatment levels 0, 1) "
+            f"x {checked[0].n_fits} fold units = {n_fits} fold units",
+            n_fits=n_fits,
+        )
+        return common.print_dry_run("estimate", args, info)
+    if getattr(args, "plan_only", False):
+        raise InvalidJobError(
+            "--plan-only plans one job; with --model qte plan one part: --model pq (or cvar, "
+            "lpq) --treatment 0|1 --quantiles Q"
+        )
+    with common.stack_client(args) as client:
+        jobs = submit_qte(client, options=options)
+        return _follow_jobs(args, jobs, jobs.labels, jobs.detached())
+
+
+def _follow_jobs(
+    args: argparse.Namespace, jobs: Any, labels: list[str], detached: dict[str, Any]
+) -> int:
+    """Log the started jobs; print their ids with ``--detach`` (``detached`` with ``--output
+    json``), else wait for ``jobs.result`` and print it; ``--timeout`` and Ctrl-C detach."""
+    from fanfit.errors import WaitTimeoutError
+
+    for label, job in zip(labels, jobs.jobs):
+        log.info("started job %s for %s (%s)", job.job_id, label, job.execution_arn)
+    hints = "\n".join(attach.detach_hint(job_id, args) for job_id in jobs.job_ids)
+    if getattr(args, "detach", False):
+        if args.output == "json":
+            print(json.dumps(detached))
+        else:
+            print("\n".join(jobs.job_ids))
+        log.info("%s", hints)
+        return 0
+    try:
+        result = jobs.result(timeout=args.timeout, progress=common.progress(args))
+    except WaitTimeoutError:
+        print(f"fanfit: --timeout {args.timeout:g} s ran out; detached.\n{hints}", file=sys.stderr)
+        return attach.EXIT_DETACHED
+    except KeyboardInterrupt:
+        print(f"\nfanfit: interrupted; detached.\n{hints}", file=sys.stderr)
+        return attach.EXIT_INTERRUPTED
     if args.output == "json":
         print(json.dumps(result.to_dict(), allow_nan=False))
     else:

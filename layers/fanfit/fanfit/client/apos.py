@@ -344,7 +344,8 @@ def causal_contrast(
 def level_scores(
     job: EstimateJob, frame: pd.DataFrame
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """One level's per-repetition estimates and score values, from its job's stored predictions.
+    """One job's per-repetition estimates and score values, from its stored predictions (an
+    ``apos`` level's, or a ``qte`` part's: :mod:`fanfit.client.qte`).
 
     :func:`fanfit.dml.aggregate` (Aggregate's function) of the job's spec, ``frame``'s columns,
     the job's folds and out-of-fold predictions; its estimate must equal the job's.
@@ -369,7 +370,7 @@ def level_scores(
     ours = np.asarray(job.result().coef)
     if not np.allclose(res.coef, ours, rtol=1e-9, atol=0.0):
         raise errors.ParityError(
-            f"the APO {res.coef} recomputed from job {job.job_id}'s predictions differs from the "
+            f"the estimate {res.coef} recomputed from job {job.job_id}'s predictions differs from the "
             f"job's {ours}; the data read here is not the data it ran on"
         )
     assert res.psi is not None and res.psi_deriv is not None

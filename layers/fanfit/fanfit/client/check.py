@@ -84,7 +84,9 @@ class CheckedEstimate:
         if spec.n_treat > 1:
             fits += f" x {spec.n_treat} treatments"
         n_fits = f"{self.n_fits} fits"
-        if dml.fold_scalar_keys(spec):  # a fold procedure: one unit per fold fits every key
+        if (
+            model_def(spec.model).fold_procedure_for(spec) is not None
+        ):  # one unit per fold fits every key
             fits = f"{folds} x {spec.n_rep} repetitions, each fold fitting {', '.join(keys)}"
             n_fits = f"{self.n_fits} fold units (their nested fits inside)"
         return {

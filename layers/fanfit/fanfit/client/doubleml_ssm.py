@@ -1,4 +1,4 @@
-"""DoubleML's sample selection model (missing at random) on a fanfit stack: DoubleMLSSM.
+"""DoubleML's sample selection model (missing at random, nonignorable) on a fanfit stack: DoubleMLSSM.
 
 DoubleML 0.11.4's own class takes no external predictions; :class:`DoubleMLSSM` feeds it the
 job's through ``_nuisance_est`` (model ``ssm`` of :mod:`fanfit.dml.models`). Re-exported by
@@ -68,16 +68,43 @@ def _ssm_data(obj_dml_data: Any, columns: Mapping[str, Any]) -> Any:
     )
 
 
+def _check_instrument(data: Any) -> None:
+    """The one instrument for selection that score ``'nonignorable'`` needs.
+
+    Raises
+    ------
+    fanfit.errors.InvalidDataError
+        No ``z_cols`` (DoubleML raises a ValueError).
+    fanfit.errors.UnsupportedArgumentError
+        Several: the pipeline's SSM takes one.
+    """
+    z_cols = list(data.z_cols or [])
+    if not z_cols:
+        raise errors.InvalidDataError(
+            "score='nonignorable' needs an instrument for selection: give the data z_cols (one "
+            "column), e.g. DoubleMLSSMData(df, 'y', 'd', z_cols='z', s_col='s')"
+        )
+    if len(z_cols) != 1:
+        raise _unsupported(
+            f"z_cols={z_cols} with score='nonignorable'",
+            "fanfit's nonignorable SSM takes exactly one instrument for selection",
+        )
+
+
 class DoubleMLSSM(_PropensityOptions, _OnStack, _doubleml.DoubleMLSSM):  # type: ignore[misc]
-    """DoubleML's sample selection model (missing at random), fitted on a fanfit stack.
+    """DoubleML's sample selection model (missing at random or nonignorable), fitted on a fanfit stack.
 
     Parameters as ``doubleml.DoubleMLSSM`` (0.11): ``obj_dml_data, ml_g, ml_pi, ml_m, n_folds=5,
     n_rep=1, score='missing-at-random', normalize_ipw=False, trimming_rule='truncate',
     trimming_threshold=1e-2, ps_processor_config=None, draw_sample_splitting=True``; the data a
     ``DoubleMLSSMData`` (``s_col`` the selection indicator), or a DataFrame with ``y_col``,
-    ``d_cols``, ``x_cols`` and ``s_col`` by keyword. The job fits ``ml_g`` on the selected rows of
-    each treatment arm (``ml_g_d0``, ``ml_g_d1``), ``ml_pi`` of ``s`` on ``(x, d)`` and ``ml_m``
-    of ``d`` on ``x`` (model ``ssm`` of :mod:`fanfit.dml.models`).
+    ``d_cols``, ``x_cols``, ``z_cols`` and ``s_col`` by keyword. Missing at random, the job fits
+    ``ml_g`` on the selected rows of each treatment arm (``ml_g_d0``, ``ml_g_d1``), ``ml_pi`` of
+    ``s`` on ``(x, d)`` and ``ml_m`` of ``d`` on ``x`` (model ``ssm`` of
+    :mod:`fanfit.dml.models`). ``'nonignorable'`` (one instrument ``z`` for selection): one fit
+    unit per fold runs DoubleML's nested fits, ``ml_pi`` of ``s`` on ``(x, d, z)`` on one half of
+    the fold's training rows, then ``ml_m`` and ``ml_g_d0``/``ml_g_d1`` on ``(x, pi)`` on the
+    other half (:func:`fanfit.dml.scores_ssm.ssm_nonignorable_fold`).
 
     DoubleML 0.11.4's DoubleMLSSM takes no external predictions; this class lets it take the
     job's: its ``_nuisance_est`` hands them to DoubleML's own propensity processing
@@ -87,8 +114,10 @@ class DoubleMLSSM(_PropensityOptions, _OnStack, _doubleml.DoubleMLSSM):  # type:
     Raises
     ------
     fanfit.errors.UnsupportedArgumentError
-        As :class:`~fanfit.client.doubleml.DoubleMLIRM`; also score ``'nonignorable'`` (its
-        nested fits inside each fold do not run on the pipeline yet) and clustered data.
+        As :class:`~fanfit.client.doubleml.DoubleMLIRM`; also clustered data, and score
+        ``'nonignorable'`` with more than one instrument.
+    fanfit.errors.InvalidDataError
+        Score ``'nonignorable'`` on data without an instrument (``z_cols``).
     """
 
     _fanfit_model = "ssm"
@@ -103,12 +132,7 @@ class DoubleMLSSM(_PropensityOptions, _OnStack, _doubleml.DoubleMLSSM):  # type:
         data = _ssm_data(obj_dml_data, columns)
         _check_arguments(data, score)
         if score == "nonignorable":
-            raise _unsupported(
-                "score='nonignorable'",
-                "its nested fits (ml_pi on half of each fold's training rows, its predictions a "
-                "covariate of ml_m and ml_g) do not run on the pipeline yet; use "
-                "doubleml.DoubleMLSSM in-process, or score='missing-at-random'",
-            )
+            _check_instrument(data)
         if getattr(data, "is_cluster_data", False):
             raise _unsupported("clustered data", "fanfit's SSM runs on unclustered data")
         self._fanfit_check_ps(None, normalize_ipw, ps_processor_config)
@@ -123,7 +147,8 @@ class DoubleMLSSM(_PropensityOptions, _OnStack, _doubleml.DoubleMLSSM):  # type:
     def _fanfit_model_options(self) -> dict[str, Any]:
         options = super()._fanfit_model_options()
         # missing at random: DoubleML ignores instruments (with a warning), the job takes none
-        options.update(s=self._dml_data.s_col, z=None)
+        z = list(self._dml_data.z_cols) if self.score == "nonignorable" else None
+        options.update(s=self._dml_data.s_col, z=z)
         return options
 
     def _fanfit_nuisance_loss(self) -> None:
@@ -135,7 +160,7 @@ class DoubleMLSSM(_PropensityOptions, _OnStack, _doubleml.DoubleMLSSM):  # type:
     ) -> Any:
         """DoubleML's score elements and predictions from the job's out-of-fold predictions.
 
-        As the tail of DoubleML 0.11.4's ``DoubleMLSSM._nuisance_est`` (missing at random): the
+        As the tail of DoubleML 0.11.4's ``DoubleMLSSM._nuisance_est`` (both scores): the
         propensity ``ml_m`` adjusted by ``ps_processor.adjust_ps`` (clipped to
         ``[trimming_threshold, 1 - trimming_threshold]``), then ``_score_elements``; the targets
         DoubleML records (``y`` for ``ml_g_d0``/``ml_g_d1`` on every row, ``s`` for ``ml_pi``,

@@ -23,10 +23,21 @@ from dataclasses import dataclass, field
 from typing import Any, Self
 
 from fanfit import dml, limits
+from fanfit.client.values import (
+    check_budget,
+    check_columns,
+    check_deadline,
+    check_int,
+    check_learners,
+    check_number,
+    check_objective,
+    check_str,
+    check_weight,
+    shown_value,
+)
 from fanfit.dml.fold_procedures import one_quantile, parse_quantiles
 from fanfit.dml.spec import parse_subgroups
 from fanfit.errors import InvalidJobError
-from fanfit.learners import LearnerSpec, as_learner_spec
 from fanfit.sched.sizing import POLICIES
 
 __all__ = [
@@ -51,169 +62,12 @@ __all__ = [
 ]
 
 
-def _shown(value: Any) -> str:
-    text = repr(value)
-    return text if len(text) <= 80 else f"a {type(value).__name__} value"
-
-
-def check_str(name: str, value: Any, *, optional: bool = False) -> None:
-    """``value`` must be a str (or None when ``optional``).
-
-    Raises
-    ------
-    InvalidJobError
-        Naming ``name`` and the type given.
-    """
-    if value is None and optional:
-        return
-    if not isinstance(value, str):
-        raise InvalidJobError(
-            f"{name} must be a string{' or None' if optional else ''}, got {_shown(value)}"
-        )
-
-
-def check_columns(name: str, value: Any, *, optional: bool = False) -> None:
-    """``value`` must name columns: a str (comma-separated) or a list/tuple of str.
-
-    Raises
-    ------
-    InvalidJobError
-        Naming ``name``.
-    """
-    if value is None and optional:
-        return
-    if isinstance(value, str):
-        return
-    if isinstance(value, list | tuple) and all(isinstance(c, str) for c in value):
-        return
-    raise InvalidJobError(
-        f"{name} must be a column name or a list of column names, got {_shown(value)}"
-    )
-
-
-def check_int(name: str, value: Any, *, optional: bool = False) -> None:
-    """``value`` must be an integer (not a bool; None when ``optional``).
-
-    Raises
-    ------
-    InvalidJobError
-        Naming ``name``.
-    """
-    if value is None and optional:
-        return
-    if isinstance(value, bool) or not isinstance(value, numbers.Integral):
-        raise InvalidJobError(
-            f"{name} must be an integer{' or None' if optional else ''}, got {_shown(value)}"
-        )
-
-
-def check_number(name: str, value: Any) -> None:
-    """``value`` must be a real number (int or float, not a bool).
-
-    Raises
-    ------
-    InvalidJobError
-        Naming ``name``.
-    """
-    if isinstance(value, bool) or not isinstance(value, numbers.Real):
-        raise InvalidJobError(f"{name} must be a number, got {_shown(value)}")
-
-
-def check_weight(value: Any, name: str = "weight") -> float:
-    """A job's weight in the fair shares: :func:`fanfit.limits.check_weight`.
-
-    Raises
-    ------
-    InvalidJobError
-        Naming ``name``.
-    """
-    return limits.check_weight(value, name)
-
-
-def check_deadline(value: Any, name: str = "deadline") -> float | None:
-    """A job's deadline for its placement, seconds: None, or a finite number > 0.
-
-    Raises
-    ------
-    InvalidJobError
-        Naming ``name`` (``--deadline`` on the command line).
-    """
-    return _positive_or_none(value, name, "seconds, e.g. 600")
-
-
-def check_budget(value: Any, name: str = "budget") -> float | None:
-    """A job's budget for its placement, USD: None, or a finite number > 0.
-
-    Raises
-    ------
-    InvalidJobError
-        Naming ``name`` (``--budget`` on the command line).
-    """
-    return _positive_or_none(value, name, "US dollars, e.g. 0.50")
-
-
-def _positive_or_none(value: Any, name: str, unit: str) -> float | None:
-    if value is None:
-        return None
-    if isinstance(value, str):
-        try:
-            value = float(value)
-        except ValueError:
-            raise InvalidJobError(
-                f"{name} must be a number of {unit}; got {_shown(value)}"
-            ) from None
-    if isinstance(value, bool) or not isinstance(value, numbers.Real):
-        raise InvalidJobError(f"{name} must be a number of {unit}; got {_shown(value)}")
-    number = float(value)
-    if not math.isfinite(number) or number <= 0:
-        raise InvalidJobError(f"{name} must be a finite number > 0 ({unit}); got {_shown(value)}")
-    return number
-
-
-def check_objective(deadline: Any, budget: Any) -> tuple[float | None, float | None]:
-    """The placement's objective options, checked: a deadline (seconds) or a budget (USD), or
-    neither (the least cost within 5% of the fastest plan's time), not both.
-
-    Raises
-    ------
-    InvalidJobError
-        A bad value, naming the option, or both given.
-    """
-    deadline_s, budget_usd = check_deadline(deadline), check_budget(budget)
-    if deadline_s is not None and budget_usd is not None:
-        raise InvalidJobError(
-            "deadline and budget are two objectives for the placement; give one of them, not both"
-        )
-    return deadline_s, budget_usd
-
-
-def check_learners(value: Any) -> dict[str, LearnerSpec]:
-    """``value`` must map ``ml_*`` names to learners; returns the validated specs (None dropped).
-
-    A learner is a :class:`LearnerSpec`, ``'NAME'``/``'NAME:{json}'`` or a JSON object (the CLI's
-    and job files' form), a dict, or a scikit-learn estimator object (a pipeline or search of
-    allowed steps included): :func:`fanfit.learners.as_learner_spec`, before anything is uploaded.
-
-    Raises
-    ------
-    InvalidJobError
-        Naming ``learners`` itself when it is not a mapping.
-    fanfit.errors.InvalidLearnerError
-        Naming the learner (and the step or parameter) and what is allowed.
-    """
-    if not isinstance(value, Mapping):
-        raise InvalidJobError(
-            f"learners must map ml_l/ml_m/ml_g/ml_r/ml_pi to learner specs, got {_shown(value)}"
-        )
-    return {str(k): as_learner_spec(v, str(k)) for k, v in value.items() if v is not None}
-
-
-#: DoubleML's names of the column options (``DoubleMLData``'s), accepted in Python as aliases.
 COLUMN_ALIASES = {"y_col": "y", "d_cols": "d", "x_cols": "x", "z_cols": "z", "s_col": "s"}
 
 #: Models the client runs as several registry jobs: ``apos``, one ``apo`` job per level
-#: (:mod:`fanfit.client.apos`).
-CLIENT_MODELS = ("apos",)
+#: (:mod:`fanfit.client.apos`); ``qte``, one ``pq``/``cvar``/``lpq`` job per quantile and
+#: treatment level (:mod:`fanfit.client.qte`).
+CLIENT_MODELS = ("apos", "qte")
 
 #: The nuisance learners an estimate job names, as DoubleML names them.
 LEARNER_KEYS = ("ml_l", "ml_m", "ml_g", "ml_r", "ml_pi")
@@ -334,10 +188,11 @@ class EstimateOptions(_Options):
         CSV, Parquet or Stata (.dta) file.
     model : str
         :data:`fanfit.dml.MODELS`, the model registry's (:mod:`fanfit.dml.models`), or one of
-        :data:`CLIENT_MODELS` (``'apos'``: one ``apo`` job per level, :mod:`fanfit.client.apos`).
+        :data:`CLIENT_MODELS` (``'apos'``: one ``apo`` job per level, :mod:`fanfit.client.apos`;
+        ``'qte'``: one job per quantile and treatment level, :mod:`fanfit.client.qte`).
     score : str, optional
         plr: ``'partialling out'`` | ``'IV-type'``; irm: ``ATE`` | ``ATTE``; iivm: ``LATE``;
-        apo: ``APO``; default DoubleML's.
+        apo: ``APO``; qte: ``PQ`` | ``CVaR`` | ``LPQ`` (DoubleMLQTE's); default DoubleML's.
     y : str
         Outcome column.
     d : str or sequence of str
@@ -394,6 +249,8 @@ class EstimateOptions(_Options):
     treatment, quantiles : int; float, str or sequence of float, optional
         pq, cvar, lpq (required there): DoubleML's ``treatment`` (0 or 1) and ``quantile`` in
         (0, 1); ``quantiles`` may be the command line's comma-separated list (one value here).
+        qte: DoubleMLQTE's ``quantiles`` (several; ``treatment`` refused, both levels are
+        estimated; :mod:`fanfit.client.qte`).
     boot_method : {'normal', 'Bayes', 'wild'}, optional
         Multiplier bootstrap of the joint confidence intervals.
     n_rep_boot : int
@@ -414,7 +271,8 @@ class EstimateOptions(_Options):
     model: str = _option("plr", choices=(*dml.MODELS, *CLIENT_MODELS))
     score: str | None = _option(
         None,
-        help="plr: 'partialling out' | 'IV-type'; irm: ATE | ATTE; iivm: LATE; apo: APO; ssm: missing-at-random",
+        help="plr: 'partialling out' | 'IV-type'; irm: ATE | ATTE; iivm: LATE; apo: APO; "
+        "ssm: missing-at-random | nonignorable (with --z); qte: PQ | CVaR | LPQ (default PQ)",
     )
     y: str = _option(help="outcome column")
     d: str | Sequence[str] = _option(help="treatment column(s), comma-separated", kind="columns")
@@ -425,7 +283,10 @@ class EstimateOptions(_Options):
         kind="columns",
     )
     z: str | Sequence[str] | None = _option(
-        None, help="instrument column(s) (pliv, iivm)", kind="columns"
+        None,
+        help="instrument column(s) (pliv, iivm, lpq; ssm nonignorable: the one instrument for "
+        "selection)",
+        kind="columns",
     )
     cluster_cols: str | Sequence[str] | None = _option(
         None,
@@ -495,7 +356,10 @@ class EstimateOptions(_Options):
         None, kind="int", help="pq, cvar, lpq: the treatment level (0 or 1) of the quantile"
     )
     quantiles: str | float | Sequence[float] | None = _option(
-        None, metavar="Q[,Q...]", help="pq, cvar, lpq: the quantile level, a number in (0, 1)"
+        None,
+        metavar="Q[,Q...]",
+        help="pq, cvar, lpq: the quantile level, a number in (0, 1); qte: the quantile levels of "
+        "the effects, comma-separated, one pair of jobs (treatment 0 and 1) each",
     )
     boot_method: str | None = _option(None, choices=("normal", "Bayes", "wild"))
     n_rep_boot: int = _option(500, kind="int")
@@ -595,8 +459,9 @@ class EstimateOptions(_Options):
         Raises
         ------
         InvalidJobError
-            Also ``model='apos'`` (a job per level: :func:`fanfit.client.apos.submit_apos`) and
-            ``treatment_levels`` on another model (:func:`check_apos_options`).
+            Also ``model='apos'`` (a job per level: :func:`fanfit.client.apos.submit_apos`),
+            ``model='qte'`` (:func:`fanfit.client.qte.submit_qte`) and ``treatment_levels`` on
+            another model (:func:`check_apos_options`).
         """
         check_apos_options(self.model, self.treatment_levels)
         return build_spec(
@@ -741,7 +606,7 @@ def parse_treatment_levels(value: Any, name: str = "treatment_levels") -> tuple[
             level = math.nan
         if not math.isfinite(level):
             raise InvalidJobError(
-                f"{name} must be numbers separated by commas, e.g. 0,1,2; {_shown(item)} is not "
+                f"{name} must be numbers separated by commas, e.g. 0,1,2; {shown_value(item)} is not "
                 "a finite number"
             )
         if level in levels:
@@ -756,9 +621,16 @@ def check_apos_options(model: Any, treatment_levels: Any) -> None:
     Raises
     ------
     InvalidJobError
-        ``treatment_levels`` given with another model, or ``model='apos'`` given to a single
-        job's spec (:func:`fanfit.client.apos.submit_apos` runs it, one ``apo`` job per level).
+        ``treatment_levels`` given with another model, or ``model='apos'`` or ``'qte'`` given to
+        a single job's spec (:func:`fanfit.client.apos.submit_apos` runs apos, one ``apo`` job
+        per level; :func:`fanfit.client.qte.submit_qte` runs qte).
     """
+    if model == "qte":
+        raise InvalidJobError(
+            "model 'qte' runs one 'pq', 'cvar' or 'lpq' job per quantile and treatment level: "
+            "submit it with fanfit.client.qte.submit_qte (fanfit estimate --model qte), or use "
+            "fanfit.DoubleMLQTE"
+        )
     if model == "apos":
         raise InvalidJobError(
             "model 'apos' runs one 'apo' job per treatment level: submit it with "
@@ -844,13 +716,15 @@ def build_spec(
     check_columns("cluster_cols", cluster_cols, optional=True)
     check_str("s", s_col, optional=True)
     if not isinstance(normalize_ipw, bool):
-        raise InvalidJobError(f"normalize_ipw must be True or False, got {_shown(normalize_ipw)}")
+        raise InvalidJobError(
+            f"normalize_ipw must be True or False, got {shown_value(normalize_ipw)}"
+        )
     check_str("t", t, optional=True)
     check_str("weights_col", weights_col, optional=True)
     check_columns("weights_bar_cols", weights_bar_cols, optional=True)
     if in_sample_normalization is not None and not isinstance(in_sample_normalization, bool):
         raise InvalidJobError(
-            f"in_sample_normalization must be True or False, got {_shown(in_sample_normalization)}"
+            f"in_sample_normalization must be True or False, got {shown_value(in_sample_normalization)}"
         )
     model = str(model).lower()
     quantile = one_quantile(model, parse_quantiles(quantiles))

@@ -136,7 +136,7 @@ def aggregate(
     psi_deriv = np.full(score_dim, np.nan)
     all_coef = np.full((spec.n_treat, spec.n_rep), np.nan)
     all_se = np.full((spec.n_treat, spec.n_rep), np.nan)
-    fp = model_def(spec.model).fold_procedure
+    fp = model_def(spec.model).fold_procedure_for(spec)
     # same loop, storage and slicing as DoubleML.fit, so the floating point results agree
     for i_rep in range(spec.n_rep):
         for i_treat in range(spec.n_treat):

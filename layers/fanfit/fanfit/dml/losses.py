@@ -199,7 +199,7 @@ def nuisance_targets(
         for i_treat in range(spec.n_treat):
             for i_rep in range(spec.n_rep):
                 if fit.target == FOLD_TARGET:  # depends on the fold's scalars (PQ's ml_g)
-                    fp = mdef.fold_procedure
+                    fp = mdef.fold_procedure_for(spec)
                     assert fp is not None
                     p = {k: v[:, i_rep, i_treat] for k, v in checked.items()}
                     target = fp.targets(spec, data, p, i_treat)[fit.key]

@@ -162,11 +162,23 @@ def _check_ssm(spec: DMLSpec) -> None:
             "Model 'ssm' needs s_col, the binary selection column (1 where the outcome is "
             "observed; CLI: --s COLUMN, DoubleMLSSMData's s_col)."
         )
+    if spec.score == "nonignorable":
+        if len(spec.z_cols) != 1:
+            raise InvalidJobError(
+                "Model 'ssm' with score 'nonignorable' needs exactly one instrument for selection "
+                f"in z_cols (CLI: --z COLUMN, DoubleMLSSMData's z_cols), got {list(spec.z_cols)}."
+            )
+        if spec.cluster_cols:
+            raise InvalidJobError(
+                "Model 'ssm' does not take cluster_cols (DoubleML's nonignorable SSM splits each "
+                "fold's rows, not clusters); leave cluster_cols empty."
+            )
+        return
     if spec.z_cols:
         raise InvalidJobError(
             f"Model 'ssm' with score {spec.score!r} takes no instruments, but z_cols is "
             f"{list(spec.z_cols)}: DoubleML ignores them under missing at random; leave z_cols "
-            "unset (score 'nonignorable', which uses them, does not run on the pipeline yet)."
+            "unset, or use score 'nonignorable' (selection instrumented by z)."
         )
 
 

@@ -61,7 +61,13 @@ from fanfit.dml.scores import (
     plr_theta_initial,
 )
 from fanfit.dml.scores_did import did_cs_score_elements, did_score_elements
-from fanfit.dml.scores_ssm import ssm_score_elements
+from fanfit.dml.scores_ssm import (
+    ssm_nonignorable_run,
+    ssm_score_elements,
+    ssm_solve,
+    ssm_start,
+    ssm_targets,
+)
 from fanfit.errors import InvalidJobError
 
 __all__ = [
@@ -221,6 +227,10 @@ class FoldProcedure:
     split : FoldSplit or None
         The procedure cut in two stages (PQ, LPQ), used when :meth:`runs_split`; None runs
         :attr:`run` in one stage (CVaR).
+    scores : tuple of str
+        The scores whose fits nest inside the folds (SSM: ``('nonignorable',)``; its
+        ``'missing-at-random'`` cross-fits plainly); empty for every score of the model
+        (:meth:`ModelDef.fold_procedure_for`).
     """
 
     run: FoldRun
@@ -230,6 +240,7 @@ class FoldProcedure:
     solve: Callable[[DMLSpec, DMLData, Preds, int, Mapping[str, float]], tuple[float, Any, Any]]
     targets: Callable[[DMLSpec, DMLData, Preds, int], Mapping[str, np.ndarray]]
     split: FoldSplit | None = None
+    scores: tuple[str, ...] = ()
 
     def __post_init__(self) -> None:
         if self.chained and self.split is None:
@@ -309,8 +320,9 @@ class ModelDef:
         ``weights_bar_cols``, read into :attr:`DMLData.weights` and ``weights_bar`` (the score
         sees the repetition's column of ``weights_bar``, :func:`fanfit.dml.score_elements`).
     fold_procedure : FoldProcedure or None
-        Set when the model's fits nest inside each outer fold (PQ, CVaR, LPQ); then
-        :attr:`score_elements` is not used.
+        Set when the model's fits nest inside each outer fold (PQ, CVaR, LPQ; SSM's
+        ``'nonignorable'`` score only, :attr:`FoldProcedure.scores`); then, for the scores it
+        covers, :attr:`score_elements` is not used. :meth:`fold_procedure_for` gives a spec's.
     """
 
     name: str
@@ -342,11 +354,20 @@ class ModelDef:
         """DoubleML's default score (the first of :attr:`scores`)."""
         return self.scores[0]
 
+    def fold_procedure_for(self, spec: DMLSpec) -> FoldProcedure | None:
+        """The spec's fold procedure: :attr:`fold_procedure` when it covers ``spec.score``
+        (:attr:`FoldProcedure.scores` empty or holding it), else None."""
+        fp = self.fold_procedure
+        if fp is None or (fp.scores and spec.score not in fp.scores):
+            return None
+        return fp
+
     def n_stages(self, spec: DMLSpec) -> int:
         """1 + the highest stage of the spec's nuisances; a fold procedure: 2 when it
         :meth:`~FoldProcedure.runs_split` (PQ, LPQ with ``n_rep > 1``), else 1."""
-        if self.fold_procedure is not None:
-            return 2 if self.fold_procedure.runs_split(spec) else 1
+        fp = self.fold_procedure_for(spec)
+        if fp is not None:
+            return 2 if fp.runs_split(spec) else 1
         return 1 + max(n.stage for n in self.nuisances(spec))
 
     def required_learners(self, spec: DMLSpec) -> tuple[str, ...]:
@@ -457,7 +478,10 @@ def _didcs_nuisances(spec: DMLSpec) -> tuple[Nuisance, ...]:
 def _ssm_nuisances(spec: DMLSpec) -> tuple[Nuisance, ...]:
     # DoubleML 0.11.4 irm/ssm.py _nuisance_est, missing at random: ml_pi on (x, d) of all rows
     # with target s, ml_m on x with target d, ml_g_d0/ml_g_d1 on x of the rows with d == 0/1 and
-    # s == 1 (_get_cond_smpls_2d); params_names order ml_g_d0, ml_g_d1, ml_pi, ml_m
+    # s == 1 (_get_cond_smpls_2d); params_names order ml_g_d0, ml_g_d1, ml_pi, ml_m.
+    # 'nonignorable': the same keys, targets and loss rows (DoubleML records the same targets);
+    # the fold procedure (_SSM_NONIGNORABLE) fits them on the halves of each fold's training rows
+    # with (x, d, z) for ml_pi and (x, ml_pi's predictions) for the others
     return (
         Nuisance("ml_g_d0", "ml_g", "y", rows=("d", 0.0), also=(("s", 1.0),), loss_all_rows=True),
         Nuisance("ml_g_d1", "ml_g", "y", rows=("d", 1.0), also=(("s", 1.0),), loss_all_rows=True),
@@ -645,6 +669,19 @@ _PQ_COMMON: dict[str, Any] = {
 }
 
 
+#: SSM's ``'nonignorable'`` score: one unit per fold runs ml_pi on one half of the fold's
+#: training rows, then ml_m and ml_g_d0/ml_g_d1 on the other (fanfit.dml.scores_ssm).
+_SSM_NONIGNORABLE = FoldProcedure(
+    run=ssm_nonignorable_run,
+    start=ssm_start,
+    scalars=(),
+    chained=False,
+    solve=ssm_solve,
+    targets=ssm_targets,
+    scores=("nonignorable",),
+)
+
+
 # --------------------------------------------------------------------------- the registry
 _IV_TYPE_G = "E[Y - D theta|X] (IV-type score)"
 
@@ -772,9 +809,13 @@ REGISTRY: dict[str, ModelDef] = {
         ModelDef(
             name="ssm",
             doubleml_class="DoubleMLSSM",
-            scores=("missing-at-random",),
+            scores=("missing-at-random", "nonignorable"),
             roles={"ml_g": "either", "ml_pi": "classifier", "ml_m": "classifier"},
-            purposes={"ml_g": "E[Y|D,S=1,X]", "ml_pi": "P(S=1|D,X)", "ml_m": "P(D=1|X)"},
+            purposes={
+                "ml_g": "E[Y|D,S=1,X] (nonignorable: E[Y|D,S=1,X,pi])",
+                "ml_pi": "P(S=1|D,X) (nonignorable: P(S=1|D,X,Z))",
+                "ml_m": "P(D=1|X) (nonignorable: P(D=1|X,pi))",
+            },
             nuisances=_ssm_nuisances,
             score_elements=_ssm_score,
             check_spec=_check_ssm,
@@ -785,6 +826,7 @@ REGISTRY: dict[str, ModelDef] = {
             ipw_options=True,
             data_options={"s_col": "s_col"},
             doubleml_client_class="DoubleMLSSM",
+            fold_procedure=_SSM_NONIGNORABLE,
         ),
         _quantile_model(
             "pq",

@@ -31,13 +31,29 @@ All arrays are 1-d of shape ``(n_obs,)``.
 
 from __future__ import annotations
 
+from collections.abc import Callable, Mapping
+from typing import Any
+
 import numpy as np
 
-from fanfit.dml.scores import clip_propensity
+from fanfit.dml.model_checks import DMLData, DMLSpec, column
+from fanfit.dml.quantile_search import _proba_or_predict, split_halves
+from fanfit.dml.scores import clip_propensity, est_coef
 from fanfit.dml.scores_did import NuisanceLearner, all_rows, rows_where
 from fanfit.errors import InvalidJobError
 
-__all__ = ["SSM_SCORES", "ssm_learners", "ssm_score_elements"]
+__all__ = [
+    "SSM_KEYS",
+    "SSM_SCORES",
+    "ssm_learners",
+    "ssm_nonignorable_fold",
+    "ssm_nonignorable_run",
+    "ssm_score_elements",
+    "ssm_solve",
+]
+
+#: DoubleMLSSM's prediction keys, in its ``params_names`` order.
+SSM_KEYS = ("ml_g_d0", "ml_g_d1", "ml_pi", "ml_m")
 
 #: DoubleML's scores of DoubleMLSSM.
 SSM_SCORES = ("missing-at-random", "nonignorable")
@@ -138,3 +154,125 @@ def ssm_score_elements(
         psi_b0 = (dcontrol * s * (y - g_hat_d0)) / ((1 - m) * pi_hat) + g_hat_d0
     psi_b = psi_b1 - psi_b0
     return np.full(len(y), -1.0), psi_b
+
+
+def ssm_nonignorable_fold(
+    x: np.ndarray,
+    y: np.ndarray,
+    d: np.ndarray,
+    s: np.ndarray,
+    z: np.ndarray,
+    train: np.ndarray,
+    test: np.ndarray,
+    build_pi: Callable[[], Any],
+    build_m: Callable[[], Any],
+    build_g: Callable[[], Any],
+) -> dict[str, np.ndarray]:
+    r"""One outer fold's nested fits of DoubleMLSSM's ``'nonignorable'`` score (module docstring).
+
+    As DoubleML 0.11.4 ``irm/ssm.py`` ``DoubleMLSSM._nuisance_est`` (nonignorable branch), fold
+    by fold: the training rows are split in halves (:func:`fanfit.dml.quantile_search.split_halves`,
+    strata :math:`D + 2S`, ``random_state=42``); ``ml_pi`` is fitted to :math:`S` on the first
+    half with covariates :math:`(X, D, Z)` and predicts every row (``predict_proba[:, 1]``, or
+    ``predict`` when the half holds one class: DoubleML's ``_predict_zero_one_propensity``);
+    with covariates :math:`(X, \hat\Pi)` on the second half, ``ml_m`` is fitted to :math:`D` on
+    all its rows and ``ml_g`` to :math:`Y` on its rows with :math:`D = 1, S = 1` (``ml_g_d1``)
+    and :math:`D = 0, S = 1` (``ml_g_d0``), rows in increasing order (DoubleML's
+    ``np.intersect1d``), each predicting the test rows (``ml_g`` with ``predict``, as DoubleML
+    does here even for a classifier). Every fit uses a fresh estimator from its builder (DoubleML
+    clones one learner per fit). ``ml_m`` is returned unclipped.
+
+    Parameters
+    ----------
+    x : numpy.ndarray, shape (n_obs, n_x)
+        Covariates.
+    y, d, s : numpy.ndarray, shape (n_obs,)
+        Outcome, binary treatment, binary selection indicator.
+    z : numpy.ndarray, shape (n_obs,) or (n_obs, 1)
+        The instrument for selection.
+    train, test : numpy.ndarray of int
+        The outer fold's training and test rows (DoubleML's ``smpls[i_fold]``).
+    build_pi, build_m, build_g : callable
+        ``() -> estimator``: new unfitted ``ml_pi`` (classifier), ``ml_m`` (classifier) and
+        ``ml_g`` estimators.
+
+    Returns
+    -------
+    dict of str to numpy.ndarray, shape (n_test,)
+        ``ml_g_d0``, ``ml_g_d1``, ``ml_pi``, ``ml_m`` (:data:`SSM_KEYS`): predictions for ``test``,
+        in its order.
+    """
+    strata = d + 2 * s
+    train_1, train_2 = split_halves(np.asarray(train), strata)
+    dxz = np.column_stack((x, d, z))
+    pi_all = _proba_or_predict(build_pi().fit(dxz[train_1], s[train_1]), dxz)
+    xpi = np.column_stack((x, pi_all))
+    out = {
+        "ml_pi": pi_all[test],
+        "ml_m": _proba_or_predict(build_m().fit(xpi[train_2], d[train_2]), xpi[test]),
+    }
+    for level in (1, 0):
+        rows = np.intersect1d(np.where(d == level)[0], np.intersect1d(np.where(s == 1)[0], train_2))
+        fitted = build_g().fit(xpi[rows], y[rows])
+        out[f"ml_g_d{level}"] = np.asarray(fitted.predict(xpi[test]), dtype=np.float64)
+    return {k: out[k] for k in SSM_KEYS}
+
+
+def ssm_nonignorable_run(
+    spec: DMLSpec,
+    data: DMLData,
+    train: np.ndarray,
+    test: np.ndarray,
+    i_treat: int,
+    build: Callable[[str], Any],
+    start: float,
+) -> tuple[dict[str, np.ndarray], dict[str, float]]:
+    """The ``run`` of SSM's ``'nonignorable'`` fold procedure (:class:`fanfit.dml.models.FoldProcedure`):
+    :func:`ssm_nonignorable_fold` on the spec's columns; no fold scalars, ``start`` unused.
+
+    Raises
+    ------
+    fanfit.errors.InvalidDataError
+        Data without the selection column or the instrument.
+    """
+    s, z = column(spec, data, "s", i_treat), column(spec, data, "z", i_treat)
+    preds = ssm_nonignorable_fold(
+        data.xd(i_treat), data.y, data.d[:, i_treat], s, z, train, test,
+        lambda: build("ml_pi"), lambda: build("ml_m"), lambda: build("ml_g"),
+    )  # fmt: skip
+    return preds, {}
+
+
+def ssm_start(spec: DMLSpec, data: DMLData, i_treat: int) -> float:
+    """The ``start`` of SSM's fold procedure: 0.0 (its score is linear; nothing is searched)."""
+    return 0.0
+
+
+def ssm_solve(
+    spec: DMLSpec, data: DMLData, p: Mapping[str, np.ndarray], i_treat: int,
+    means: Mapping[str, float],
+) -> tuple[float, np.ndarray, np.ndarray]:  # fmt: skip
+    r"""The ``solve`` of SSM's fold procedure: the linear score's
+    :math:`\hat\theta = -\bar\psi_b / \bar\psi_a` (:func:`ssm_score_elements`,
+    :func:`fanfit.dml.scores.est_coef`), :math:`\psi = \psi_a\hat\theta + \psi_b` and
+    :math:`\psi_a`, as DoubleML's ``_est_causal_pars`` (``means`` unused).
+
+    Returns
+    -------
+    coef : float
+    psi, psi_deriv : numpy.ndarray, shape (n_obs,)
+    """
+    s = column(spec, data, "s", i_treat)
+    psi_a, psi_b = ssm_score_elements(
+        data.y, data.d[:, i_treat], s, p["ml_g_d0"], p["ml_g_d1"], p["ml_pi"], p["ml_m"],
+        spec.normalize_ipw, spec.trimming_threshold,
+    )  # fmt: skip
+    coef = est_coef(psi_a, psi_b)
+    return coef, psi_a * coef + psi_b, psi_a
+
+
+def ssm_targets(
+    spec: DMLSpec, data: DMLData, p: Mapping[str, np.ndarray], i_treat: int
+) -> dict[str, np.ndarray]:
+    """The ``targets`` of SSM's fold procedure: none (no SSM target depends on a fold scalar)."""
+    return {}

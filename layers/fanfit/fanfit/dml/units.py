@@ -152,7 +152,7 @@ def prediction_keys(spec: DMLSpec, stage: int | None = None) -> tuple[str, ...]:
         :math:`\\hat r(1, X) = 1` without fitting; :func:`~fanfit.dml.estimate.score_elements`
         does too).
     """
-    fp = model_def(spec.model).fold_procedure
+    fp = model_def(spec.model).fold_procedure_for(spec)
     if fp is not None and not fp.runs_split(spec):  # one stage: each fold unit fits every key
         return tuple(n.key for n in nuisances(spec))
     return tuple(n.key for n in nuisances(spec) if stage is None or n.stage == stage)
@@ -166,7 +166,7 @@ def fold_scalar_keys(spec: DMLSpec) -> tuple[str, ...]:
     fold's value on that fold's test rows (:func:`put_predictions`); the units of the last stage
     return them.
     """
-    fp = model_def(spec.model).fold_procedure
+    fp = model_def(spec.model).fold_procedure_for(spec)
     return fp.scalars if fp is not None else ()
 
 
@@ -263,7 +263,7 @@ def fit_units(spec: DMLSpec, stage: int) -> list[FitUnit]:
         raise InvalidJobError(
             f"Stage {stage} does not exist; this estimate has {n_stages(spec)} stage(s)."
         )
-    if model_def(spec.model).fold_procedure is not None:
+    if model_def(spec.model).fold_procedure_for(spec) is not None:
         # one unit per fold runs the fold's nested fits of this stage, every repetition side by side
         unit_key = prediction_keys(spec, stage)[0]
         return [
@@ -476,9 +476,9 @@ def fit_predict_aux(
     """:func:`fit_predict`, and the unit's auxiliary array when it has one.
 
     Only a stage-0 unit of a model whose fold procedure runs in two stages (a
-    :class:`~fanfit.dml.models.FoldSplit`: PQ and LPQ with ``n_rep > 1``) has one: the ``aux`` of its ``prelim`` (the fold's preliminary propensities on the
-    first half, shape (1, n_train_1) for PQ, (3, n_train_1) for LPQ), which :func:`stage_inputs`
-    of stage 1 needs. The pipeline stores it beside the unit's predictions, in the same shard
+    :class:`~fanfit.dml.models.FoldSplit`: PQ and LPQ with ``n_rep > 1``) has one: the ``aux``
+    of its ``prelim`` (the fold's preliminary propensities on the first half, shape
+    (1, n_train_1) for PQ, (3, n_train_1) for LPQ), which :func:`stage_inputs` of stage 1 needs. The pipeline stores it beside the unit's predictions, in the same shard
     object, under :func:`fanfit.storage.aux_array_name` of the unit's key.
 
     Returns
@@ -491,7 +491,7 @@ def fit_predict_aux(
     ------
     As :func:`fit_predict`.
     """
-    if model_def(spec.model).fold_procedure is not None:
+    if model_def(spec.model).fold_procedure_for(spec) is not None:
         return _run_fold_procedure(spec, unit, data, folds, stage_inputs)
     return _fit_predict_one(spec, unit, data, folds, stage_inputs), None
 
@@ -541,7 +541,7 @@ def _run_fold_procedure(
 ) -> tuple[np.ndarray, np.ndarray | None]:
     """A fold unit of a model with a fold procedure: its packed outputs (:func:`put_predictions`)
     and, for stage 0 of a split procedure, its auxiliary array."""
-    fp = model_def(spec.model).fold_procedure
+    fp = model_def(spec.model).fold_procedure_for(spec)
     assert fp is not None
     test, train = _fold_rows(spec, folds, unit.i_rep, unit.i_fold)
     if test.size == 0 or train.size == 0:
@@ -642,7 +642,7 @@ def put_predictions(
     """
     test = np.flatnonzero(np.asarray(folds)[:, unit.i_rep] == unit.i_fold)
     values = np.asarray(values, dtype=np.float64)
-    if spec is not None and model_def(spec.model).fold_procedure is not None:
+    if spec is not None and model_def(spec.model).fold_procedure_for(spec) is not None:
         keys, scalars = _fold_layout(spec, unit.stage)
         if values.shape != (len(keys) * test.size + len(scalars),):
             raise InvalidJobError(
@@ -757,7 +757,7 @@ def stage_inputs(
     if stage == 0:
         return {}
     validate_spec_folds(spec, data, folds)
-    fp = model_def(spec.model).fold_procedure
+    fp = model_def(spec.model).fold_procedure_for(spec)
     if fp is not None and fp.runs_split(spec):
         return {"fold_scalars": _fold_chain(spec, data, folds, aux or {})}
     p = check_preds(spec, data.n_obs, preds, stage=0)
@@ -778,7 +778,7 @@ def _fold_chain(
     spec: DMLSpec, data: DMLData, folds: np.ndarray, aux: dict[str, np.ndarray]
 ) -> dict[str, list[list[list[float]]]]:
     """Every fold's scalars of a split fold procedure, by the chain of :func:`stage_inputs`."""
-    fp = model_def(spec.model).fold_procedure
+    fp = model_def(spec.model).fold_procedure_for(spec)
     assert fp is not None and fp.split is not None
     key = prediction_keys(spec, 0)[0]
     table: dict[str, list[list[list[float]]]] = {n: [] for n in fp.scalars}

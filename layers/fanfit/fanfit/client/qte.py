@@ -1,0 +1,519 @@
+"""``--model qte``: DoubleML's DoubleMLQTE from the command line and job files, without DoubleML.
+
+DoubleML's ``DoubleMLQTE`` fits, on one sample splitting, two models per quantile (treatment
+level 0 and 1; ``DoubleMLPQ``, ``DoubleMLCVAR`` or ``DoubleMLLPQ`` by its ``score``) and takes
+each quantile's effect as ``modellist_1[i].framework - modellist_0[i].framework``, the frameworks
+concatenated over the quantiles (DoubleML 0.11.4 ``irm/qte.py``, ``fit``). Here each
+(quantile, level) is one ``pq``, ``cvar`` or ``lpq`` job (:func:`part_options`), all submitted
+before any is awaited (:func:`submit_qte`); the folds are the same in every job (drawn from the
+one seed, or the one ``folds`` file). The effects are computed on the client from each job's
+score values, recomputed from its stored out-of-fold predictions by :func:`fanfit.dml.aggregate`
+(the function Aggregate runs; :func:`fanfit.client.apos.level_scores`), by
+:func:`fanfit.dml.scores_quantile.qte_aggregate`; the joint confidence bands (``boot_method``) by
+the multiplier bootstrap of :meth:`fanfit.dml.DMLResult.bootstrap` on the effects' scaled scores.
+Python users with DoubleML installed have :class:`fanfit.DoubleMLQTE` instead, which hands the
+jobs' predictions to DoubleML itself.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+
+from fanfit import dml, errors
+from fanfit.client.apos import framework_pvals, framework_summary, level_scores
+from fanfit.client.check import CheckedEstimate, check_estimate
+from fanfit.client.data import read_table, to_matrix
+from fanfit.client.options import EstimateOptions
+from fanfit.client.printout import section
+from fanfit.dml.fold_procedures import parse_quantiles
+from fanfit.dml.scores_quantile import qte_aggregate
+
+if TYPE_CHECKING:
+    import pandas as pd
+
+    from fanfit.client.estimate import EstimateResult
+
+__all__ = [
+    "LEVELS",
+    "SCORES",
+    "QTEJobs",
+    "QTEResult",
+    "check_qte",
+    "part_options",
+    "qte_quantiles",
+    "qte_score",
+    "submit_qte",
+]
+
+#: DoubleMLQTE's scores and the model of each (quantile, level) job.
+SCORES = {"PQ": "pq", "CVaR": "cvar", "LPQ": "lpq"}
+
+#: The treatment levels of every quantile, in DoubleML's order (``modellist_0``, ``modellist_1``).
+LEVELS = (0, 1)
+
+
+def qte_score(score: Any) -> str:
+    """DoubleMLQTE's ``score``: ``'PQ'`` (default, when None), ``'CVaR'`` or ``'LPQ'``.
+
+    Raises
+    ------
+    fanfit.errors.InvalidJobError
+        Another value, naming ``score`` and the three.
+    """
+    if score is None:
+        return "PQ"
+    if score not in SCORES:
+        raise errors.InvalidJobError(
+            f"score must be PQ, CVaR or LPQ with model 'qte' (DoubleMLQTE's score: potential "
+            f"quantiles, conditional values at risk, or the compliers' quantiles), got {score!r}"
+        )
+    return str(score)
+
+
+def qte_quantiles(value: Any) -> tuple[float, ...]:
+    """DoubleMLQTE's ``quantiles`` from ``"0.25,0.5,0.75"``, a number or a sequence.
+
+    Returns
+    -------
+    tuple of float
+        Each in (0, 1), in the given order.
+
+    Raises
+    ------
+    fanfit.errors.InvalidJobError
+        Naming ``quantiles``: missing, empty, not numbers, outside (0, 1)
+        (:func:`fanfit.dml.fold_procedures.parse_quantiles`), or a level given twice.
+    """
+    quantiles = parse_quantiles(value)
+    if quantiles is None:
+        raise errors.InvalidJobError(
+            "quantiles must be given with model 'qte': the quantile levels of the effects, "
+            "numbers in (0, 1) separated by commas, e.g. 0.25,0.5,0.75 (DoubleMLQTE's quantiles)"
+        )
+    for i, q in enumerate(quantiles):
+        if q in quantiles[:i]:
+            raise errors.InvalidJobError(
+                f"quantiles must differ: {q:g} is given twice; give each quantile once"
+            )
+    return quantiles
+
+
+def part_options(options: EstimateOptions) -> list[tuple[float, int, EstimateOptions]]:
+    """The job options of each (quantile, treatment level) of a ``qte`` job.
+
+    Parameters
+    ----------
+    options : EstimateOptions
+        ``model='qte'`` with ``quantiles`` and ``score`` (``PQ``, ``CVaR`` or ``LPQ``; None: PQ).
+
+    Returns
+    -------
+    list of (quantile, level, EstimateOptions)
+        Per quantile (in the given order), level 0 then 1: the same options with the model of the
+        score (``pq``, ``cvar``, ``lpq``), its default score, ``treatment`` the level,
+        ``quantiles`` the one quantile and no ``boot_method`` (the bootstrap is the effects').
+
+    Raises
+    ------
+    fanfit.errors.InvalidJobError
+        ``model`` is not ``'qte'``; ``treatment`` given (both levels are estimated); a bad
+        ``score`` (:func:`qte_score`) or ``quantiles`` (:func:`qte_quantiles`); score ``LPQ``
+        without exactly one instrument ``z``, or another score with one.
+    """
+    if options.model != "qte":
+        raise errors.InvalidJobError(f"model must be 'qte' here, got {options.model!r}")
+    if options.treatment is not None:
+        raise errors.InvalidJobError(
+            "treatment must be left out with model 'qte': it estimates both levels 0 and 1 at "
+            "every quantile (treatment is the one level of models 'pq', 'cvar' and 'lpq')"
+        )
+    score = qte_score(options.score)
+    quantiles = qte_quantiles(options.quantiles)
+    z = options.z
+    n_z = (
+        0 if z is None else len([c for c in z.split(",") if c.strip()] if isinstance(z, str) else z)
+    )
+    if score == "LPQ" and n_z != 1:
+        raise errors.InvalidJobError(
+            f"z must name exactly one binary instrument column with score 'LPQ' of model "
+            f"'qte' (the compliers' quantiles), got {n_z}"
+        )
+    if score != "LPQ" and n_z:
+        raise errors.InvalidJobError(
+            f"z must be left out with score {score!r} of model 'qte'; use score 'LPQ' for the "
+            "compliers' quantile treatment effects with one binary instrument"
+        )
+    model = SCORES[score]
+    return [
+        (
+            q,
+            level,
+            options.replace(
+                model=model, score=None, treatment=level, quantiles=q, boot_method=None
+            ),
+        )  # fmt: skip
+        for q in quantiles
+        for level in LEVELS
+    ]
+
+
+def _check_both_levels(frame: pd.DataFrame, options: EstimateOptions) -> None:
+    """One treatment column holding 0 and 1 only, both present.
+
+    Raises
+    ------
+    fanfit.errors.InvalidJobError
+        Not one treatment column (naming ``d``).
+    fanfit.errors.InvalidDataError
+        A value other than 0 or 1, or a level with no row, naming the column.
+    """
+    d = options.d
+    d_cols = [c.strip() for c in d.split(",")] if isinstance(d, str) else list(d)
+    if len(d_cols) != 1:
+        raise errors.InvalidJobError(
+            f"model 'qte' takes one binary treatment column d, got {len(d_cols)}: "
+            f"{', '.join(map(str, d_cols))}"
+        )
+    d_col = str(d_cols[0])
+    if d_col not in frame.columns:  # check_estimate names the missing column
+        return
+    _, values = to_matrix(frame, [d_col])
+    values = values[:, 0]
+    other = values[np.isfinite(values) & (values != 0) & (values != 1)]
+    if other.size:
+        raise errors.InvalidDataError(
+            f"model 'qte' needs a binary treatment: {d_col!r} holds {other[0]:g} (only 0 and 1 "
+            "are allowed)"
+        )
+    for level in LEVELS:
+        if not np.any(values == level):
+            raise errors.InvalidDataError(
+                f"model 'qte' estimates both treatment levels, but {d_col!r} has no row with "
+                f"value {level}"
+            )
+
+
+def check_qte(
+    data: Any = None, *, s3: Any = None, options: EstimateOptions
+) -> tuple[list[CheckedEstimate], pd.DataFrame]:
+    """Check a ``qte`` job on the client, without any stack (``--dry-run``, and before submitting).
+
+    Parameters
+    ----------
+    data : str, path, DataFrame or s3:// URI, optional
+        Default ``options.data``.
+    s3 : boto3 S3 client, optional
+        For an ``s3://`` URI.
+    options : EstimateOptions
+        ``model='qte'``.
+
+    Returns
+    -------
+    (checked, frame) : list of CheckedEstimate, DataFrame
+        One :func:`~fanfit.client.check.check_estimate` per (quantile, level), in
+        :func:`part_options`' order, and the data read.
+
+    Raises
+    ------
+    fanfit.errors.InvalidJobError, InvalidDataError, InvalidLearnerError, InvalidFoldsError
+        As :func:`part_options`; a treatment column that is not binary or lacks a level; then as
+        :func:`~fanfit.client.check.check_estimate` of each part.
+    """
+    parts = part_options(options)
+    frame = read_table(options.data if data is None else data, s3)
+    _check_both_levels(frame, options)
+    checked = [check_estimate(frame, options=o.replace(data=frame)) for _, _, o in parts]
+    return checked, frame
+
+
+def submit_qte(client: Any, data: Any = None, *, options: EstimateOptions) -> QTEJobs:
+    """Check, then start one job per (quantile, treatment level), all before waiting for any.
+
+    Parameters
+    ----------
+    client : fanfit.client.Client
+    data : str, path, DataFrame or s3:// URI, optional
+        Default ``options.data``; read once, checked, and uploaded once (its content hash is the
+        same for every job).
+    options : EstimateOptions
+        ``model='qte'``, with ``quantiles``.
+
+    Returns
+    -------
+    QTEJobs
+
+    Raises
+    ------
+    As :func:`check_qte` (before anything is uploaded), then as
+    :meth:`fanfit.client.Client.submit_estimate` for each job.
+    """
+    _, frame = check_qte(data, s3=client.s3, options=options)
+    parts = part_options(options)
+    jobs = [client.submit_estimate(frame, options=o.replace(data=frame)) for _, _, o in parts]
+    return QTEJobs(
+        quantiles=tuple(dict.fromkeys(q for q, _, _ in parts)),
+        score=qte_score(options.score),
+        jobs=jobs,
+        frame=frame,
+        boot_method=options.boot_method,
+        n_rep_boot=int(options.n_rep_boot),
+        seed=int(options.seed),
+    )
+
+
+@dataclass
+class QTEJobs:
+    """The jobs of a ``qte`` job, one per (quantile, treatment level) (:func:`submit_qte`).
+
+    Attributes
+    ----------
+    quantiles : tuple of float
+    score : str
+        ``'PQ'``, ``'CVaR'`` or ``'LPQ'``.
+    jobs : list of EstimateJob
+        Per quantile, level 0 then level 1 (:func:`part_options`' order).
+    frame : DataFrame
+        The data they ran on (for the score values).
+    boot_method : str or None
+        The effects' multiplier bootstrap, ``n_rep_boot`` draws seeded by ``seed``.
+    n_rep_boot, seed : int
+    """
+
+    quantiles: tuple[float, ...]
+    score: str
+    jobs: list[Any]
+    frame: Any = field(repr=False)
+    boot_method: str | None = None
+    n_rep_boot: int = 500
+    seed: int = 0
+
+    @property
+    def job_ids(self) -> list[str]:
+        """The jobs' ids, in :func:`part_options`' order."""
+        return [job.job_id for job in self.jobs]
+
+    @property
+    def labels(self) -> list[str]:
+        """``"quantile 0.25 of treatment 0"`` per job, in order."""
+        return [f"quantile {q:g} of treatment {t}" for q in self.quantiles for t in LEVELS]
+
+    def detached(self) -> dict[str, Any]:
+        """What ``--detach --output json`` prints: the job ids, quantiles and levels."""
+        return {"job_ids": self.job_ids, "quantiles": list(self.quantiles),
+                "treatment_levels": list(LEVELS)}  # fmt: skip
+
+    def result(self, timeout: float = 3600.0, progress: Any = False) -> QTEResult:
+        """Wait for every job (each within ``timeout`` seconds), then compute the effects.
+
+        Raises
+        ------
+        fanfit.errors.JobFailedError
+            A job failed or did not end within ``timeout`` (``WaitTimeoutError``).
+        fanfit.errors.ParityError
+            As :func:`fanfit.client.apos.level_scores`.
+        """
+        results = [job.result(timeout=timeout, progress=progress) for job in self.jobs]
+        scores = [level_scores(job, self.frame) for job in self.jobs]
+        return qte_result(self.quantiles, self.score, scores, results,
+                          boot_method=self.boot_method, n_rep_boot=self.n_rep_boot,
+                          seed=self.seed)  # fmt: skip
+
+
+def qte_result(
+    quantiles: tuple[float, ...],
+    score: str,
+    scores: list[tuple[np.ndarray, np.ndarray, np.ndarray]],
+    results: list[Any] | None = None,
+    *,
+    boot_method: str | None = None,
+    n_rep_boot: int = 500,
+    seed: int = 0,
+) -> QTEResult:
+    r"""DoubleMLQTE's effects from each (quantile, level) job's estimates and score values.
+
+    :func:`fanfit.dml.scores_quantile.qte_aggregate` (per repetition the difference of the levels'
+    estimates, its variance from the difference of their scaled scores, then DoubleML's median
+    aggregation); with ``boot_method`` the multiplier bootstrap of the concatenated effects
+    (:meth:`fanfit.dml.DMLResult.bootstrap`, DoubleML's ``DoubleMLFramework.bootstrap`` after
+    ``np.random.seed(seed)``), for the joint confidence bands.
+
+    Parameters
+    ----------
+    quantiles : tuple of float, length n_quantiles
+    score : str
+    scores : list of (all_coef, psi, psi_deriv), length 2 * n_quantiles
+        Each job's per-repetition estimates, shape (n_rep,), and score values and derivatives,
+        shape (n_obs, n_rep) (:func:`fanfit.client.apos.level_scores`), in
+        :func:`part_options`' order (per quantile, level 0 then 1).
+    results : list of EstimateResult, length 2 * n_quantiles, optional
+        The jobs' results, in the same order (for the printout and the JSON).
+    boot_method : {'normal', 'Bayes', 'wild'} or None
+    n_rep_boot, seed : int
+
+    Returns
+    -------
+    QTEResult
+
+    Raises
+    ------
+    fanfit.errors.InvalidJobError
+        ``scores`` (or ``results``) does not hold two parts per quantile; a bad
+        ``boot_method`` or ``n_rep_boot``.
+    """
+    n_q = len(quantiles)
+    results = [] if results is None else list(results)
+    if len(scores) != 2 * n_q or len(results) not in (0, 2 * n_q):
+        raise errors.InvalidJobError(
+            f"model 'qte' needs 2 jobs per quantile ({2 * n_q}), got {len(scores)} score sets "
+            f"and {len(results)} results"
+        )
+
+    def stacked(level: int, i: int, axis: int) -> np.ndarray:
+        return np.stack([scores[2 * k + level][i] for k in range(n_q)], axis=axis)
+
+    effects = qte_aggregate(
+        stacked(0, 0, 0), stacked(1, 0, 0), stacked(0, 1, 1), stacked(1, 1, 1),
+        stacked(0, 2, 1), stacked(1, 2, 1),
+    )  # fmt: skip
+    boot = None
+    if boot_method is not None:
+        boot = dml.DMLResult.from_estimates(
+            d_cols=tuple(f"{q:g}" for q in quantiles), all_coef=effects.all_coef,
+            all_se=effects.all_se, psi=np.transpose(effects.scaled_psi, (0, 2, 1)),
+            psi_deriv=np.ones_like(np.transpose(effects.scaled_psi, (0, 2, 1))),
+            n_obs=effects.scaled_psi.shape[0], n_folds=0, model="qte", score=score,  # n_folds: unused
+        ).bootstrap(boot_method, n_rep_boot, seed)  # fmt: skip
+    return QTEResult(
+        quantiles=tuple(quantiles), score=score, results=results,
+        all_coef=effects.all_coef, all_se=effects.all_se, coef=effects.coef, se=effects.se,
+        ci_joint=None if boot is None else boot.confint(joint=True),
+        boot_method=boot_method, n_rep_boot=None if boot is None else n_rep_boot,
+    )  # fmt: skip
+
+
+@dataclass
+class QTEResult:
+    """The result of a ``qte`` job: the quantile treatment effects, as DoubleMLQTE's.
+
+    Attributes
+    ----------
+    quantiles : tuple of float
+    score : str
+    results : list of EstimateResult
+        Each (quantile, level) job's result, per quantile level 0 then 1.
+    all_coef, all_se : ndarray of shape (n_quantiles, n_rep)
+        The effects per repetition (DoubleMLQTE's ``all_coef``, ``all_se``).
+    coef, se : ndarray of shape (n_quantiles,)
+        Aggregated over the repetitions.
+    ci_joint : ndarray of shape (n_quantiles, 2) or None
+        The joint 95 % confidence bands (``confint(joint=True)``), with ``boot_method``.
+    boot_method : str or None
+    n_rep_boot : int or None
+    """
+
+    quantiles: tuple[float, ...]
+    score: str
+    results: list[EstimateResult]
+    all_coef: np.ndarray
+    all_se: np.ndarray
+    coef: np.ndarray
+    se: np.ndarray
+    ci_joint: np.ndarray | None = None
+    boot_method: str | None = None
+    n_rep_boot: int | None = None
+
+    @property
+    def t_stat(self) -> np.ndarray:
+        """coef / se."""
+        return np.asarray(self.coef / self.se)
+
+    @property
+    def pval(self) -> np.ndarray:
+        """DoubleMLQTE's ``pval`` (DoubleMLFramework's: the median over repetitions)."""
+        return framework_pvals(self.all_coef, self.all_se)
+
+    @property
+    def summary(self) -> pd.DataFrame:
+        """DoubleMLQTE's summary: ``coef, std err, t, P>|t|, 2.5 %, 97.5 %``, indexed by the
+        quantiles (:func:`fanfit.client.apos.framework_summary`)."""
+        table = framework_summary([f"{q:g}" for q in self.quantiles], self.coef, self.se,
+                                  self.all_coef, self.all_se)  # fmt: skip
+        table.index = list(self.quantiles)
+        return table
+
+    def confint(self, joint: bool = False) -> pd.DataFrame:
+        """The 95 % confidence intervals per quantile, DoubleMLQTE's ``confint(joint=...)``.
+
+        Raises
+        ------
+        fanfit.errors.InvalidJobError
+            ``joint=True`` without ``boot_method``.
+        """
+        import pandas as pd
+
+        if not joint:
+            return self.summary[["2.5 %", "97.5 %"]]
+        if self.ci_joint is None:
+            raise errors.InvalidJobError(
+                "joint confidence bands need the multiplier bootstrap: run model 'qte' with "
+                "boot_method ('normal', 'Bayes' or 'wild')"
+            )
+        return pd.DataFrame(self.ci_joint, index=list(self.quantiles), columns=["2.5 %", "97.5 %"])
+
+    def potential_quantiles(self) -> pd.DataFrame:
+        """Each job's estimate: ``coef, std err, job`` indexed by (quantile, treatment)."""
+        import pandas as pd
+
+        index = pd.MultiIndex.from_tuples(
+            [(q, t) for q in self.quantiles for t in LEVELS], names=["quantile", "treatment"]
+        )
+        return pd.DataFrame(
+            {"coef": [float(r.coef[0]) for r in self.results],
+             "std err": [float(r.se[0]) for r in self.results],
+             "job": [r.doc.job_id for r in self.results]},
+            index=index,
+        )  # fmt: skip
+
+    def __str__(self) -> str:
+        """DoubleMLQTE's printout (its fit summary), the joint confidence bands when
+        bootstrapped, then the potential quantiles (or CVaRs) of the jobs."""
+        parts = [
+            "================== DoubleMLQTE Object ==================\n",
+            f"{section('Fit summary')}\n{self.summary}",
+        ]
+        if self.ci_joint is not None:
+            parts.append(
+                f"\n{section('Joint bands')}\nconfint(joint=True), {self.boot_method} bootstrap, "
+                f"{self.n_rep_boot} draws\n{self.confint(joint=True)}"
+            )
+        what = {"PQ": "Potential quantiles", "CVaR": "Potential CVaRs", "LPQ": "Local quantiles"}
+        parts.append(
+            f"\n{section(what[self.score])}\nscore {self.score}, one "
+            f"{self.results[0].model if self.results else ''} job each\n"
+            f"{self.potential_quantiles()}"
+        )
+        return "\n".join(parts)
+
+    def to_dict(self) -> dict[str, Any]:
+        """The ``--output json`` object: ``model``, ``score``, ``quantiles``, ``coef``, ``se``,
+        ``t_stat``, ``pval``, ``ci_95`` (``[low, high]`` per quantile), ``all_coef``,
+        ``all_se``; with a bootstrap ``ci_joint_95``, ``boot_method`` and ``n_rep_boot``; and
+        ``parts``: each job's :meth:`EstimateResult.to_dict` with its ``quantile`` and
+        ``treatment``."""
+        ci = self.confint().to_numpy()
+        out: dict[str, Any] = {
+            "model": "qte", "score": self.score, "quantiles": list(self.quantiles),
+            "coef": self.coef.tolist(), "se": self.se.tolist(), "t_stat": self.t_stat.tolist(),
+            "pval": self.pval.tolist(), "ci_95": ci.tolist(), "all_coef": self.all_coef.tolist(),
+            "all_se": self.all_se.tolist(),
+        }  # fmt: skip
+        if self.ci_joint is not None:
+            out.update(ci_joint_95=self.ci_joint.tolist(), boot_method=self.boot_method,
+                       n_rep_boot=self.n_rep_boot)  # fmt: skip
+        pairs = [(q, t) for q in self.quantiles for t in LEVELS]
+        out["parts"] = [{"quantile": q, "treatment": t, **r.to_dict()}
+                        for (q, t), r in zip(pairs, self.results)]  # fmt: skip
+        return out

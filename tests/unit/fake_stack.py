@@ -1,0 +1,77 @@
+"""A stack without a stack: jobs run in-process, for the tests of the client models that are
+several jobs (``apos``: test_cli_apos.py; ``qte``: test_cli_qte.py).
+
+Imported by name (``from fake_stack import ...``): pytest puts tests/unit on ``sys.path``.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+from typing import Any
+
+from fanfit import dml as fdml
+from fanfit.client.check import check_estimate
+from fanfit.client.estimate import EstimateResult
+from fanfit.client.options import EstimateOptions
+from fanfit.dml.interop import predictions_from_arrays, predictions_to_arrays
+
+
+class FakeJob:
+    """A job run here: fanfit's in-process estimate of the checked options (what the pipeline
+    computes, a fold procedure included); its result, folds and predictions as a job's."""
+
+    def __init__(self, checked: Any, log: list[tuple[str, str]], n: int) -> None:
+        self.checked, self.log, self.job_id = checked, log, f"est-fake-{n}"
+        self.execution_arn = f"arn:fake:{n}"
+        spec, data = checked.spec, checked.data
+        self._folds = (
+            checked.folds if checked.folds is not None else fdml.draw_spec_folds(spec, data)
+        )
+        self.res = fdml.estimate_in_process(spec, data, self._folds)
+
+    def spec(self) -> Any:
+        return self.checked.spec
+
+    def folds(self) -> Any:
+        return self._folds
+
+    def predictions(self) -> Any:
+        """As the stack stores and reads them (a fold procedure's fold scalars included)."""
+        arrays = predictions_to_arrays(self.checked.spec.d_cols, self.res.predictions)
+        return predictions_from_arrays(arrays)
+
+    def result(self, timeout: Any = None, progress: Any = False) -> EstimateResult:
+        self.log.append(("result", self.job_id))
+        raw = {**self.res.to_dict(), "job_id": self.job_id, "execution_arn": self.execution_arn,
+               "predictions_key": "p", "folds_key": "f", "spec": self.checked.spec.to_dict(),
+               "timings": {"shards": [], "billed_gb_s": 0.0, "lambda_cost_usd": 0.0,
+                           "aggregate": {"memory_mb": 1769, "peak_rss_mb": 100.0},
+                           "price_usd_per_gb_s": 1.6667e-05, "price_usd_per_request": 2e-07}}  # fmt: skip
+        return EstimateResult(raw=json.loads(json.dumps(raw)))
+
+
+class FakeClient:
+    """``submit_estimate`` runs a :class:`FakeJob`; ``log`` records submits and awaits in order."""
+
+    s3 = None
+
+    def __init__(self) -> None:
+        self.log: list[tuple[str, str]] = []
+        self.submitted: list[EstimateOptions] = []
+
+    def submit_estimate(self, data: Any, *, options: EstimateOptions) -> FakeJob:
+        self.submitted.append(options)
+        job = FakeJob(check_estimate(data, options=options), self.log, len(self.submitted))
+        self.log.append(("submit", job.job_id))
+        return job
+
+
+def patch_stack_client(monkeypatch: Any) -> FakeClient:
+    """``fanfit estimate`` against a :class:`FakeClient` (no stack): ``common.stack_client``
+    yields it; returns it."""
+    from fanfit.cli import common
+
+    client = FakeClient()
+    monkeypatch.setattr(common, "stack_client", lambda args: contextlib.nullcontext(client))
+    return client

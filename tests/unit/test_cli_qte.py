@@ -1,0 +1,310 @@
+"""``--model qte --quantiles [--score PQ|CVaR|LPQ]``: parsing, named errors, the jobs and the effects.
+
+GIVEN the 401(k) data (binary e401) or DoubleML's IRM/IIVM data WHEN ``fanfit estimate --model
+qte`` runs as a dry run, from a job file, or on a fake stack THEN bad options are refused naming
+the option, one job per (quantile, treatment level) is started before any is awaited, and the
+effects equal DoubleML 0.11.4's ``DoubleMLQTE`` (1e-12 from the same score values; 1e-9 from the
+jobs run here against DoubleML's own fit on the same folds).
+"""
+
+from __future__ import annotations
+
+import json
+import warnings
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from fanfit import cli, errors
+from fanfit import dml as fdml
+from fanfit.client import qte as cqte
+from fanfit.client.options import EstimateOptions
+
+dml = pytest.importorskip("doubleml")
+
+from doubleml.irm.datasets import make_iivm_data, make_irm_data  # noqa: E402
+from fake_stack import FakeClient, patch_stack_client  # noqa: E402
+from sklearn.linear_model import LinearRegression, LogisticRegression  # noqa: E402
+
+ROOT = Path(__file__).resolve().parents[2]
+SIPP = str(ROOT / "examples" / "data" / "sipp1991.dta")
+BASE = ["estimate", "--data", SIPP, "--y", "net_tfa", "--d", "e401", "--x", "age,inc",
+        "--dry-run"]  # fmt: skip
+QTE = ["--model", "qte", "--ml-g", "LogisticRegression", "--ml-m", "LogisticRegression"]
+X_COLS = ["X1", "X2", "X3", "X4"]
+#: DoubleML's score of each model of a part, and the outcome learner it takes.
+ML_G = {"PQ": LogisticRegression, "CVaR": LinearRegression, "LPQ": LogisticRegression}
+
+
+# ------------------------------------------------------------------------- parsing and errors
+@pytest.mark.parametrize(
+    ("extra", "code", "message"),
+    [
+        (QTE + ["--quantiles", "0.5,0.75"], 0,
+         "fits: 4 pq jobs (quantiles x treatment levels 0, 1) x 5 fold units = 20 fold units"),
+        (QTE + ["--quantiles", "0.5", "--score", "CVaR", "--ml-g", "LinearRegression"], 0,
+         "2 cvar jobs"),
+        (QTE, 2, "--quantiles must be given with model 'qte'"),
+        (QTE + ["--quantiles", "0.5,x"], 2, "--quantiles must be numbers in (0, 1), got 'x'"),
+        (QTE + ["--quantiles", "0.25,1"], 2, "--quantiles must be numbers in (0, 1), got 1.0"),
+        (QTE + ["--quantiles", "0.5,0.25,0.5"], 2, "--quantiles must differ: 0.5 is given twice"),
+        (QTE + ["--quantiles", "0.5", "--treatment", "1"], 2,
+         "--treatment must be left out with model 'qte'"),
+        (QTE + ["--quantiles", "0.5", "--score", "ATE"], 2, "--score must be PQ, CVaR or LPQ"),
+        (QTE + ["--quantiles", "0.5", "--score", "LPQ"], 2,
+         "--z must name exactly one binary instrument column with score 'LPQ'"),
+        (QTE + ["--quantiles", "0.5", "--z", "db"], 2, "--z must be left out with score 'PQ'"),
+        (QTE + ["--quantiles", "0.5", "--d", "age"], 2,
+         "model 'qte' needs a binary treatment: 'age' holds"),
+        (QTE + ["--quantiles", "0.5", "--d", "e401,p401"], 2,
+         "model 'qte' takes one binary treatment column d, got 2"),
+        (QTE + ["--quantiles", "0.5", "--cluster-cols", "fsize"], 2,
+         "does not take --cluster-cols"),
+        (QTE + ["--quantiles", "0.5", "--ml-m", "NoSuchLearner"], 2, "NoSuchLearner"),
+        (["--model", "irm", "--ml-g", "LinearRegression", "--ml-m", "LogisticRegression",
+          "--quantiles", "0.5,0.75"], 2, "takes one quantile"),
+    ],
+    ids=["valid", "cvar", "missing", "not-a-number", "out-of-range", "duplicate", "treatment",
+         "bad-score", "lpq-no-z", "pq-with-z", "not-binary", "two-treatments", "clusters",
+         "bad-learner", "other-model"],
+)  # fmt: skip
+def test_dry_run_names_the_option(extra, code, message, capsys) -> None:
+    # WHEN the dry run runs THEN its exit code and output name the option
+    rc = cli.main(BASE + extra)
+    out = capsys.readouterr()
+    assert message in out.out + out.err
+    assert rc == code
+
+
+def test_a_treatment_without_one_level_is_refused(tmp_path, capsys) -> None:
+    # GIVEN a binary treatment whose every row is treated WHEN qte is checked THEN the error
+    # names the column and the missing level
+    path = tmp_path / "treated.csv"
+    pd.DataFrame({"y": [1.0, 2.0, 3.0, 4.0], "d": [1, 1, 1, 1], "x": [0.1, 0.2, 0.3, 0.4]}).to_csv(
+        path, index=False
+    )
+    rc = cli.main(["estimate", "--data", str(path), "--y", "y", "--d", "d", "--dry-run", *QTE,
+                   "--quantiles", "0.5"])  # fmt: skip
+    assert rc == 2
+    assert "'d' has no row with value 0" in capsys.readouterr().err
+
+
+def test_dry_run_of_lpq_checks_every_part(tmp_path, capsys) -> None:
+    # GIVEN DoubleML's IIVM data (binary instrument z) WHEN a QTE of score LPQ is checked as JSON
+    np.random.seed(1)
+    path = tmp_path / "iivm.csv"
+    make_iivm_data(n_obs=200, dim_x=4, return_type="DataFrame").to_csv(path, index=False)
+    rc = cli.main(["estimate", "--data", str(path), "--y", "y", "--d", "d", "--z", "z", "--dry-run",
+                   *QTE, "--quantiles", "0.3,0.6,0.9", "--score", "LPQ", "--n-rep", "2",
+                   "--boot-method", "wild", "--output", "json"])  # fmt: skip
+    # THEN six lpq jobs of 2 stages of 2 x 5 fold units, the bootstrap the effects'
+    assert rc == 0
+    info = json.loads(capsys.readouterr().out)
+    assert (info["model"], info["score"], info["jobs"], info["n_fits"]) == ("qte", "LPQ", 6, 120)
+    assert info["quantiles"] == "0.3, 0.6, 0.9" and info["boot_method"] == "wild"
+
+
+@pytest.mark.parametrize(
+    ("quantiles", "code", "message"),
+    [('"0.25,0.75"', 0, "quantiles: 0.25, 0.75"), ("0.25,0.75", 0, "quantiles: 0.25, 0.75"),
+     ("0.5", 2, "quantiles must be a string"), ('"0.25,2"', 2, "must be numbers in (0, 1)")],
+)  # fmt: skip
+def test_a_job_file_takes_model_qte(tmp_path, capsys, quantiles, code, message) -> None:
+    # GIVEN a job file of model qte WHEN it is run as a dry run THEN it is valid, or the error
+    # names the key
+    job = tmp_path / "job.yaml"
+    job.write_text(
+        f"data: {SIPP}\nmodel: qte\nscore: PQ\ny: net_tfa\nd: e401\nx: age,inc\n"
+        f"ml_g: LogisticRegression\nml_m: LogisticRegression\nquantiles: {quantiles}\n",
+        encoding="utf-8",
+    )
+    rc = cli.main(["estimate", "--config", str(job), "--dry-run"])
+    out = capsys.readouterr()
+    assert rc == code
+    assert message in out.out + out.err
+
+
+def test_a_single_job_spec_refuses_qte() -> None:
+    # GIVEN model qte WHEN one job's spec is built (Client.submit_estimate) THEN the error says
+    # it is one job per quantile and level and where to run it
+    options = EstimateOptions(data=SIPP, model="qte", y="net_tfa", d="e401", x="age",
+                              quantiles="0.5")  # fmt: skip
+    with pytest.raises(errors.InvalidJobError, match="submit_qte"):
+        options.build_spec()
+
+
+def test_part_options_are_one_job_per_quantile_and_level() -> None:
+    # GIVEN qte options of score CVaR with a bootstrap WHEN split into parts
+    options = EstimateOptions(data=SIPP, model="qte", y="net_tfa", d="e401", x="age", n_rep=3,
+                              quantiles="0.7,0.2", score="CVaR", boot_method="normal",
+                              ml_g="Ridge")  # fmt: skip
+    parts = cqte.part_options(options)
+    # THEN per quantile (given order) level 0 then 1, each a cvar job without the bootstrap
+    assert [(q, t) for q, t, _ in parts] == [(0.7, 0), (0.7, 1), (0.2, 0), (0.2, 1)]
+    assert [(o.model, o.score, o.treatment, o.quantiles, o.boot_method) for _, _, o in parts] == [
+        ("cvar", None, 0, 0.7, None), ("cvar", None, 1, 0.7, None),
+        ("cvar", None, 0, 0.2, None), ("cvar", None, 1, 0.2, None)]  # fmt: skip
+    assert all(o.n_rep == 3 and o.ml_g == "Ridge" for _, _, o in parts)
+
+
+# ------------------------------------------------------------------------- the effects' maths
+def _irm_frame(score: str, n_obs: int, seed: int) -> pd.DataFrame:
+    np.random.seed(seed)
+    if score == "LPQ":
+        return make_iivm_data(n_obs=n_obs, dim_x=4, theta=0.5, alpha_x=1.0, return_type="DataFrame")
+    return make_irm_data(n_obs=n_obs, dim_x=4, theta=0.5, return_type="DataFrame")
+
+
+def _doubleml_qte(frame, score, quantiles, folds, normalize_ipw=True):
+    """DoubleML's DoubleMLQTE fitted in-process on the given folds."""
+    z = "z" if score == "LPQ" else None
+    data = dml.DoubleMLData(frame, "y", "d", x_cols=X_COLS, z_cols=z)
+    obj = dml.DoubleMLQTE(data, ML_G[score](), LogisticRegression(), quantiles=quantiles,
+                          n_folds=int(folds.max()) + 1, n_rep=folds.shape[1], score=score,
+                          normalize_ipw=normalize_ipw, draw_sample_splitting=False)  # fmt: skip
+    obj.set_sample_splitting(fdml.folds_to_smpls(folds))
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        obj.fit()
+    return obj
+
+
+@pytest.mark.parametrize(("score", "n_rep", "boot"), [("PQ", 2, "normal"), ("CVaR", 3, "Bayes"),
+                                                      ("LPQ", 1, "wild")])  # fmt: skip
+def test_effects_from_doublemls_scores_are_doublemls(score, n_rep, boot) -> None:
+    # GIVEN DoubleML's DoubleMLQTE fitted in-process (given folds) and each of its models' own
+    # estimates and score values, in part_options' order (per quantile, level 0 then 1)
+    quantiles = [0.3, 0.5, 0.7]
+    frame = _irm_frame(score, 300, seed=7)
+    theirs = _doubleml_qte(frame, score, quantiles, fdml.draw_folds(300, 2, n_rep, seed=3))
+    scores = []
+    for m0, m1 in zip(theirs.modellist_0, theirs.modellist_1):
+        scores += [(m.all_coef[0], m.psi[:, :, 0], m.psi_deriv[:, :, 0]) for m in (m0, m1)]
+    # WHEN fanfit computes the effects from them, the bootstrap from one seed
+    ours = cqte.qte_result(tuple(quantiles), score, scores, boot_method=boot, n_rep_boot=200,
+                           seed=21)  # fmt: skip
+    np.random.seed(21)
+    theirs.bootstrap(method=boot, n_rep_boot=200)
+    # THEN every number is DoubleMLQTE's at 1e-12
+    for attr in ("coef", "se", "all_coef", "all_se", "t_stat", "pval"):
+        np.testing.assert_allclose(getattr(ours, attr), getattr(theirs, attr), rtol=1e-12,
+                                   atol=1e-14, err_msg=attr)  # fmt: skip
+    np.testing.assert_allclose(ours.summary.to_numpy(), theirs.summary.to_numpy(), rtol=1e-12,
+                               atol=1e-14)  # fmt: skip
+    assert list(ours.summary.index) == list(theirs.summary.index)
+    assert list(ours.summary.columns) == list(theirs.summary.columns)
+    np.testing.assert_allclose(ours.confint(joint=True).to_numpy(),
+                               theirs.confint(joint=True).to_numpy(), rtol=1e-12)  # fmt: skip
+
+
+def test_effects_refuse_a_missing_part_and_joint_bands_without_bootstrap() -> None:
+    # GIVEN three parts for two quantiles WHEN the effects are computed THEN a named error
+    part = (np.zeros(1), np.zeros((5, 1)), -np.ones((5, 1)))
+    with pytest.raises(errors.InvalidJobError, match="2 jobs per quantile"):
+        cqte.qte_result((0.2, 0.4), "PQ", [part] * 3)
+    # AND joint bands without a bootstrap are refused naming boot_method
+    result = cqte.qte_result((0.2,), "PQ", [part, (np.ones(1), *part[1:])])
+    with pytest.raises(errors.InvalidJobError, match="boot_method"):
+        result.confint(joint=True)
+
+
+# ------------------------------------------------------------------------- jobs on a fake stack
+@pytest.mark.parametrize(("score", "n_rep"), [("PQ", 2), ("CVaR", 1), ("LPQ", 1)])
+def test_submit_qte_starts_every_part_then_equals_doubleml(score, n_rep) -> None:
+    # GIVEN DoubleML's data and qte options at two quantiles, 2 folds x n_rep repetitions
+    frame = _irm_frame(score, 300, seed=11)
+    options = EstimateOptions(
+        data=frame, model="qte", y="y", d="d", x=X_COLS, z="z" if score == "LPQ" else None,
+        n_folds=2, n_rep=n_rep, seed=4, ml_g=ML_G[score].__name__, ml_m="LogisticRegression",
+        quantiles="0.3,0.6", score=score, normalize_ipw=True, boot_method="normal",
+        n_rep_boot=100,
+    )  # fmt: skip
+    client = FakeClient()
+    # WHEN submitted on the fake stack and awaited
+    jobs = cqte.submit_qte(client, options=options)
+    result = jobs.result()
+    # THEN every (quantile, level) job was started before any was awaited, with one folds
+    assert [kind for kind, _ in client.log] == ["submit"] * 4 + ["result"] * 8
+    model = cqte.SCORES[score]
+    assert [(o.model, o.quantiles, o.treatment) for o in client.submitted] == [
+        (model, 0.3, 0), (model, 0.3, 1), (model, 0.6, 0), (model, 0.6, 1)]  # fmt: skip
+    folds = jobs.jobs[0].folds()
+    assert all(np.array_equal(j.folds(), folds) for j in jobs.jobs)
+    # AND the effects are DoubleMLQTE's own fit on the same folds (the jobs equal DoubleML at 1e-9)
+    theirs = _doubleml_qte(frame, score, [0.3, 0.6], folds)
+    for attr in ("coef", "se", "all_coef", "all_se"):
+        np.testing.assert_allclose(getattr(result, attr), getattr(theirs, attr), rtol=1e-9,
+                                   err_msg=attr)  # fmt: skip
+    np.testing.assert_allclose(result.summary.to_numpy(), theirs.summary.to_numpy(), rtol=1e-9)
+    np.random.seed(4)
+    theirs.bootstrap(method="normal", n_rep_boot=100)
+    np.testing.assert_allclose(result.confint(joint=True).to_numpy(),
+                               theirs.confint(joint=True).to_numpy(), rtol=1e-9)  # fmt: skip
+    # AND the printout is DoubleMLQTE's, then the bands and the jobs; the JSON has both
+    text = str(result)
+    assert text.startswith("================== DoubleMLQTE Object ==================")
+    assert "confint(joint=True), normal bootstrap, 100 draws" in text
+    assert text.count("est-fake-") == 4
+    out = json.loads(json.dumps(result.to_dict(), allow_nan=False))
+    assert (out["model"], out["score"], out["quantiles"]) == ("qte", score, [0.3, 0.6])
+    assert [(p["quantile"], p["treatment"], p["model"]) for p in out["parts"]] == [
+        (0.3, 0, model), (0.3, 1, model), (0.6, 0, model), (0.6, 1, model)]  # fmt: skip
+    assert len(out["ci_joint_95"]) == 2
+
+
+def test_submit_qte_refuses_bad_data_before_submitting() -> None:
+    # GIVEN a treatment with a value other than 0 and 1 WHEN submitted THEN nothing is started
+    frame = _irm_frame("PQ", 100, seed=2)
+    frame.loc[3, "d"] = 2.0
+    options = EstimateOptions(data=frame, model="qte", y="y", d="d", x=X_COLS,
+                              ml_g="LogisticRegression", ml_m="LogisticRegression",
+                              quantiles="0.5")  # fmt: skip
+    client = FakeClient()
+    with pytest.raises(errors.InvalidDataError, match="'d' holds 2"):
+        cqte.submit_qte(client, options=options)
+    assert client.submitted == []
+
+
+@pytest.fixture
+def fake_stack(monkeypatch):
+    """``fanfit estimate`` against the fake client (no stack)."""
+    return patch_stack_client(monkeypatch)
+
+
+def _cli_args(tmp_path, *extra):
+    path = tmp_path / "irm.csv"
+    _irm_frame("PQ", 200, seed=6).to_csv(path, index=False)
+    return ["estimate", "--data", str(path), "--model", "qte", "--y", "y", "--d", "d",
+            "--quantiles", "0.4,0.6", "--ml-g", "LogisticRegression", "--ml-m",
+            "LogisticRegression", "--n-folds", "2", "-q", *extra]  # fmt: skip
+
+
+def test_the_command_prints_doublemlqte(tmp_path, fake_stack, capsys) -> None:
+    # GIVEN a CSV with a binary treatment WHEN fanfit estimate --model qte runs (fake stack)
+    assert cli.main(_cli_args(tmp_path)) == 0
+    out = capsys.readouterr().out
+    # THEN a pq job per (quantile, level) ran, and the printout is DoubleMLQTE's
+    assert [(o.model, o.quantiles, o.treatment) for o in fake_stack.submitted] == [
+        ("pq", 0.4, 0), ("pq", 0.4, 1), ("pq", 0.6, 0), ("pq", 0.6, 1)]  # fmt: skip
+    assert out.startswith("================== DoubleMLQTE Object ==================")
+    assert "Potential quantiles" in out and "Joint bands" not in out
+
+
+def test_the_command_as_json_and_detached(tmp_path, fake_stack, capsys) -> None:
+    # WHEN --output json THEN one JSON object with the effects and the parts
+    assert cli.main(_cli_args(tmp_path, "--output", "json")) == 0
+    out = json.loads(capsys.readouterr().out)
+    assert out["model"] == "qte" and len(out["coef"]) == 2 and "ci_joint_95" not in out
+    assert [p["job_id"] for p in out["parts"]] == [f"est-fake-{i}" for i in range(1, 5)]
+    # AND --detach prints the jobs' ids without waiting; as JSON with the quantiles
+    assert cli.main(_cli_args(tmp_path, "--detach")) == 0
+    assert capsys.readouterr().out.split() == [f"est-fake-{i}" for i in range(5, 9)]
+    assert cli.main(_cli_args(tmp_path, "--detach", "--output", "json")) == 0
+    assert json.loads(capsys.readouterr().out) == {
+        "job_ids": [f"est-fake-{i}" for i in range(9, 13)], "quantiles": [0.4, 0.6],
+        "treatment_levels": [0, 1]}  # fmt: skip
+    # AND --plan-only is refused naming the single-part command
+    assert cli.main(_cli_args(tmp_path, "--plan-only")) == 2
+    assert "--plan-only plans one job" in capsys.readouterr().err
