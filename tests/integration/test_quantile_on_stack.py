@@ -4,8 +4,9 @@ GIVEN DoubleML's make_irm_data (300 rows), logistic/linear learners and given fo
 repetitions), WHEN fanfit's class is fitted on the local stack (Prepare -> CrossFit Lambdas, one
 per outer fold running the fold's nested fits -> Aggregate; PQ and LPQ in two stages, DoubleML's
 chain of start values in Prepare between them) and DoubleML's class in-process, THEN coef, se,
-confint, the bootstrap from the same global seed and (PQ, CVaR) nuisance_loss agree to a relative 1e-9. QTE (score LPQ, make_iivm_data: four ``lpq``
-jobs, 2 quantiles x 2 levels, submitted before any is awaited) likewise for its effects.
+confint, the bootstrap from the same global seed and (PQ, CVaR) nuisance_loss agree to a
+relative 1e-9. QTE (score LPQ, make_iivm_data: four ``lpq`` jobs, 2 quantiles x 2 levels,
+submitted before any is awaited) likewise for its effects.
 """
 
 from __future__ import annotations

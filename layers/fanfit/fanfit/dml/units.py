@@ -476,9 +476,9 @@ def fit_predict_aux(
     """:func:`fit_predict`, and the unit's auxiliary array when it has one.
 
     Only a stage-0 unit of a model whose fold procedure runs in two stages (a
-    :class:`~fanfit.dml.models.FoldSplit`: PQ and LPQ with ``n_rep > 1``) has one: the ``aux`` of its ``prelim`` (the fold's preliminary propensities on the
-    first half, shape (1, n_train_1) for PQ, (3, n_train_1) for LPQ), which :func:`stage_inputs`
-    of stage 1 needs. The pipeline stores it beside the unit's predictions, in the same shard
+    :class:`~fanfit.dml.models.FoldSplit`: PQ and LPQ with ``n_rep > 1``) has one: the ``aux``
+    of its ``prelim`` (the fold's preliminary propensities on the first half, shape
+    (1, n_train_1) for PQ, (3, n_train_1) for LPQ), which :func:`stage_inputs` of stage 1 needs. The pipeline stores it beside the unit's predictions, in the same shard
     object, under :func:`fanfit.storage.aux_array_name` of the unit's key.
 
     Returns
