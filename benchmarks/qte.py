@@ -6,8 +6,10 @@ Issue 16's benchmark: DoubleMLQTE with score ``'PQ'`` at ``--n-quantiles`` (defa
 0.55, ..., 0.9) quantiles, ``--n-folds`` x ``--n-rep`` (default 5 x 10) cross-fitting, outcome ``net_tfa``,
 treatment ``e401`` (examples/data/sipp1991.dta, 9,915 rows), logistic regressions for ``ml_g``
 and ``ml_m``. ``fanfit.DoubleMLQTE`` submits one ``pq`` job per quantile and treatment level
-(18 by default; each runs its repetitions as stages of one fit unit per fold, every unit running
-the fold's nested fits), all before waiting for any; ``doubleml.DoubleMLQTE`` fits in-process
+(18 by default; each with ``n_rep > 1`` runs two stages of one fit unit per fold and repetition,
+the fits before and after the fold's preliminary IPW quantile, with DoubleML's chain of start
+values computed in Prepare between them; with ``n_rep = 1`` one stage, each unit running its
+fold's whole nested procedure), all before waiting for any; ``doubleml.DoubleMLQTE`` fits in-process
 with ``n_jobs_models=-1`` (every core). Both get the same sample splitting, so their effects must
 be equal (relative 1e-9). The quantiles start at the median because DoubleML's own PQ fails
 below it on these data with logistic learners (seen at 0.1-0.4, 2 folds x 2 repetitions: its

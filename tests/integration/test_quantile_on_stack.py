@@ -2,12 +2,13 @@
 
 GIVEN DoubleML's make_irm_data (300 rows), logistic/linear learners and given folds (2 folds x 2
 repetitions), WHEN fanfit's class is fitted on the local stack (Prepare -> CrossFit Lambdas, one
-per outer fold running the fold's nested fits -> Aggregate; PQ's repetitions as two stages) and
-DoubleML's class in-process, THEN coef, se, confint, the bootstrap from the same global seed and
-(PQ, CVaR) nuisance_loss agree to a relative 1e-9. QTE (score LPQ, make_iivm_data: four ``lpq``
-jobs, 2 quantiles x 2 levels, submitted before any is awaited) likewise for its effects. And
-``fanfit estimate --model qte`` (four ``pq`` jobs; the effects computed without DoubleML, by
-fanfit.client.qte) prints DoubleMLQTE's effects and joint bands to 1e-9.
+per outer fold running the fold's nested fits -> Aggregate; PQ and LPQ in two stages, DoubleML's
+chain of start values in Prepare between them) and DoubleML's class in-process, THEN coef, se,
+confint, the bootstrap from the same global seed and (PQ, CVaR) nuisance_loss agree to a
+relative 1e-9. QTE (score LPQ, make_iivm_data: four ``lpq`` jobs, 2 quantiles x 2 levels,
+submitted before any is awaited) likewise for its effects. And ``fanfit estimate --model qte``
+(four ``pq`` jobs; the effects computed without DoubleML, by fanfit.client.qte) prints
+DoubleMLQTE's effects and joint bands to 1e-9.
 """
 
 from __future__ import annotations

@@ -99,10 +99,10 @@ def test_dry_run_of_lpq_checks_every_part(tmp_path, capsys) -> None:
     rc = cli.main(["estimate", "--data", str(path), "--y", "y", "--d", "d", "--z", "z", "--dry-run",
                    *QTE, "--quantiles", "0.3,0.6,0.9", "--score", "LPQ", "--n-rep", "2",
                    "--boot-method", "wild", "--output", "json"])  # fmt: skip
-    # THEN six lpq jobs of 2 x 5 fold units, the bootstrap the effects'
+    # THEN six lpq jobs of 2 stages of 2 x 5 fold units, the bootstrap the effects'
     assert rc == 0
     info = json.loads(capsys.readouterr().out)
-    assert (info["model"], info["score"], info["jobs"], info["n_fits"]) == ("qte", "LPQ", 6, 60)
+    assert (info["model"], info["score"], info["jobs"], info["n_fits"]) == ("qte", "LPQ", 6, 120)
     assert info["quantiles"] == "0.3, 0.6, 0.9" and info["boot_method"] == "wild"
 
 

@@ -107,7 +107,7 @@ def test_estimate_in_process_equals_doubleml(model: str, treatment: int) -> None
     )  # fmt: skip
     obj.set_sample_splitting(folds_to_smpls(folds))
     obj.fit()
-    # WHEN fanfit runs every fold unit (PQ: repetition r as stage r, chained start values)
+    # WHEN fanfit runs every fold unit (PQ: two stages, the chained start values in between)
     res = estimate_in_process(spec, fdata, folds)
     # THEN estimates, standard errors, scores and nuisance losses are DoubleML's
     np.testing.assert_allclose(res.all_coef, obj.all_coef, rtol=1e-9, atol=1e-9)
@@ -115,27 +115,37 @@ def test_estimate_in_process_equals_doubleml(model: str, treatment: int) -> None
     np.testing.assert_allclose(res.psi, obj.psi, rtol=1e-9, atol=1e-9)
     for key in ("ml_g", "ml_m"):
         np.testing.assert_allclose(res.nuisance_loss[key], obj.nuisance_loss[key], atol=1e-9)
-    # AND PQ runs one stage per repetition, CVaR one stage, each with one unit per fold
-    assert n_stages(spec) == (3 if model == "pq" else 1)
-    assert len(fit_units(spec, 0)) == (2 if model == "pq" else 6)
+    # AND PQ runs two stages whatever n_rep is, CVaR one, each stage with one unit per fold and
+    # repetition (PQ: ml_m's fits in stage 0, ml_g's in stage 1)
+    assert n_stages(spec) == (2 if model == "pq" else 1)
+    assert len(fit_units(spec, 0)) == 6
+    if model == "pq":
+        assert {u.learner for u in fit_units(spec, 0)} == {"ml_m"}
+        assert {(u.i_rep, u.i_fold) for u in fit_units(spec, 1)} == {
+            (r, f) for r in range(3) for f in range(2)
+        }
 
 
 def test_put_predictions_unpacks_a_fold_unit_and_its_scalar() -> None:
-    # GIVEN a PQ spec and the packed values of fold 1 of repetition 0 (ml_g, ml_m, theta_ipw)
-    spec = _spec("pq", n_rep=1)
-    folds = np.array([[0], [1], [1], [0]])
+    # GIVEN a PQ spec (2 repetitions: two stages) and the packed values of fold 1 of repetition
+    # 0: stage 0 (ml_m), stage 1 (ml_g, then theta_ipw)
+    spec = _spec("pq", n_rep=2)
+    folds = np.array([[0, 1], [1, 0], [1, 0], [0, 1]])
     preds = init_preds(spec, 4)
-    unit = fit_units(spec, 0)[1]
+    unit_0, unit_1 = fit_units(spec, 0)[1], fit_units(spec, 1)[1]
     # WHEN they are put
-    put_predictions(preds, unit, folds, np.array([0.1, 0.2, 0.7, 0.8, 1.5]), spec)
+    put_predictions(preds, unit_0, folds, np.array([0.7, 0.8]), spec)
+    put_predictions(preds, unit_1, folds, np.array([0.1, 0.2, 1.5]), spec)
     # THEN each key gets the fold's test rows and the scalar is stored on them
     np.testing.assert_array_equal(preds["ml_g"][[1, 2], 0, 0], [0.1, 0.2])
     np.testing.assert_array_equal(preds["ml_m"][[1, 2], 0, 0], [0.7, 0.8])
     np.testing.assert_array_equal(preds["theta_ipw"][[1, 2], 0, 0], [1.5, 1.5])
     assert np.isnan(preds["theta_ipw"][0, 0, 0])
-    # AND a wrong length is refused by name
+    # AND a wrong length is refused by name (stage 0 carries no scalar)
     with pytest.raises(InvalidJobError, match="packed values"):
-        put_predictions(preds, unit, folds, np.array([0.1, 0.2]), spec)
+        put_predictions(preds, unit_0, folds, np.array([0.1, 0.2, 1.5]), spec)
+    with pytest.raises(InvalidJobError, match="packed values"):
+        put_predictions(preds, unit_1, folds, np.array([0.1, 0.2]), spec)
 
 
 @pytest.mark.parametrize(

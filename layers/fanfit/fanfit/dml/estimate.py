@@ -22,7 +22,7 @@ from fanfit.dml.spec import DMLSpec
 from fanfit.dml.units import (
     check_preds,
     draw_spec_folds,
-    fit_predict,
+    fit_predict_aux,
     fit_units,
     fold_means,
     init_preds,
@@ -221,9 +221,12 @@ def estimate_in_process(spec: DMLSpec, data: DMLData, folds: np.ndarray | None =
         folds = draw_spec_folds(spec, data)
     folds = validate_spec_folds(spec, data, folds)
     preds = init_preds(spec, data.n_obs)
+    aux: dict[str, np.ndarray] = {}  # the units' auxiliary arrays (PQ, LPQ: stage 0's)
     for stage in range(n_stages(spec)):
-        inputs = stage_inputs(spec, stage, data, folds, preds)
+        inputs = stage_inputs(spec, stage, data, folds, preds, aux)
         for unit in fit_units(spec, stage):
-            values = fit_predict(spec, unit, data, folds, inputs)
+            values, unit_aux = fit_predict_aux(spec, unit, data, folds, inputs)
             put_predictions(preds, unit, folds, values, spec)
+            if unit_aux is not None:
+                aux[unit.key] = unit_aux
     return aggregate(spec, data, folds, preds)

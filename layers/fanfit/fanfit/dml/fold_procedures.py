@@ -2,7 +2,10 @@
 
 Each model of :mod:`fanfit.dml.models` with a :class:`~fanfit.dml.models.FoldProcedure` takes
 from here its ``run`` (one outer fold's nested fits: :func:`fanfit.dml.scores_quantile.pq_fold`,
-:func:`fanfit.dml.scores_lpq.lpq_fold`), ``start`` (the first start value of the IPW search),
+:func:`fanfit.dml.scores_lpq.lpq_fold`), for PQ and LPQ the three parts of its
+:class:`~fanfit.dml.models.FoldSplit` (:func:`fold_prelim`, :func:`fold_root`, :func:`fold_final`:
+the same fits cut where the start value enters, run in two stages), ``start`` (the first start
+value of the IPW search),
 ``solve`` (one repetition's estimate, score and derivative) and ``targets`` (the nuisance
 targets that depend on a fold's IPW quantile, for the losses), and its spec check; also the
 parsing of the ``quantiles`` option (:func:`parse_quantiles`). The maths is
@@ -20,13 +23,22 @@ import numpy as np
 
 from fanfit.dml.model_checks import DMLData, DMLSpec, _one_treatment, column
 from fanfit.dml.scores import est_coef
-from fanfit.dml.scores_lpq import lpq_fold, lpq_solve
+from fanfit.dml.scores_lpq import (
+    lpq_fold,
+    lpq_fold_final,
+    lpq_fold_prelim,
+    lpq_fold_root,
+    lpq_solve,
+)
 from fanfit.dml.scores_quantile import (
     cvar_coef_start,
     cvar_g_target,
     cvar_score_elements,
     pq_coef_start,
     pq_fold,
+    pq_fold_final,
+    pq_fold_prelim,
+    pq_fold_root,
     pq_solve,
 )
 from fanfit.errors import InvalidJobError
@@ -34,6 +46,9 @@ from fanfit.errors import InvalidJobError
 __all__ = [
     "KINDS",
     "check_quantile_spec",
+    "fold_final",
+    "fold_prelim",
+    "fold_root",
     "fold_run",
     "fold_solve",
     "fold_start",
@@ -122,6 +137,80 @@ def fold_run(model: str) -> Callable[..., tuple[dict[str, np.ndarray], dict[str,
         return {"ml_g": out.g_hat, "ml_m": out.m_hat}, {THETA_IPW: out.theta_ipw}
 
     return run
+
+
+def fold_prelim(
+    model: str,
+) -> Callable[..., tuple[dict[str, np.ndarray], np.ndarray]]:
+    """The ``prelim`` of a model's :class:`~fanfit.dml.models.FoldSplit` (PQ, LPQ): steps 1, 2 and 5
+    (:func:`~fanfit.dml.scores_quantile.pq_fold_prelim`, :func:`~fanfit.dml.scores_lpq.
+    lpq_fold_prelim`); ``aux`` holds the first half's preliminary propensities, shape
+    (1, n_train_1) for PQ, (3, n_train_1) for LPQ."""
+
+    def prelim(
+        spec: DMLSpec,
+        data: DMLData,
+        train: np.ndarray,
+        test: np.ndarray,
+        i_treat: int,
+        build: Callable[[str], Any],
+    ) -> tuple[dict[str, np.ndarray], np.ndarray]:
+        x, d = data.xd(i_treat), data.d[:, i_treat]
+        build_m = lambda: build("ml_m")  # noqa: E731
+        if model == "lpq":
+            z = column(spec, data, "z", i_treat)
+            return lpq_fold_prelim(x, d, z, train, test, spec.n_folds, build_m)
+        out = pq_fold_prelim(x, d, train, test, spec.n_folds, build_m)
+        return {"ml_m": out.m_hat}, out.m_prelim[None, :]
+
+    return prelim
+
+
+def fold_root(model: str) -> Callable[..., dict[str, float]]:
+    """The ``root`` of a model's :class:`~fanfit.dml.models.FoldSplit`: step 3, the fold's IPW
+    quantile from its ``aux`` and a start value (:func:`~fanfit.dml.scores_quantile.pq_fold_root`,
+    :func:`~fanfit.dml.scores_lpq.lpq_fold_root`), as ``{'theta_ipw': float}``."""
+
+    def root(
+        spec: DMLSpec, data: DMLData, train: np.ndarray, i_treat: int, aux: np.ndarray, start: float
+    ) -> dict[str, float]:
+        treatment, quantile = _options(spec)
+        y, d = data.y, data.d[:, i_treat]
+        ipw = (spec.normalize_ipw, spec.trimming_threshold)
+        if model == "lpq":
+            z = column(spec, data, "z", i_treat)
+            theta = lpq_fold_root(y, d, z, train, aux, treatment, quantile, start, *ipw)
+        else:
+            theta = pq_fold_root(y, d, train, np.ravel(aux), treatment, quantile, start, *ipw)
+        return {THETA_IPW: theta}
+
+    return root
+
+
+def fold_final(model: str) -> Callable[..., dict[str, np.ndarray]]:
+    """The ``final`` of a model's :class:`~fanfit.dml.models.FoldSplit`: step 4 from the fold's
+    ``theta_ipw`` (:func:`~fanfit.dml.scores_quantile.pq_fold_final`: ``ml_g``;
+    :func:`~fanfit.dml.scores_lpq.lpq_fold_final`: ``ml_g_du_z0``, ``ml_g_du_z1``)."""
+
+    def final(
+        spec: DMLSpec,
+        data: DMLData,
+        train: np.ndarray,
+        test: np.ndarray,
+        i_treat: int,
+        build: Callable[[str], Any],
+        scalars: Mapping[str, float],
+    ) -> dict[str, np.ndarray]:
+        treatment, quantile = _options(spec)
+        x, y, d = data.xd(i_treat), data.y, data.d[:, i_treat]
+        theta = float(scalars[THETA_IPW])
+        build_g = lambda: build("ml_g")  # noqa: E731
+        if model == "lpq":
+            z = column(spec, data, "z", i_treat)
+            return lpq_fold_final(x, y, d, z, train, test, treatment, theta, build_g)
+        return {"ml_g": pq_fold_final(x, y, d, train, test, treatment, quantile, theta, build_g)}
+
+    return final
 
 
 def fold_start(model: str) -> Callable[[DMLSpec, DMLData, int], float]:

@@ -75,6 +75,7 @@ __all__ = [
     "RESIDUAL",
     "REGISTRY",
     "FoldProcedure",
+    "FoldSplit",
     "ModelDef",
     "Nuisance",
     "column",
@@ -115,7 +116,9 @@ class Nuisance:
         DoubleML's SSM scores ``ml_g_d0``/``ml_g_d1`` against ``y`` on all rows (its targets are
         ``y`` at every test row, unselected rows included).
     stage : int
-        0, or 1 for fits that need :attr:`ModelDef.theta_initial` of stage 0.
+        0, or 1 for fits that need :attr:`ModelDef.theta_initial` of stage 0 (or, for a model
+        whose :class:`FoldProcedure` runs in two stages, the fits of its split's ``final``; in
+        one stage every fold unit fits every key).
     also : tuple of (str, float)
         Further ``(column, value)`` conditions on the training sample, all of which must hold
         with ``rows`` (DIDCS's ``ml_g_d0_t1``: ``rows=('d', 0.0), also=(('t', 1.0),)``; SSM's
@@ -144,15 +147,57 @@ FoldRun = Callable[
 
 
 @dataclass(frozen=True)
-class FoldProcedure:
-    """A model whose fits nest inside each outer fold (PQ, CVaR): one fit unit per fold runs them all.
+class FoldSplit:
+    """A fold procedure cut where its start value enters: two stages for any ``n_rep > 1``.
 
-    Such a model has one fit unit per (treatment, repetition, fold) (its prediction key is the
-    model's first nuisance key). The unit calls :attr:`run` with the fold's training and test
-    rows; it returns every nuisance's outer-fold predictions and the fold's scalars, which travel
-    with the predictions to Aggregate as arrays of shape (n_obs, n_rep, n_treat) holding each
-    fold's value on its test rows (:func:`fanfit.dml.units.put_predictions`). Aggregate solves
-    each repetition with :attr:`solve`, given the mean over folds of each scalar.
+    DoubleML's PQ and LPQ start repetition ``r``'s preliminary search from repetition ``r - 1``'s
+    results, but only that search (cheap, given the preliminary fits) and the fits after it need
+    the start value (:mod:`fanfit.dml.scores_quantile`, "Start values"). So stage 0 runs
+    :attr:`prelim` for every (treatment, repetition, fold) side by side; Prepare of stage 1 runs
+    :attr:`root` fold after fold and repetition after repetition, each repetition starting from
+    the previous one's mean when :attr:`FoldProcedure.chained` (:func:`fanfit.dml.units.
+    stage_inputs`); stage 1 runs :attr:`final` for every fold side by side.
+
+    Attributes
+    ----------
+    prelim : callable
+        ``(spec, data, train, test, i_treat, build) -> (preds, aux)``: the start-independent fits;
+        ``preds`` maps each stage-0 prediction key to its (n_test,) predictions, ``aux`` is any
+        float array the fold's :attr:`root` needs (PQ: the first half's preliminary propensities),
+        stored beside the unit's predictions (:func:`fanfit.storage.aux_array_name`).
+    root : callable
+        ``(spec, data, train, i_treat, aux, start) -> scalars``: the fold's scalars (every name of
+        :attr:`FoldProcedure.scalars`) from its ``aux`` and the start value.
+    final : callable
+        ``(spec, data, train, test, i_treat, build, scalars) -> preds``: the start-dependent fits,
+        each stage-1 prediction key's (n_test,) predictions.
+    """
+
+    prelim: Callable[
+        [DMLSpec, DMLData, np.ndarray, np.ndarray, int, Callable[[str], Any]],
+        tuple[dict[str, np.ndarray], np.ndarray],
+    ]
+    root: Callable[[DMLSpec, DMLData, np.ndarray, int, np.ndarray, float], dict[str, float]]
+    final: Callable[
+        [DMLSpec, DMLData, np.ndarray, np.ndarray, int, Callable[[str], Any], Mapping[str, float]],
+        dict[str, np.ndarray],
+    ]
+
+
+@dataclass(frozen=True)
+class FoldProcedure:
+    """A model whose fits nest inside each outer fold (PQ, CVaR, LPQ): one fit unit per fold runs them.
+
+    Such a model has one fit unit per (treatment, repetition, fold) and stage (its prediction key
+    is the stage's first nuisance key). In one stage (:meth:`runs_split` False) the unit calls
+    :attr:`run` with the fold's training and test rows and returns every nuisance's outer-fold
+    predictions and the fold's scalars. In two stages (:attr:`split`, when :meth:`runs_split`)
+    stage 0's unit returns the stage-0 nuisances' predictions (and an auxiliary array), stage 1's
+    unit the stage-1 nuisances' predictions and the fold's scalars (:class:`FoldSplit`); the
+    nuisances' :attr:`Nuisance.stage` say which stage fits them. The scalars travel with the predictions to
+    Aggregate as arrays of shape (n_obs, n_rep, n_treat) holding each fold's value on its test
+    rows (:func:`fanfit.dml.units.put_predictions`). Aggregate solves each repetition with
+    :attr:`solve`, given the mean over folds of each scalar.
 
     Attributes
     ----------
@@ -161,7 +206,8 @@ class FoldProcedure:
         row indices (sorted), ``build(learner)`` a new unfitted estimator of ``spec.learners``
         with the unit's ``random_state``, ``start`` the start value; ``preds`` maps every
         prediction key to its (n_test,) predictions, ``scalars`` every name of :attr:`scalars`
-        to a float.
+        to a float. With :attr:`split`, the same as its three parts composed (not used by the
+        pipeline then).
     start : callable
         ``(spec, data, i_treat) -> float``: the start value of repetition 0 (of every repetition
         when not :attr:`chained`).
@@ -169,7 +215,8 @@ class FoldProcedure:
         Names of the fold's scalars (the first is the one :attr:`chained` averages).
     chained : bool
         Repetition ``r`` starts from the mean over folds of repetition ``r - 1``'s first scalar
-        (DoubleML's PQ and LPQ): then each repetition is a stage of its own.
+        (DoubleML's PQ and LPQ); needs :attr:`split`, whose chain Prepare runs between the two
+        stages.
     solve : callable
         ``(spec, data, preds, i_treat, means) -> (coef, psi, psi_deriv)`` for one repetition:
         ``preds`` as for :attr:`ModelDef.score_elements`, ``means`` each scalar's mean over folds;
@@ -177,6 +224,9 @@ class FoldProcedure:
     targets : callable
         ``(spec, data, preds, i_treat) -> {key: target}`` of the nuisances with target
         :data:`FOLD_TARGET`, from the scalars' arrays in ``preds`` (for the nuisance losses).
+    split : FoldSplit or None
+        The procedure cut in two stages (PQ, LPQ), used when :meth:`runs_split`; None runs
+        :attr:`run` in one stage (CVaR).
     scores : tuple of str
         The scores whose fits nest inside the folds (SSM: ``('nonignorable',)``; its
         ``'missing-at-random'`` cross-fits plainly); empty for every score of the model
@@ -189,7 +239,21 @@ class FoldProcedure:
     chained: bool
     solve: Callable[[DMLSpec, DMLData, Preds, int, Mapping[str, float]], tuple[float, Any, Any]]
     targets: Callable[[DMLSpec, DMLData, Preds, int], Mapping[str, np.ndarray]]
+    split: FoldSplit | None = None
     scores: tuple[str, ...] = ()
+
+    def __post_init__(self) -> None:
+        if self.chained and self.split is None:
+            raise ValueError(
+                "A chained fold procedure needs split (its chain runs between two stages)."
+            )
+
+    def runs_split(self, spec: DMLSpec) -> bool:
+        """Whether a spec runs the procedure in two stages (:attr:`split`): only when there is a
+        chain to run, :attr:`chained` with ``n_rep > 1``. Otherwise every repetition starts from
+        :attr:`start`, so each fold's :attr:`run` does everything in one stage (PQ and LPQ with
+        ``n_rep = 1``, CVaR)."""
+        return self.split is not None and self.chained and spec.n_rep > 1
 
 
 @dataclass(frozen=True)
@@ -256,7 +320,7 @@ class ModelDef:
         ``weights_bar_cols``, read into :attr:`DMLData.weights` and ``weights_bar`` (the score
         sees the repetition's column of ``weights_bar``, :func:`fanfit.dml.score_elements`).
     fold_procedure : FoldProcedure or None
-        Set when the model's fits nest inside each outer fold (PQ, CVaR; SSM's
+        Set when the model's fits nest inside each outer fold (PQ, CVaR, LPQ; SSM's
         ``'nonignorable'`` score only, :attr:`FoldProcedure.scores`); then, for the scores it
         covers, :attr:`score_elements` is not used. :meth:`fold_procedure_for` gives a spec's.
     """
@@ -299,10 +363,11 @@ class ModelDef:
         return fp
 
     def n_stages(self, spec: DMLSpec) -> int:
-        """1 + the highest stage of the spec's nuisances; ``n_rep`` for a chained fold procedure."""
+        """1 + the highest stage of the spec's nuisances; a fold procedure: 2 when it
+        :meth:`~FoldProcedure.runs_split` (PQ, LPQ with ``n_rep > 1``), else 1."""
         fp = self.fold_procedure_for(spec)
-        if fp is not None and fp.chained:
-            return spec.n_rep
+        if fp is not None:
+            return 2 if fp.runs_split(spec) else 1
         return 1 + max(n.stage for n in self.nuisances(spec))
 
     def required_learners(self, spec: DMLSpec) -> tuple[str, ...]:
@@ -528,25 +593,30 @@ def _pliv_theta(spec: DMLSpec, data: DMLData, p: Preds, i_treat: int) -> float:
 # --------------------------------------------------------------------------- PQ, CVaR, LPQ
 # (fold procedures, fanfit.dml.fold_procedures: the nested fits of scores_quantile's module
 # docstring, one unit per fold)
-def _quantile_nuisances(spec: DMLSpec) -> tuple[Nuisance, ...]:
+def _quantile_nuisances(g_stage: int) -> Callable[[DMLSpec], tuple[Nuisance, ...]]:
     # DoubleML 0.11.4 irm/pq.py and irm/cvar.py: ml_g fitted on the second half's rows with
-    # d == treatment (target FOLD_TARGET: it depends on the fold's IPW quantile), ml_m on all rows
-    level = float(spec.treatment if spec.treatment is not None else 1)
-    return (
-        Nuisance("ml_g", "ml_g", FOLD_TARGET, rows=("d", level)),
-        Nuisance("ml_m", "ml_m", "d"),
-    )
+    # d == treatment (target FOLD_TARGET: it depends on the fold's IPW quantile), ml_m on all rows;
+    # PQ fits ml_g in stage 1 (its FoldSplit's final), CVaR everything in stage 0
+    def nuisances(spec: DMLSpec) -> tuple[Nuisance, ...]:
+        level = float(spec.treatment if spec.treatment is not None else 1)
+        return (
+            Nuisance("ml_g", "ml_g", FOLD_TARGET, rows=("d", level), stage=g_stage),
+            Nuisance("ml_m", "ml_m", "d"),
+        )
+
+    return nuisances
 
 
 def _lpq_nuisances(spec: DMLSpec) -> tuple[Nuisance, ...]:
     # DoubleML 0.11.4 irm/lpq.py, params_names order: ml_m_z on all rows, ml_m_d_z0/z1 and
-    # ml_g_du_z0/z1 on the rows with z == 0 / z == 1 (ml_g_du_*: 1{d == treatment} 1{y <= q_k})
+    # ml_g_du_z0/z1 on the rows with z == 0 / z == 1 (ml_g_du_*: 1{d == treatment} 1{y <= q_k},
+    # stage 1: its FoldSplit's final)
     return (
         Nuisance("ml_m_z", "ml_m", "z"),
         Nuisance("ml_m_d_z0", "ml_m", "d", rows=("z", 0.0)),
         Nuisance("ml_m_d_z1", "ml_m", "d", rows=("z", 1.0)),
-        Nuisance("ml_g_du_z0", "ml_g", FOLD_TARGET, rows=("z", 0.0)),
-        Nuisance("ml_g_du_z1", "ml_g", FOLD_TARGET, rows=("z", 1.0)),
+        Nuisance("ml_g_du_z0", "ml_g", FOLD_TARGET, rows=("z", 0.0), stage=1),
+        Nuisance("ml_g_du_z1", "ml_g", FOLD_TARGET, rows=("z", 1.0), stage=1),
     )
 
 
@@ -577,6 +647,15 @@ def _quantile_model(name: str, doubleml_class: str, score: str, **declared: Any)
             chained=name != "cvar",  # DoubleML's CVaR restarts every repetition from its start
             solve=fold_procedures.fold_solve(name),
             targets=fold_procedures.fold_targets(name),
+            # PQ and LPQ: two stages, the chain of IPW searches in between; CVaR never chains
+            # and runs its whole fold in one unit, one stage
+            split=None
+            if name == "cvar"
+            else FoldSplit(
+                prelim=fold_procedures.fold_prelim(name),
+                root=fold_procedures.fold_root(name),
+                final=fold_procedures.fold_final(name),
+            ),
         ),
         **declared,
     )
@@ -584,7 +663,6 @@ def _quantile_model(name: str, doubleml_class: str, score: str, **declared: Any)
 
 #: What PQ and CVaR declare alike besides their learners' roles and purposes.
 _PQ_COMMON: dict[str, Any] = {
-    "nuisances": _quantile_nuisances,
     "binary": ("d",),
     "clipped": ("ml_m",),
     "propensity_group": "d",
@@ -756,6 +834,7 @@ REGISTRY: dict[str, ModelDef] = {
             "PQ",
             roles={"ml_g": "classifier", "ml_m": "classifier"},
             purposes={"ml_g": "P(Y <= q_ipw|D=d,X)", "ml_m": "P(D=1|X)"},
+            nuisances=_quantile_nuisances(g_stage=1),
             **_PQ_COMMON,
         ),
         _quantile_model(
@@ -764,6 +843,7 @@ REGISTRY: dict[str, ModelDef] = {
             "CVaR",
             roles={"ml_g": "regressor", "ml_m": "classifier"},
             purposes={"ml_g": "E[max(q, (Y - tau q)/(1 - tau))|D=d,X]", "ml_m": "P(D=1|X)"},
+            nuisances=_quantile_nuisances(g_stage=0),
             **_PQ_COMMON,
         ),
         _quantile_model(

@@ -71,6 +71,15 @@ def _check_quantile_options(quantile: float, treatment: int) -> None:
         raise InvalidJobError(f"treatment must be 0 or 1, got {treatment!r}")
 
 
+def _check_prelim_length(prelim: np.ndarray, n_train_1: int) -> None:
+    """A fold's stored preliminary propensities must cover its first half (one value per row)."""
+    if prelim.shape[-1] != n_train_1:
+        raise InvalidJobError(
+            f"The fold's preliminary propensities have {prelim.shape[-1]} values, but its first "
+            f"half has {n_train_1} rows; they belong to another fold or another data set."
+        )
+
+
 # ----------------------------------------------------------------------------------------------
 # The nested split and the searches DoubleML runs (utils/_estimation.py)
 # ----------------------------------------------------------------------------------------------

@@ -22,15 +22,28 @@ from fanfit.dml.quantile_search import (
     INNER_CV,
     NonlinearSolution,
     _adjusted_propensity,
+    _check_prelim_length,
     _check_quantile_options,
     _ipw_root,
     _proba_or_predict,
     _solve_localized,
     nested_split,
+    split_halves,
 )
 from fanfit.dml.scores_did import NuisanceLearner, all_rows, rows_where
+from fanfit.errors import InvalidJobError
 
-__all__ = ["LPQFold", "lpq_comp_prob", "lpq_fold", "lpq_ipw_estimate", "lpq_learners", "lpq_solve"]
+__all__ = [
+    "LPQFold",
+    "lpq_comp_prob",
+    "lpq_fold",
+    "lpq_fold_final",
+    "lpq_fold_prelim",
+    "lpq_fold_root",
+    "lpq_ipw_estimate",
+    "lpq_learners",
+    "lpq_solve",
+]
 
 #: LPQ's outer-fold predictions, in DoubleML's ``params_names`` order.
 LPQ_KEYS = ("ml_m_z", "ml_m_d_z0", "ml_m_d_z1", "ml_g_du_z0", "ml_g_du_z1")
@@ -262,6 +275,8 @@ def lpq_fold(
     :math:`Z = 0` / :math:`Z = 1` to :math:`1\{D = d\}1\{Y \le \theta_{\mathrm{ipw}}\}`; then
     ``ml_m_z``, ``ml_m_d_z0`` and ``ml_m_d_z1`` refitted on all of ``train`` (the latter two on its
     rows with :math:`Z = 0` / :math:`Z = 1`). Every fit gets a new estimator from its builder.
+    It is :func:`lpq_fold_prelim` (steps 1, 2, 5), :func:`lpq_fold_root` (step 3) and
+    :func:`lpq_fold_final` (step 4) composed; the pipeline runs them apart.
 
     Parameters
     ----------
@@ -294,25 +309,157 @@ def lpq_fold(
         If ``quantile`` is outside (0, 1) or ``treatment`` is not 0 or 1.
     """
     _check_quantile_options(quantile, treatment)
-    strata = d + 2 * z
-    train_1, train_2, inner = nested_split(train, strata, n_folds)
+    preds, prelim = lpq_fold_prelim(x, d, z, train, test, n_folds, build_m)
+    theta_ipw = lpq_fold_root(
+        y, d, z, train, prelim, treatment, quantile, coef_start_val, normalize_ipw,
+        clipping_threshold,
+    )  # fmt: skip
+    preds.update(lpq_fold_final(x, y, d, z, train, test, treatment, theta_ipw, build_g))
+    return LPQFold({k: preds[k] for k in LPQ_KEYS}, theta_ipw)
+
+
+def lpq_fold_prelim(
+    x: np.ndarray,
+    d: np.ndarray,
+    z: np.ndarray,
+    train: np.ndarray,
+    test: np.ndarray,
+    n_folds: int,
+    build_m: Callable[[], Any],
+) -> tuple[dict[str, np.ndarray], np.ndarray]:
+    r"""Steps 1, 2 and 5 of an LPQ outer fold: the parts that do not depend on the start value.
+
+    The halves and inner folds of ``train`` (strata :math:`D + 2Z`); ``ml_m_z`` cross-fitted over
+    the inner folds of the first half; ``ml_m_d_z0``/``ml_m_d_z1`` fitted on the first half's rows
+    with :math:`Z = 0`/:math:`Z = 1`, predicting all of it; then ``ml_m_z``, ``ml_m_d_z0`` and
+    ``ml_m_d_z1`` fitted on all of ``train`` (the latter two on its rows with :math:`Z = 0` /
+    :math:`Z = 1`), predicting ``test`` (DoubleML 0.11.4 ``irm/lpq.py`` ``_nuisance_est``).
+
+    Parameters
+    ----------
+    x : numpy.ndarray, shape (n_obs, n_x)
+    d, z : numpy.ndarray, shape (n_obs,)
+    train, test : numpy.ndarray of int
+        The outer fold's training and test rows (sorted).
+    n_folds : int
+        Number of inner folds.
+    build_m : callable
+        ``() -> estimator``: a new unfitted ``ml_m`` (a classifier).
+
+    Returns
+    -------
+    preds : dict of str to numpy.ndarray, shape (n_test,)
+        ``ml_m_z``, ``ml_m_d_z0``, ``ml_m_d_z1`` of the outer test rows (raw propensities).
+    prelim : numpy.ndarray, shape (3, n_train_1)
+        The first half's preliminary ``ml_m_z`` (cross-fitted), ``ml_m_d_z0`` and ``ml_m_d_z1``
+        (in-sample) propensities, in ``train_inds_1`` order.
+    """
+    train_1, _, inner = nested_split(train, d + 2 * z, n_folds)
     x1, d1, z1 = x[train_1], d[train_1], z[train_1]
     m_z_prelim = np.full(train_1.size, np.nan)
     for in_train, in_test in inner:
         fitted = build_m().fit(x1[in_train], z1[in_train])
         m_z_prelim[in_test] = _proba_or_predict(fitted, x1[in_test])
-    m_d_prelim = {v: _proba_or_predict(build_m().fit(x1[z1 == v], d1[z1 == v]), x1) for v in (0, 1)}
-    theta_ipw = lpq_ipw_estimate(
-        y[train_1], d1, z1, m_z_prelim, m_d_prelim[0], m_d_prelim[1], treatment, quantile,
+    m_d_prelim = [_proba_or_predict(build_m().fit(x1[z1 == v], d1[z1 == v]), x1) for v in (0, 1)]
+    preds = {"ml_m_z": _proba_or_predict(build_m().fit(x[train], z[train]), x[test])}
+    for v in (0, 1):
+        rows = train[z[train] == v]
+        preds[f"ml_m_d_z{v}"] = _proba_or_predict(build_m().fit(x[rows], d[rows]), x[test])
+    return preds, np.vstack([m_z_prelim, *m_d_prelim])
+
+
+def lpq_fold_root(
+    y: np.ndarray,
+    d: np.ndarray,
+    z: np.ndarray,
+    train: np.ndarray,
+    prelim: np.ndarray,
+    treatment: int,
+    quantile: float,
+    coef_start_val: float,
+    normalize_ipw: bool = True,
+    clipping_threshold: float = 1e-2,
+) -> float:
+    r"""Step 3 of an LPQ outer fold: its IPW local quantile from the stored preliminary propensities.
+
+    Redraws the fold's first half (:func:`~fanfit.dml.quantile_search.split_halves`, strata
+    :math:`D + 2Z`, deterministic) and runs :func:`lpq_ipw_estimate` on it, searched in
+    ``[min Y, max Y]`` over the whole sample.
+
+    Parameters
+    ----------
+    y, d, z : numpy.ndarray, shape (n_obs,)
+    train : numpy.ndarray of int
+        The outer fold's training rows (sorted).
+    prelim : numpy.ndarray, shape (3, n_train_1)
+        :func:`lpq_fold_prelim`'s second output for the same fold.
+    treatment : int
+    quantile : float
+    coef_start_val : float
+    normalize_ipw : bool
+    clipping_threshold : float
+
+    Returns
+    -------
+    float
+        :math:`\theta^{(k)}_{\mathrm{ipw}}`.
+
+    Raises
+    ------
+    fanfit.errors.InvalidJobError
+        A bad ``quantile``/``treatment``, or ``prelim`` not of shape (3, n_train_1).
+    """
+    train_1, _ = split_halves(train, d + 2 * z)
+    prelim = np.asarray(prelim, dtype=np.float64)
+    _check_prelim_length(prelim, train_1.size)
+    if prelim.shape[0] != 3:
+        raise InvalidJobError(
+            f"LPQ's preliminary propensities need 3 rows (ml_m_z, ml_m_d_z0, ml_m_d_z1), got "
+            f"shape {prelim.shape}."
+        )
+    return lpq_ipw_estimate(
+        y[train_1], d[train_1], z[train_1], prelim[0], prelim[1], prelim[2], treatment, quantile,
         coef_start_val, (float(y.min()), float(y.max())), normalize_ipw, clipping_threshold,
     )  # fmt: skip
-    preds: dict[str, np.ndarray] = {}
+
+
+def lpq_fold_final(
+    x: np.ndarray,
+    y: np.ndarray,
+    d: np.ndarray,
+    z: np.ndarray,
+    train: np.ndarray,
+    test: np.ndarray,
+    treatment: int,
+    theta_ipw: float,
+    build_g: Callable[[], Any],
+) -> dict[str, np.ndarray]:
+    r"""Step 4 of an LPQ outer fold: ``ml_g_du_z0``/``ml_g_du_z1`` on the second half.
+
+    Each fitted on the second half's rows with :math:`Z = 0` / :math:`Z = 1` to
+    :math:`1\{D = d\}1\{Y \le \theta_{\mathrm{ipw}}\}`, predicting ``test``; the second half is
+    redrawn by :func:`~fanfit.dml.quantile_search.split_halves` (deterministic).
+
+    Parameters
+    ----------
+    x : numpy.ndarray, shape (n_obs, n_x)
+    y, d, z : numpy.ndarray, shape (n_obs,)
+    train, test : numpy.ndarray of int
+    treatment : int
+    theta_ipw : float
+        The fold's IPW local quantile (:func:`lpq_fold_root`).
+    build_g : callable
+        ``() -> estimator``: a new unfitted ``ml_g`` (a classifier).
+
+    Returns
+    -------
+    dict of str to numpy.ndarray, shape (n_test,)
+        ``ml_g_du_z0``, ``ml_g_du_z1``.
+    """
+    _, train_2 = split_halves(train, d + 2 * z)
+    preds = {}
     for v in (0, 1):
         rows = train_2[z[train_2] == v]
         target = (d[rows] == treatment) * (y[rows] <= theta_ipw)
         preds[f"ml_g_du_z{v}"] = _proba_or_predict(build_g().fit(x[rows], target), x[test])
-    preds["ml_m_z"] = _proba_or_predict(build_m().fit(x[train], z[train]), x[test])
-    for v in (0, 1):
-        rows = train[z[train] == v]
-        preds[f"ml_m_d_z{v}"] = _proba_or_predict(build_m().fit(x[rows], d[rows]), x[test])
-    return LPQFold({k: preds[k] for k in LPQ_KEYS}, theta_ipw)
+    return preds

@@ -40,15 +40,26 @@ nuisance). The conditional value at risk (CVaR, same paper, Section 5) is linear
 PQ and LPQ, from the mean of repetition :math:`r-1`'s fold estimates :math:`\theta^{(k)}_{\mathrm{ipw}}`
 afterwards (DoubleML overwrites ``_coef_start_val`` after each repetition); the final root search of
 repetition :math:`r` starts from the mean of its own fold estimates. CVaR always starts its IPW search
-from :func:`cvar_coef_start`. So for exact parity the preliminary estimates of a PQ/LPQ model are
-computed repetition after repetition. This matters: the IPW score is a step function with flat
+from :func:`cvar_coef_start`. This matters: the IPW score is a step function with flat
 stretches, and the bracket search from another start lands elsewhere. Measured on
 ``make_irm_data`` (300 rows, 3 folds, 2 repetitions; 6 seeds x quantiles 0.2-0.8 x both
 treatment levels, 52 models): starting the second repetition from :func:`pq_coef_start` instead of
 the first repetition's mean moved fold IPW quantiles by up to 0.57 and the second repetition's
-coefficient by up to 0.15 (more than 1e-10 in 23 of the 52). So the pipeline runs PQ's repetitions
-as successive stages (:attr:`fanfit.dml.models.FoldProcedure.chained`; CVaR's side by side), and
-one fit unit per outer fold runs :func:`pq_fold`.
+coefficient by up to 0.15 (more than 1e-10 in 23 of the 52).
+
+Only steps 3 and 4 depend on the start value, and step 3 is cheap arithmetic once step 2's
+preliminary propensities are known. So the pipeline runs a PQ or LPQ model in **two stages for
+any** ``n_rep > 1`` (:attr:`fanfit.dml.models.FoldProcedure.split`): stage 0, one unit per
+(treatment, repetition, outer fold), runs steps 1, 2 and 5 (:func:`pq_fold_prelim`,
+:func:`~fanfit.dml.scores_lpq.lpq_fold_prelim`) and keeps the fold's preliminary propensities on
+:math:`I_k^1`; between the stages, Prepare runs the chain of step 3 exactly as DoubleML does,
+repetition after repetition (:func:`pq_fold_root`, :func:`~fanfit.dml.scores_lpq.lpq_fold_root`;
+:func:`fanfit.dml.units.stage_inputs`); stage 1, again one unit per fold, runs step 4 from the
+fold's :math:`\theta^{(k)}_{\mathrm{ipw}}` (:func:`pq_fold_final`,
+:func:`~fanfit.dml.scores_lpq.lpq_fold_final`). :func:`pq_fold` and
+:func:`~fanfit.dml.scores_lpq.lpq_fold` are the three parts composed, one fold in one call;
+with ``n_rep = 1`` there is no chain and each fold's unit runs them in one stage. CVaR, which
+never chains, runs :func:`pq_fold` (``cvar=True``) in one stage.
 
 Propensities are clipped to ``[c, 1 - c]`` (DoubleML's default ``PSProcessorConfig``: no
 calibration) and optionally Hajek-normalised. All arrays are 1-d of shape ``(n_obs,)`` unless stated.
@@ -69,6 +80,7 @@ from fanfit.dml.quantile_search import (
     HALF_2,
     INNER_CV,
     NonlinearSolution,
+    _check_prelim_length,
     _check_quantile_options,
     _ipw_root,
     _level_propensity,
@@ -82,11 +94,20 @@ from fanfit.dml.quantile_search import (
     split_halves,
 )
 from fanfit.dml.scores_did import NuisanceLearner, all_rows, rows_where
-from fanfit.dml.scores_lpq import lpq_comp_prob, lpq_ipw_estimate, lpq_learners, lpq_solve
+from fanfit.dml.scores_lpq import (
+    lpq_comp_prob,
+    lpq_fold_final,
+    lpq_fold_prelim,
+    lpq_fold_root,
+    lpq_ipw_estimate,
+    lpq_learners,
+    lpq_solve,
+)
 
 __all__ = [
     "NonlinearSolution",
     "QTEResult",
+    "PQPrelim",
     "QuantileFold",
     "cvar_coef_start",
     "cvar_g_target",
@@ -95,12 +116,18 @@ __all__ = [
     "get_bracket_guess",
     "kde_at_zero",
     "lpq_comp_prob",
+    "lpq_fold_final",
+    "lpq_fold_prelim",
+    "lpq_fold_root",
     "lpq_ipw_estimate",
     "lpq_learners",
     "lpq_solve",
     "nested_split",
     "pq_coef_start",
     "pq_fold",
+    "pq_fold_final",
+    "pq_fold_prelim",
+    "pq_fold_root",
     "pq_ipw_estimate",
     "pq_learners",
     "pq_solve",
@@ -323,9 +350,11 @@ def pq_fold(
     (:func:`nested_split`, strata :math:`D`); ``ml_m`` cross-fitted over the inner folds of the first
     half (``predict_proba[:, 1]``); the fold's IPW quantile (:func:`pq_ipw_estimate`, searched in
     ``[min Y, max Y]`` from ``coef_start_val``); ``ml_g`` fitted on the second half's rows with
-    :math:`D = d` to :math:`1\{Y \le 	heta_{\mathrm{ipw}}\}` (PQ, a classifier) or to
+    :math:`D = d` to :math:`1\{Y \le \theta_{\mathrm{ipw}}\}` (PQ, a classifier) or to
     :func:`cvar_g_target` (CVaR, a regressor); ``ml_m`` fitted on all of ``train``. Each fit gets a
-    fresh estimator from its builder, as DoubleML clones one learner for every fit.
+    fresh estimator from its builder, as DoubleML clones one learner for every fit. It is
+    :func:`pq_fold_prelim` (steps 1, 2, 5), :func:`pq_fold_root` (step 3) and
+    :func:`pq_fold_final` (step 4) composed; the pipeline runs them apart (module docstring).
 
     Parameters
     ----------
@@ -359,24 +388,162 @@ def pq_fold(
         If ``quantile`` is outside (0, 1) or ``treatment`` is not 0 or 1.
     """
     _check_quantile_options(quantile, treatment)
-    train_1, train_2, inner = nested_split(train, d, n_folds)
+    prelim = pq_fold_prelim(x, d, train, test, n_folds, build_m)
+    theta_ipw = pq_fold_root(
+        y, d, train, prelim.m_prelim, treatment, quantile, coef_start_val, normalize_ipw,
+        clipping_threshold,
+    )  # fmt: skip
+    g_hat = pq_fold_final(x, y, d, train, test, treatment, quantile, theta_ipw, build_g, cvar)
+    return QuantileFold(g_hat, prelim.m_hat, theta_ipw)
+
+
+@dataclass(frozen=True)
+class PQPrelim:
+    """What the start-independent part of a PQ/CVaR fold (:func:`pq_fold_prelim`) returns.
+
+    Attributes
+    ----------
+    m_hat : numpy.ndarray, shape (n_test,)
+        ``ml_m`` fitted on all of ``train``: its raw propensities of the outer test rows (step 5).
+    m_prelim : numpy.ndarray, shape (n_train_1,)
+        The inner cross-fitted propensities of the first half :math:`I_k^1`, in ``train_inds_1``
+        order (step 2).
+    """
+
+    m_hat: np.ndarray
+    m_prelim: np.ndarray
+
+
+def pq_fold_prelim(
+    x: np.ndarray,
+    d: np.ndarray,
+    train: np.ndarray,
+    test: np.ndarray,
+    n_folds: int,
+    build_m: Callable[[], Any],
+) -> PQPrelim:
+    """Steps 1, 2 and 5 of a PQ/CVaR outer fold: the parts that do not depend on the start value.
+
+    :func:`nested_split` of ``train`` (strata :math:`D`), ``ml_m`` cross-fitted over the inner
+    folds of the first half (``predict_proba[:, 1]``), and ``ml_m`` fitted on all of ``train``
+    predicting ``test`` (DoubleML 0.11.4 ``irm/pq.py`` ``_nuisance_est``).
+
+    Parameters
+    ----------
+    x : numpy.ndarray, shape (n_obs, n_x)
+    d : numpy.ndarray, shape (n_obs,)
+    train, test : numpy.ndarray of int
+        The outer fold's training and test rows (sorted).
+    n_folds : int
+        Number of inner folds.
+    build_m : callable
+        ``() -> estimator``: a new unfitted ``ml_m``.
+
+    Returns
+    -------
+    PQPrelim
+    """
+    train_1, _, inner = nested_split(train, d, n_folds)
     x1, d1 = x[train_1], d[train_1]
     m_prelim = np.full(train_1.size, np.nan)
     for in_train, in_test in inner:
         fitted = build_m().fit(x1[in_train], d1[in_train])
         m_prelim[in_test] = _proba_or_predict(fitted, x1[in_test])
-    theta_ipw = pq_ipw_estimate(
-        y[train_1], d1, m_prelim, treatment, quantile, coef_start_val,
+    m_hat = _proba_or_predict(build_m().fit(x[train], d[train]), x[test])
+    return PQPrelim(m_hat, m_prelim)
+
+
+def pq_fold_root(
+    y: np.ndarray,
+    d: np.ndarray,
+    train: np.ndarray,
+    m_prelim: np.ndarray,
+    treatment: int,
+    quantile: float,
+    coef_start_val: float,
+    normalize_ipw: bool = True,
+    clipping_threshold: float = 1e-2,
+) -> float:
+    r"""Step 3 of a PQ/CVaR outer fold: its IPW quantile from the stored preliminary propensities.
+
+    Redraws the fold's first half (:func:`split_halves`, deterministic) and runs
+    :func:`pq_ipw_estimate` on it, searched in ``[min Y, max Y]`` over the whole sample.
+
+    Parameters
+    ----------
+    y, d : numpy.ndarray, shape (n_obs,)
+    train : numpy.ndarray of int
+        The outer fold's training rows (sorted).
+    m_prelim : numpy.ndarray, shape (n_train_1,)
+        :attr:`PQPrelim.m_prelim` of the same fold.
+    treatment : int
+    quantile : float
+    coef_start_val : float
+        Start of the search (see the module docstring's "Start values").
+    normalize_ipw : bool
+    clipping_threshold : float
+
+    Returns
+    -------
+    float
+        :math:`\theta^{(k)}_{\mathrm{ipw}}`.
+
+    Raises
+    ------
+    fanfit.errors.InvalidJobError
+        A bad ``quantile``/``treatment``, or ``m_prelim`` not of the first half's length.
+    """
+    train_1, _ = split_halves(train, d)
+    _check_prelim_length(m_prelim, train_1.size)
+    return pq_ipw_estimate(
+        y[train_1], d[train_1], m_prelim, treatment, quantile, coef_start_val,
         (float(y.min()), float(y.max())), normalize_ipw, clipping_threshold,
     )  # fmt: skip
+
+
+def pq_fold_final(
+    x: np.ndarray,
+    y: np.ndarray,
+    d: np.ndarray,
+    train: np.ndarray,
+    test: np.ndarray,
+    treatment: int,
+    quantile: float,
+    theta_ipw: float,
+    build_g: Callable[[], Any],
+    cvar: bool = False,
+) -> np.ndarray:
+    r"""Step 4 of a PQ/CVaR outer fold: ``ml_g`` on the second half's rows with :math:`D = d`.
+
+    Fitted to :math:`1\{Y \le \theta_{\mathrm{ipw}}\}` (PQ, a classifier: ``predict_proba[:, 1]``)
+    or to :func:`cvar_g_target` (CVaR, a regressor), predicting ``test``; the second half is
+    redrawn by :func:`split_halves` (deterministic).
+
+    Parameters
+    ----------
+    x : numpy.ndarray, shape (n_obs, n_x)
+    y, d : numpy.ndarray, shape (n_obs,)
+    train, test : numpy.ndarray of int
+    treatment : int
+    quantile : float
+    theta_ipw : float
+        The fold's IPW quantile (:func:`pq_fold_root`).
+    build_g : callable
+        ``() -> estimator``: a new unfitted ``ml_g``.
+    cvar : bool
+
+    Returns
+    -------
+    numpy.ndarray, shape (n_test,)
+    """
+    _, train_2 = split_halves(train, d)
     rows = train_2[d[train_2] == treatment]
     if cvar:
         target = cvar_g_target(y, theta_ipw, quantile)
         g_hat = build_g().fit(x[rows], target[rows]).predict(x[test])
     else:
         g_hat = _proba_or_predict(build_g().fit(x[rows], y[rows] <= theta_ipw), x[test])
-    m_hat = _proba_or_predict(build_m().fit(x[train], d[train]), x[test])
-    return QuantileFold(np.asarray(g_hat, dtype=np.float64).reshape(test.size), m_hat, theta_ipw)
+    return np.asarray(g_hat, dtype=np.float64).reshape(test.size)
 
 
 # ----------------------------------------------------------------------------------------------

@@ -6,9 +6,14 @@ rows, so units can run anywhere in any order (one Lambda invocation per shard of
 ``'IV-type'`` scores of PLR and PLIV have a second stage: ``ml_g`` is fitted on
 :math:`Y - \\tilde\\theta D`, where :math:`\\tilde\\theta` comes from the first stage's out-of-fold
 ``ml_l`` and ``ml_m`` (and ``ml_r``) predictions of the same treatment and repetition
-(:func:`stage_inputs`). A model with a fold procedure (PQ, CVaR) has one unit per fold, which
-runs every fit nested inside that fold and returns the fold's predictions and scalars
-(:func:`fit_predict`, :func:`put_predictions`); PQ runs repetition ``r`` as stage ``r``.
+(:func:`stage_inputs`). A model with a fold procedure (PQ, CVaR, LPQ) has one unit per fold and
+stage, which runs the fits nested inside that fold and returns the fold's predictions and scalars
+(:func:`fit_predict`, :func:`put_predictions`). PQ and LPQ (a :class:`~fanfit.dml.models.FoldSplit`)
+have two stages for any ``n_rep > 1`` (one with ``n_rep = 1``, as CVaR): stage 0 runs the start-independent fits of every
+repetition and fold side by side and also returns an auxiliary array per unit (the fold's
+preliminary propensities, :func:`fit_predict_aux`); between the stages :func:`stage_inputs` runs
+DoubleML's chain of preliminary IPW searches from those arrays, repetition after repetition;
+stage 1 runs the fits that need each fold's IPW quantile, again side by side.
 
 Prediction keys (``FitUnit.learner``) are DoubleML's ``external_predictions`` keys: ``ml_l``,
 ``ml_m``, ``ml_g``, ``ml_g0``, ``ml_g1`` (IRM: fitted on ``d == 0`` / ``d == 1`` rows; IIVM: on
@@ -46,6 +51,7 @@ __all__ = [
     "fold_means",
     "fold_scalar_keys",
     "fit_predict",
+    "fit_predict_aux",
     "fit_units",
     "init_preds",
     "n_stages",
@@ -146,19 +152,19 @@ def prediction_keys(spec: DMLSpec, stage: int | None = None) -> tuple[str, ...]:
         :math:`\\hat r(1, X) = 1` without fitting; :func:`~fanfit.dml.estimate.score_elements`
         does too).
     """
-    if (
-        model_def(spec.model).fold_procedure_for(spec) is not None
-    ):  # every stage of it fits every key
+    fp = model_def(spec.model).fold_procedure_for(spec)
+    if fp is not None and not fp.runs_split(spec):  # one stage: each fold unit fits every key
         return tuple(n.key for n in nuisances(spec))
     return tuple(n.key for n in nuisances(spec) if stage is None or n.stage == stage)
 
 
 def fold_scalar_keys(spec: DMLSpec) -> tuple[str, ...]:
     """The names of the fold scalars a model's fold procedure returns
-    (:attr:`fanfit.dml.models.FoldProcedure.scalars`: PQ and CVaR ``('theta_ipw',)``), else ``()``.
+    (:attr:`fanfit.dml.models.FoldProcedure.scalars`: PQ, CVaR, LPQ ``('theta_ipw',)``), else ``()``.
 
     They travel with the predictions as arrays of shape (n_obs, n_rep, n_treat) holding each
-    fold's value on that fold's test rows (:func:`put_predictions`).
+    fold's value on that fold's test rows (:func:`put_predictions`); the units of the last stage
+    return them.
     """
     fp = model_def(spec.model).fold_procedure_for(spec)
     return fp.scalars if fp is not None else ()
@@ -228,7 +234,10 @@ def nuisance(spec: DMLSpec, key: str) -> Nuisance:
 
 def n_stages(spec: DMLSpec) -> int:
     """Number of stages: 2 for the IV-type scores of PLR and PLIV (``ml_g`` after a preliminary
-    estimate), ``n_rep`` for PQ (a chained fold procedure: repetition ``r`` is stage ``r``), else 1."""
+    estimate) and for PQ and LPQ with any ``n_rep > 1`` (a
+    :class:`~fanfit.dml.models.FoldSplit`: the fits that need each fold's IPW quantile in stage
+    1, after DoubleML's chain of start values), else 1 (PQ and LPQ with ``n_rep = 1``: no chain,
+    each fold unit runs the whole fold)."""
     return model_def(spec.model).n_stages(spec)
 
 
@@ -244,9 +253,9 @@ def fit_units(spec: DMLSpec, stage: int) -> list[FitUnit]:
     Returns
     -------
     list of FitUnit
-        A model with a fold procedure (PQ, CVaR): one unit per treatment, repetition (PQ: the
-        stage's repetition only) and fold, keyed by its first prediction key, running the fold's
-        nested fits (:func:`fit_predict`). Else
+        A model with a fold procedure (PQ, CVaR, LPQ): one unit per treatment, repetition and
+        fold, keyed by the stage's first prediction key, running the fold's nested fits of that
+        stage (:func:`fit_predict`). Else
         ``n_treat * n_rep * len(prediction_keys(spec, stage)) * n_cross_folds`` units
         (``n_cross_folds = n_folds ** len(cluster_cols)`` with clusters, else ``n_folds``).
     """
@@ -254,16 +263,13 @@ def fit_units(spec: DMLSpec, stage: int) -> list[FitUnit]:
         raise InvalidJobError(
             f"Stage {stage} does not exist; this estimate has {n_stages(spec)} stage(s)."
         )
-    fp = model_def(spec.model).fold_procedure_for(spec)
-    if fp is not None:
-        # one unit per fold runs the fold's whole nested procedure; a chained procedure runs
-        # repetition r as stage r
-        reps = [stage] if fp.chained else range(spec.n_rep)
-        unit_key = prediction_keys(spec)[0]
+    if model_def(spec.model).fold_procedure_for(spec) is not None:
+        # one unit per fold runs the fold's nested fits of this stage, every repetition side by side
+        unit_key = prediction_keys(spec, stage)[0]
         return [
             FitUnit(stage, i_treat, i_rep, i_fold, unit_key)
             for i_treat in range(spec.n_treat)
-            for i_rep in reps
+            for i_rep in range(spec.n_rep)
             for i_fold in range(spec.n_cross_folds)
         ]
     keys = prediction_keys(spec, stage)
@@ -429,9 +435,10 @@ def fit_predict(
     as ``cross_val_predict`` fills it).
 
     A unit of a model with a fold procedure (:attr:`fanfit.dml.models.ModelDef.fold_procedure`,
-    PQ and CVaR) runs the fold's whole nested procedure instead, each learner built with the
+    PQ, CVaR, LPQ) runs the fold's nested fits of its stage instead, each learner built with the
     ``random_state`` of its own key (``unit_seed`` of the unit with that learner), and returns its
-    outputs packed as :func:`put_predictions` unpacks them.
+    outputs packed as :func:`put_predictions` unpacks them; the auxiliary array a split
+    procedure's stage-0 unit also returns is dropped here (:func:`fit_predict_aux` keeps it).
 
     Parameters
     ----------
@@ -440,7 +447,7 @@ def fit_predict(
     data : DMLData
     folds : numpy.ndarray of int, shape (n_obs, n_rep)
     stage_inputs : dict or None
-        For stage 1: what :func:`stage_inputs` returned (PQ's stage ``r``: ``coef_start``).
+        For stage 1: what :func:`stage_inputs` returned (PQ's and LPQ's: ``fold_scalars``).
 
     Returns
     -------
@@ -456,8 +463,43 @@ def fit_predict(
     InvalidJobError
         Missing stage inputs for stage 1, or a prediction key the model does not use.
     """
+    return fit_predict_aux(spec, unit, data, folds, stage_inputs)[0]
+
+
+def fit_predict_aux(
+    spec: DMLSpec,
+    unit: FitUnit,
+    data: DMLData,
+    folds: np.ndarray,
+    stage_inputs: dict | None = None,
+) -> tuple[np.ndarray, np.ndarray | None]:
+    """:func:`fit_predict`, and the unit's auxiliary array when it has one.
+
+    Only a stage-0 unit of a model whose fold procedure runs in two stages (a
+    :class:`~fanfit.dml.models.FoldSplit`: PQ and LPQ with ``n_rep > 1``) has one: the ``aux``
+    of its ``prelim`` (the fold's preliminary propensities on the first half, shape
+    (1, n_train_1) for PQ, (3, n_train_1) for LPQ), which :func:`stage_inputs` of stage 1 needs. The pipeline stores it beside the unit's predictions, in the same shard
+    object, under :func:`fanfit.storage.aux_array_name` of the unit's key.
+
+    Returns
+    -------
+    values : numpy.ndarray of float64
+        As :func:`fit_predict`.
+    aux : numpy.ndarray of float64 or None
+
+    Raises
+    ------
+    As :func:`fit_predict`.
+    """
     if model_def(spec.model).fold_procedure_for(spec) is not None:
         return _run_fold_procedure(spec, unit, data, folds, stage_inputs)
+    return _fit_predict_one(spec, unit, data, folds, stage_inputs), None
+
+
+def _fit_predict_one(
+    spec: DMLSpec, unit: FitUnit, data: DMLData, folds: np.ndarray, stage_inputs: dict | None
+) -> np.ndarray:
+    """One nuisance fit of a model without a fold procedure (:func:`fit_predict`)."""
     name = learner_name(unit.learner)
     if name not in spec.learners:
         raise InvalidJobError(
@@ -496,28 +538,17 @@ def fit_predict(
 
 def _run_fold_procedure(
     spec: DMLSpec, unit: FitUnit, data: DMLData, folds: np.ndarray, inputs: dict | None
-) -> np.ndarray:
-    """A fold unit of a model with a fold procedure: its packed outputs (:func:`put_predictions`)."""
+) -> tuple[np.ndarray, np.ndarray | None]:
+    """A fold unit of a model with a fold procedure: its packed outputs (:func:`put_predictions`)
+    and, for stage 0 of a split procedure, its auxiliary array."""
     fp = model_def(spec.model).fold_procedure_for(spec)
     assert fp is not None
-    col = np.asarray(folds)[:, unit.i_rep]
-    test = np.flatnonzero(col == unit.i_fold)
-    train = np.flatnonzero(train_mask(spec, folds, unit.i_rep, unit.i_fold))
+    test, train = _fold_rows(spec, folds, unit.i_rep, unit.i_fold)
     if test.size == 0 or train.size == 0:
         raise InvalidFoldsError(
             f"Unit {unit.key}: fold {unit.i_fold} of repetition {unit.i_rep} has no test or no "
             "training rows."
         )
-    if fp.chained and unit.i_rep > 0:
-        try:
-            start = float(inputs["coef_start"][unit.i_treat])  # type: ignore[index]
-        except (TypeError, KeyError, IndexError) as exc:
-            raise InvalidJobError(
-                f"Unit {unit.key} needs stage_inputs with 'coef_start' from repetition "
-                f"{unit.i_rep - 1}; compute them with stage_inputs(spec, {unit.stage}, ...)."
-            ) from exc
-    else:
-        start = fp.start(spec, data, unit.i_treat)
 
     def build(name: str) -> Any:
         if name not in spec.learners:
@@ -527,11 +558,51 @@ def _run_fold_procedure(
         own = FitUnit(unit.stage, unit.i_treat, unit.i_rep, unit.i_fold, name)
         return spec.learners[name].build(random_state=unit_seed(spec.seed, own))
 
-    preds, scalars = fp.run(spec, data, train, test, unit.i_treat, build, start)
-    return np.concatenate(
-        [np.asarray(preds[k], dtype=np.float64).reshape(test.size) for k in prediction_keys(spec)]
-        + [np.array([scalars[name] for name in fp.scalars], dtype=np.float64)]
+    aux: np.ndarray | None = None
+    if not fp.runs_split(spec):  # one stage: the whole fold from the first start value
+        start = fp.start(spec, data, unit.i_treat)
+        preds, scalars = fp.run(spec, data, train, test, unit.i_treat, build, start)
+    elif unit.stage == 0:  # the start-independent fits; the chain needs their aux
+        assert fp.split is not None
+        preds, raw = fp.split.prelim(spec, data, train, test, unit.i_treat, build)
+        aux, scalars = np.asarray(raw, dtype=np.float64), {}
+    else:  # the fits that need the fold's scalars, which Prepare computed between the stages
+        assert fp.split is not None
+        scalars = _fold_scalars(fp.scalars, inputs, unit)
+        preds = fp.split.final(spec, data, train, test, unit.i_treat, build, scalars)
+    keys, names = _fold_layout(spec, unit.stage)
+    values = np.concatenate(
+        [np.asarray(preds[k], dtype=np.float64).reshape(test.size) for k in keys]
+        + [np.array([scalars[name] for name in names], dtype=np.float64)]
     )
+    return values, aux
+
+
+def _fold_rows(
+    spec: DMLSpec, folds: np.ndarray, i_rep: int, i_fold: int
+) -> tuple[np.ndarray, np.ndarray]:
+    """The (sorted) test and training rows of one outer fold."""
+    test = np.flatnonzero(np.asarray(folds)[:, i_rep] == i_fold)
+    return test, np.flatnonzero(train_mask(spec, folds, i_rep, i_fold))
+
+
+def _fold_layout(spec: DMLSpec, stage: int) -> tuple[tuple[str, ...], tuple[str, ...]]:
+    """What a fold unit of ``stage`` packs: its stage's prediction keys, then (last stage only)
+    the fold scalars."""
+    last = stage == n_stages(spec) - 1
+    return prediction_keys(spec, stage), fold_scalar_keys(spec) if last else ()
+
+
+def _fold_scalars(names: tuple[str, ...], inputs: dict | None, unit: FitUnit) -> dict[str, float]:
+    """The fold's scalars from stage 1's inputs (``fold_scalars[name][i_treat][i_rep][i_fold]``)."""
+    try:
+        table = inputs["fold_scalars"]  # type: ignore[index]
+        return {n: float(table[n][unit.i_treat][unit.i_rep][unit.i_fold]) for n in names}
+    except (TypeError, KeyError, IndexError) as exc:
+        raise InvalidJobError(
+            f"Unit {unit.key} needs stage_inputs with 'fold_scalars' ({', '.join(names)}) from "
+            f"stage 0; compute them with stage_inputs(spec, {unit.stage}, ...)."
+        ) from exc
 
 
 # --------------------------------------------------------------------------- predictions
@@ -562,16 +633,17 @@ def put_predictions(
     folds : numpy.ndarray of int, shape (n_obs, n_rep)
     values : numpy.ndarray, shape (n_test,)
         In the order of ``np.flatnonzero(folds[:, i_rep] == i_fold)``. A fold unit of a model with
-        a fold procedure (``spec`` given) packs every prediction key's (n_test,) predictions, in
-        :func:`prediction_keys` order, then its fold scalars (:func:`fold_scalar_keys`): shape
-        ``(n_keys * n_test + n_scalars,)``; each scalar is stored on the fold's test rows.
+        a fold procedure (``spec`` given) packs its stage's prediction keys' (n_test,)
+        predictions, in :func:`prediction_keys` order, then, in the last stage, its fold scalars
+        (:func:`fold_scalar_keys`): shape ``(n_keys * n_test + n_scalars,)``; each scalar is
+        stored on the fold's test rows.
     spec : DMLSpec, optional
         Needed for a fold procedure's units.
     """
     test = np.flatnonzero(np.asarray(folds)[:, unit.i_rep] == unit.i_fold)
     values = np.asarray(values, dtype=np.float64)
     if spec is not None and model_def(spec.model).fold_procedure_for(spec) is not None:
-        keys, scalars = prediction_keys(spec), fold_scalar_keys(spec)
+        keys, scalars = _fold_layout(spec, unit.stage)
         if values.shape != (len(keys) * test.size + len(scalars),):
             raise InvalidJobError(
                 f"Unit {unit.key}: got {values.size} packed values, expected "
@@ -635,14 +707,25 @@ def check_preds(
     return out
 
 
-def stage_inputs(spec: DMLSpec, stage: int, data: DMLData, folds: np.ndarray, preds: dict) -> dict:
-    """JSON-safe inputs of a stage, computed from the predictions of the earlier stages.
+def stage_inputs(
+    spec: DMLSpec,
+    stage: int,
+    data: DMLData,
+    folds: np.ndarray,
+    preds: dict,
+    aux: dict[str, np.ndarray] | None = None,
+) -> dict:
+    """JSON-safe inputs of a stage, computed from the outputs of the earlier stages.
 
-    Stage 0 needs nothing (``{}``). Stage ``r`` of PQ (a chained fold procedure) needs
-    ``{"coef_start": [float per treatment]}``, the mean over folds of repetition ``r - 1``'s fold
-    IPW quantiles (:func:`fold_means`). Stage 1 of the IV-type scores needs the preliminary estimate
+    Stage 0 needs nothing (``{}``). Stage 1 of the IV-type scores needs the preliminary estimate
     :math:`\\tilde\\theta` of every treatment and repetition
     (:func:`~fanfit.dml.scores.plr_theta_initial`, :func:`~fanfit.dml.scores.pliv_theta_initial`).
+    Stage 1 of a model whose fold procedure runs in two stages (a
+    :class:`~fanfit.dml.models.FoldSplit`: PQ and LPQ with ``n_rep > 1``) needs every fold's scalars: for each treatment, repetition after repetition, each fold's
+    ``root`` from its stage-0 ``aux`` and the start value :math:`s_r`, with :math:`s_0` the
+    procedure's ``start`` and, when it is ``chained``, :math:`s_{r+1}` the mean over folds of
+    repetition :math:`r`'s first scalar (DoubleML 0.11.4's ``_coef_start_val`` after each
+    repetition, ``np.mean(ipw_vec)``: folds in order, equal weights); else every :math:`s_r = s_0`.
 
     Parameters
     ----------
@@ -652,11 +735,20 @@ def stage_inputs(spec: DMLSpec, stage: int, data: DMLData, folds: np.ndarray, pr
     folds : numpy.ndarray of int, shape (n_obs, n_rep)
     preds : dict of str to numpy.ndarray of shape (n_obs, n_rep, n_treat)
         At least the stage-0 predictions.
+    aux : dict of str to numpy.ndarray, optional
+        The stage-0 units' auxiliary arrays by unit key (:func:`fit_predict_aux`); needed for a
+        split fold procedure.
 
     Returns
     -------
     dict
-        ``{}`` or ``{"theta_initial": [[float per repetition] per treatment]}``.
+        ``{}``, ``{"theta_initial": [[float per repetition] per treatment]}`` or
+        ``{"fold_scalars": {name: [[[float per fold] per repetition] per treatment]}}``.
+
+    Raises
+    ------
+    InvalidJobError
+        A stage that does not exist, or a stage-0 unit's auxiliary array missing.
     """
     if not 0 <= stage < n_stages(spec):
         raise InvalidJobError(
@@ -666,16 +758,8 @@ def stage_inputs(spec: DMLSpec, stage: int, data: DMLData, folds: np.ndarray, pr
         return {}
     validate_spec_folds(spec, data, folds)
     fp = model_def(spec.model).fold_procedure_for(spec)
-    if fp is not None:
-        # a chained fold procedure: repetition `stage` starts from the mean over folds of
-        # repetition stage - 1's first scalar (DoubleML's _coef_start_val after each repetition)
-        first = fp.scalars[0]
-        return {
-            "coef_start": [
-                fold_means(spec, folds, preds, stage - 1, i_treat)[first]
-                for i_treat in range(spec.n_treat)
-            ]
-        }
+    if fp is not None and fp.runs_split(spec):
+        return {"fold_scalars": _fold_chain(spec, data, folds, aux or {})}
     p = check_preds(spec, data.n_obs, preds, stage=0)
     theta_initial = model_def(spec.model).theta_initial
     if theta_initial is None:
@@ -688,3 +772,33 @@ def stage_inputs(spec: DMLSpec, stage: int, data: DMLData, folds: np.ndarray, pr
         for i_treat in range(spec.n_treat)
     ]
     return {"theta_initial": theta}
+
+
+def _fold_chain(
+    spec: DMLSpec, data: DMLData, folds: np.ndarray, aux: dict[str, np.ndarray]
+) -> dict[str, list[list[list[float]]]]:
+    """Every fold's scalars of a split fold procedure, by the chain of :func:`stage_inputs`."""
+    fp = model_def(spec.model).fold_procedure_for(spec)
+    assert fp is not None and fp.split is not None
+    key = prediction_keys(spec, 0)[0]
+    table: dict[str, list[list[list[float]]]] = {n: [] for n in fp.scalars}
+    for i_treat in range(spec.n_treat):
+        start = fp.start(spec, data, i_treat)
+        for name in fp.scalars:
+            table[name].append([])
+        for i_rep in range(spec.n_rep):
+            per_fold = []
+            for i_fold in range(spec.n_cross_folds):
+                unit = FitUnit(0, i_treat, i_rep, i_fold, key)
+                if unit.key not in aux:
+                    raise InvalidJobError(
+                        f"The auxiliary array of unit {unit.key} (its fold's preliminary fits) is "
+                        "missing; its stage-0 shard did not store it."
+                    )
+                _, train = _fold_rows(spec, folds, i_rep, i_fold)
+                per_fold.append(fp.split.root(spec, data, train, i_treat, aux[unit.key], start))
+            for name in fp.scalars:
+                table[name][i_treat].append([float(v[name]) for v in per_fold])
+            if fp.chained:
+                start = float(np.mean([v[fp.scalars[0]] for v in per_fold]))
+    return table

@@ -14,6 +14,7 @@ here: callers write ``storage.plan_key(job_id)`` and ``storage.JobStore``.
 
 from fanfit.storage.keys import (
     DATA_KEY_PATTERN,
+    aux_array_name,
     check_data_key,
     check_job_key,
     data_key,
@@ -105,6 +106,7 @@ __all__ = [
     "parse_s3_uri",
     "plan_key",
     "predictions_key",
+    "aux_array_name",
     "preds_key",
     "preds_prefix",
     "prepare_record_key",

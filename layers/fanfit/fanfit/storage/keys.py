@@ -15,6 +15,10 @@ Key layout (``<job>`` is the job id)::
     jobs/<job>/stages/<s>/waves/<w>.json   the shard list of wave w of stage s (the Map's ItemReader)
     jobs/<job>/stages/<s>/inputs.json      inputs of stage s computed from earlier stages
     jobs/<job>/stages/<s>/preds/<shard>.npz  out-of-fold predictions of one shard, one array per unit
+                                           (named by the unit's key), ``__stats__``, and a unit's
+                                           auxiliary array as ``__aux__<unit key>`` where it has one
+                                           (PQ/LPQ stage 0: the fold's preliminary propensities,
+                                           :func:`aux_array_name`)
     jobs/<job>/map-runs/<s>/<w>/...        the Distributed Map's ResultWriter output of wave w of stage s
     jobs/<job>/result.json                 the estimate (Aggregate) or the trained model (TrainFinalize)
     jobs/<job>/predictions.npz             every out-of-fold prediction of an estimate (Aggregate): one
@@ -170,6 +174,32 @@ def stage_inputs_key(job_id: str, stage: int) -> str:
 def preds_key(job_id: str, stage: int, shard_id: str) -> str:
     """Key of the out-of-fold predictions of one shard."""
     return f"{preds_prefix(job_id, stage)}{shard_id}.npz"
+
+
+#: Prefix of the name of a unit's auxiliary array inside its shard's predictions object.
+AUX_PREFIX = "__aux__"
+
+
+def aux_array_name(unit_key: str) -> str:
+    """Name of a fit unit's auxiliary array inside its shard's predictions object (:func:`preds_key`).
+
+    A stage-0 unit of a split fold procedure (PQ, LPQ: :class:`fanfit.dml.models.FoldSplit`)
+    returns, besides its predictions (array ``<unit key>``), its fold's preliminary propensities on
+    the first half of the nested split, float64 of shape (1, n_train_1) (PQ) or (3, n_train_1)
+    (LPQ); CrossFit stores them as ``__aux__<unit key>`` in the same ``.npz``, and Prepare of
+    stage 1 reads them (:func:`fanfit.dml.stage_inputs`).
+
+    Parameters
+    ----------
+    unit_key : str
+        :attr:`fanfit.dml.FitUnit.key`, e.g. ``'s0-t0-r1-f3-ml_m'``.
+
+    Returns
+    -------
+    str
+        E.g. ``'__aux__s0-t0-r1-f3-ml_m'``.
+    """
+    return f"{AUX_PREFIX}{unit_key}"
 
 
 def result_key(job_id: str) -> str:

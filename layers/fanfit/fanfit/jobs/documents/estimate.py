@@ -265,12 +265,14 @@ def unit_doc(unit: dml.FitUnit) -> FitUnitDoc:
 
 class StageInputs(_OmitNone):
     """``stages/<s>/inputs.json``: what stage ``s`` needs from the earlier stages
-    (:func:`fanfit.dml.stage_inputs`: ``{}``, the preliminary estimate of the IV-type scores, or
-    a chained fold procedure's start value per treatment: PQ's repetition ``s`` starts its IPW
-    searches from the mean of repetition ``s - 1``'s fold IPW quantiles)."""
+    (:func:`fanfit.dml.stage_inputs`): ``{}``; ``theta_initial[i_treat][i_rep]``, the preliminary
+    estimate of the IV-type scores; or ``fold_scalars[name][i_treat][i_rep][i_fold]``, the fold
+    scalars of a split fold procedure (PQ, LPQ: ``theta_ipw``, each fold's preliminary IPW
+    quantile, computed by Prepare from stage 0's preliminary propensities with DoubleML's chain of
+    start values over the repetitions)."""
 
     theta_initial: list[list[float]] | None = None
-    coef_start: list[float] | None = None
+    fold_scalars: dict[str, list[list[list[float]]]] | None = None
 
 
 class StepRecord(Document):

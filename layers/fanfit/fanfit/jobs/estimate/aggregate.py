@@ -19,7 +19,7 @@ from fanfit.jobs.documents.estimate import (
     WaveEntry,
 )
 from fanfit.jobs.estimate.data import (
-    gather_predictions,
+    gather_outputs,
     load,
     peak_rss_mb,
     read_plan,
@@ -65,7 +65,7 @@ def aggregate_job(
     plan = read_plan(store, plan_key)
     spec = plan.dml
     data, folds = load(store, plan)
-    preds = gather_predictions(store, job_id, spec, data, folds, stages=range(plan.n_stages))
+    preds, _ = gather_outputs(store, job_id, spec, data, folds, stages=range(plan.n_stages))
     # the estimate, its nuisance losses and (with boot_method) its bootstrap: dml.aggregate
     result = dml.aggregate(spec, data, folds, preds)
     # the predictions the estimate was aggregated from, for DoubleML's external_predictions

@@ -30,6 +30,10 @@ def crossfit_shard(
 ) -> dict[str, Any]:
     """Fit every unit of one shard and write the out-of-fold predictions.
 
+    One ``.npz`` object per shard (:func:`fanfit.storage.preds_key`): each unit's predictions under
+    its key and, for a unit with an auxiliary array (PQ/LPQ stage 0, :func:`fanfit.dml.
+    fit_predict_aux`), that array under :func:`fanfit.storage.aux_array_name` of its key.
+
     Parameters
     ----------
     store : JobStore
@@ -79,7 +83,10 @@ def crossfit_shard(
         if unit.stage != stage:
             raise InvalidJobError(f"unit {unit.key} belongs to stage {unit.stage}, not {stage}")
         t_unit = time.perf_counter()
-        arrays[unit.key] = dml.fit_predict(plan.dml, unit, data, folds, inputs.to_json_dict())
+        values, aux = dml.fit_predict_aux(plan.dml, unit, data, folds, inputs.to_json_dict())
+        arrays[unit.key] = values
+        if aux is not None:  # PQ/LPQ stage 0: the fold's preliminary propensities, for Prepare
+            arrays[storage.aux_array_name(unit.key)] = aux
         unit_fit_s[unit.key] = time.perf_counter() - t_unit
     fit_s = time.perf_counter() - t0
     t1 = time.perf_counter()
@@ -87,7 +94,7 @@ def crossfit_shard(
     stats = ShardStats(
         shard_id=shard.shard_id,
         stage=stage,
-        n_units=len(arrays),
+        n_units=len(unit_fit_s),
         unit_fit_s=unit_fit_s,
         started_at=started,
         fit_s=fit_s,

@@ -83,20 +83,24 @@ def read_shards(
     return [(key, store.get_arrays(key)) for key in keys]
 
 
-def gather_predictions(
+def gather_outputs(
     store: storage.JobStore,
     job_id: str,
     spec: dml.DMLSpec,
     data: dml.DMLData,
     folds: np.ndarray,
     stages: range,
-) -> dict[str, np.ndarray]:
-    """Assemble every unit's predictions of ``stages`` into DoubleML's layout.
+) -> tuple[dict[str, np.ndarray], dict[str, np.ndarray]]:
+    """Assemble every unit's predictions of ``stages`` into DoubleML's layout, and the units'
+    auxiliary arrays read from the same objects.
 
     Returns
     -------
-    dict
+    preds : dict
         learner key -> ndarray of shape (n_obs, n_rep, n_treat).
+    aux : dict
+        unit key -> the unit's auxiliary array (:func:`fanfit.storage.aux_array_name`; PQ/LPQ
+        stage 0: the fold's preliminary propensities), for the units that stored one.
 
     Raises
     ------
@@ -105,6 +109,7 @@ def gather_predictions(
     """
     n_obs, n_rep, n_treat = data.y.shape[0], folds.shape[1], data.d.shape[1]
     preds: dict[str, np.ndarray] = {}
+    aux: dict[str, np.ndarray] = {}
     for stage in stages:
         objects = [arrays for _, arrays in read_shards(store, job_id, stage)]
         found = {k: v for obj in objects for k, v in obj.items() if k != "__stats__"}
@@ -113,9 +118,12 @@ def gather_predictions(
                 raise InvalidJobError(f"predictions of unit {unit.key} are missing")
             for key in (unit.learner, *dml.fold_scalar_keys(spec)):
                 preds.setdefault(key, np.full((n_obs, n_rep, n_treat), np.nan))
-            # also unpacks a fold procedure's unit (PQ, CVaR: every key and the fold scalars)
+            # also unpacks a fold procedure's unit (PQ, CVaR, LPQ: its keys and the fold scalars)
             dml.put_predictions(preds, unit, folds, found[unit.key], spec)
-    return preds
+            aux_name = storage.aux_array_name(unit.key)
+            if aux_name in found:
+                aux[unit.key] = found[aux_name]
+    return preds, aux
 
 
 def unit_signature(spec: dml.DMLSpec, unit: dml.FitUnit, n_obs: int, n_features: int) -> str:

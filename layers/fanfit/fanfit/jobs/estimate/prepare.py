@@ -18,7 +18,7 @@ from fanfit.jobs.documents.estimate import (
     to_json_list,
     unit_doc,
 )
-from fanfit.jobs.estimate.data import cached_data, gather_predictions, load, peak_rss_mb, read_plan
+from fanfit.jobs.estimate.data import cached_data, gather_outputs, load, peak_rss_mb, read_plan
 from fanfit.jobs.estimate.demand import stage_demand
 from fanfit.jobs.source import materialize_source
 from fanfit.sched.shards import DEFAULT_ACCOUNT_CONCURRENCY
@@ -45,8 +45,9 @@ def prepare_stage(
     from the seed, multiway cluster folds with ``cluster_cols``, or the validated folds the client
     uploaded) and the plan
     (:class:`~fanfit.jobs.documents.estimate.EstimatePlan`), and marks the job RUNNING.
-    A later stage computes its inputs from the predictions of the stages before it
-    (:func:`fanfit.dml.stage_inputs`). Every stage writes its units (:func:`fanfit.storage.units_key`)
+    A later stage computes its inputs from the predictions (and the units' auxiliary arrays) of
+    the stages before it (:func:`fanfit.dml.stage_inputs`: PQ's and LPQ's chain of IPW searches runs
+    here, between their two stages). Every stage writes its units (:func:`fanfit.storage.units_key`)
     and what it measured (:func:`fanfit.storage.prepare_record_key`).
 
     Parameters
@@ -102,8 +103,10 @@ def prepare_stage(
         if not 0 < stage < plan.n_stages:
             raise InvalidJobError(f"stage must be in 1..{plan.n_stages - 1}, got {stage}")
         data, folds = load(store, plan)
-        preds = gather_predictions(store, job_id, plan.dml, data, folds, stages=range(stage))
-        inputs = StageInputs.parse(dml.stage_inputs(plan.dml, stage, data, folds, preds))
+        # the earlier stages' predictions and auxiliary arrays (PQ/LPQ: stage 0's preliminary
+        # propensities, from which stage_inputs runs DoubleML's chain of IPW searches)
+        preds, aux = gather_outputs(store, job_id, plan.dml, data, folds, stages=range(stage))
+        inputs = StageInputs.parse(dml.stage_inputs(plan.dml, stage, data, folds, preds, aux))
         store.put_json(storage.stage_inputs_key(job_id, stage), inputs.to_json_dict())
     spec = plan.dml
     units = dml.fit_units(spec, stage)
