@@ -143,7 +143,7 @@ __all__ = [
 # ----------------------------------------------------------------------------------------------
 
 
-def pq_coef_start(y: np.ndarray, d: np.ndarray, treatment: int, quantile: float) -> float:
+def pq_coef_start(y: np.ndarray, d: np.ndarray, treatment: int, quantile: float) -> Any:
     """The first start value of PQ and LPQ: ``np.quantile(y[d == treatment], quantile)`` (DoubleML ``__init__``).
 
     Parameters
@@ -154,9 +154,10 @@ def pq_coef_start(y: np.ndarray, d: np.ndarray, treatment: int, quantile: float)
 
     Returns
     -------
-    float
+    numpy.floating
+        In ``y``'s dtype, as DoubleML keeps it (its bracket search then widens in that dtype).
     """
-    return float(np.quantile(y[d == treatment], quantile))
+    return np.quantile(y[d == treatment], quantile)
 
 
 def pq_ipw_estimate(
@@ -497,7 +498,7 @@ def pq_fold_root(
     _check_prelim_length(m_prelim, train_1.size)
     return pq_ipw_estimate(
         y[train_1], d[train_1], m_prelim, treatment, quantile, coef_start_val,
-        (float(y.min()), float(y.max())), normalize_ipw, clipping_threshold,
+        (y.min(), y.max()), normalize_ipw, clipping_threshold,
     )  # fmt: skip
 
 
@@ -551,7 +552,7 @@ def pq_fold_final(
 # ----------------------------------------------------------------------------------------------
 
 
-def cvar_coef_start(y: np.ndarray, d: np.ndarray, treatment: int, quantile: float) -> float:
+def cvar_coef_start(y: np.ndarray, d: np.ndarray, treatment: int, quantile: float) -> Any:
     r"""CVaR's start value of every preliminary IPW search: the mean of :math:`Y` above its ``quantile`` among :math:`D = d`.
 
     Parameters
@@ -562,10 +563,11 @@ def cvar_coef_start(y: np.ndarray, d: np.ndarray, treatment: int, quantile: floa
 
     Returns
     -------
-    float
+    numpy.floating
+        In ``y``'s dtype, as DoubleML keeps it.
     """
     y_treat = y[d == treatment]
-    return float(np.mean(y_treat[y_treat >= np.quantile(y_treat, quantile)]))
+    return np.mean(y_treat[y_treat >= np.quantile(y_treat, quantile)])
 
 
 def cvar_g_target(y: np.ndarray, q: float, quantile: float) -> np.ndarray:
