@@ -4,7 +4,6 @@ stack's outputs both submit paths make before they upload (:func:`check_gpu_work
 
 from __future__ import annotations
 
-import dataclasses
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -173,7 +172,6 @@ def check_estimate(
     spec, columns, weight = options.check()
     if frame is None:
         frame = read_table(options.data, s3)
-    spec = _with_outcome_dtype(spec, frame)
     names, values = to_matrix(frame, columns)
     dml_data = dml.validate_data(spec, names, values)
     fold_array = None
@@ -192,16 +190,6 @@ def check_estimate(
         units_per_shard=options.units_per_shard,
         weight=weight,
     )
-
-
-def _with_outcome_dtype(spec: dml.DMLSpec, frame: Any) -> dml.DMLSpec:
-    """A quantile model's spec records a float32 outcome column (:attr:`fanfit.dml.DMLSpec.y_dtype`):
-    its fold procedures then compute in float32, as DoubleML does on the same frame."""
-    if model_def(spec.model).fold_procedure is None or spec.y_dtype is not None:
-        return spec
-    if spec.y_col in frame.columns and frame[spec.y_col].dtype == np.float32:
-        return dataclasses.replace(spec, y_dtype="float32")
-    return spec
 
 
 def _options(data: Any, options: EstimateOptions | None, kwargs: dict[str, Any]) -> EstimateOptions:

@@ -106,15 +106,6 @@ def check_quantile_spec(spec: DMLSpec) -> None:
         )
 
 
-def _outcome(spec: DMLSpec, data: DMLData) -> np.ndarray:
-    """The outcome in the user's dtype (:attr:`~fanfit.dml.spec.DMLSpec.y_dtype`): DoubleML runs
-    these procedures' start values and IPW searches (and their brackets) on the outcome as its
-    frame holds it. The final solve (:func:`fold_solve`) takes the float64 outcome: with the float32
-    one PQ's coefficient came out float32-rounded (36,539.998 against DoubleML's 36,540 on the
-    401(k) data), with the float64 one it is DoubleML's at 1e-9."""
-    return data.y if spec.y_dtype is None else data.y.astype(spec.y_dtype)
-
-
 def _options(spec: DMLSpec) -> tuple[int, float]:
     assert spec.quantile is not None and spec.treatment is not None
     return int(spec.treatment), float(spec.quantile)
@@ -133,7 +124,7 @@ def fold_run(model: str) -> Callable[..., tuple[dict[str, np.ndarray], dict[str,
         start: float,
     ) -> tuple[dict[str, np.ndarray], dict[str, float]]:
         treatment, quantile = _options(spec)
-        x, y, d = data.xd(i_treat), _outcome(spec, data), data.d[:, i_treat]
+        x, y, d = data.xd(i_treat), data.y, data.d[:, i_treat]
         common = (spec.n_folds, lambda: build("ml_g"), lambda: build("ml_m"))
         ipw = (spec.normalize_ipw, spec.trimming_threshold)
         if model == "lpq":
@@ -184,7 +175,7 @@ def fold_root(model: str) -> Callable[..., dict[str, float]]:
         spec: DMLSpec, data: DMLData, train: np.ndarray, i_treat: int, aux: np.ndarray, start: float
     ) -> dict[str, float]:
         treatment, quantile = _options(spec)
-        y, d = _outcome(spec, data), data.d[:, i_treat]
+        y, d = data.y, data.d[:, i_treat]
         ipw = (spec.normalize_ipw, spec.trimming_threshold)
         if model == "lpq":
             z = column(spec, data, "z", i_treat)
@@ -211,7 +202,7 @@ def fold_final(model: str) -> Callable[..., dict[str, np.ndarray]]:
         scalars: Mapping[str, float],
     ) -> dict[str, np.ndarray]:
         treatment, quantile = _options(spec)
-        x, y, d = data.xd(i_treat), _outcome(spec, data), data.d[:, i_treat]
+        x, y, d = data.xd(i_treat), data.y, data.d[:, i_treat]
         theta = float(scalars[THETA_IPW])
         build_g = lambda: build("ml_g")  # noqa: E731
         if model == "lpq":
@@ -229,7 +220,7 @@ def fold_start(model: str) -> Callable[[DMLSpec, DMLData, int], float]:
 
     def start(spec: DMLSpec, data: DMLData, i_treat: int) -> float:
         treatment, quantile = _options(spec)
-        return first(_outcome(spec, data), data.d[:, i_treat], treatment, quantile)
+        return first(data.y, data.d[:, i_treat], treatment, quantile)
 
     return start
 
@@ -276,7 +267,7 @@ def fold_targets(model: str) -> Callable[[DMLSpec, DMLData, Preds, int], dict[st
     def targets(spec: DMLSpec, data: DMLData, p: Preds, i_treat: int) -> dict[str, np.ndarray]:
         treatment, quantile = _options(spec)
         theta = np.asarray(p[THETA_IPW], dtype=np.float64)
-        y = _outcome(spec, data)
+        y = data.y
         if model == "cvar":
             return {"ml_g": cvar_g_target(y, theta, quantile)}  # type: ignore[arg-type]
         below = (y <= theta).astype(np.float64)

@@ -419,7 +419,7 @@ def lpq_fold_root(
         )
     return lpq_ipw_estimate(
         y[train_1], d[train_1], z[train_1], prelim[0], prelim[1], prelim[2], treatment, quantile,
-        coef_start_val, (y.min(), y.max()), normalize_ipw, clipping_threshold,
+        coef_start_val, (float(y.min()), float(y.max())), normalize_ipw, clipping_threshold,
     )  # fmt: skip
 
 

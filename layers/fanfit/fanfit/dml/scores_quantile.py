@@ -143,7 +143,7 @@ __all__ = [
 # ----------------------------------------------------------------------------------------------
 
 
-def pq_coef_start(y: np.ndarray, d: np.ndarray, treatment: int, quantile: float) -> Any:
+def pq_coef_start(y: np.ndarray, d: np.ndarray, treatment: int, quantile: float) -> float:
     """The first start value of PQ and LPQ: ``np.quantile(y[d == treatment], quantile)`` (DoubleML ``__init__``).
 
     Parameters
@@ -154,10 +154,9 @@ def pq_coef_start(y: np.ndarray, d: np.ndarray, treatment: int, quantile: float)
 
     Returns
     -------
-    numpy.floating
-        In ``y``'s dtype, as DoubleML keeps it (its bracket search then widens in that dtype).
+    float
     """
-    return np.quantile(y[d == treatment], quantile)
+    return float(np.quantile(y[d == treatment], quantile))
 
 
 def pq_ipw_estimate(
@@ -498,7 +497,7 @@ def pq_fold_root(
     _check_prelim_length(m_prelim, train_1.size)
     return pq_ipw_estimate(
         y[train_1], d[train_1], m_prelim, treatment, quantile, coef_start_val,
-        (y.min(), y.max()), normalize_ipw, clipping_threshold,
+        (float(y.min()), float(y.max())), normalize_ipw, clipping_threshold,
     )  # fmt: skip
 
 
@@ -552,7 +551,7 @@ def pq_fold_final(
 # ----------------------------------------------------------------------------------------------
 
 
-def cvar_coef_start(y: np.ndarray, d: np.ndarray, treatment: int, quantile: float) -> Any:
+def cvar_coef_start(y: np.ndarray, d: np.ndarray, treatment: int, quantile: float) -> float:
     r"""CVaR's start value of every preliminary IPW search: the mean of :math:`Y` above its ``quantile`` among :math:`D = d`.
 
     Parameters
@@ -563,11 +562,10 @@ def cvar_coef_start(y: np.ndarray, d: np.ndarray, treatment: int, quantile: floa
 
     Returns
     -------
-    numpy.floating
-        In ``y``'s dtype, as DoubleML keeps it.
+    float
     """
     y_treat = y[d == treatment]
-    return np.mean(y_treat[y_treat >= np.quantile(y_treat, quantile)])
+    return float(np.mean(y_treat[y_treat >= np.quantile(y_treat, quantile)]))
 
 
 def cvar_g_target(y: np.ndarray, q: float, quantile: float) -> np.ndarray:

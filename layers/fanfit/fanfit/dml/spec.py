@@ -135,10 +135,6 @@ def learner_roles(model: str) -> dict[str, str]:
 MODEL_COLUMNS = ("t_col", "s_col", "weights_col", "weights_bar_cols")
 
 
-#: The outcome dtypes a spec may name (:attr:`DMLSpec.y_dtype`; None: float64).
-Y_DTYPES = (None, "float32", "float64")
-
-
 def _set_fields(spec: DMLSpec, *names: str) -> dict[str, Any]:
     """The model-only fields among ``names`` that are set (not None), for :meth:`DMLSpec.to_dict`."""
     return {name: getattr(spec, name) for name in names if getattr(spec, name) is not None}
@@ -240,14 +236,6 @@ class DMLSpec:
         quantile (or conditional value at risk) is estimated.
     quantile : float or None
         PQ and CVaR only (DoubleML's ``quantile``): the quantile level, in (0, 1).
-    y_dtype : str or None
-        ``'float32'`` when the user's outcome column is float32 (a Stata file's ``float``, as
-        ``pandas.read_stata`` reads it), else None (float64). The data travel as float64, but the
-        quantile models' fold procedures (PQ, CVaR, LPQ) compute on the outcome in this dtype, as
-        DoubleML does on the same frame: their IPW searches start from ``np.quantile`` of the
-        outcome and widen brackets from its minimum and maximum, and in float32 those land
-        elsewhere on the score's flat stretches (on the 401(k) data PQ's third repetition moved
-        by 50 at the 0.8 quantile).
     """
 
     model: str
@@ -274,7 +262,6 @@ class DMLSpec:
     weights_bar_cols: tuple[str, ...] | None = None
     treatment: int | None = None
     quantile: float | None = None
-    y_dtype: str | None = None
 
     def __post_init__(self) -> None:
         for name in ("d_cols", "x_cols", "z_cols", "cluster_cols"):
@@ -354,11 +341,6 @@ class DMLSpec:
         InvalidLearnerError
             A classifier where the model needs a regressor, or the reverse.
         """
-        if self.y_dtype not in Y_DTYPES:
-            raise InvalidJobError(
-                f"y_dtype must be {' or '.join(repr(v) for v in Y_DTYPES if v)} or null (float64), "
-                f"got {self.y_dtype!r}."
-            )
         mdef = model_def(self.model)
         valid_scores = mdef.scores
         if self.score not in valid_scores:
@@ -595,7 +577,7 @@ class DMLSpec:
             "cluster_cols": list(self.cluster_cols),
             "subgroups": None if self.subgroups is None else dict(self.subgroups),
         } | _set_fields(self, "treatment_level", "t_col", "in_sample_normalization", "s_col",
-                        "weights_col", "treatment", "quantile", "y_dtype") | (
+                        "weights_col", "treatment", "quantile") | (
             {} if self.weights_bar_cols is None else {"weights_bar_cols": list(self.weights_bar_cols)}
         )  # fmt: skip
 
