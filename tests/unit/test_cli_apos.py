@@ -101,7 +101,8 @@ def test_dry_run_counts_the_jobs_and_fits(capsys) -> None:
     ("levels", "code", "message"),
     [('"0,1"', 0, "treatment_levels: 0, 1"), ("0,1", 0, "treatment_levels: 0, 1"),
      ('"0,one"', 2, "must be numbers separated by commas"),
-     ("[0, 1]", 2, "treatment_levels must be a string")],
+     ("[0, 1]", 0, "treatment_levels: 0, 1"),
+     ("[0, one]", 2, "treatment_levels must be a number or a list of numbers")],
 )  # fmt: skip
 def test_a_job_file_takes_treatment_levels(tmp_path, capsys, levels, code, message) -> None:
     # GIVEN a job file of model apos WHEN it is run as a dry run THEN it is valid, or the error

@@ -109,7 +109,8 @@ def test_dry_run_of_lpq_checks_every_part(tmp_path, capsys) -> None:
 @pytest.mark.parametrize(
     ("quantiles", "code", "message"),
     [('"0.25,0.75"', 0, "quantiles: 0.25, 0.75"), ("0.25,0.75", 0, "quantiles: 0.25, 0.75"),
-     ("0.5", 2, "quantiles must be a string"), ('"0.25,2"', 2, "must be numbers in (0, 1)")],
+     ("0.5", 0, "quantiles: 0.5"), ("[0.25, 0.75]", 0, "quantiles: 0.25, 0.75"),
+     ('"0.25,2"', 2, "must be numbers in (0, 1)"), ("[0.25, 2]", 2, "must be numbers in (0, 1)")],
 )  # fmt: skip
 def test_a_job_file_takes_model_qte(tmp_path, capsys, quantiles, code, message) -> None:
     # GIVEN a job file of model qte WHEN it is run as a dry run THEN it is valid, or the error

@@ -110,6 +110,28 @@ def test_learners_as_mapping_or_string_and_columns_as_list_or_string(tmp_path: P
     assert args.data == "s3://bucket/k.csv"
 
 
+@pytest.mark.parametrize(
+    ("text", "quantiles", "levels"),
+    [
+        ("quantiles: [0.25, 0.5, 0.75]\ntreatment_levels: [0, 1, 2]\n", "0.25,0.5,0.75", "0,1,2"),
+        ("quantiles: 0.5\ntreatment_levels: 1\n", "0.5", "1"),
+        ("quantiles: '0.25,0.5'\ntreatment_levels: 0,1\n", "0.25,0.5", "0,1"),
+    ],
+)
+def test_quantiles_and_treatment_levels_as_a_yaml_list_a_number_or_the_flags_string(
+    tmp_path: Path, text: str, quantiles: str, levels: str
+) -> None:
+    # GIVEN a job file giving qte's quantiles and apos's levels as a YAML user would write them
+    path = _write(tmp_path, "data: s3://bucket/k.csv\ny: y\nd: d\n" + text)
+    # WHEN it is resolved
+    args = _resolve(["estimate", "--config", str(path)])
+    # THEN each is the flag's comma-separated string, which the models parse
+    assert (args.quantiles, args.treatment_levels) == (quantiles, levels)
+    from fanfit.client.qte import qte_quantiles
+
+    assert qte_quantiles(args.quantiles) == tuple(float(q) for q in quantiles.split(","))
+
+
 def test_train_config(tmp_path: Path) -> None:
     path = _write(
         tmp_path,
@@ -133,6 +155,9 @@ def test_train_config(tmp_path: Path) -> None:
         ("trimming_threshold: low\n", r"trimming_threshold must be a number"),
         ("x: [1, 2]\n", r"x must be a list of column names"),
         ("y: 401\n", r"y must be a string"),
+        ("quantiles: [0.5, low]\n", r"quantiles must be a number or a list of numbers"),
+        ("quantiles: []\n", r"quantiles must be a number or a list of numbers"),
+        ("treatment_levels: [true]\n", r"treatment_levels must be a number or a list of numbers"),
         (
             "model: ols\n",
             r"model must be one of 'plr', 'irm', 'pliv', 'iivm', 'apo', 'did', 'didcs', 'ssm', "

@@ -8,6 +8,7 @@ as its long flags with underscores or dashes (``n_folds`` or ``n-folds`` for ``-
     y: net_tfa
     d: e401
     x: [age, inc, educ]              # a list, or the flag's comma-separated string
+    quantiles: [0.25, 0.5, 0.75]     # (model qte) numbers: a list, a number or the flag's string
     ml_l: {name: RandomForestRegressor, params: {n_estimators: 100}}
     ml_m: 'RandomForestClassifier:{"n_estimators": 100}'   # or the flag's string form
     n_folds: 5
@@ -60,7 +61,8 @@ class ConfigField:
     required : bool
         Whether the command needs it (from the command line or the file).
     kind : str
-        ``'str'``, ``'int'``, ``'float'``, ``'bool'``, ``'columns'``, ``'ints'`` or ``'learner'``.
+        ``'str'``, ``'int'``, ``'float'``, ``'bool'``, ``'columns'``, ``'ints'``, ``'numbers'``
+        (a number or a list of numbers, ``quantiles: [0.25, 0.5]``) or ``'learner'``.
     choices : tuple or None
         The flag's choices.
     path : bool
@@ -204,6 +206,16 @@ def _check(path: str, key: str, field: ConfigField, value: Any, base: Path) -> A
         ):
             raise bad("an integer or a list of integers")
         return ",".join(str(v) for v in value)
+    elif kind == "numbers":
+        if isinstance(value, str):
+            return value
+        if not isinstance(value, list):
+            value = [value]
+        if not value or not all(
+            isinstance(v, int | float) and not isinstance(v, bool) for v in value
+        ):
+            raise bad("a number or a list of numbers")
+        return ",".join(repr(v) for v in value)
     elif kind == "learner":
         from fanfit.learners import LearnerSpec
 

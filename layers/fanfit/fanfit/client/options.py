@@ -87,7 +87,8 @@ class OptionInfo:
         The flag's help text.
     kind : str
         ``'str'``, ``'int'``, ``'float'``, ``'bool'`` (a flag without a value), ``'columns'``
-        (one name or a list), ``'ints'`` (one integer, a list, or ``"1,2,3"``), ``'learner'`` or
+        (one name or a list), ``'ints'`` (one integer, a list, or ``"1,2,3"``), ``'numbers'`` (one
+        number, a list, or ``"0.25,0.5"``), ``'learner'`` or
         ``'path'`` (a file; relative to a config file's directory).
     choices : tuple or None
         The values the command line and config files accept.
@@ -325,6 +326,7 @@ class EstimateOptions(_Options):
     )
     treatment_levels: str | Sequence[float] | None = _option(
         None,
+        kind="numbers",
         metavar="L[,L...]",
         help="apos: the treatment values whose average potential outcomes are estimated, one apo "
         "job per level, and contrasted with the first (DoubleMLAPOS's treatment_levels)",
@@ -357,6 +359,7 @@ class EstimateOptions(_Options):
     )
     quantiles: str | float | Sequence[float] | None = _option(
         None,
+        kind="numbers",
         metavar="Q[,Q...]",
         help="pq, cvar, lpq: the quantile level, a number in (0, 1); qte: the quantile levels of "
         "the effects, comma-separated, one pair of jobs (treatment 0 and 1) each",
