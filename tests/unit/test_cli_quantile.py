@@ -29,7 +29,7 @@ def csv(tmp_path_factory) -> str:
     ("extra", "code", "message"),
     [
         (["--model", "pq", "--x", "X1,X2", "--treatment", "0", "--quantiles", "0.25", "--n-rep",
-          "2"], 0, "= 20 fold units"),
+          "2"], 0, "= 20 fold units in 2 stages (10 + 10;"),
         (["--model", "lpq", "--z", "z", "--treatment", "1", "--quantiles", "0.5"], 0,
          "each fold fitting ml_m_z, ml_m_d_z0, ml_m_d_z1, ml_g_du_z0, ml_g_du_z1"),
         (["--model", "pq", "--x", "X1", "--treatment", "1"], 2, "needs quantile"),

@@ -68,7 +68,8 @@ class CheckedEstimate:
 
     def describe(self) -> dict[str, Any]:
         """What would run, JSON-safe: ``model, score, n_obs, y_col, d_cols, x_cols, z_cols, n_folds,
-        n_rep, n_treat, prediction_keys, n_fits, fits`` (the product spelled out), ``learners``
+        n_rep, n_treat, prediction_keys, n_fits, fits`` (the product spelled out, with the stages
+        where the job runs in more than one: PQ and LPQ with repetitions), ``learners``
         (name -> canonical spec string),
         ``folds`` (``'drawn from seed <seed>'`` or ``'given'``), ``seed``, ``sharding``,
         ``max_concurrency``, ``units_per_shard``, ``weight``, ``boot_method``, ``n_rep_boot``,
@@ -89,6 +90,9 @@ class CheckedEstimate:
         ):  # one unit per fold fits every key
             fits = f"{folds} x {spec.n_rep} repetitions, each fold fitting {', '.join(keys)}"
             n_fits = f"{self.n_fits} fold units (their nested fits inside)"
+            if (n_stages := dml.n_stages(spec)) > 1:  # PQ, LPQ: start-free fits, then ml_g
+                per_stage = " + ".join(str(len(dml.fit_units(spec, s))) for s in range(n_stages))
+                n_fits = f"{self.n_fits} fold units in {n_stages} stages ({per_stage}; their nested fits inside)"
         return {
             "model": spec.model,
             "score": spec.score,
