@@ -266,9 +266,9 @@ def simulate(policy: str, jobs: list[Job], capacity: int, args) -> dict:
     between, each job starts ready tasks (in arrival order) while it has fewer in flight than its
     partition allows and the account has a free slot (Lambda throttles beyond its concurrency, and a
     task in flight is never preempted)."""
+    from fanfit.sched.completion import dorm_policy
     from fanfit.sched.partition import (
         dorm_partitions,
-        dorm_policy,
         fair_shares,
         fairness_loss,
         fcfs_partitions,

@@ -11,7 +11,7 @@ import json
 from typing import Any
 
 from fanfit import dml as fdml
-from fanfit.client.check import check_estimate
+from fanfit.client.check import CheckedEstimate, check_estimate
 from fanfit.client.estimate import EstimateResult
 from fanfit.client.options import EstimateOptions
 from fanfit.dml.interop import predictions_from_arrays, predictions_to_arrays
@@ -52,17 +52,24 @@ class FakeJob:
 
 
 class FakeClient:
-    """``submit_estimate`` runs a :class:`FakeJob`; ``log`` records submits and awaits in order."""
+    """``submit_estimate`` runs a :class:`FakeJob`; ``log`` records submits and awaits in order,
+    ``checks`` the parts it had to check (none when they come checked)."""
 
     s3 = None
 
     def __init__(self) -> None:
         self.log: list[tuple[str, str]] = []
         self.submitted: list[EstimateOptions] = []
+        self.checks = 0
 
     def submit_estimate(self, data: Any, *, options: EstimateOptions) -> FakeJob:
+        """As :func:`fanfit.client.estimate.submit_estimate`: checks ``data`` unless it is a
+        CheckedEstimate already (``checks`` counts the checks made here)."""
         self.submitted.append(options)
-        job = FakeJob(check_estimate(data, options=options), self.log, len(self.submitted))
+        if not isinstance(data, CheckedEstimate):
+            self.checks += 1
+            data = check_estimate(data, options=options)
+        job = FakeJob(data, self.log, len(self.submitted))
         self.log.append(("submit", job.job_id))
         return job
 

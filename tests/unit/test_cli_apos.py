@@ -1,7 +1,7 @@
 """``--model apos --treatment-levels``: parsing, named errors, the jobs per level and the contrast.
 
 GIVEN the 401(k) data (binary e401) or DoubleML's discrete-treatment data WHEN ``fanfit estimate
---model apos`` runs as a dry run, from a job file, or on a fake stack THEN bad levels are refused
+--model apos`` runs as a dry run or on a fake stack THEN bad levels are refused
 naming the option, one ``apo`` job per level is started before any is awaited, and the causal
 contrast equals DoubleML 0.11.4's ``DoubleMLAPOS.causal_contrast`` at 1e-12.
 """
@@ -95,37 +95,6 @@ def test_dry_run_counts_the_jobs_and_fits(capsys) -> None:
     out = capsys.readouterr().out
     assert "jobs: 2" in out and "model: apos" in out
     assert "fits: 2 apo jobs (one per level) x 15 fits = 30 fits" in out
-
-
-@pytest.mark.parametrize(
-    ("levels", "code", "message"),
-    [('"0,1"', 0, "treatment_levels: 0, 1"), ("0,1", 0, "treatment_levels: 0, 1"),
-     ('"0,one"', 2, "must be numbers separated by commas"),
-     ("[0, 1]", 0, "treatment_levels: 0, 1"),
-     ("[0, one]", 2, "treatment_levels must be a number or a list of numbers")],
-)  # fmt: skip
-def test_a_job_file_takes_treatment_levels(tmp_path, capsys, levels, code, message) -> None:
-    # GIVEN a job file of model apos WHEN it is run as a dry run THEN it is valid, or the error
-    # names the key
-    job = tmp_path / "job.yaml"
-    job.write_text(
-        f"data: {SIPP}\nmodel: apos\ny: net_tfa\nd: e401\nx: age,inc\nml_g: LinearRegression\n"
-        f"ml_m: LogisticRegression\ntreatment_levels: {levels}\n",
-        encoding="utf-8",
-    )
-    rc = cli.main(["estimate", "--config", str(job), "--dry-run"])
-    out = capsys.readouterr()
-    assert rc == code
-    assert message in out.out + out.err
-
-
-def test_a_single_job_spec_refuses_apos() -> None:
-    # GIVEN model apos WHEN one job's spec is built (Client.submit_estimate) THEN the error says
-    # it is one apo job per level and where to run it
-    options = EstimateOptions(data=SIPP, model="apos", y="net_tfa", d="e401", x="age",
-                              treatment_levels="0,1")  # fmt: skip
-    with pytest.raises(errors.InvalidJobError, match="submit_apos"):
-        options.build_spec()
 
 
 def test_level_options_are_apo_jobs_in_order() -> None:
@@ -246,18 +215,6 @@ def test_submit_apos_starts_every_level_then_contrasts() -> None:
     out = json.loads(json.dumps(result.to_dict()))
     assert out["treatment_levels"] == [0.0, 1.0, 2.0]
     assert out["causal_contrast"]["names"] == ["1 vs 0", "2 vs 0"]
-
-
-def test_submit_apos_refuses_an_absent_level_before_submitting() -> None:
-    # GIVEN a level that is not in the data WHEN submitted THEN nothing is started
-    frame = _frame(n_obs=120)
-    options = EstimateOptions(data=frame, model="apos", y="y", d="d", x=X_COLS,
-                              ml_g="LinearRegression", ml_m="LogisticRegression",
-                              treatment_levels="0,9")  # fmt: skip
-    client = _FakeClient()
-    with pytest.raises(errors.InvalidDataError, match="treatment_levels: level 9"):
-        capos.submit_apos(client, options=options)
-    assert client.submitted == []
 
 
 @pytest.fixture

@@ -1,7 +1,7 @@
 """``--model qte --quantiles [--score PQ|CVaR|LPQ]``: parsing, named errors, the jobs and the effects.
 
 GIVEN the 401(k) data (binary e401) or DoubleML's IRM/IIVM data WHEN ``fanfit estimate --model
-qte`` runs as a dry run, from a job file, or on a fake stack THEN bad options are refused naming
+qte`` runs as a dry run or on a fake stack THEN bad options are refused naming
 the option, one job per (quantile, treatment level) is started before any is awaited, and the
 effects equal DoubleML 0.11.4's ``DoubleMLQTE`` (1e-12 from the same score values; 1e-9 from the
 jobs run here against DoubleML's own fit on the same folds).
@@ -104,36 +104,6 @@ def test_dry_run_of_lpq_checks_every_part(tmp_path, capsys) -> None:
     info = json.loads(capsys.readouterr().out)
     assert (info["model"], info["score"], info["jobs"], info["n_fits"]) == ("qte", "LPQ", 6, 120)
     assert info["quantiles"] == "0.3, 0.6, 0.9" and info["boot_method"] == "wild"
-
-
-@pytest.mark.parametrize(
-    ("quantiles", "code", "message"),
-    [('"0.25,0.75"', 0, "quantiles: 0.25, 0.75"), ("0.25,0.75", 0, "quantiles: 0.25, 0.75"),
-     ("0.5", 0, "quantiles: 0.5"), ("[0.25, 0.75]", 0, "quantiles: 0.25, 0.75"),
-     ('"0.25,2"', 2, "must be numbers in (0, 1)"), ("[0.25, 2]", 2, "must be numbers in (0, 1)")],
-)  # fmt: skip
-def test_a_job_file_takes_model_qte(tmp_path, capsys, quantiles, code, message) -> None:
-    # GIVEN a job file of model qte WHEN it is run as a dry run THEN it is valid, or the error
-    # names the key
-    job = tmp_path / "job.yaml"
-    job.write_text(
-        f"data: {SIPP}\nmodel: qte\nscore: PQ\ny: net_tfa\nd: e401\nx: age,inc\n"
-        f"ml_g: LogisticRegression\nml_m: LogisticRegression\nquantiles: {quantiles}\n",
-        encoding="utf-8",
-    )
-    rc = cli.main(["estimate", "--config", str(job), "--dry-run"])
-    out = capsys.readouterr()
-    assert rc == code
-    assert message in out.out + out.err
-
-
-def test_a_single_job_spec_refuses_qte() -> None:
-    # GIVEN model qte WHEN one job's spec is built (Client.submit_estimate) THEN the error says
-    # it is one job per quantile and level and where to run it
-    options = EstimateOptions(data=SIPP, model="qte", y="net_tfa", d="e401", x="age",
-                              quantiles="0.5")  # fmt: skip
-    with pytest.raises(errors.InvalidJobError, match="submit_qte"):
-        options.build_spec()
 
 
 def test_part_options_are_one_job_per_quantile_and_level() -> None:
@@ -253,19 +223,6 @@ def test_submit_qte_starts_every_part_then_equals_doubleml(score, n_rep) -> None
     assert [(p["quantile"], p["treatment"], p["model"]) for p in out["parts"]] == [
         (0.3, 0, model), (0.3, 1, model), (0.6, 0, model), (0.6, 1, model)]  # fmt: skip
     assert len(out["ci_joint_95"]) == 2
-
-
-def test_submit_qte_refuses_bad_data_before_submitting() -> None:
-    # GIVEN a treatment with a value other than 0 and 1 WHEN submitted THEN nothing is started
-    frame = _irm_frame("PQ", 100, seed=2)
-    frame.loc[3, "d"] = 2.0
-    options = EstimateOptions(data=frame, model="qte", y="y", d="d", x=X_COLS,
-                              ml_g="LogisticRegression", ml_m="LogisticRegression",
-                              quantiles="0.5")  # fmt: skip
-    client = FakeClient()
-    with pytest.raises(errors.InvalidDataError, match="'d' holds 2"):
-        cqte.submit_qte(client, options=options)
-    assert client.submitted == []
 
 
 @pytest.fixture

@@ -78,6 +78,30 @@ def test_options_given_as_a_model_or_as_keywords_write_the_same_spec(
     assert a == b and a["weight"] == 2.0
 
 
+def test_a_checked_estimate_is_submitted_as_checked(client, make_plr_frame, monkeypatch) -> None:
+    from fanfit import storage
+    from fanfit.client import EstimateOptions, check_estimate
+    from fanfit.client import estimate as cestimate
+
+    # GIVEN options submitted as data, and the same options checked beforehand
+    options = EstimateOptions(data=make_plr_frame(200), **ESTIMATE_OPTIONS)
+    client.submit_estimate(job_id="est-a", options=options)
+    checked = check_estimate(options=options)
+
+    # WHEN the CheckedEstimate is submitted with its options, the client's checks disabled
+    def unexpected(*args: Any, **kwargs: Any) -> None:
+        raise AssertionError("checked again")
+
+    monkeypatch.setattr(cestimate, "check_estimate", unexpected)
+    monkeypatch.setattr(cestimate, "check_estimate_in_place", unexpected)
+    client.submit_estimate(checked, job_id="est-b", options=options)
+    # THEN it writes the same spec and data, without checking again; without options it is refused
+    a, b = (client.store.get_json(storage.spec_key(j)) for j in ("est-a", "est-b"))
+    assert a == b
+    with pytest.raises(TypeError, match="CheckedEstimate comes with options="):
+        client.submit_estimate(checked, job_id="est-c")
+
+
 def test_an_unknown_or_missing_option_is_a_type_error(client, make_plr_frame) -> None:
     from fanfit.client import check_estimate
 

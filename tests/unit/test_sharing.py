@@ -216,7 +216,7 @@ def test_schedule_round_sets_the_maps_concurrency_from_the_partition(
 def test_registered_completion_figures_give_the_partition_table_dorm_policys_pass(make_partitions):
     from fanfit.errors import InvalidJobError
     from fanfit.jobs.sharing import register_job
-    from fanfit.sched.partition import dorm_policy
+    from fanfit.sched.completion import dorm_policy
 
     parts = make_partitions()
     # GIVEN three estimates of demand 12 on 12 slots, the third on the critical path

@@ -111,7 +111,7 @@ def run_apos(args: argparse.Namespace, options: EstimateOptions) -> int:
     from fanfit.client.apos import check_apos, level_label, submit_apos
 
     if args.dry_run:
-        checked, _ = check_apos(options=options)
+        checked = check_apos(options=options).checked
         info = checked[0].describe()
         info.update(
             model="apos",
@@ -157,7 +157,7 @@ def run_qte(args: argparse.Namespace, options: EstimateOptions) -> int:
     from fanfit.client.qte import check_qte, part_options, qte_score, submit_qte
 
     if args.dry_run:
-        checked, _ = check_qte(options=options)
+        checked = check_qte(options=options).checked
         parts = part_options(options)
         info = checked[0].describe()
         n_fits = sum(c.n_fits for c in checked)

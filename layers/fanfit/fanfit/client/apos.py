@@ -21,9 +21,9 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from fanfit import dml, errors
-from fanfit.client.check import CheckedEstimate, check_estimate
-from fanfit.client.data import read_table, to_matrix
+from fanfit.client.data import to_matrix
 from fanfit.client.options import EstimateOptions, parse_treatment_levels
+from fanfit.client.parts import CheckedParts, check_parts, submit_parts, treatment_column
 from fanfit.client.printout import section
 from fanfit.dml.scores import aggregate_coefs_and_ses
 
@@ -36,6 +36,7 @@ __all__ = [
     "APOSJobs",
     "APOSResult",
     "Contrast",
+    "FrameworkStats",
     "causal_contrast",
     "check_apos",
     "framework_pvals",
@@ -116,24 +117,11 @@ def _check_levels_present(levels: Sequence[float], d: np.ndarray, d_col: str) ->
             )
 
 
-def check_apos(
-    data: Any = None, *, s3: Any = None, options: EstimateOptions
-) -> tuple[list[CheckedEstimate], pd.DataFrame]:
+def check_apos(data: Any = None, *, s3: Any = None, options: EstimateOptions) -> CheckedParts:
     """Check an ``apos`` job on the client, without any stack (``--dry-run``, and before submitting).
 
-    Parameters
-    ----------
-    data : str, path, DataFrame or s3:// URI, optional
-        Default ``options.data``.
-    s3 : boto3 S3 client, optional
-        For an ``s3://`` URI.
-    options : EstimateOptions
-        ``model='apos'``.
-
-    Returns
-    -------
-    (checked, frame) : list of CheckedEstimate, DataFrame
-        One :func:`~fanfit.client.check.check_estimate` per level (in order), and the data read.
+    Returns :func:`fanfit.client.parts.check_parts` of ``data`` (default ``options.data``; an
+    ``s3://`` URI read through ``s3``): one checked ``apo`` part per level, in order.
 
     Raises
     ------
@@ -142,51 +130,56 @@ def check_apos(
         ``treatment_levels``); then as :func:`~fanfit.client.check.check_estimate` of each level.
     """
     per_level = level_options(options)
-    frame = read_table(options.data if data is None else data, s3)
-    d_cols = [c.strip() for c in options.d.split(",")] if isinstance(options.d, str) else options.d
-    if len(d_cols) != 1:
-        raise errors.InvalidJobError(
-            f"model 'apos' takes one treatment column d, got {len(d_cols)}: {', '.join(d_cols)}"
+    levels = [float(o.treatment_level) for o in per_level]  # type: ignore[arg-type]
+
+    def check_frame(frame: pd.DataFrame) -> None:
+        d_col, values = treatment_column(
+            frame, options, "model 'apos' takes one treatment column d"
         )
-    d_col = str(d_cols[0])
-    if d_col in frame.columns:  # else check_estimate names the missing column
-        _, d_values = to_matrix(frame, [d_col])
-        levels = [float(o.treatment_level) for o in per_level]  # type: ignore[arg-type]
-        _check_levels_present(levels, d_values[:, 0], d_col)
-    checked = [check_estimate(frame, options=o.replace(data=frame)) for o in per_level]
-    return checked, frame
+        if values is not None:  # else check_estimate names the missing column
+            _check_levels_present(levels, values, d_col)
+
+    return check_parts(options.data if data is None else data, s3, per_level, check_frame)
 
 
 def submit_apos(client: Any, data: Any = None, *, options: EstimateOptions) -> APOSJobs:
-    """Check, then start one ``apo`` job per treatment level, all before waiting for any.
+    """Check (:func:`check_apos`, before anything is uploaded), then start one ``apo`` job per
+    treatment level as checked, all before waiting for any (:func:`fanfit.client.parts.submit_parts`).
 
-    Parameters
-    ----------
-    client : fanfit.client.Client
-    data : str, path, DataFrame or s3:// URI, optional
-        Default ``options.data``; read once, checked, and uploaded once (its content hash is the
-        same for every level).
-    options : EstimateOptions
-        ``model='apos'``, with ``treatment_levels``.
-
-    Returns
-    -------
-    APOSJobs
-
-    Raises
-    ------
-    As :func:`check_apos` (before anything is uploaded), then as
+    ``client`` is a :class:`fanfit.client.Client`; ``data`` (default ``options.data``) is read
+    once and uploaded once (its content hash is the same for every level); ``options`` has
+    ``model='apos'`` and ``treatment_levels``. Raises as :func:`check_apos`, then as
     :meth:`fanfit.client.Client.submit_estimate` for each level.
     """
-    checked, frame = check_apos(data, s3=client.s3, options=options)
-    per_level = level_options(options)
-    jobs = [client.submit_estimate(frame, options=o.replace(data=frame)) for o in per_level]
-    levels = tuple(float(o.treatment_level) for o in per_level)  # type: ignore[arg-type]
-    return APOSJobs(levels=levels, jobs=jobs, frame=frame)
+    parts = check_apos(data, s3=client.s3, options=options)
+    levels = tuple(float(o.treatment_level) for o in parts.options)  # type: ignore[arg-type]
+    return APOSJobs(levels=levels, jobs=submit_parts(client, parts), frame=parts.frame)
+
+
+class FrameworkStats:
+    """``t_stat`` and ``pval`` of estimates combined as DoubleML's ``DoubleMLFramework`` combines
+    them, from ``coef``, ``se`` (shape (n_thetas,)) and ``all_coef``, ``all_se`` (shape
+    (n_thetas, n_rep)): :class:`Contrast` (APOS) and :class:`fanfit.client.qte.QTEResult`."""
+
+    coef: np.ndarray
+    se: np.ndarray
+    all_coef: np.ndarray
+    all_se: np.ndarray
+
+    @property
+    def t_stat(self) -> np.ndarray:
+        """coef / se."""
+        return np.asarray(self.coef / self.se)
+
+    @property
+    def pval(self) -> np.ndarray:
+        """DoubleMLFramework's ``pvals``: the median over repetitions of ``2 * (1 - Phi(|t_r|))``
+        (:func:`framework_pvals`)."""
+        return framework_pvals(self.all_coef, self.all_se)
 
 
 @dataclass(frozen=True)
-class Contrast:
+class Contrast(FrameworkStats):
     """Average causal contrasts, as DoubleML's ``DoubleMLAPOS.causal_contrast`` returns them.
 
     Attributes
@@ -204,16 +197,6 @@ class Contrast:
     all_se: np.ndarray
     coef: np.ndarray
     se: np.ndarray
-
-    @property
-    def t_stat(self) -> np.ndarray:
-        """coef / se."""
-        return np.asarray(self.coef / self.se)
-
-    @property
-    def pval(self) -> np.ndarray:
-        """DoubleMLFramework's ``pvals``: the median over repetitions of ``2 * (1 - Phi(|t_r|))``."""
-        return framework_pvals(self.all_coef, self.all_se)
 
     @property
     def summary(self) -> pd.DataFrame:

@@ -123,6 +123,9 @@ class Client:
         ``x_cols`` and ``z_cols`` are aliases of ``y``, ``d``, ``x`` and ``z``; learners are
         ``"NAME"`` or ``"NAME:{json params}"`` from the allow-list (:mod:`fanfit.learners`); ``folds``
         is an array or CSV path of shape (n_obs, n_rep) holding each row's 0-based test fold.
+        ``data`` may also be a :class:`~fanfit.client.check.CheckedEstimate` of ``options``
+        (what :func:`~fanfit.client.check.check_estimate` returned for them): it is uploaded as
+        checked, not checked again (:mod:`fanfit.client.parts`, the jobs of ``apos`` and ``qte``).
 
         Sharding: ``sharding='auto'`` (default) lets the scheduler size shards from measured
         throughput (a probe wave first when there is no history); ``'per-fold'`` and

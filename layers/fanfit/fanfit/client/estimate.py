@@ -370,11 +370,14 @@ def submit_estimate(
     ----------
     client : StackClient
         A :class:`fanfit.client.Client`.
-    data : str, path, DataFrame or s3:// URI
+    data : str, path, DataFrame, s3:// URI or CheckedEstimate
         An ``s3://`` URI of a ``.csv``, ``.npz`` or ``.npy`` object in the stack's bucket (or in
         the bucket of its ``ExternalDataBucketName`` parameter) is used in place: only its header
         is read here (:func:`~fanfit.client.check.check_estimate_in_place`) and Prepare reads the
-        object. Any other data is read, checked and uploaded (once, by content hash).
+        object. Any other data is read, checked and uploaded (once, by content hash). A
+        :class:`~fanfit.client.check.CheckedEstimate` of ``options`` (what
+        :func:`~fanfit.client.check.check_estimate` returned for them) is uploaded as checked,
+        not checked again (:func:`fanfit.client.parts.submit_parts`).
     job_id : str, optional
         Default ``est-<date>-<time>-<8 hex>``.
     options : EstimateOptions, optional
@@ -392,11 +395,20 @@ def submit_estimate(
         The data would not fit a function's memory (:meth:`Client.check_limits`).
     fanfit.errors.GpuWorkerDisabledError
         A Torch learner on a stack without the GPU worker (:func:`~fanfit.client.check.check_gpu_worker`).
+    TypeError
+        A CheckedEstimate without ``options`` or with keywords.
     """
-    # s3:// data in the stack's (or the external) bucket: checked on its header, used in place.
-    checked: CheckedEstimate | CheckedSource | None = check_estimate_in_place(
-        client, data, options=options, **kwargs
-    )
+    checked: CheckedEstimate | CheckedSource | None
+    if isinstance(data, CheckedEstimate):  # checked by the caller (fanfit.client.parts)
+        if options is None or kwargs:
+            raise TypeError(
+                "submit_estimate: a CheckedEstimate comes with options=, the options it was "
+                "checked with, and no other keywords"
+            )
+        checked = data
+    else:
+        # s3:// data in the stack's (or the external) bucket: checked on its header, used in place.
+        checked = check_estimate_in_place(client, data, options=options, **kwargs)
     if checked is None:
         checked = check_estimate(data, s3=client.s3, options=options, **kwargs)
     given = options if options is not None else EstimateOptions.from_keywords(data=data, **kwargs)

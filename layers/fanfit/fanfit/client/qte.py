@@ -23,10 +23,9 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from fanfit import dml, errors
-from fanfit.client.apos import framework_pvals, framework_summary, level_scores
-from fanfit.client.check import CheckedEstimate, check_estimate
-from fanfit.client.data import read_table, to_matrix
+from fanfit.client.apos import FrameworkStats, framework_summary, level_scores
 from fanfit.client.options import EstimateOptions
+from fanfit.client.parts import CheckedParts, check_parts, submit_parts, treatment_column
 from fanfit.client.printout import section
 from fanfit.dml.fold_procedures import parse_quantiles
 from fanfit.dml.scores_quantile import qte_aggregate
@@ -170,18 +169,11 @@ def _check_both_levels(frame: pd.DataFrame, options: EstimateOptions) -> None:
     fanfit.errors.InvalidDataError
         A value other than 0 or 1, or a level with no row, naming the column.
     """
-    d = options.d
-    d_cols = [c.strip() for c in d.split(",")] if isinstance(d, str) else list(d)
-    if len(d_cols) != 1:
-        raise errors.InvalidJobError(
-            f"model 'qte' takes one binary treatment column d, got {len(d_cols)}: "
-            f"{', '.join(map(str, d_cols))}"
-        )
-    d_col = str(d_cols[0])
-    if d_col not in frame.columns:  # check_estimate names the missing column
+    d_col, values = treatment_column(
+        frame, options, "model 'qte' takes one binary treatment column d"
+    )
+    if values is None:  # check_estimate names the missing column
         return
-    _, values = to_matrix(frame, [d_col])
-    values = values[:, 0]
     other = values[np.isfinite(values) & (values != 0) & (values != 1)]
     if other.size:
         raise errors.InvalidDataError(
@@ -196,25 +188,12 @@ def _check_both_levels(frame: pd.DataFrame, options: EstimateOptions) -> None:
             )
 
 
-def check_qte(
-    data: Any = None, *, s3: Any = None, options: EstimateOptions
-) -> tuple[list[CheckedEstimate], pd.DataFrame]:
+def check_qte(data: Any = None, *, s3: Any = None, options: EstimateOptions) -> CheckedParts:
     """Check a ``qte`` job on the client, without any stack (``--dry-run``, and before submitting).
 
-    Parameters
-    ----------
-    data : str, path, DataFrame or s3:// URI, optional
-        Default ``options.data``.
-    s3 : boto3 S3 client, optional
-        For an ``s3://`` URI.
-    options : EstimateOptions
-        ``model='qte'``.
-
-    Returns
-    -------
-    (checked, frame) : list of CheckedEstimate, DataFrame
-        One :func:`~fanfit.client.check.check_estimate` per (quantile, level), in
-        :func:`part_options`' order, and the data read.
+    Returns :func:`fanfit.client.parts.check_parts` of ``data`` (default ``options.data``; an
+    ``s3://`` URI read through ``s3``): one checked part per (quantile, level), in
+    :func:`part_options`' order.
 
     Raises
     ------
@@ -222,42 +201,26 @@ def check_qte(
         As :func:`part_options`; a treatment column that is not binary or lacks a level; then as
         :func:`~fanfit.client.check.check_estimate` of each part.
     """
-    parts = part_options(options)
-    frame = read_table(options.data if data is None else data, s3)
-    _check_both_levels(frame, options)
-    checked = [check_estimate(frame, options=o.replace(data=frame)) for _, _, o in parts]
-    return checked, frame
+    parts = [o for _, _, o in part_options(options)]
+    return check_parts(options.data if data is None else data, s3, parts,
+                       lambda frame: _check_both_levels(frame, options))  # fmt: skip
 
 
 def submit_qte(client: Any, data: Any = None, *, options: EstimateOptions) -> QTEJobs:
-    """Check, then start one job per (quantile, treatment level), all before waiting for any.
+    """Check (:func:`check_qte`, before anything is uploaded), then start one job per (quantile,
+    treatment level) as checked, all before waiting for any (:func:`fanfit.client.parts.submit_parts`).
 
-    Parameters
-    ----------
-    client : fanfit.client.Client
-    data : str, path, DataFrame or s3:// URI, optional
-        Default ``options.data``; read once, checked, and uploaded once (its content hash is the
-        same for every job).
-    options : EstimateOptions
-        ``model='qte'``, with ``quantiles``.
-
-    Returns
-    -------
-    QTEJobs
-
-    Raises
-    ------
-    As :func:`check_qte` (before anything is uploaded), then as
+    ``client`` is a :class:`fanfit.client.Client`; ``data`` (default ``options.data``) is read
+    once and uploaded once (its content hash is the same for every job); ``options`` has
+    ``model='qte'`` and ``quantiles``. Raises as :func:`check_qte`, then as
     :meth:`fanfit.client.Client.submit_estimate` for each job.
     """
-    _, frame = check_qte(data, s3=client.s3, options=options)
-    parts = part_options(options)
-    jobs = [client.submit_estimate(frame, options=o.replace(data=frame)) for _, _, o in parts]
+    parts = check_qte(data, s3=client.s3, options=options)
     return QTEJobs(
-        quantiles=tuple(dict.fromkeys(q for q, _, _ in parts)),
+        quantiles=qte_quantiles(options.quantiles),
         score=qte_score(options.score),
-        jobs=jobs,
-        frame=frame,
+        jobs=submit_parts(client, parts),
+        frame=parts.frame,
         boot_method=options.boot_method,
         n_rep_boot=int(options.n_rep_boot),
         seed=int(options.seed),
@@ -395,8 +358,9 @@ def qte_result(
 
 
 @dataclass
-class QTEResult:
-    """The result of a ``qte`` job: the quantile treatment effects, as DoubleMLQTE's.
+class QTEResult(FrameworkStats):
+    """The result of a ``qte`` job: the quantile treatment effects, as DoubleMLQTE's (``t_stat``,
+    ``pval``: :class:`fanfit.client.apos.FrameworkStats`).
 
     Attributes
     ----------
@@ -424,16 +388,6 @@ class QTEResult:
     ci_joint: np.ndarray | None = None
     boot_method: str | None = None
     n_rep_boot: int | None = None
-
-    @property
-    def t_stat(self) -> np.ndarray:
-        """coef / se."""
-        return np.asarray(self.coef / self.se)
-
-    @property
-    def pval(self) -> np.ndarray:
-        """DoubleMLQTE's ``pval`` (DoubleMLFramework's: the median over repetitions)."""
-        return framework_pvals(self.all_coef, self.all_se)
 
     @property
     def summary(self) -> pd.DataFrame:

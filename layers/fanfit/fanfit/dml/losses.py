@@ -39,7 +39,9 @@ from collections.abc import Mapping
 import numpy as np
 
 from fanfit.dml.data import DMLData
-from fanfit.dml.models import FOLD_TARGET, RESIDUAL, column, model_def, row_mask
+from fanfit.dml.model_checks import column
+from fanfit.dml.model_types import FOLD_TARGET, RESIDUAL, row_mask
+from fanfit.dml.models import model_def
 from fanfit.dml.scores import clip_propensity
 from fanfit.dml.spec import DMLSpec
 from fanfit.dml.units import check_preds, learner_name, prediction_keys

@@ -29,7 +29,7 @@ __all__ = ["check_noncompliance", "column", "column_label", "require_binary"]
 
 # --------------------------------------------------------------------------- columns
 def column(spec: DMLSpec, data: DMLData, name: str, i_treat: int) -> np.ndarray:
-    """The data column a target or sample names (see :mod:`fanfit.dml.models`' docstring).
+    """The data column a target or sample names (see :mod:`fanfit.dml.model_types`' docstring).
 
     Returns
     -------

@@ -56,7 +56,8 @@ import numpy as np
 
 from fanfit.errors import InvalidJobError, PartitionConflictError
 from fanfit.limits import DEFAULT_WEIGHT, MAX_WEIGHT, check_weight
-from fanfit.sched.partition import DEFAULT_MAX_CHANGES, dorm_policy
+from fanfit.sched.completion import dorm_policy
+from fanfit.sched.partition import DEFAULT_MAX_CHANGES
 from fanfit.storage import Partitions
 
 __all__ = [
