@@ -68,7 +68,10 @@ __all__ = [
     "Partition",
     "capacity_from_env",
     "check_weight",
+    "FIGURE_TOLERANCE",
     "execution_status",
+    "figures_moved",
+    "follow_job",
     "partition_at_barrier",
     "read_partition",
     "recompute",
@@ -87,6 +90,27 @@ MAX_ATTEMPTS = 12
 ALIVE_STATUSES = frozenset({"RUNNING", "PENDING_REDRIVE"})
 #: ``execution_status`` of an execution Step Functions does not know (``ExecutionDoesNotExist``).
 MISSING = "MISSING"
+#: Relative change of a registered completion figure (``remaining_s`` or ``critical_s``) that makes
+#: a barrier re-register the job (:func:`figures_moved`, :func:`follow_job`). The completion pass
+#: reads ``remaining_s`` only through the jobs' order (shortest remaining work first) and through
+#: the critical-path test ``critical_s >= share x sum(remaining_s) / capacity``
+#: (:func:`fanfit.sched.partition.completion_values`): a figure within 25 % of the truth can only
+#: swap jobs whose remaining work is within 25 % of each other, whose order changes the mean
+#: completion time little, while each re-registration costs a recomputation (a scan, a MILP of
+#: 8-14 ms and a transactional write; 0.26-0.98 s in-process on moto with 2-8 jobs and a full
+#: history, docs/sharing.md). A train job of ``R`` rounds then re-registers about
+#: ``ln(R) / ln(4/3)`` times (13 of 99 rounds for ``R`` = 100), not every round.
+FIGURE_TOLERANCE = 0.25
+
+
+#: Optional completion figures of a registered job (:func:`register_job`).
+_COMPLETION_FIELDS = ("remaining_s", "critical_s")
+
+
+def _figure(job: dict[str, Any], key: str) -> float | None:
+    """A job's completion figure ``key`` as a float, None when it gave none."""
+    value = job.get(key)
+    return None if value is None else float(value)
 
 
 @dataclass(frozen=True)
@@ -106,6 +130,9 @@ class Partition:
         The recomputation that set it (the epoch's version).
     gpu_demand : int
         The GPU demand it registered.
+    remaining_s, critical_s : float or None
+        The completion figures it registered (:func:`register_job`); None: none. Not part of
+        :meth:`to_dict` (what a barrier records of its partition).
     """
 
     lambda_concurrency: int
@@ -113,6 +140,8 @@ class Partition:
     demand: int
     version: int
     gpu_demand: int = 0
+    remaining_s: float | None = None
+    critical_s: float | None = None
 
     @property
     def concurrency(self) -> int:
@@ -125,7 +154,8 @@ class Partition:
         return self.lambda_concurrency >= self.demand and self.gpus >= self.gpu_demand
 
     def to_dict(self) -> dict[str, int]:
-        return {**asdict(self), "concurrency": self.concurrency}
+        out = {k: v for k, v in asdict(self).items() if k not in _COMPLETION_FIELDS}
+        return {**out, "concurrency": self.concurrency}
 
 
 def capacity_from_env() -> tuple[int, int]:
@@ -143,6 +173,8 @@ def _partition(item: dict[str, Any]) -> Partition:
         demand=int(item.get("demand", 0)),
         version=int(item.get("version", 0)),
         gpu_demand=int(item.get("gpu_demand", 0)),
+        remaining_s=_figure(item, "remaining_s"),
+        critical_s=_figure(item, "critical_s"),
     )
 
 
@@ -228,16 +260,6 @@ def _stale_jobs(
                  "execution_status": status}
             )  # fmt: skip
     return dropped
-
-
-#: Optional completion figures of a registered job (:func:`register_job`).
-_COMPLETION_FIELDS = ("remaining_s", "critical_s")
-
-
-def _figure(job: dict[str, Any], key: str) -> float | None:
-    """A job's completion figure ``key`` as a float, None when it gave none."""
-    value = job.get(key)
-    return None if value is None else float(value)
 
 
 def recompute(
@@ -518,6 +540,104 @@ def register_job(
         sfn=sfn,
     )
     return read_partition(partitions, job_id)
+
+
+def figures_moved(
+    held: Partition,
+    remaining_s: float | None,
+    critical_s: float | None,
+    tolerance: float = FIGURE_TOLERANCE,
+) -> bool:
+    """Whether a job's new completion figures differ materially from those it registered.
+
+    Parameters
+    ----------
+    held : Partition
+        The job's registration (its ``remaining_s`` and ``critical_s``, None when it gave none).
+    remaining_s, critical_s : float or None
+        The figures at this barrier (None: the job cannot tell).
+    tolerance : float
+        Relative change that counts (default :data:`FIGURE_TOLERANCE`).
+
+    Returns
+    -------
+    bool
+        True when a figure appeared or disappeared (None against a number), or moved by more than
+        ``tolerance`` of its registered value: ``|new - old| > tolerance x old`` (so any change
+        from 0 counts).
+    """
+    for old, new in ((held.remaining_s, remaining_s), (held.critical_s, critical_s)):
+        if (old is None) != (new is None):
+            return True
+        if old is not None and new is not None and abs(new - old) > tolerance * old:
+            return True
+    return False
+
+
+def follow_job(
+    partitions: Partitions | None,
+    job_id: str,
+    kind: str,
+    *,
+    demand: int,
+    gpu_demand: int = 0,
+    weight: float = DEFAULT_WEIGHT,
+    remaining_s: float | None = None,
+    critical_s: float | None = None,
+    tolerance: float = FIGURE_TOLERANCE,
+    capacity: tuple[int, int] | None = None,
+    sfn: Any = None,
+) -> Partition | None:
+    """Re-register a job at a barrier when its demand changed or its completion figures moved.
+
+    Schedule (an estimate's wave, :func:`fanfit.jobs.estimate.demand.follow_wave`) and
+    TrainSchedule (a train round) call it. A job that holds no partition (never registered, or
+    already released) is left alone: only Prepare and TrainInit register a job's arrival, with its
+    execution. The job is re-registered (:func:`register_job`, a ``"resize"`` recomputation
+    keeping its execution) only when its Lambda or GPU demand differs from the registered one or
+    :func:`figures_moved` says so; otherwise nothing is written and the registered figures stay,
+    each within ``tolerance`` of the new ones.
+
+    Parameters
+    ----------
+    partitions : Partitions or None
+        None (no partition table) does nothing.
+    job_id, kind : str
+    demand, gpu_demand : int
+        The job's demand now.
+    weight : float
+        Its weight (unchanged since it arrived).
+    remaining_s, critical_s : float or None
+        Its completion figures now (:func:`register_job`); None: it cannot tell, and a
+        registration then drops the ones it gave, which turns the completion pass off for every
+        job until it gives them again.
+    tolerance : float
+        See :func:`figures_moved`.
+    capacity : (int, int), optional
+    sfn : botocore client, optional
+        As :func:`register_job`.
+
+    Returns
+    -------
+    Partition or None
+        The job's partition (after the recomputation when there was one); None without a table
+        or a registration.
+
+    Raises
+    ------
+    InvalidJobError, PartitionConflictError
+        See :func:`register_job`.
+    """
+    held = read_partition(partitions, job_id)
+    if held is None:
+        return None
+    same_demand = (held.demand, held.gpu_demand) == (int(demand), int(gpu_demand))
+    if same_demand and not figures_moved(held, remaining_s, critical_s, tolerance):
+        return held
+    return register_job(
+        partitions, job_id, kind, demand=demand, gpu_demand=gpu_demand, weight=weight,
+        capacity=capacity, sfn=sfn, remaining_s=remaining_s, critical_s=critical_s,
+    )  # fmt: skip
 
 
 def release_job(
