@@ -18,20 +18,19 @@ RATE_L, RATE_M = 40.0, 20.0  # seeded throughput of the two nuisance learners, s
 
 
 def _seed_throughput(store, throughput, job: str, rates: dict[str, float]) -> None:
-    """Put a throughput entry for each of the job's stage-0 signatures on lambda-1769 (by the
-    learner's role: ``ml_l``, ``ml_m``), so that its first wave is sized, not probed."""
+    """Put a throughput entry on lambda-1769 for the signature of each learner role in ``rates``
+    (``ml_l``, ``ml_m``, ``ml_g``) among the units of every stage of the job, so that its waves
+    are sized, not probed."""
     from fanfit import dml, storage
-    from fanfit.jobs.documents.estimate import FitUnitDoc, fit_unit, parse_list
     from fanfit.jobs.estimate.data import read_plan, unit_signature
     from fanfit.sched.throughput import ThroughputEntry
 
     plan = read_plan(store, storage.plan_key(job))
-    key = storage.units_key(job, 0)
-    units = [fit_unit(u) for u in parse_list(FitUnitDoc, store.get_json(key), source=key)]
     n_features = len(plan.dml.x_cols) + plan.dml.n_treat - 1
     by_role = {
         dml.learner_name(u.learner): unit_signature(plan.dml, u, plan.n_obs, n_features)
-        for u in units
+        for stage in range(plan.n_stages)
+        for u in dml.fit_units(plan.dml, stage)
     }
     throughput.save(
         ThroughputEntry(by_role[role], "lambda-1769", rate, 0.1, 3).to_dict()
@@ -111,6 +110,40 @@ def test_a_probe_wave_registers_no_figures_so_the_completion_pass_stays_off(
     demand = np.array([[int(j["demand"]), 0] for j in jobs])
     expected = dorm_partitions(demand, [4, 0]).partitions[:, 0].tolist()
     assert [int(j["partition"]) for j in jobs] == expected
+
+
+def test_an_estimates_figures_add_the_later_stages_units_and_longest_unit(
+    job_storage, make_partitions, put_estimate_spec
+):
+    from fanfit import storage
+    from fanfit.client import build_spec
+    from fanfit.jobs.estimate.prepare import prepare_stage
+    from fanfit.jobs.estimate.schedule import schedule_wave
+
+    store, records, throughput = job_storage
+    parts = make_partitions()
+    # GIVEN a PLR job with the IV-type score: stage 0 fits ml_l and ml_m, stage 1 ml_g on their
+    # residuals (2 repetitions x 2 folds each), with 40, 20 and 10 samples/s measured
+    spec, _ = build_spec(
+        y="y", d="d", x=["x1", "x2", "x3"], z=None, model="plr", score="IV-type",
+        learners={"ml_l": "LinearRegression", "ml_m": "LinearRegression",
+                  "ml_g": "LinearRegression"},
+        n_folds=2, n_rep=2, seed=3,
+    )  # fmt: skip
+    job = "est-iv"
+    key = put_estimate_spec(store, storage.spec_key(job), dml=spec.to_dict())
+    prepare_stage(store, records, job, key, 0, partitions=parts)
+    rate_g = 10.0
+    _seed_throughput(store, throughput, job, {"ml_l": RATE_L, "ml_m": RATE_M, "ml_g": rate_g})
+    # WHEN stage 0's first barrier registers the job's figures
+    schedule_wave(store, records, throughput, job, 0, 0, 1769, 4, partitions=parts)
+    item = parts.get(job)
+    # THEN remaining_s also counts stage 1's units (the plan knows them): 800 rows each learner,
+    # 800 / 40 + 800 / 20 + 800 / 10 = 140 s
+    assert float(item["remaining_s"]) == pytest.approx(800 / RATE_L + 800 / RATE_M + 800 / rate_g)
+    # AND critical_s chains the stages: stage 0's longest unit (20/s) then stage 1's (10/s)
+    longest = max(_n_train(store, job))
+    assert float(item["critical_s"]) == pytest.approx(longest / RATE_M + longest / rate_g)
 
 
 def _train_round(store, records, throughput, parts, job: str, r: int) -> dict:

@@ -35,7 +35,12 @@ Dorm's optimizer, then, when every registered job gave its ``remaining_s`` (slot
 left) and ``critical_s`` (seconds it needs at least, at its whole demand), a completion pass
 within Dorm's fairness-loss bound (shortest remaining work first, the makespan's critical path
 before all, no fewer working slots). A job registered without them leaves every partition to
-Dorm's optimizer alone.
+Dorm's optimizer alone. The jobs give them at their barriers (:func:`follow_job`): an estimate
+from Schedule's first sized wave on (not while it probes: no unit has predicted seconds yet), a
+train job from TrainSchedule's round 1 on (round 0 has measured nothing); Prepare and TrainInit
+register without them, so the pass is off from a job's arrival to its first such barrier. A
+barrier re-registers only when the job's demand changed or a figure moved by more than
+:data:`FIGURE_TOLERANCE` since its last registration.
 
 Concurrent recomputations are serialised optimistically by the epoch item's version
 (:class:`fanfit.storage.Partitions`): each reads a snapshot, solves, and commits in one transaction
@@ -489,11 +494,15 @@ def register_job(
     sfn : botocore client, optional
         ``stepfunctions`` client for the stale check of the other jobs (see :func:`recompute`).
     remaining_s : float, optional
-        Slot-seconds of work the job has left (an estimate: units left x a unit's seconds; a
-        train job: worker steps left x a step's seconds).
+        Slot-seconds of work the job has left (an estimate: its units not yet run, this stage's
+        and the later stages', x each unit's predicted seconds,
+        :func:`fanfit.jobs.estimate.wave.completion_figures`; a train job: rounds left x its
+        last round's seconds x its Lambda workers,
+        :func:`fanfit.jobs.train.schedule.completion_figures`).
     critical_s : float, optional
-        Seconds the job needs at least at its whole demand (a train job: rounds left x a round's
-        seconds; an estimate: a unit's seconds). With ``remaining_s``, and when every registered
+        Seconds the job needs at least at its whole demand (an estimate: per stage still to run
+        its longest unit, summed over the stages; a train job: rounds left x a round's
+        seconds). With ``remaining_s``, and when every registered
         job gave both, the partitions get :func:`fanfit.sched.partition.dorm_policy`'s
         completion pass; new figures alone re-register the job (a ``"resize"``).
 

@@ -286,8 +286,9 @@ def completion_figures(
     for i, units in enumerate(stages):
         longest = 0.0
         for u in units:
-            resource = on.get(u.key) if i == 0 else None
-            resource = resource or learner_on.get(u.learner, default_resource)
+            resource = (on.get(u.key) if i == 0 else None) or learner_on.get(
+                u.learner, default_resource
+            )
             signature = unit_signature(spec, u, ctx.n_obs, ctx.n_features)
             rate = history.predict(signature, resource)
             if rate is None or rate <= 0:

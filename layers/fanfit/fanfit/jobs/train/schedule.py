@@ -7,7 +7,9 @@ by Proteus' drift-plus-penalty rule (Xiang et al.; :func:`fanfit.sched.lyapunov.
 :func:`hybrid_batches`); DS-Sync (Wang et al. 2020) draws the round's groups
 (:func:`fanfit.sched.dssync.dssync_groups`) and first records the round before from its workers'
 records (:func:`fanfit.jobs.train.reduce.record_round`: DS-Sync has no reduce); the job's partition
-(Dorm) bounds the Map's concurrency.
+(Dorm) bounds the Map's concurrency, after the job's completion figures
+(:func:`completion_figures`) were re-registered where they moved
+(:func:`fanfit.jobs.sharing.follow_job`).
 """
 
 from __future__ import annotations
@@ -426,7 +428,10 @@ def schedule_round(
         partition_at_barrier`: below its demand, stale jobs' shares are reclaimed first), read
         at this barrier, bounds how many workers run at once: the round's ``max_concurrency`` is
         ``min(Lambda workers, partition)`` plus ``min(GPU workers, GPU share)`` (at least 1
-        each); the workers' batches and so the result do not change.
+        each); the workers' batches and so the result do not change. From round 1 on, the job's
+        :func:`completion_figures` are re-registered first when they moved by more than
+        :data:`fanfit.jobs.sharing.FIGURE_TOLERANCE` since the last registration (a
+        recomputation of every partition; otherwise nothing is written).
     records : JobRecords, optional
         The job table: a DS-Sync round's record updates the job's ``last_round`` there.
 
