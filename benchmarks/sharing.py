@@ -102,7 +102,7 @@ ROOT = Path(__file__).resolve().parents[1]
 X_COLS = ["age", "inc", "educ", "fsize", "marr", "twoearn", "db", "pira", "hown"]
 #: Policies simulated; ``dorm`` is the live policy (the jobs' figures registered as live jobs
 #: register them); the other ``dorm_*`` are comparisons: ``dorm_exact_figures`` (every job's exact
-#: figures at every event), ``dorm_optimizer_only`` (:func:`fanfit.sched.partition.dorm_policy`
+#: figures at every event), ``dorm_optimizer_only`` (``dorm_policy``
 #: without completion figures: live only until every job present has registered them) and
 #: ``dorm_without_bsp`` (Dorm's MILP counting every slot of a train job as used: what the BSP
 #: restriction brings).

@@ -6,7 +6,7 @@ left) and ``critical_s`` (seconds it needs at least at its whole demand) from wh
 already knows (the throughput history its waves are sized from; the last round's record), none
 before anything is measured, re-registers only when a figure moved by more than
 :data:`fanfit.jobs.sharing.FIGURE_TOLERANCE` (half; or its demand changed), and two such jobs get
-:func:`fanfit.sched.partition.dorm_policy`'s completion pass in the partition table.
+the completion pass of ``dorm_policy`` (the partition table's policy) in the table.
 """
 
 from __future__ import annotations
@@ -247,9 +247,10 @@ def test_two_live_estimates_with_figures_get_the_completion_pass(
 ):
     from fanfit import storage
     from fanfit.client import build_spec
+    from fanfit.jobs import sharing
     from fanfit.jobs.estimate.prepare import prepare_stage
     from fanfit.jobs.estimate.schedule import schedule_wave
-    from fanfit.sched.partition import dorm_partitions, dorm_policy
+    from fanfit.sched.partition import dorm_partitions
 
     store, records, throughput = job_storage
     parts = make_partitions()
@@ -280,7 +281,8 @@ def test_two_live_estimates_with_figures_get_the_completion_pass(
     # path and gets the boost; one slot moves to it (F = 2/12 = 0.17 <= 0.24; two would be 0.33)
     optimizer_only = dorm_partitions(demand, [12, 0]).partitions[:, 0].tolist()
     expected = (
-        dorm_policy(demand, [12, 0], remaining_s=remaining, critical_s=critical)
+        # the policy recompute runs (sharing imports it wherever it is defined)
+        sharing.dorm_policy(demand, [12, 0], remaining_s=remaining, critical_s=critical)
         .partitions[:, 0]
         .tolist()
     )

@@ -99,7 +99,7 @@ MISSING = "MISSING"
 #: a barrier re-register the job (:func:`figures_moved`, :func:`follow_job`). The completion pass
 #: reads ``remaining_s`` only through the jobs' order (shortest remaining work first) and through
 #: the critical-path test ``critical_s >= share x sum(remaining_s) / capacity``
-#: (:func:`fanfit.sched.partition.completion_values`), so a figure off by less than half can only
+#: (``completion_values`` of the completion pass), so a figure off by less than half can only
 #: misorder jobs whose remaining work is within a factor 2 of each other, while each
 #: re-registration costs a recomputation (a scan, a MILP of 8-14 ms and a transactional write:
 #: 0.26-0.98 s in-process on moto with 2-8 jobs and a full history, docs/sharing.md). In

@@ -19,7 +19,7 @@ its own shards at once, so:
 
 With its demand, Schedule registers the job's completion figures (``remaining_s``,
 ``critical_s``: :func:`fanfit.jobs.estimate.wave.completion_figures`), which turn on the
-partition table's completion pass (:func:`fanfit.sched.partition.dorm_policy`) once every
+partition table's completion pass (``dorm_policy``, :func:`fanfit.jobs.sharing.recompute`) once every
 registered job gave them; a barrier whose demand is unchanged and whose figures moved by no more
 than :data:`fanfit.jobs.sharing.FIGURE_TOLERANCE` writes nothing.
 """
