@@ -5,17 +5,29 @@
 A trace of 20 jobs (estimate and train, mixed; arrivals from a seeded Poisson process) runs in a
 discrete-event simulation against partitioning policies of :mod:`fanfit.sched.partition`:
 
-- ``dorm``: the partition table's policy, :func:`fanfit.sched.partition.dorm_policy` (the one
-  :func:`fanfit.jobs.sharing.recompute` runs): the utilization-fairness optimizer (a MILP per event),
-  at most ``--max-changes`` running jobs resized per event (Sun et al. 2017), then its completion
-  pass from each job's remaining work and remaining critical path (``Job.remaining_s``,
-  ``Job.critical_s``): shortest remaining work first, the makespan's critical path before all,
-  within the fairness-loss bound 0.24 and with no fewer working slots. A train job's partition is
-  one of the sizes that waste no slot of its bulk synchronous rounds, ``ceil(W / k)``, and counts as
-  its ``W / ceil(W / x)`` working slots (``bsp_workers``, see :mod:`fanfit.sched.partition`);
-- ``dorm_optimizer_only``: ``dorm_policy`` without completion figures (the optimizer alone): what
-  the partition table runs while a registered job gives no ``remaining_s`` / ``critical_s``
-  (:func:`fanfit.jobs.sharing.register_job`); ``issue15_targets_optimizer_only`` measures it;
+- ``dorm``: the live policy, the one the partition table runs on a stack:
+  :func:`fanfit.sched.partition.dorm_policy` (the one :func:`fanfit.jobs.sharing.recompute` runs):
+  the utilization-fairness optimizer (a MILP per event), at most ``--max-changes`` running jobs
+  resized per event (Sun et al. 2017), then its completion pass from the completion figures the
+  jobs registered (``remaining_s``, ``critical_s``): shortest remaining work first, the makespan's
+  critical path before all, within the fairness-loss bound 0.24 and with no fewer working slots.
+  The jobs register them as live jobs do (:func:`register_figures`): an estimate from its first
+  barrier on (its units' seconds are known, as the live throughput table knows them after a
+  warm-up), a train job from its round 1's barrier on (none in round 0: nothing measured), each
+  re-registered only when a figure moved by more than 50 % (``fanfit.jobs.sharing.
+  FIGURE_TOLERANCE``; a train barrier whose figures moved is an event: a recomputation, as live);
+  the pass runs only while every job present has registered figures. ``figure_registrations``
+  counts the registrations that changed a job's figures (an estimate's at events, a train job's at
+  its barriers), ``figure_events`` the recomputations a train barrier's moved figures caused (the
+  other ``events`` are arrivals, ends and estimates' demand drops). A train job's partition is one of the sizes that waste no slot of its
+  bulk synchronous rounds, ``ceil(W / k)``, and counts as its ``W / ceil(W / x)`` working slots
+  (``bsp_workers``, see :mod:`fanfit.sched.partition`);
+- ``dorm_exact_figures``, for comparison: ``dorm_policy`` with every job's exact figures at every
+  event (``Job.remaining_s``, ``Job.critical_s``), train round 0 included: what the live rule gives
+  up by registering less often;
+- ``dorm_optimizer_only``, for comparison: ``dorm_policy`` without completion figures (its first
+  pass, Dorm's optimizer alone). Live it is only the policy while some registered job has no
+  figures yet (between a job's arrival and its first measured barrier);
 - ``dorm_without_bsp``: the optimizer alone counting every slot as used (no ``bsp_workers``, no
   completion pass), for comparison;
 - ``static``: the concurrency cut into ``--static-partitions`` equal, fixed parts, one job per part,
@@ -88,11 +100,26 @@ import numpy as np
 
 ROOT = Path(__file__).resolve().parents[1]
 X_COLS = ["age", "inc", "educ", "fsize", "marr", "twoearn", "db", "pira", "hown"]
-#: Policies simulated; ``dorm_without_bsp`` is Dorm's MILP counting every slot of a train job as used
-#: (``bsp_workers`` not given), to show what the BSP restriction brings.
-#: ``dorm_optimizer_only`` is :func:`fanfit.sched.partition.dorm_policy` without completion figures:
-#: what the partition table runs while a registered job gives none.
-POLICIES = ("dorm", "dorm_optimizer_only", "dorm_without_bsp", "static", "fcfs")
+#: Policies simulated; ``dorm`` is the live policy (the jobs' figures registered as live jobs
+#: register them); the other ``dorm_*`` are comparisons: ``dorm_exact_figures`` (every job's exact
+#: figures at every event), ``dorm_optimizer_only`` (``dorm_policy``
+#: without completion figures: live only until every job present has registered them) and
+#: ``dorm_without_bsp`` (Dorm's MILP counting every slot of a train job as used: what the BSP
+#: restriction brings).
+POLICIES = (
+    "dorm", "dorm_exact_figures", "dorm_optimizer_only", "dorm_without_bsp", "static", "fcfs",
+)  # fmt: skip
+#: What each simulated policy is, in the JSON (``policy_labels``).
+POLICY_LABELS = {
+    "dorm": "live policy: dorm_policy with the completion figures live jobs register at their "
+    "barriers (none in a train job's round 0; re-registered when moved by > 50%)",
+    "dorm_exact_figures": "comparison: dorm_policy with exact figures of every job at every event",
+    "dorm_optimizer_only": "comparison: dorm_policy without figures (Dorm's optimizer alone); "
+    "live only until every job present has registered its figures",
+    "dorm_without_bsp": "comparison: Dorm's optimizer counting every train slot as used",
+    "static": "baseline: static equal partitions",
+    "fcfs": "baseline: first come, first served",
+}
 
 
 def measure(repeats: int = 3) -> dict[str, float]:
@@ -261,6 +288,59 @@ def make_trace(n_jobs: int, seed: int, m: dict, overhead_s: float, load: float, 
     return jobs, mean_gap
 
 
+def train_figures(job: Job) -> tuple[float, float] | None:
+    """What a live train job registers at a round's barrier
+    (:func:`fanfit.jobs.train.schedule.completion_figures`): None in round 0 (nothing measured),
+    then ``(remaining_s, critical_s)``, rounds left x its workers x a step's seconds and rounds
+    left x a step's seconds: :meth:`Job.remaining_s` / :meth:`Job.critical_s` at the barrier."""
+    if job.rounds_left >= job.tasks:
+        return None
+    return job.remaining_s(), job.critical_s()
+
+
+def figures_moved(registered: tuple[float, float] | None, new: tuple[float, float] | None) -> bool:
+    """The live re-registration rule, :func:`fanfit.jobs.sharing.figures_moved` itself."""
+    from fanfit.jobs.sharing import Partition
+    from fanfit.jobs.sharing import figures_moved as moved
+
+    held = Partition(0, 0, 0, 0)
+    if registered is not None:
+        held = Partition(0, 0, 0, 0, remaining_s=registered[0], critical_s=registered[1])
+    return moved(held, *(new if new is not None else (None, None)))
+
+
+def register_figures(
+    running: list[Job],
+    registered: dict[str, tuple[float, float] | None],
+    at_barrier: dict[str, tuple[float, float] | None],
+) -> int:
+    """Update the figures each running job has registered, as live jobs do; returns how many
+    registrations changed them.
+
+    - an estimate: its figures at every event (live: at each of its waves' barriers, from its
+      first sized wave on; the simulated units' seconds are known before the trace, as the live
+      throughput table knows them after a warm-up, so no probe wave);
+    - a train job: none in round 0; then its :func:`train_figures` at its last round's barrier
+      (``at_barrier``: job id -> those figures, emptied here);
+
+    each only when :func:`figures_moved` (by more than 50 % since the job's last registration, or
+    none before), else the registered ones stay."""
+    n = 0
+    for j in running:
+        if j.kind == "train":
+            if j.job_id not in at_barrier:
+                registered.setdefault(j.job_id, None)
+                continue
+            new = at_barrier[j.job_id]
+        else:
+            new = (j.remaining_s(), j.critical_s())
+        if j.job_id not in registered or figures_moved(registered[j.job_id], new):
+            n += registered.get(j.job_id) != new
+            registered[j.job_id] = new
+    at_barrier.clear()
+    return n
+
+
 def simulate(policy: str, jobs: list[Job], capacity: int, args) -> dict:
     """Discrete-event simulation of one policy. Partitions are recomputed when a job arrives or ends;
     between, each job starts ready tasks (in arrival order) while it has fewer in flight than its
@@ -284,6 +364,11 @@ def simulate(policy: str, jobs: list[Job], capacity: int, args) -> dict:
     for j in pending:
         j.reset()
     arrived: list[Job] = []
+    # the completion figures each job registered (``dorm``: the live rule, see register_figures)
+    registered: dict[str, tuple[float, float] | None] = {}
+    # train jobs that passed a round's barrier since the last event -> their figures there
+    at_barrier: dict[str, tuple[float, float] | None] = {}
+    n_registrations = n_figure_events = 0
     changed = True
     while pending or any(j.end is None for j in arrived):
         while pending and pending[0].arrival <= now + 1e-9:
@@ -297,14 +382,20 @@ def simulate(policy: str, jobs: list[Job], capacity: int, args) -> dict:
             demand = np.array([[j.demand(), 0] for j in running])
             weight = np.array([j.weight for j in running])
             t0 = time.perf_counter()
-            if policy in ("dorm", "dorm_optimizer_only", "dorm_without_bsp"):
+            if policy.startswith("dorm"):
                 current = np.array(
                     [[held.get(j.job_id, -1), 0 if j.job_id in held else -1] for j in running]
                 )
                 # a train round is bulk synchronous: W workers per round; estimates: 0
                 bsp = [j.workers if j.kind == "train" else 0 for j in running]
                 if policy != "dorm_without_bsp":  # the partition table's policy
-                    figures = policy == "dorm"  # every job registered its completion figures
+                    figures: list[tuple[float, float] | None] = [None] * len(running)
+                    if policy == "dorm_exact_figures":
+                        figures = [(j.remaining_s(), j.critical_s()) for j in running]
+                    elif policy == "dorm":
+                        n_registrations += register_figures(running, registered, at_barrier)
+                        figures = [registered[j.job_id] for j in running]
+                    complete = all(f is not None for f in figures)
                     x = dorm_policy(
                         demand,
                         cap,
@@ -312,8 +403,8 @@ def simulate(policy: str, jobs: list[Job], capacity: int, args) -> dict:
                         current,
                         max_changes=args.max_changes,
                         bsp_workers=bsp,
-                        remaining_s=[j.remaining_s() for j in running] if figures else None,
-                        critical_s=[j.critical_s() for j in running] if figures else None,
+                        remaining_s=[f[0] for f in figures if f] if complete else None,
+                        critical_s=[f[1] for f in figures if f] if complete else None,
                     ).partitions
                 else:
                     x = dorm_partitions(
@@ -352,7 +443,13 @@ def simulate(policy: str, jobs: list[Job], capacity: int, args) -> dict:
         fair_integral += loss * dt
         now = next_t
         for j in running:
+            rounds_left = j.rounds_left
             changed |= j.finish(now)
+            if policy == "dorm" and j.end is None and j.rounds_left < rounds_left:
+                # a train round's barrier: TrainSchedule re-registers its figures when they moved
+                at_barrier[j.job_id] = train_figures(j)
+                if figures_moved(registered.get(j.job_id), at_barrier[j.job_id]):
+                    changed, n_figure_events = True, n_figure_events + 1
             # an estimate lowers its demand as its units finish (fanfit.jobs.estimate.demand): once
             # its unfinished units fall below its partition, the slots it cannot use are re-cut
             changed |= j.kind == "estimate" and j.end is None and j.demand() < held[j.job_id]
@@ -372,6 +469,11 @@ def simulate(policy: str, jobs: list[Job], capacity: int, args) -> dict:
         "partition_changes": n_changes,
         "idle_slot_s_demand_over_capacity": round(idle_over, 1),
         "idle_slot_s_demand_within_capacity": round(idle_under, 1),
+        **(
+            {"figure_registrations": n_registrations, "figure_events": n_figure_events}
+            if policy == "dorm"
+            else {}
+        ),
     }
 
 
@@ -568,8 +670,11 @@ def main() -> int:
         "measured": {k: round(v, 4) for k, v in measured.items()},
         "policies": policies,
         **compare(policies["dorm"], policies["static"]),
+        "live_policy": "dorm",
+        "policy_labels": {p: POLICY_LABELS[p] for p in POLICIES},
+        # the targets of the live policy, and for comparison of exact figures / no figures
         "issue15_targets": issue15_targets(policies),
-        # the optimizer alone: the partition table's policy while jobs register no figures
+        "issue15_targets_exact_figures": issue15_targets(policies, "dorm_exact_figures"),
         "issue15_targets_optimizer_only": issue15_targets(policies, "dorm_optimizer_only"),
     }
     # The same trace (same jobs, same measured seconds) at other offered loads: only the gaps

@@ -76,7 +76,9 @@ def test_a_jobs_demand_equals_its_next_waves_shards_and_falls_to_what_remains(
     resized = [h["jobs"][job]["demand"] for h in history[1:]]
     assert all(h["event"] == "resize" and h["job_id"] == job for h in history[1:])
     expected = [d for i, d in enumerate([*demands, IDLE_DEMAND]) if d != ([4, *demands])[i]]
-    assert resized == expected and resized[-1] == IDLE_DEMAND
+    # (a resize with an unchanged demand registered new completion figures: test_wave_figures.py)
+    changes = [d for prev, d in zip([4, *resized], resized, strict=False) if d != prev]
+    assert changes == expected and resized[-1] == IDLE_DEMAND
 
 
 class Running:

@@ -35,7 +35,12 @@ Dorm's optimizer, then, when every registered job gave its ``remaining_s`` (slot
 left) and ``critical_s`` (seconds it needs at least, at its whole demand), a completion pass
 within Dorm's fairness-loss bound (shortest remaining work first, the makespan's critical path
 before all, no fewer working slots). A job registered without them leaves every partition to
-Dorm's optimizer alone.
+Dorm's optimizer alone. The jobs give them at their barriers (:func:`follow_job`): an estimate
+from Schedule's first sized wave on (not while it probes: no unit has predicted seconds yet), a
+train job from TrainSchedule's round 1 on (round 0 has measured nothing); Prepare and TrainInit
+register without them, so the pass is off from a job's arrival to its first such barrier. A
+barrier re-registers only when the job's demand changed or a figure moved by more than
+:data:`FIGURE_TOLERANCE` since its last registration.
 
 Concurrent recomputations are serialised optimistically by the epoch item's version
 (:class:`fanfit.storage.Partitions`): each reads a snapshot, solves, and commits in one transaction
@@ -69,7 +74,10 @@ __all__ = [
     "Partition",
     "capacity_from_env",
     "check_weight",
+    "FIGURE_TOLERANCE",
     "execution_status",
+    "figures_moved",
+    "follow_job",
     "partition_at_barrier",
     "read_partition",
     "recompute",
@@ -88,6 +96,31 @@ MAX_ATTEMPTS = 12
 ALIVE_STATUSES = frozenset({"RUNNING", "PENDING_REDRIVE"})
 #: ``execution_status`` of an execution Step Functions does not know (``ExecutionDoesNotExist``).
 MISSING = "MISSING"
+#: Relative change of a registered completion figure (``remaining_s`` or ``critical_s``) that makes
+#: a barrier re-register the job (:func:`figures_moved`, :func:`follow_job`). The completion pass
+#: reads ``remaining_s`` only through the jobs' order (shortest remaining work first) and through
+#: the critical-path test ``critical_s >= share x sum(remaining_s) / capacity``
+#: (``completion_values`` of the completion pass), so a figure off by less than half can only
+#: misorder jobs whose remaining work is within a factor 2 of each other, while each
+#: re-registration costs a recomputation (a scan, a MILP of 8-14 ms and a transactional write:
+#: 0.26-0.98 s in-process on moto with 2-8 jobs and a full history, docs/sharing.md). In
+#: benchmarks/sharing.py's simulation (one trace, machine shared) tolerances 0.1, 0.25 and 0.5 gave
+#: the same utilization (0.905-0.907), completion (1.45-1.46x static's) and fairness loss
+#: (0.27-0.29 of static's), with 240, 108 and 50 recomputations from train barriers: 0.5 keeps the
+#: policy's compute under 5 % of the makespan (4.3 %; 6.2 % at 0.25). A train job of ``R`` rounds
+#: then re-registers about ``log2(R)`` times (6 of 99 measured barriers for ``R`` = 100), not
+#: every round.
+FIGURE_TOLERANCE = 0.5
+
+
+#: Optional completion figures of a registered job (:func:`register_job`).
+_COMPLETION_FIELDS = ("remaining_s", "critical_s")
+
+
+def _figure(job: dict[str, Any], key: str) -> float | None:
+    """A job's completion figure ``key`` as a float, None when it gave none."""
+    value = job.get(key)
+    return None if value is None else float(value)
 
 
 @dataclass(frozen=True)
@@ -107,6 +140,9 @@ class Partition:
         The recomputation that set it (the epoch's version).
     gpu_demand : int
         The GPU demand it registered.
+    remaining_s, critical_s : float or None
+        The completion figures it registered (:func:`register_job`); None: none. Not part of
+        :meth:`to_dict` (what a barrier records of its partition).
     """
 
     lambda_concurrency: int
@@ -114,6 +150,8 @@ class Partition:
     demand: int
     version: int
     gpu_demand: int = 0
+    remaining_s: float | None = None
+    critical_s: float | None = None
 
     @property
     def concurrency(self) -> int:
@@ -126,7 +164,8 @@ class Partition:
         return self.lambda_concurrency >= self.demand and self.gpus >= self.gpu_demand
 
     def to_dict(self) -> dict[str, int]:
-        return {**asdict(self), "concurrency": self.concurrency}
+        out = {k: v for k, v in asdict(self).items() if k not in _COMPLETION_FIELDS}
+        return {**out, "concurrency": self.concurrency}
 
 
 def capacity_from_env() -> tuple[int, int]:
@@ -144,6 +183,8 @@ def _partition(item: dict[str, Any]) -> Partition:
         demand=int(item.get("demand", 0)),
         version=int(item.get("version", 0)),
         gpu_demand=int(item.get("gpu_demand", 0)),
+        remaining_s=_figure(item, "remaining_s"),
+        critical_s=_figure(item, "critical_s"),
     )
 
 
@@ -229,16 +270,6 @@ def _stale_jobs(
                  "execution_status": status}
             )  # fmt: skip
     return dropped
-
-
-#: Optional completion figures of a registered job (:func:`register_job`).
-_COMPLETION_FIELDS = ("remaining_s", "critical_s")
-
-
-def _figure(job: dict[str, Any], key: str) -> float | None:
-    """A job's completion figure ``key`` as a float, None when it gave none."""
-    value = job.get(key)
-    return None if value is None else float(value)
 
 
 def recompute(
@@ -468,11 +499,15 @@ def register_job(
     sfn : botocore client, optional
         ``stepfunctions`` client for the stale check of the other jobs (see :func:`recompute`).
     remaining_s : float, optional
-        Slot-seconds of work the job has left (an estimate: units left x a unit's seconds; a
-        train job: worker steps left x a step's seconds).
+        Slot-seconds of work the job has left (an estimate: its units not yet run, this stage's
+        and the later stages', x each unit's predicted seconds,
+        :func:`fanfit.jobs.estimate.wave.completion_figures`; a train job: rounds left x its
+        last round's seconds x its Lambda workers,
+        :func:`fanfit.jobs.train.schedule.completion_figures`).
     critical_s : float, optional
-        Seconds the job needs at least at its whole demand (a train job: rounds left x a round's
-        seconds; an estimate: a unit's seconds). With ``remaining_s``, and when every registered
+        Seconds the job needs at least at its whole demand (an estimate: per stage still to run
+        its longest unit, summed over the stages; a train job: rounds left x a round's
+        seconds). With ``remaining_s``, and when every registered
         job gave both, the partitions get :func:`fanfit.sched.partition.dorm_policy`'s
         completion pass; new figures alone re-register the job (a ``"resize"``).
 
@@ -519,6 +554,104 @@ def register_job(
         sfn=sfn,
     )
     return read_partition(partitions, job_id)
+
+
+def figures_moved(
+    held: Partition,
+    remaining_s: float | None,
+    critical_s: float | None,
+    tolerance: float = FIGURE_TOLERANCE,
+) -> bool:
+    """Whether a job's new completion figures differ materially from those it registered.
+
+    Parameters
+    ----------
+    held : Partition
+        The job's registration (its ``remaining_s`` and ``critical_s``, None when it gave none).
+    remaining_s, critical_s : float or None
+        The figures at this barrier (None: the job cannot tell).
+    tolerance : float
+        Relative change that counts (default :data:`FIGURE_TOLERANCE`).
+
+    Returns
+    -------
+    bool
+        True when a figure appeared or disappeared (None against a number), or moved by more than
+        ``tolerance`` of its registered value: ``|new - old| > tolerance x old`` (so any change
+        from 0 counts).
+    """
+    for old, new in ((held.remaining_s, remaining_s), (held.critical_s, critical_s)):
+        if (old is None) != (new is None):
+            return True
+        if old is not None and new is not None and abs(new - old) > tolerance * old:
+            return True
+    return False
+
+
+def follow_job(
+    partitions: Partitions | None,
+    job_id: str,
+    kind: str,
+    *,
+    demand: int,
+    gpu_demand: int = 0,
+    weight: float = DEFAULT_WEIGHT,
+    remaining_s: float | None = None,
+    critical_s: float | None = None,
+    tolerance: float = FIGURE_TOLERANCE,
+    capacity: tuple[int, int] | None = None,
+    sfn: Any = None,
+) -> Partition | None:
+    """Re-register a job at a barrier when its demand changed or its completion figures moved.
+
+    Schedule (an estimate's wave, :func:`fanfit.jobs.estimate.demand.follow_wave`) and
+    TrainSchedule (a train round) call it. A job that holds no partition (never registered, or
+    already released) is left alone: only Prepare and TrainInit register a job's arrival, with its
+    execution. The job is re-registered (:func:`register_job`, a ``"resize"`` recomputation
+    keeping its execution) only when its Lambda or GPU demand differs from the registered one or
+    :func:`figures_moved` says so; otherwise nothing is written and the registered figures stay,
+    each within ``tolerance`` of the new ones.
+
+    Parameters
+    ----------
+    partitions : Partitions or None
+        None (no partition table) does nothing.
+    job_id, kind : str
+    demand, gpu_demand : int
+        The job's demand now.
+    weight : float
+        Its weight (unchanged since it arrived).
+    remaining_s, critical_s : float or None
+        Its completion figures now (:func:`register_job`); None: it cannot tell, and a
+        registration then drops the ones it gave, which turns the completion pass off for every
+        job until it gives them again.
+    tolerance : float
+        See :func:`figures_moved`.
+    capacity : (int, int), optional
+    sfn : botocore client, optional
+        As :func:`register_job`.
+
+    Returns
+    -------
+    Partition or None
+        The job's partition (after the recomputation when there was one); None without a table
+        or a registration.
+
+    Raises
+    ------
+    InvalidJobError, PartitionConflictError
+        See :func:`register_job`.
+    """
+    held = read_partition(partitions, job_id)
+    if held is None:
+        return None
+    same_demand = (held.demand, held.gpu_demand) == (int(demand), int(gpu_demand))
+    if same_demand and not figures_moved(held, remaining_s, critical_s, tolerance):
+        return held
+    return register_job(
+        partitions, job_id, kind, demand=demand, gpu_demand=gpu_demand, weight=weight,
+        capacity=capacity, sfn=sfn, remaining_s=remaining_s, critical_s=critical_s,
+    )  # fmt: skip
 
 
 def release_job(

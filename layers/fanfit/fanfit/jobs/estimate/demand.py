@@ -16,6 +16,12 @@ its own shards at once, so:
   cut from that demand;
 - a stage with nothing left asks for :data:`IDLE_DEMAND` until the next stage's Prepare or
   Aggregate (which releases the job).
+
+With its demand, Schedule registers the job's completion figures (``remaining_s``,
+``critical_s``: :func:`fanfit.jobs.estimate.wave.completion_figures`), which turn on the
+partition table's completion pass (``dorm_policy``, :func:`fanfit.jobs.sharing.recompute`) once every
+registered job gave them; a barrier whose demand is unchanged and whose figures moved by no more
+than :data:`fanfit.jobs.sharing.FIGURE_TOLERANCE` writes nothing.
 """
 
 from __future__ import annotations
@@ -80,14 +86,19 @@ def follow_wave(
     *,
     demand: int,
     gpu_demand: int = 0,
+    remaining_s: float | None = None,
+    critical_s: float | None = None,
 ) -> sharing.Partition | None:
-    """Re-register the job's demand at a barrier (Schedule), before the wave is sized.
+    """Re-register the job's demand and completion figures at a barrier (Schedule), before the
+    wave is sized.
 
     A job that holds no partition (not registered, or already released) is left alone: only
-    Prepare registers a job's arrival, with its execution. A demand equal to the registered one
-    changes nothing (no recomputation, no history entry); another one is a ``"resize"`` recomputation of every partition (:func:`fanfit.jobs.sharing.
-    recompute`). The job keeps its recorded execution and its ``weight``. A demand of nothing at
-    all (no Lambda shard, no GPU shard: the stage is done) registers :data:`IDLE_DEMAND`.
+    Prepare registers a job's arrival, with its execution. A demand equal to the registered one,
+    with figures within :data:`fanfit.jobs.sharing.FIGURE_TOLERANCE` of the registered ones,
+    changes nothing (no recomputation, no history entry); otherwise it is a ``"resize"``
+    recomputation of every partition (:func:`fanfit.jobs.sharing.follow_job`). The job keeps its
+    recorded execution and its ``weight``. A demand of nothing at all (no Lambda shard, no GPU
+    shard: the stage is done) registers :data:`IDLE_DEMAND`.
 
     Parameters
     ----------
@@ -100,6 +111,10 @@ def follow_wave(
         Lambda demand of the wave (:func:`wave_demand`).
     gpu_demand : int
         GPU worker jobs of the wave.
+    remaining_s, critical_s : float or None
+        The job's completion figures (:func:`fanfit.jobs.estimate.wave.completion_figures`);
+        None when a unit has no predicted seconds yet (a probe wave): the completion pass stays
+        off while the job is registered without them.
 
     Returns
     -------
@@ -115,9 +130,7 @@ def follow_wave(
         return None
     if demand + gpu_demand < 1:
         demand = IDLE_DEMAND
-    held = sharing.read_partition(partitions, job_id)
-    if held is None or (held.demand, held.gpu_demand) == (demand, gpu_demand):
-        return held
-    return sharing.register_job(
-        partitions, job_id, "estimate", demand=demand, gpu_demand=gpu_demand, weight=weight
-    )
+    return sharing.follow_job(
+        partitions, job_id, "estimate", demand=demand, gpu_demand=gpu_demand, weight=weight,
+        remaining_s=remaining_s, critical_s=critical_s,
+    )  # fmt: skip

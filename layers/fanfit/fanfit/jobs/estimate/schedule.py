@@ -111,7 +111,7 @@ def schedule_wave(
         at this barrier, caps the wave: its shards are sized for, and its ``max_concurrency``
         never exceeds, ``min(job max_concurrency, partition)``. The partition used goes into the
         wave's entry (``partition``). Before it is read, the job's demand is re-registered as the
-        wave's (:func:`register_wave`).
+        wave's, with the job's completion figures (:func:`register_wave`).
     memory_sizes : list of int, optional
         The memory sizes the stack's CrossFit functions offer, MB (default: only
         ``crossfit_memory_mb``); :func:`place` chooses among them.
@@ -154,7 +154,7 @@ def schedule_wave(
     # Dorm: the job's demand follows the wave about to be cut (jobs/estimate/demand.py)
     register_wave(
         partitions, ctx, remaining, history, memory_sizes=memory_sizes or [crossfit_memory_mb],
-        gpu_enabled=gpu_enabled, account_concurrency=account_concurrency,
+        gpu_enabled=gpu_enabled, account_concurrency=account_concurrency, throughput=throughput,
     )  # fmt: skip
     if not remaining:
         if recovered:

@@ -7,7 +7,9 @@ by Proteus' drift-plus-penalty rule (Xiang et al.; :func:`fanfit.sched.lyapunov.
 :func:`hybrid_batches`); DS-Sync (Wang et al. 2020) draws the round's groups
 (:func:`fanfit.sched.dssync.dssync_groups`) and first records the round before from its workers'
 records (:func:`fanfit.jobs.train.reduce.record_round`: DS-Sync has no reduce); the job's partition
-(Dorm) bounds the Map's concurrency.
+(Dorm) bounds the Map's concurrency, after the job's completion figures
+(:func:`completion_figures`) were re-registered where they moved
+(:func:`fanfit.jobs.sharing.follow_job`).
 """
 
 from __future__ import annotations
@@ -45,10 +47,13 @@ from fanfit.sched.throughput import (
     lambda_vcpus,
 )
 from fanfit.split import even_batches
+from fanfit.train.model import ModelState
 from fanfit.train.models import model_for
 
 __all__ = [
     "BACKLOG_SLACK",
+    "completion_figures",
+    "rounds_left",
     "ROUND_FRAGMENTS",
     "GPU_PRIOR_VCPUS",
     "RUNTIME_BASE_MB",
@@ -316,6 +321,62 @@ def _update_own(own: EwmaThroughput, obs: ShardObservation) -> EwmaThroughput:
     return EwmaThroughput(alpha=own.alpha, threads=own.threads, entries=[*kept, restart])
 
 
+def rounds_left(spec: TrainSpec, state: ModelState) -> int:
+    """Rounds of a job not yet ended, the one about to run included, at most.
+
+    From the model at the start of the round: K-Means' final E-step (phase ``'final'``) is the
+    last round; in phase ``'train'``, ``spec.rounds - n_iter`` rounds remain (SGD: exactly; K-Means:
+    at most, it may converge earlier) and K-Means adds its final E-step; ``'done'``: none.
+    """
+    if state.phase == "done":
+        return 0
+    if state.phase == "final":
+        return 1
+    final = 1 if spec.model == "kmeans" else 0
+    return max(int(spec.rounds) - int(state.n_iter), 1) + final
+
+
+def completion_figures(
+    spec: TrainSpec, state: ModelState, record: RoundRecord | None, n_lambda: int
+) -> tuple[float, float] | None:
+    """A train job's completion figures at a round's barrier (TrainSchedule), for Dorm.
+
+    The round's seconds ``t`` are the last round's longest worker, from its invocation's start to
+    its partial written (``max_i (ended_at_i - started_at_i)`` of the round record: compute and
+    I/O, without the wait for a slot when its partition was below its workers): a round's length
+    at the job's whole demand. With ``L`` = :func:`rounds_left` and ``W`` = ``n_lambda``:
+
+    - ``remaining_s = L x t x W``: slot-seconds of work left (each of its ``W`` Lambda slots is
+      held for the round, bulk synchronous);
+    - ``critical_s = L x t``: the rounds cannot overlap, so the job needs at least that long.
+
+    These are benchmarks/sharing.py's simulated ``Job.remaining_s`` / ``Job.critical_s`` of a
+    train job at a barrier (rounds left x ``W`` steps x a step's seconds; rounds left x a step's
+    seconds, a step there being the compute plus the invocation's overhead).
+
+    Parameters
+    ----------
+    spec : TrainSpec
+    state : ModelState
+        The model at the start of the round about to run.
+    record : RoundRecord or None
+        The last round's record; None in round 0.
+    n_lambda : int
+        The job's Lambda workers (its registered demand).
+
+    Returns
+    -------
+    (float, float) or None
+        ``(remaining_s, critical_s)``; None in round 0 (nothing measured yet) or with a record
+        without workers.
+    """
+    if record is None or not record.workers:
+        return None
+    round_s = max(max(float(w.ended_at) - float(w.started_at), 0.0) for w in record.workers)
+    left = rounds_left(spec, state)
+    return left * round_s * max(int(n_lambda), 0), left * round_s
+
+
 def schedule_round(
     store: storage.JobStore,
     throughput: storage.ThroughputRecords,
@@ -367,7 +428,10 @@ def schedule_round(
         partition_at_barrier`: below its demand, stale jobs' shares are reclaimed first), read
         at this barrier, bounds how many workers run at once: the round's ``max_concurrency`` is
         ``min(Lambda workers, partition)`` plus ``min(GPU workers, GPU share)`` (at least 1
-        each); the workers' batches and so the result do not change.
+        each); the workers' batches and so the result do not change. From round 1 on, the job's
+        :func:`completion_figures` are re-registered first when they moved by more than
+        :data:`fanfit.jobs.sharing.FIGURE_TOLERANCE` since the last registration (a
+        recomputation of every partition; otherwise nothing is written).
     records : JobRecords, optional
         The job table: a DS-Sync round's record updates the job's ``last_round`` there.
 
@@ -475,6 +539,14 @@ def schedule_round(
         if dssync
         else [list(range(n))]
     )
+    # Dorm: the job's completion figures (rounds left x its last round), re-registered only when
+    # they moved by more than sharing.FIGURE_TOLERANCE since the last registration
+    figures = completion_figures(spec, state, record, n_lambda=n - n_gpu)
+    sharing.follow_job(
+        partitions, job_id, "train", demand=n - n_gpu, gpu_demand=n_gpu, weight=plan.weight,
+        remaining_s=None if figures is None else figures[0],
+        critical_s=None if figures is None else figures[1],
+    )  # fmt: skip
     # The job's partition of the shared capacity, read at this barrier (Dorm): at most that many
     # workers run at once (the Map's MaxConcurrencyPath); the rest wait for a free slot.
     partition = sharing.partition_at_barrier(partitions, job_id)
