@@ -6,7 +6,7 @@ A trace of 20 jobs (estimate and train, mixed; arrivals from a seeded Poisson pr
 discrete-event simulation against partitioning policies of :mod:`fanfit.sched.partition`:
 
 - ``dorm``: the live policy, the one the partition table runs on a stack:
-  :func:`fanfit.sched.partition.dorm_policy` (the one :func:`fanfit.jobs.sharing.recompute` runs):
+  :func:`fanfit.sched.completion.dorm_policy` (the one :func:`fanfit.jobs.sharing.recompute` runs):
   the utilization-fairness optimizer (a MILP per event), at most ``--max-changes`` running jobs
   resized per event (Sun et al. 2017), then its completion pass from the completion figures the
   jobs registered (``remaining_s``, ``critical_s``): shortest remaining work first, the makespan's

@@ -30,7 +30,7 @@ Capacity: the account's concurrency (template parameter ``AccountConcurrency``, 
 ``FANFIT_ACCOUNT_CONCURRENCY``) and the GPUs of the Batch compute environment
 (``BatchMaxvCpus`` / :data:`GPU_WORKER_VCPUS`, environment ``FANFIT_BATCH_MAX_VCPUS``).
 
-The policy is :func:`fanfit.sched.partition.dorm_policy`, the one benchmarks/sharing.py simulates:
+The policy is :func:`fanfit.sched.completion.dorm_policy`, the one benchmarks/sharing.py simulates:
 Dorm's optimizer, then, when every registered job gave its ``remaining_s`` (slot-seconds of work
 left) and ``critical_s`` (seconds it needs at least, at its whole demand), a completion pass
 within Dorm's fairness-loss bound (shortest remaining work first, the makespan's critical path
@@ -508,7 +508,7 @@ def register_job(
         Seconds the job needs at least at its whole demand (an estimate: per stage still to run
         its longest unit, summed over the stages; a train job: rounds left x a round's
         seconds). With ``remaining_s``, and when every registered
-        job gave both, the partitions get :func:`fanfit.sched.partition.dorm_policy`'s
+        job gave both, the partitions get :func:`fanfit.sched.completion.dorm_policy`'s
         completion pass; new figures alone re-register the job (a ``"resize"``).
 
     Returns
