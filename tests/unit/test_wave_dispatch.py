@@ -253,3 +253,53 @@ def test_the_split_travels_in_the_wave_entry_and_an_old_entry_has_none() -> None
     # ... and a decision without one writes no "dispatch"
     no_gpu = _predict(gpu_enabled=False).stages[0].placement
     assert no_gpu.dispatch is None and "dispatch" not in no_gpu.to_json_dict()
+
+
+# ------------------------------------------------------------------------------ the job's cap
+
+
+@pytest.mark.parametrize(
+    ("cap", "n_units", "shares"),
+    [(1, [30, 10], [1, 0]), (2, [30, 10], [1, 1]), (4, [30, 10], [3, 1]), (3, [5, 5, 5, 5], [1, 1, 1, 0]),
+     (10, [1], [10]), (5, [10, 20], [2, 3])],
+)  # fmt: skip
+def test_the_jobs_concurrency_is_shared_between_resources_never_past_it(cap, n_units, shares):
+    from fanfit.sched.shards import share_concurrency
+
+    # GIVEN a wave's units on several memory sizes and the job's cap THEN the shares sum to the
+    # cap exactly, the resources with the most units first, the rest by largest remainder
+    assert share_concurrency(n_units, cap) == shares
+    with pytest.raises(InvalidJobError, match="max_concurrency"):
+        share_concurrency(n_units, 0)
+    with pytest.raises(InvalidJobError, match="at least one unit"):
+        share_concurrency([3, 0], 2)
+
+
+@pytest.mark.parametrize("cap", [1, 2, 3])
+def test_a_wave_on_two_memory_sizes_runs_within_the_jobs_cap(cap) -> None:
+    from fanfit.jobs.estimate.wave import Placement, StageContext, size_placed
+
+    # GIVEN a stage whose ml_l fits the placement put at 1,769 MB and ml_m at 3,538 MB (20 each),
+    # both measured, and a job cap (or Dorm partition) of `cap`
+    plan, folds = _plan()
+    units = dml.fit_units(plan.dml, 0)
+    sigs = {u.key: unit_signature(plan.dml, u, 2000, 2) for u in units}
+    ctx = StageContext(job_id="cap", stage=0, plan=plan, folds=folds, n_obs=2000, n_features=2,
+                       units=units, signatures=sigs)  # fmt: skip
+    history = EwmaThroughput(
+        entries=[ThroughputEntry(s, r, 400.0, 0.3, 3) for s in set(sigs.values()) for r in (L1, L2)]
+    )
+    by_resource = {L1: [u for u in units if u.learner == "ml_l"],
+                   L2: [u for u in units if u.learner == "ml_m"]}  # fmt: skip
+    placement = Placement(gpu_shards=[], lambda_units=units, job_concurrency=cap, partition=None,
+                          lambda_resource=L1, by_resource=by_resource)  # fmt: skip
+    # WHEN the wave is sized
+    sizings = size_placed(ctx, placement, history, account_concurrency=10)
+    # THEN its Map runs at most `cap` shards at once over both sizes (before: at least one each,
+    # so 2 under a cap of 1); with a cap of 1 the second size's units wait for the next wave
+    assert sum(s.decision.max_concurrency for s in sizings) <= cap
+    run = {u.key for s in sizings for shard in s.shards for u in shard}
+    if cap == 1:
+        assert [s.resource for s in sizings] == [L1] and run == {u.key for u in by_resource[L1]}
+    else:
+        assert {s.resource for s in sizings} == {L1, L2} and run == {u.key for u in units}

@@ -59,7 +59,7 @@ from fanfit.sched.resources import (
     resource_memory_mb,
     stack_gpu_resource,
 )
-from fanfit.sched.shards import deal, n_shards_for
+from fanfit.sched.shards import deal, n_shards_for, share_concurrency
 from fanfit.sched.sizing import DEFAULT_STARTUP_S, plan_shards, split_units
 from fanfit.sched.throughput import (
     EwmaThroughput,
@@ -204,9 +204,12 @@ def plan_job(
             if resource_kind(st.resource) == "gpu" and st.stage not in dual
         ] + [q.finish_s for d in split for q in d.queues if q.name == "gpu" and q.units]
         sized = [s for s in sizings if s.shards]
+        # a resource the job's cap left for a later wave (share_concurrency): the shards above
+        # are the first wave only, so the placement solver's own prediction
+        deferred = set(placement.by_resource or ()) - {s.resource for s in sizings}
         wall = (
             max(makespans + gpu_s)
-            if makespans and len(makespans) == len(sized)
+            if makespans and len(makespans) == len(sized) and not deferred
             else placement.decision.predicted_wall_s
         )
         stages.append(
@@ -772,8 +775,10 @@ def size_placed(
     account_concurrency: int,
 ) -> list[Sizing]:
     """:func:`size` for each Lambda resource the placement chose, in order of their unit counts
-    (the first is the wave's main sizing). The job's concurrency is shared between resources in
-    proportion to their units (at least 1 each); one resource keeps all of it."""
+    (the first is the wave's main sizing). The job's concurrency is shared between the resources
+    (:func:`fanfit.sched.shards.share_concurrency`), so the wave's Map never runs more than the
+    job's cap at once; a resource left without a share (more resources than the cap) runs in a
+    later wave of the stage."""
     groups = placement.by_resource
     if not groups:
         default = resource_memory_mb(placement.lambda_resource or lambda_resource(1769))
@@ -781,14 +786,15 @@ def size_placed(
             size(ctx, placement, history, default or 1769, account_concurrency=account_concurrency)
         ]
     order = sorted(groups, key=lambda r: (-len(groups[r]), r))
-    total = sum(len(groups[r]) for r in order)
+    shares = share_concurrency([len(groups[r]) for r in order], placement.job_concurrency)
     sizings = []
-    for resource in order:
-        share = max(1, (placement.job_concurrency * len(groups[resource])) // total)
+    for resource, share in zip(order, shares, strict=True):
+        if not share:
+            continue  # the cap is spent on the larger resources: these units wait a wave
         part = Placement(
             gpu_shards=[],
             lambda_units=groups[resource],
-            job_concurrency=placement.job_concurrency if len(order) == 1 else share,
+            job_concurrency=share,
             partition=placement.partition,
             lambda_resource=resource,
         )
