@@ -83,7 +83,9 @@ neither run starts with a probe wave). Measured, not simulated: ``utilization`` 
 job's shards of ``ended_at - started_at``, inside the CrossFit function: the result's
 ``timings.shards``) / (capacity x makespan), makespan from the first submission to the last job's
 end (its record's ``updated_at`` when it succeeded); ``jct_s`` per job = end - submission. The
-partition history's ``resize`` events are counted.
+partition history's ``resize`` events are counted. The jobs have 10,000 rows by default
+(``--live-n-obs``): at 1,000 rows the sizer packs each job into 1 or 2 shards, too few for the
+jobs to contend for the concurrency, so the two policies could not differ.
 """
 
 from __future__ import annotations
@@ -645,7 +647,7 @@ def main() -> int:
                         help="also run dorm against static on a local stack of its own (minutes)")  # fmt: skip
     parser.add_argument("--live-capacity", type=int, default=4, help="AccountConcurrency live")
     parser.add_argument("--live-jobs", type=int, default=4, help="concurrent estimates live (>= 4)")
-    parser.add_argument("--live-n-obs", type=int, default=1000, help="rows of each live job")
+    parser.add_argument("--live-n-obs", type=int, default=10_000, help="rows of each live job")
     parser.add_argument("--live-timeout-s", type=float, default=600.0)
     args = parser.parse_args()
 
