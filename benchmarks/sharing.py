@@ -499,8 +499,11 @@ def live_policy(client, policy: str, capacity: int, n_jobs: int, frame, timeout_
     -------
     dict
         ``utilization`` (busy slot-seconds / (capacity x makespan)), ``busy_slot_s``,
-        ``makespan_s``, ``jct_s`` (per job, seconds), ``mean_jct_s``, ``shards``, ``resize_events``
-        (partition history entries of this run's jobs), ``max_partition_sum``.
+        ``makespan_s``, ``jct_s`` (per job, seconds), ``mean_jct_s``, ``shards`` (Lambda),
+        ``gpu_shards`` (sent to the GPU worker: not counted as busy Lambda slots),
+        ``peak_lambda_shards`` (the most Lambda shards running at once: a partition shrinks
+        without preempting, so Dorm can pass the capacity briefly), ``resize_events`` (partition
+        history entries of this run's jobs), ``max_partition_sum``.
     """
     cap = capacity if policy == "dorm" else max(1, capacity // n_jobs)
     learner = '{"n_estimators": 40, "max_depth": 6, "random_state": 0}'
@@ -515,18 +518,23 @@ def live_policy(client, policy: str, capacity: int, n_jobs: int, frame, timeout_
         )  # fmt: skip
     for job in jobs:
         job.wait(timeout=timeout_s)
-    busy, ends, jct, n_shards = 0.0, [], [], 0
-    starts = []
+    ends, jct, n_shards, n_gpu = [], [], 0, 0
+    starts, intervals = [], []
     for job in jobs:
         record = job.record()
-        shards = job.stats()
+        # the concurrency shared is Lambda's: a shard the wave sent to the GPU worker (AWS Batch,
+        # Proteus' split) holds no Lambda slot
+        stats = job.stats()
+        shards = [s for s in stats if str(s.get("resource", "")).startswith("lambda-")]
+        n_gpu += len(stats) - len(shards)
         n_shards += len(shards)
-        busy += sum(float(s["ended_at"]) - float(s["started_at"]) for s in shards)
+        intervals += [(float(s["started_at"]), float(s["ended_at"])) for s in shards]
         submitted, ended = float(record["submitted_at"]), float(record["updated_at"])
         starts.append(submitted)
         ends.append(ended)
         jct.append(ended - submitted)
     makespan = max(ends) - min(starts)
+    busy = sum(end - start for start, end in intervals)
     ids = {job.job_id for job in jobs}
     history = [h for h in client.partition_history() if h.get("job_id") in ids]
     return {
@@ -537,12 +545,24 @@ def live_policy(client, policy: str, capacity: int, n_jobs: int, frame, timeout_
         "jct_s": [round(v, 2) for v in jct],
         "mean_jct_s": round(float(np.mean(jct)), 2),
         "shards": n_shards,
+        "gpu_shards": n_gpu,
+        "peak_lambda_shards": _peak_overlap(intervals),
         "resize_events": sum(h.get("event") == "resize" for h in history),
         "history_events": len(history),
         "max_partition_sum": max(
             (sum(j["partition"] for j in h.get("jobs", {}).values()) for h in history), default=0
         ),
     }
+
+
+def _peak_overlap(intervals: list[tuple[float, float]]) -> int:
+    """The most intervals ``(start, end)`` open at one instant (shards running at once)."""
+    events = sorted([(t, 1) for t, _ in intervals] + [(t, -1) for _, t in intervals])
+    running = peak = 0
+    for _, step in events:
+        running += step
+        peak = max(peak, running)
+    return peak
 
 
 def live(capacity: int, n_jobs: int, n_obs: int, timeout_s: float) -> dict:
