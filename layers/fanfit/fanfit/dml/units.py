@@ -209,7 +209,7 @@ def fold_means(
                 f"The fold scalar {name!r} is not finite in repetition {i_rep}, treatment "
                 f"{spec.d_cols[i_treat]!r}; a fold unit did not run."
             )
-        out[name] = float(np.mean(values))
+        out[name] = np.mean(values)  # numpy float64, as DoubleML's np.mean(ipw_vec)
     return out
 
 
@@ -380,7 +380,8 @@ def _target_and_rows(
     """Target of the unit's learner and the restriction of its training rows (or None)."""
     fit = nuisance(spec, unit.learner)
     if fit.target == RESIDUAL:
-        theta = _theta_initial(inputs, unit, spec)
+        # numpy float64 as DoubleML's theta_initial: with a float32 outcome the target is float64
+        theta = np.float64(_theta_initial(inputs, unit, spec))
         target = data.y - theta * data.d[:, unit.i_treat]
     else:
         target = column(spec, data, fit.target, unit.i_treat)
@@ -453,7 +454,9 @@ def fit_predict(
     -------
     numpy.ndarray of float64, shape (n_test,)
         Predictions for the rows ``np.flatnonzero(folds[:, i_rep] == i_fold)``, in that order
-        (a fold procedure's unit: shape ``(n_keys * n_test + n_scalars,)``).
+        (a fold procedure's unit: shape ``(n_keys * n_test + n_scalars,)``); float32 where the
+        learner predicts in float32 on float32 covariates, as DoubleML keeps them
+        (:attr:`~fanfit.dml.DMLSpec.dtypes`; not with ``cluster_cols``).
 
     Raises
     ------
@@ -531,9 +534,21 @@ def _fit_predict_one(
         positive = np.flatnonzero(np.asarray(estimator.classes_) == 1)
         if positive.size == 0:
             return np.zeros(test.size, dtype=np.float64)
-        return np.asarray(proba[:, positive[0]], dtype=np.float64)
+        return _prediction(spec, proba[:, positive[0]])
     estimator.fit(x[train], target[train])
-    return np.asarray(estimator.predict(x[test]), dtype=np.float64).reshape(test.size)
+    return _prediction(spec, estimator.predict(x[test])).reshape(test.size)
+
+
+def _prediction(spec: DMLSpec, values: Any) -> np.ndarray:
+    """A learner's predictions in float64, or float32 where the learner gave float32 (a linear
+    model fitted on float32 covariates, :attr:`~fanfit.dml.DMLSpec.dtypes`) and DoubleML keeps
+    them so: its default fit predicts through scikit-learn's ``cross_val_predict``, whose output
+    keeps the learner's dtype, and computes the scores on it; with cluster folds (not a partition)
+    it predicts fold by fold into a float64 array."""
+    arr = np.asarray(values)
+    if arr.dtype == np.float32 and not spec.cluster_cols:
+        return arr
+    return np.asarray(arr, dtype=np.float64)
 
 
 def _run_fold_procedure(
@@ -597,7 +612,9 @@ def _fold_scalars(names: tuple[str, ...], inputs: dict | None, unit: FitUnit) ->
     """The fold's scalars from stage 1's inputs (``fold_scalars[name][i_treat][i_rep][i_fold]``)."""
     try:
         table = inputs["fold_scalars"]  # type: ignore[index]
-        return {n: float(table[n][unit.i_treat][unit.i_rep][unit.i_fold]) for n in names}
+        # numpy float64, as DoubleML holds them (a Python float is rounded to a float32 outcome's
+        # dtype when compared with it: NumPy's NEP 50)
+        return {n: np.float64(table[n][unit.i_treat][unit.i_rep][unit.i_fold]) for n in names}
     except (TypeError, KeyError, IndexError) as exc:
         raise InvalidJobError(
             f"Unit {unit.key} needs stage_inputs with 'fold_scalars' ({', '.join(names)}) from "
@@ -641,7 +658,13 @@ def put_predictions(
         Needed for a fold procedure's units.
     """
     test = np.flatnonzero(np.asarray(folds)[:, unit.i_rep] == unit.i_fold)
-    values = np.asarray(values, dtype=np.float64)
+    values = np.asarray(values)
+    if values.dtype == np.float32 and unit.learner in preds:
+        # a learner that predicts in float32 (:func:`fit_predict`): its key's array holds float32,
+        # as DoubleML's predictions that its scores see (stored back as float64, exactly)
+        preds[unit.learner] = preds[unit.learner].astype(np.float32, copy=False)
+    else:
+        values = np.asarray(values, dtype=np.float64)
     if spec is not None and model_def(spec.model).fold_procedure_for(spec) is not None:
         keys, scalars = _fold_layout(spec, unit.stage)
         if values.shape != (len(keys) * test.size + len(scalars),):
@@ -674,7 +697,8 @@ def check_preds(
 
     Returns
     -------
-    dict of str to numpy.ndarray of float64, shape (n_obs, n_rep, n_treat)
+    dict of str to numpy.ndarray of float64 (float32 where a learner predicted in float32:
+    :func:`put_predictions`), shape (n_obs, n_rep, n_treat)
 
     Raises
     ------
@@ -691,7 +715,9 @@ def check_preds(
             f"have: {', '.join(sorted(preds)) or 'none'}."
         )
     for key in keys:
-        arr = np.asarray(preds[key], dtype=np.float64)
+        arr = np.asarray(preds[key])
+        if arr.dtype != np.float32:
+            arr = np.asarray(arr, dtype=np.float64)
         if arr.shape != shape:
             raise InvalidJobError(
                 f"Predictions for {key!r} have shape {arr.shape}, expected {shape}."
@@ -783,7 +809,7 @@ def _fold_chain(
     key = prediction_keys(spec, 0)[0]
     table: dict[str, list[list[list[float]]]] = {n: [] for n in fp.scalars}
     for i_treat in range(spec.n_treat):
-        start = fp.start(spec, data, i_treat)
+        start: Any = fp.start(spec, data, i_treat)  # y's dtype (rep 0), then float64
         for name in fp.scalars:
             table[name].append([])
         for i_rep in range(spec.n_rep):
@@ -800,5 +826,7 @@ def _fold_chain(
             for name in fp.scalars:
                 table[name][i_treat].append([float(v[name]) for v in per_fold])
             if fp.chained:
-                start = float(np.mean([v[fp.scalars[0]] for v in per_fold]))
+                # numpy float64 as DoubleML's np.mean(ipw_vec): against a float32 outcome's
+                # bounds the next searches' brackets are then computed in float64, as there
+                start = np.mean([v[fp.scalars[0]] for v in per_fold])
     return table
