@@ -307,8 +307,9 @@ def test_clustered_pliv_and_one_sided_iivm_through_the_pipeline_equal_doubleml(l
     np.testing.assert_allclose(res.coef, obj.coef, rtol=1e-9, atol=0)
     np.testing.assert_allclose(res.se, obj.se, rtol=1e-9, atol=0)
     # and the one-sided IIVM equals DoubleML's with the same subgroups and folds
-    # (as float64, as fanfit reads it: DoubleML would fit the Stata file's float32 columns in float32)
-    df401 = pd.read_stata(DATA_401K).astype(float)
+    # (on the Stata file as pandas reads it: DoubleML computes in its float32 columns, and the
+    # client records those dtypes in the job's spec, whose units compute in them too)
+    df401 = pd.read_stata(DATA_401K)
     ref = doubleml.DoubleMLIIVM(
         doubleml.DoubleMLData(df401, "net_tfa", "p401", x_cols=X_401K, z_cols="e401"),
         **{k: LearnerSpec.parse(v).build() for k, v in iivm_learners.items()}, n_folds=3,

@@ -160,8 +160,9 @@ def test_doublemls_401k_iivm_example_runs_with_subgroups_and_equals_doubleml() -
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         result = estimate_in_process(checked.spec, checked.data)
-        # (as float64, as fanfit reads it: DoubleML fits the Stata file's float32 columns in float32)
-        df = pd.read_stata(path).astype(float)
+        # (the Stata file as pandas reads it: float32 net_tfa and inc, DoubleML computing in
+        # float32 there; the client records those dtypes in the spec and fanfit computes in them)
+        df = pd.read_stata(path)
         obj = dml.DoubleMLIIVM(
             dml.DoubleMLData(df, "net_tfa", "p401", x_cols=x_cols, z_cols="e401"),
             **{k: checked.spec.learners[k].build() for k in learners},
@@ -171,6 +172,7 @@ def test_doublemls_401k_iivm_example_runs_with_subgroups_and_equals_doubleml() -
         obj.set_sample_splitting(folds_to_smpls(draw_folds(len(df), 3, 1, 4)))
         obj.fit()
     # THEN the example runs and equals DoubleML
+    assert checked.spec.dtypes == {"y": "float32", "x": "float32"}
     np.testing.assert_allclose(result.coef, obj.coef, rtol=1e-9, atol=0)
     np.testing.assert_allclose(result.se, obj.se, rtol=1e-9, atol=0)
 
