@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import warnings
 from pathlib import Path
+from types import SimpleNamespace
 
 import doubleml
 import numpy as np
@@ -23,6 +24,11 @@ import fanfit
 from fanfit.client import check_estimate
 from fanfit.client.data import doubleml_dtypes
 from fanfit.dml import DMLSpec, draw_folds, estimate_in_process, folds_to_smpls, validate_data
+from fanfit.dml.interop import (
+    external_predictions,
+    predictions_from_arrays,
+    predictions_to_arrays,
+)
 from fanfit.errors import InvalidJobError
 
 TOL = 1e-12
@@ -174,17 +180,25 @@ def test_plr_on_a_float32_frame_equals_doubleml() -> None:
     # THEN the spec records float32 for every role, the uploaded values stay float64
     assert checked.spec.dtypes == {"y": "float32", "d": "float32", "x": "float32"}
     assert checked.values.dtype == np.float64 and checked.data.x.dtype == np.float32
-    # AND predictions, estimates and standard errors are DoubleML's at 1e-12
+    # AND the learners' predictions are DoubleML's at 1e-12 (fitted on the same float32 arrays)
     for key in ("ml_l", "ml_m"):
         np.testing.assert_allclose(res.predictions[key], obj.predictions[key], rtol=TOL, atol=TOL)
-    np.testing.assert_allclose(res.all_coef, obj.all_coef, rtol=TOL, atol=0)
-    np.testing.assert_allclose(res.all_se, obj.all_se, rtol=TOL, atol=0)
-    # AND on float64 arrays (fanfit before) neither are (the float32 fits differ)
+    # AND estimates and standard errors are DoubleML's on these predictions at 1e-12 (its
+    # external_predictions, which it scores in float64, as fanfit stores predictions) ...
+    ext = doubleml.DoubleMLPLR(data, LinearRegression(), LinearRegression(), n_folds=3, n_rep=2,
+                               draw_sample_splitting=False)  # fmt: skip
+    ext.set_sample_splitting(folds_to_smpls(folds))
+    ext.fit(external_predictions=external_predictions(checked.spec, res.predictions))
+    np.testing.assert_allclose(res.all_coef, ext.all_coef, rtol=TOL, atol=0)
+    np.testing.assert_allclose(res.all_se, ext.all_se, rtol=TOL, atol=0)
+    # ... and its own fit's within float32 precision (1e-6): that one scores LinearRegression's float32 predictions
+    # as cross_val_predict returns them, in float32 arithmetic (DoubleML's two paths differ so)
+    np.testing.assert_allclose(res.all_coef, obj.all_coef, rtol=1e-6, atol=0)
+    # AND on float64 arrays (fanfit before) the predictions differ (the float32 fits differ)
     spec64 = _plr_spec(x_cols=tuple(x_cols), n_folds=3, n_rep=2)
     values = frame[["y", "d", *x_cols]].to_numpy(dtype=np.float64)
     res64 = estimate_in_process(spec64, validate_data(spec64, ["y", "d", *x_cols], values), folds)
     assert not np.allclose(res64.predictions["ml_l"], obj.predictions["ml_l"], rtol=TOL, atol=0)
-    assert not np.allclose(res64.all_coef, obj.all_coef, rtol=TOL, atol=0)
 
 
 def _pq_models(frame: pd.DataFrame, folds: np.ndarray, n_rep: int) -> tuple:
@@ -220,3 +234,49 @@ def test_pq_on_the_401k_stata_frame_equals_doubleml(n_rep: int) -> None:
     g, m = res.predictions["ml_g"], np.clip(res.predictions["ml_m"], 0.01, 0.99)
     np.testing.assert_allclose(g, theirs.predictions["ml_g"], rtol=TOL, atol=TOL)
     np.testing.assert_allclose(m, theirs.predictions["ml_m"], rtol=TOL, atol=TOL)
+
+
+def test_the_doubleml_class_on_a_float32_frame_fits_on_doublemls_arrays() -> None:
+    # GIVEN fanfit's DoubleMLPLR and DoubleML's on one float32 frame, linear learners (which
+    # predict in float32 there) and the same sample splitting
+    np.random.seed(12)
+    frame = make_plr_CCDDHNR2018(n_obs=200, dim_x=3, alpha=0.5, return_type="DataFrame")
+    data = doubleml.DoubleMLData(frame.astype(np.float32), y_col="y", d_cols="d")
+    ours = fanfit.DoubleMLPLR(data, LinearRegression(), LinearRegression(), n_folds=3, n_rep=2)
+    theirs = doubleml.DoubleMLPLR(data, LinearRegression(), LinearRegression(), n_folds=3,
+                                  n_rep=2, draw_sample_splitting=False)  # fmt: skip
+    theirs.set_sample_splitting(ours.smpls)
+    # WHEN fanfit's is fitted "on the stack" (the fake one: the job in-process, its predictions
+    # stored and read back as the stack does) and DoubleML's in-process, its own way
+    ours.fit(client=_FakeClient())
+    theirs.fit()
+    # THEN the class's check against DoubleML on the job's predictions passed (no ParityError),
+    # the job computed in float32 like DoubleML, and the predictions are DoubleML's own at 1e-12
+    assert ours.fanfit_job.checked.spec.dtypes == {"y": "float32", "d": "float32", "x": "float32"}
+    for key in ("ml_l", "ml_m"):
+        np.testing.assert_allclose(ours.predictions[key], theirs.predictions[key], rtol=TOL)
+    # AND the estimate is DoubleML's own fit's within 1e-6 (that one scores the float32
+    # predictions in float32, its external_predictions in float64)
+    np.testing.assert_allclose(ours.all_coef, theirs.all_coef, rtol=1e-6, atol=0)
+
+
+class _FakeJob:
+    """A job run here (fanfit's in-process estimate); its predictions written and read back as
+    the stack's Aggregate and the client do (fanfit.dml.interop)."""
+
+    def __init__(self, checked) -> None:
+        self.checked = checked
+        self.res = estimate_in_process(checked.spec, checked.data, checked.folds)
+
+    def result(self, timeout=None, progress=False):
+        r = self.res
+        return SimpleNamespace(coef=r.coef, se=r.se, d_cols=list(r.d_cols), execution_arn="arn:f")
+
+    def predictions(self):
+        stored = predictions_to_arrays(self.checked.spec.d_cols, self.res.predictions)
+        return predictions_from_arrays(stored)
+
+
+class _FakeClient:
+    def submit_estimate(self, data, **options):
+        return _FakeJob(check_estimate(data, **options))

@@ -190,11 +190,9 @@ def aggregate(
         model=spec.model,
         score=spec.score,
     )
-    # stored as DoubleML stores them, in float64 (a float32 learner's predictions exactly)
-    stored = {k: np.asarray(v, dtype=np.float64) for k, v in checked.items()}
-    result.predictions = stored
+    result.predictions = checked
     # DoubleML's nuisance_loss: each learner's out-of-sample RMSE or log loss per repetition
-    result.nuisance_loss = nuisance_loss(spec, data, stored)
+    result.nuisance_loss = nuisance_loss(spec, data, checked)
     result.nuisance_metric = loss_metrics(spec)
     if spec.boot_method is not None:
         result.bootstrap(spec.boot_method, spec.n_rep_boot, spec.seed)

@@ -454,9 +454,7 @@ def fit_predict(
     -------
     numpy.ndarray of float64, shape (n_test,)
         Predictions for the rows ``np.flatnonzero(folds[:, i_rep] == i_fold)``, in that order
-        (a fold procedure's unit: shape ``(n_keys * n_test + n_scalars,)``); float32 where the
-        learner predicts in float32 on float32 covariates, as DoubleML keeps them
-        (:attr:`~fanfit.dml.DMLSpec.dtypes`; not with ``cluster_cols``).
+        (a fold procedure's unit: shape ``(n_keys * n_test + n_scalars,)``).
 
     Raises
     ------
@@ -534,21 +532,10 @@ def _fit_predict_one(
         positive = np.flatnonzero(np.asarray(estimator.classes_) == 1)
         if positive.size == 0:
             return np.zeros(test.size, dtype=np.float64)
-        return _prediction(spec, proba[:, positive[0]])
+        return np.asarray(proba[:, positive[0]], dtype=np.float64)
     estimator.fit(x[train], target[train])
-    return _prediction(spec, estimator.predict(x[test])).reshape(test.size)
-
-
-def _prediction(spec: DMLSpec, values: Any) -> np.ndarray:
-    """A learner's predictions in float64, or float32 where the learner gave float32 (a linear
-    model fitted on float32 covariates, :attr:`~fanfit.dml.DMLSpec.dtypes`) and DoubleML keeps
-    them so: its default fit predicts through scikit-learn's ``cross_val_predict``, whose output
-    keeps the learner's dtype, and computes the scores on it; with cluster folds (not a partition)
-    it predicts fold by fold into a float64 array."""
-    arr = np.asarray(values)
-    if arr.dtype == np.float32 and not spec.cluster_cols:
-        return arr
-    return np.asarray(arr, dtype=np.float64)
+    # float64 (a learner fitted on float32 covariates may predict in float32; exact in float64)
+    return np.asarray(estimator.predict(x[test]), dtype=np.float64).reshape(test.size)
 
 
 def _run_fold_procedure(
@@ -658,13 +645,7 @@ def put_predictions(
         Needed for a fold procedure's units.
     """
     test = np.flatnonzero(np.asarray(folds)[:, unit.i_rep] == unit.i_fold)
-    values = np.asarray(values)
-    if values.dtype == np.float32 and unit.learner in preds:
-        # a learner that predicts in float32 (:func:`fit_predict`): its key's array holds float32,
-        # as DoubleML's predictions that its scores see (stored back as float64, exactly)
-        preds[unit.learner] = preds[unit.learner].astype(np.float32, copy=False)
-    else:
-        values = np.asarray(values, dtype=np.float64)
+    values = np.asarray(values, dtype=np.float64)
     if spec is not None and model_def(spec.model).fold_procedure_for(spec) is not None:
         keys, scalars = _fold_layout(spec, unit.stage)
         if values.shape != (len(keys) * test.size + len(scalars),):
@@ -697,8 +678,7 @@ def check_preds(
 
     Returns
     -------
-    dict of str to numpy.ndarray of float64 (float32 where a learner predicted in float32:
-    :func:`put_predictions`), shape (n_obs, n_rep, n_treat)
+    dict of str to numpy.ndarray of float64, shape (n_obs, n_rep, n_treat)
 
     Raises
     ------
@@ -715,9 +695,7 @@ def check_preds(
             f"have: {', '.join(sorted(preds)) or 'none'}."
         )
     for key in keys:
-        arr = np.asarray(preds[key])
-        if arr.dtype != np.float32:
-            arr = np.asarray(arr, dtype=np.float64)
+        arr = np.asarray(preds[key], dtype=np.float64)
         if arr.shape != shape:
             raise InvalidJobError(
                 f"Predictions for {key!r} have shape {arr.shape}, expected {shape}."
