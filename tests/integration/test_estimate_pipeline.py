@@ -307,14 +307,20 @@ def test_clustered_pliv_and_one_sided_iivm_through_the_pipeline_equal_doubleml(l
     np.testing.assert_allclose(res.coef, obj.coef, rtol=1e-9, atol=0)
     np.testing.assert_allclose(res.se, obj.se, rtol=1e-9, atol=0)
     # and the one-sided IIVM equals DoubleML's with the same subgroups and folds
-    # (as float64, as fanfit reads it: DoubleML would fit the Stata file's float32 columns in float32)
-    df401 = pd.read_stata(DATA_401K).astype(float)
-    ref = doubleml.DoubleMLIIVM(
-        doubleml.DoubleMLData(df401, "net_tfa", "p401", x_cols=X_401K, z_cols="e401"),
-        **{k: LearnerSpec.parse(v).build() for k, v in iivm_learners.items()}, n_folds=3,
-        subgroups=subgroups, normalize_ipw=True,
-    )  # fmt: skip
-    ref.set_sample_splitting(dml.folds_to_smpls(dml.draw_folds(len(df401), 3, 1, 4)))
-    ref.fit()
-    np.testing.assert_allclose(res_iivm.coef, ref.coef, rtol=1e-9, atol=0)
-    np.testing.assert_allclose(res_iivm.se, ref.se, rtol=1e-9, atol=0)
+    # (on the Stata file as pandas reads it: DoubleML computes in its float32 columns, and the
+    # client records those dtypes in the job's spec, whose units compute in them too): DoubleML
+    # on the job's predictions (external_predictions) at 1e-9, its own fit within 1e-6 (that one
+    # scores LinearRegression's float32 predictions in float32)
+    df401 = pd.read_stata(DATA_401K)
+    fitted = []
+    for preds in (iivm.predictions(), None):
+        ref = doubleml.DoubleMLIIVM(
+            doubleml.DoubleMLData(df401, "net_tfa", "p401", x_cols=X_401K, z_cols="e401"),
+            **{k: LearnerSpec.parse(v).build() for k, v in iivm_learners.items()}, n_folds=3,
+            subgroups=subgroups, normalize_ipw=True,
+        )  # fmt: skip
+        ref.set_sample_splitting(dml.folds_to_smpls(dml.draw_folds(len(df401), 3, 1, 4)))
+        fitted.append(ref.fit(external_predictions=preds))
+    np.testing.assert_allclose(res_iivm.coef, fitted[0].coef, rtol=1e-9, atol=0)
+    np.testing.assert_allclose(res_iivm.se, fitted[0].se, rtol=1e-9, atol=0)
+    np.testing.assert_allclose(res_iivm.coef, fitted[1].coef, rtol=1e-6, atol=0)

@@ -23,6 +23,7 @@ from fanfit.dml import (
     prediction_keys,
     validate_data,
 )
+from fanfit.dml.interop import external_predictions
 from fanfit.errors import InvalidJobError, OneSidedNoncomplianceError
 
 X_COLS = ["x0", "x1", "x2"]
@@ -160,19 +161,29 @@ def test_doublemls_401k_iivm_example_runs_with_subgroups_and_equals_doubleml() -
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         result = estimate_in_process(checked.spec, checked.data)
-        # (as float64, as fanfit reads it: DoubleML fits the Stata file's float32 columns in float32)
-        df = pd.read_stata(path).astype(float)
-        obj = dml.DoubleMLIIVM(
-            dml.DoubleMLData(df, "net_tfa", "p401", x_cols=x_cols, z_cols="e401"),
-            **{k: checked.spec.learners[k].build() for k in learners},
-            n_folds=3,
-            subgroups=subgroups,
-        )
-        obj.set_sample_splitting(folds_to_smpls(draw_folds(len(df), 3, 1, 4)))
-        obj.fit()
-    # THEN the example runs and equals DoubleML
-    np.testing.assert_allclose(result.coef, obj.coef, rtol=1e-9, atol=0)
-    np.testing.assert_allclose(result.se, obj.se, rtol=1e-9, atol=0)
+        # (the Stata file as pandas reads it: float32 net_tfa and inc, DoubleML computing in
+        # float32 there; the client records those dtypes in the spec and fanfit computes in them)
+        df = pd.read_stata(path)
+        fitted = []
+        for preds in (None, external_predictions(checked.spec, result.predictions)):
+            obj = dml.DoubleMLIIVM(
+                dml.DoubleMLData(df, "net_tfa", "p401", x_cols=x_cols, z_cols="e401"),
+                **{k: checked.spec.learners[k].build() for k in learners},
+                n_folds=3,
+                subgroups=subgroups,
+            )
+            obj.set_sample_splitting(folds_to_smpls(draw_folds(len(df), 3, 1, 4)))
+            fitted.append(obj.fit(store_predictions=True, external_predictions=preds))
+    own, ext = fitted
+    # THEN the example runs on DoubleML's float32 arrays: the learners' predictions are those of
+    # DoubleML's own fit, and the estimate is DoubleML's on them (external_predictions) at 1e-9
+    assert checked.spec.dtypes == {"y": "float32", "x": "float32"}
+    for key in ("ml_g0", "ml_g1", "ml_m"):
+        np.testing.assert_allclose(result.predictions[key], own.predictions[key], rtol=1e-12)
+    np.testing.assert_allclose(result.coef, ext.coef, rtol=1e-9, atol=0)
+    np.testing.assert_allclose(result.se, ext.se, rtol=1e-9, atol=0)
+    # AND its own fit's within 1e-6 (it scores LinearRegression's float32 predictions in float32)
+    np.testing.assert_allclose(result.coef, own.coef, rtol=1e-6, atol=0)
 
 
 def test_to_doubleml_keeps_the_subgroups() -> None:

@@ -4,6 +4,7 @@ stack's outputs both submit paths make before they upload (:func:`check_gpu_work
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -11,7 +12,13 @@ from typing import Any
 import numpy as np
 
 from fanfit import dml, errors, storage
-from fanfit.client.data import check_header_columns, in_place_uri, read_table, to_matrix
+from fanfit.client.data import (
+    check_header_columns,
+    doubleml_dtypes,
+    in_place_uri,
+    read_table,
+    to_matrix,
+)
 from fanfit.client.options import EstimateOptions
 from fanfit.dml.models import model_def
 from fanfit.jobs.documents import DataSource
@@ -24,6 +31,7 @@ __all__ = [
     "check_gpu_worker",
     "data_source",
     "stack_has_gpu_worker",
+    "with_doubleml_dtypes",
 ]
 
 
@@ -129,6 +137,7 @@ class CheckedEstimate:
             "s_col": spec.s_col,
             "treatment": spec.treatment,
             "quantile": spec.quantile,
+            "dtypes": spec.dtypes,
         }
 
 
@@ -176,7 +185,8 @@ def check_estimate(
     spec, columns, weight = options.check()
     if frame is None:
         frame = read_table(options.data, s3)
-    names, values = to_matrix(frame, columns)
+    names, values = to_matrix(frame, columns)  # names a missing or non-numeric column
+    spec = with_doubleml_dtypes(spec, frame)
     dml_data = dml.validate_data(spec, names, values)
     fold_array = None
     if options.folds is not None:
@@ -194,6 +204,30 @@ def check_estimate(
         units_per_shard=options.units_per_shard,
         weight=weight,
     )
+
+
+def with_doubleml_dtypes(spec: dml.DMLSpec, frame: Any) -> dml.DMLSpec:
+    """``spec`` with the dtypes DoubleML computes ``frame``'s roles in
+    (:attr:`fanfit.dml.DMLSpec.dtypes`, :func:`fanfit.client.data.doubleml_dtypes`): the data
+    travel as float64 and every unit casts them back (:func:`fanfit.dml.validate_data`).
+
+    Parameters
+    ----------
+    spec : fanfit.dml.DMLSpec
+    frame : pandas.DataFrame
+        The user's data, as read (:func:`~fanfit.client.data.read_table`) or as DoubleML holds it.
+
+    Returns
+    -------
+    fanfit.dml.DMLSpec
+        ``spec`` itself when every role is float64.
+    """
+    dtypes = doubleml_dtypes(frame, spec)
+    if dtypes == (spec.dtypes or {}):
+        return spec
+    spec = dataclasses.replace(spec, dtypes=dtypes or None)
+    spec.validate()
+    return spec
 
 
 def _options(data: Any, options: EstimateOptions | None, kwargs: dict[str, Any]) -> EstimateOptions:

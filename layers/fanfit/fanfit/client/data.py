@@ -159,3 +159,53 @@ def to_matrix(frame: pd.DataFrame, columns: Sequence[str]) -> tuple[list[str], n
             )
         out[:, j] = col.to_numpy(dtype=np.float64, na_value=np.nan)
     return list(columns), out
+
+
+def doubleml_dtypes(frame: pd.DataFrame, spec: Any) -> dict[str, str]:
+    """The dtypes DoubleML 0.11.4 computes a spec's data roles in, on ``frame``, where not float64.
+
+    DoubleML keeps its data frame's dtypes (``DoubleMLData``, ``DoubleMLDIDData``,
+    ``DoubleMLSSMData``, and the frames ``DoubleMLDIDMulti`` builds from ``DoubleMLPanelData``):
+    ``y`` is ``pd.to_numeric(frame[y_col]).values``, each treatment ``d`` likewise, ``x`` is
+    ``frame[x_cols + other d_cols].values`` (pandas' common dtype of those columns, the other
+    treatments with ``use_other_treat_as_covariate``), ``z`` is ``frame[z_cols].values``, ``t``
+    and ``s`` their column's values; its learners (``check_X_y`` keeps float32), start values
+    and searches run on those arrays. A role is ``'float32'`` when DoubleML's array is float32:
+    its columns all float32, or float32 with small integers (int8, int16, uint8, uint16: the
+    401(k) Stata file's covariates); any float64, int32/int64, bool or object column makes it
+    float64 (ints and bools are exact in float64, and scikit-learn turns object arrays to
+    float64). With several treatments, ``d`` is float32 only when every treatment column is, and
+    ``x`` only when DoubleML's ``x`` is float32 for every treatment.
+
+    Parameters
+    ----------
+    frame : pandas.DataFrame
+        The user's data as DoubleML holds it (``DoubleMLData.data``) or as read from a file
+        (:func:`read_table`: a Stata ``float`` column is float32, a CSV's columns float64).
+    spec : fanfit.dml.DMLSpec
+        Its ``y_col``, ``d_cols``, ``x_cols``, ``z_cols``, ``t_col``, ``s_col``.
+
+    Returns
+    -------
+    dict of str to str
+        ``{role: "float32"}`` for the float32 roles only (:attr:`fanfit.dml.DMLSpec.dtypes`);
+        empty when DoubleML computes in float64 throughout.
+    """
+
+    def common(cols: Sequence[str]) -> np.dtype:
+        # pandas' own interleaved dtype of the columns (what DataFrame.values gives), on no rows
+        return np.dtype(frame.iloc[:0][list(cols)].to_numpy().dtype)
+
+    d_cols = list(spec.d_cols)
+    roles: dict[str, list[np.dtype]] = {
+        "y": [common([spec.y_col])],
+        "d": [common([c]) for c in d_cols],
+        "x": [common([*spec.x_cols, *(o for o in d_cols if o != c)]) for c in d_cols],
+    }
+    if spec.z_cols:
+        roles["z"] = [common(spec.z_cols)]
+    for role, col in (("t", spec.t_col), ("s", spec.s_col)):
+        if col is not None:
+            roles[role] = [common([col])]
+    float32 = np.dtype(np.float32)
+    return {role: "float32" for role, found in roles.items() if all(t == float32 for t in found)}

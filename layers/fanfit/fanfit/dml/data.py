@@ -1,7 +1,9 @@
-"""The estimate's data: validated float64 arrays for y, d, x and z."""
+"""The estimate's data: validated arrays for y, d, x and z, in the dtypes DoubleML computes in
+(float64, or float32 where the spec records it: :attr:`fanfit.dml.DMLSpec.dtypes`)."""
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Sequence
 from dataclasses import dataclass
 
@@ -12,12 +14,21 @@ from fanfit.dml.models import model_def
 from fanfit.dml.spec import MODEL_COLUMNS, DMLSpec
 from fanfit.errors import InvalidDataError, InvalidLearnerError
 
-__all__ = ["DMLData", "check_columns", "check_noncompliance", "is_binary", "validate_data"]
+__all__ = [
+    "DMLData",
+    "as_spec_dtypes",
+    "check_columns",
+    "check_noncompliance",
+    "is_binary",
+    "validate_data",
+]
 
 
 @dataclass
 class DMLData:
-    """Arrays of one estimate, all float64 and C-contiguous.
+    """Arrays of one estimate, C-contiguous; float64, except the roles ``y``, ``d``, ``x``, ``z``,
+    ``t``, ``s`` that the spec records as float32 (:attr:`fanfit.dml.DMLSpec.dtypes`,
+    :func:`validate_data` casts them). Cluster ids and weights are always float64.
 
     Attributes
     ----------
@@ -68,7 +79,8 @@ class DMLData:
         """Covariates seen by the nuisance learners of treatment ``i_treat``.
 
         As DoubleML's ``DoubleMLData.set_x_d`` with ``use_other_treat_as_covariate=True``: the
-        columns ``x_cols + d_cols`` without the active treatment, in that order.
+        columns ``x_cols + d_cols`` without the active treatment, in that order, in ``x``'s dtype
+        (the spec's ``dtypes['x']`` is that of DoubleML's ``x``, those columns together).
 
         Returns
         -------
@@ -77,7 +89,7 @@ class DMLData:
         if self.n_treat == 1:
             return self.x
         others = [j for j in range(self.n_treat) if j != i_treat]
-        return np.ascontiguousarray(np.hstack((self.x, self.d[:, others])))
+        return np.ascontiguousarray(np.hstack((self.x, self.d[:, others])), dtype=self.x.dtype)
 
 
 def is_binary(values: np.ndarray) -> bool:
@@ -152,7 +164,8 @@ def validate_data(spec: DMLSpec, columns: Sequence[str], values: np.ndarray) -> 
     Returns
     -------
     DMLData
-        float64 copies of the used columns.
+        Copies of the used columns, checked in float64, then each role in the dtype the spec
+        records for it (:attr:`fanfit.dml.DMLSpec.dtypes`; :func:`as_spec_dtypes`).
 
     Raises
     ------
@@ -216,7 +229,38 @@ def validate_data(spec: DMLSpec, columns: Sequence[str], values: np.ndarray) -> 
     _check_model_data(spec, data)
     if cluster_vars is not None:
         _check_clusters(spec, cluster_vars)
-    return data
+    return as_spec_dtypes(spec, data)
+
+
+def as_spec_dtypes(spec: DMLSpec, data: DMLData) -> DMLData:
+    """The data with each role's array in the dtype DoubleML computes it in (:attr:`DMLSpec.dtypes`).
+
+    The one place where fanfit's float64 data become DoubleML's arrays: a Stata file's ``float``
+    columns, as pandas reads them, are float32 in DoubleML's ``DoubleMLData.y``/``.x``, and its
+    learners, start values (``np.quantile`` of ``y``), IPW searches and scores run on them. Every
+    unit, fold procedure and aggregation reads its data through :func:`validate_data`, so they all
+    see the same arrays. float32 values travel exactly as float64, so the cast back is exact.
+
+    Parameters
+    ----------
+    spec : DMLSpec
+    data : DMLData
+        float64 arrays.
+
+    Returns
+    -------
+    DMLData
+        ``data`` itself when every role is float64, else a copy with the float32 roles cast.
+    """
+    if not spec.dtypes:
+        return data
+    cast = {}
+    for role in spec.dtype_roles:
+        value = getattr(data, role)
+        dtype = np.dtype(spec.dtype(role))
+        if value is not None and value.dtype != dtype:
+            cast[role] = np.ascontiguousarray(value, dtype=dtype)
+    return dataclasses.replace(data, **cast) if cast else data
 
 
 def _check_weights(name: str, weights: np.ndarray) -> None:

@@ -203,7 +203,7 @@ def fold_final(model: str) -> Callable[..., dict[str, np.ndarray]]:
     ) -> dict[str, np.ndarray]:
         treatment, quantile = _options(spec)
         x, y, d = data.xd(i_treat), data.y, data.d[:, i_treat]
-        theta = float(scalars[THETA_IPW])
+        theta = np.float64(scalars[THETA_IPW])
         build_g = lambda: build("ml_g")  # noqa: E731
         if model == "lpq":
             z = column(spec, data, "z", i_treat)
@@ -237,7 +237,7 @@ def fold_solve(
         spec: DMLSpec, data: DMLData, p: Preds, i_treat: int, means: Mapping[str, float]
     ) -> Solution:
         treatment, quantile = _options(spec)
-        y, d, mean = data.y, data.d[:, i_treat], means[THETA_IPW]
+        y, d, mean = data.y, data.d[:, i_treat], np.float64(means[THETA_IPW])
         ipw = (spec.normalize_ipw, spec.trimming_threshold)
         if model == "cvar":
             psi_a, psi_b = cvar_score_elements(

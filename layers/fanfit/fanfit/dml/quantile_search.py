@@ -29,6 +29,7 @@ __all__ = [
     "NonlinearSolution",
     "get_bracket_guess",
     "kde_at_zero",
+    "localized_outcome",
     "nested_split",
     "solve_bounded_root",
     "solve_ipw_score",
@@ -200,7 +201,9 @@ def solve_ipw_score(ipw_score: ScoreFn, bracket_guess: tuple[float, float]) -> f
         return abs(ipw_score(theta))
 
     res = minimize_scalar(abs_ipw_score, bracket=bracket_guess, method="brent")
-    return float(res.x)
+    # a numpy float64, as DoubleML keeps it: compared with a float32 outcome (``y <= theta``) it
+    # stays float64, where a Python float would be rounded to float32 first (NumPy's NEP 50)
+    return np.float64(res.x)
 
 
 def solve_bounded_root(
@@ -342,17 +345,42 @@ def _ipw_root(ipw_score: ScoreFn, coef_start_val: float, coef_bounds: tuple[floa
     return solve_ipw_score(ipw_score, bracket_guess)
 
 
+def localized_outcome(y: np.ndarray) -> tuple[np.ndarray, tuple[Any, Any]]:
+    """The outcome and the bounds of a final root search, as DoubleML's NonLinearScoreMixin has them.
+
+    DoubleML stores its score elements, the outcome among them, in float64 arrays
+    (``psi_elements['y']``), while its ``_coef_bounds`` are ``(y.min(), y.max())`` of the data's
+    outcome, in the outcome's dtype (float32 for a Stata ``float`` column); the bracket search
+    of the root computes in that dtype.
+
+    Parameters
+    ----------
+    y : numpy.ndarray, shape (n_obs,)
+        The outcome as the data hold it (:attr:`fanfit.dml.DMLSpec.dtypes`).
+
+    Returns
+    -------
+    y64 : numpy.ndarray of float64, shape (n_obs,)
+    coef_bounds : (numpy.floating, numpy.floating)
+        In ``y``'s dtype.
+    """
+    return np.asarray(y, dtype=np.float64), (y.min(), y.max())
+
+
 def _solve_localized(
     y: np.ndarray,
     psi_of: Callable[[float], np.ndarray],
     coef_start_val: float,
     deriv_weights: np.ndarray,
+    coef_bounds: tuple[Any, Any],
 ) -> NonlinearSolution:
-    """Root of the mean of ``psi_of`` in ``[min y, max y]``, with the KDE derivative at the root."""
+    """Root of the mean of ``psi_of`` in ``coef_bounds`` (DoubleML's ``_coef_bounds``: the
+    outcome's minimum and maximum in its own dtype, :func:`localized_outcome`), with the KDE
+    derivative at the root; ``y`` float64 as DoubleML's ``psi_elements['y']``."""
 
     def score(theta: float) -> float:
         return float(np.mean(psi_of(theta)))
 
-    coef = solve_bounded_root(score, coef_start_val, (y.min(), y.max()))
+    coef = solve_bounded_root(score, coef_start_val, coef_bounds)
     deriv = kde_at_zero(y - coef, deriv_weights)
     return NonlinearSolution(coef, psi_of(coef), np.full(len(y), deriv))

@@ -27,6 +27,7 @@ from fanfit.dml.quantile_search import (
     _ipw_root,
     _proba_or_predict,
     _solve_localized,
+    localized_outcome,
     nested_split,
     split_halves,
 )
@@ -192,6 +193,7 @@ def lpq_solve(
     comp_prob = lpq_comp_prob(d, z, m_z, m_d_z0_hat, m_d_z1_hat)
     sign = 2 * treatment - 1.0
     ind_d = d == treatment
+    y, bounds = localized_outcome(y)
 
     def psi_of(coef: float) -> np.ndarray:
         score1 = g_du_z1_hat - g_du_z0_hat
@@ -200,7 +202,7 @@ def lpq_solve(
         return sign * (score1 + score2 - score3) / comp_prob - quantile
 
     score_weights = sign * ((z / m_z) - (1 - z) / (1 - m_z)) * ind_d / comp_prob
-    return _solve_localized(y, psi_of, coef_start_val, score_weights)
+    return _solve_localized(y, psi_of, coef_start_val, score_weights, bounds)
 
 
 def lpq_learners(treatment: int = 1) -> tuple[NuisanceLearner, ...]:
@@ -419,7 +421,7 @@ def lpq_fold_root(
         )
     return lpq_ipw_estimate(
         y[train_1], d[train_1], z[train_1], prelim[0], prelim[1], prelim[2], treatment, quantile,
-        coef_start_val, (float(y.min()), float(y.max())), normalize_ipw, clipping_threshold,
+        coef_start_val, (y.min(), y.max()), normalize_ipw, clipping_threshold,
     )  # fmt: skip
 
 

@@ -88,6 +88,7 @@ from fanfit.dml.quantile_search import (
     _solve_localized,
     get_bracket_guess,
     kde_at_zero,
+    localized_outcome,
     nested_split,
     solve_bounded_root,
     solve_ipw_score,
@@ -143,7 +144,7 @@ __all__ = [
 # ----------------------------------------------------------------------------------------------
 
 
-def pq_coef_start(y: np.ndarray, d: np.ndarray, treatment: int, quantile: float) -> float:
+def pq_coef_start(y: np.ndarray, d: np.ndarray, treatment: int, quantile: float) -> Any:
     """The first start value of PQ and LPQ: ``np.quantile(y[d == treatment], quantile)`` (DoubleML ``__init__``).
 
     Parameters
@@ -154,9 +155,10 @@ def pq_coef_start(y: np.ndarray, d: np.ndarray, treatment: int, quantile: float)
 
     Returns
     -------
-    float
+    numpy.floating
+        In ``y``'s dtype, as DoubleML keeps it (its bracket search then widens in that dtype).
     """
-    return float(np.quantile(y[d == treatment], quantile))
+    return np.quantile(y[d == treatment], quantile)
 
 
 def pq_ipw_estimate(
@@ -267,11 +269,12 @@ def pq_solve(
     _check_quantile_options(quantile, treatment)
     m = _level_propensity(m_hat, d, treatment, normalize_ipw, clipping_threshold)
     ind_d = d == treatment
+    y, bounds = localized_outcome(y)
 
     def psi_of(coef: float) -> np.ndarray:
         return ind_d * ((y <= coef) - g_hat) / m + g_hat - quantile
 
-    return _solve_localized(y, psi_of, coef_start_val, ind_d / m)
+    return _solve_localized(y, psi_of, coef_start_val, ind_d / m, bounds)
 
 
 def pq_learners(treatment: int = 1) -> tuple[NuisanceLearner, ...]:
@@ -497,7 +500,7 @@ def pq_fold_root(
     _check_prelim_length(m_prelim, train_1.size)
     return pq_ipw_estimate(
         y[train_1], d[train_1], m_prelim, treatment, quantile, coef_start_val,
-        (float(y.min()), float(y.max())), normalize_ipw, clipping_threshold,
+        (y.min(), y.max()), normalize_ipw, clipping_threshold,
     )  # fmt: skip
 
 
@@ -551,7 +554,7 @@ def pq_fold_final(
 # ----------------------------------------------------------------------------------------------
 
 
-def cvar_coef_start(y: np.ndarray, d: np.ndarray, treatment: int, quantile: float) -> float:
+def cvar_coef_start(y: np.ndarray, d: np.ndarray, treatment: int, quantile: float) -> Any:
     r"""CVaR's start value of every preliminary IPW search: the mean of :math:`Y` above its ``quantile`` among :math:`D = d`.
 
     Parameters
@@ -562,10 +565,11 @@ def cvar_coef_start(y: np.ndarray, d: np.ndarray, treatment: int, quantile: floa
 
     Returns
     -------
-    float
+    numpy.floating
+        In ``y``'s dtype, as DoubleML keeps it.
     """
     y_treat = y[d == treatment]
-    return float(np.mean(y_treat[y_treat >= np.quantile(y_treat, quantile)]))
+    return np.mean(y_treat[y_treat >= np.quantile(y_treat, quantile)])
 
 
 def cvar_g_target(y: np.ndarray, q: float, quantile: float) -> np.ndarray:

@@ -134,6 +134,13 @@ def learner_roles(model: str) -> dict[str, str]:
 #: that take DoubleML's ``weights`` (``ModelDef.weights``: APO).
 MODEL_COLUMNS = ("t_col", "s_col", "weights_col", "weights_bar_cols")
 
+#: The data roles whose dtype a spec records (:attr:`DMLSpec.dtypes`), as DoubleML names its
+#: data's arrays: ``y``, ``d``, ``x``, ``z``, ``t`` (DIDCS), ``s`` (SSM).
+DTYPE_ROLES = ("y", "d", "x", "z", "t", "s")
+
+#: The dtypes a role may compute in (:attr:`DMLSpec.dtypes`); an unrecorded role is float64.
+DTYPES = ("float32", "float64")
+
 
 def _set_fields(spec: DMLSpec, *names: str) -> dict[str, Any]:
     """The model-only fields among ``names`` that are set (not None), for :meth:`DMLSpec.to_dict`."""
@@ -236,6 +243,15 @@ class DMLSpec:
         quantile (or conditional value at risk) is estimated.
     quantile : float or None
         PQ and CVaR only (DoubleML's ``quantile``): the quantile level, in (0, 1).
+    dtypes : dict of str to str, or None
+        The dtype DoubleML computes each data role in, for the roles where it is not float64:
+        ``{"y": "float32", "x": "float32"}`` for the 401(k) Stata file as pandas reads it.
+        Keys among :data:`DTYPE_ROLES` (``z``, ``t``, ``s`` only where the spec has those
+        columns), values among :data:`DTYPES`; None or a missing role: float64 (the default of
+        plans written before this field). The data travel as float64 (float32 values are exact in
+        float64); :func:`fanfit.dml.validate_data` casts each role's array to its dtype, so every
+        learner, start value, search and score sees DoubleML's arrays. The client records it from
+        the user's frame (:func:`fanfit.client.data.doubleml_dtypes`).
     """
 
     model: str
@@ -262,6 +278,7 @@ class DMLSpec:
     weights_bar_cols: tuple[str, ...] | None = None
     treatment: int | None = None
     quantile: float | None = None
+    dtypes: dict[str, str] | None = None
 
     def __post_init__(self) -> None:
         for name in ("d_cols", "x_cols", "z_cols", "cluster_cols"):
@@ -337,7 +354,8 @@ class DMLSpec:
             ``cluster_cols``, or ``n_folds ** len(cluster_cols)`` above ``MAX_N_FOLDS``;
             ``subgroups`` for a model other than IIVM or not of the form
             ``{"always_takers": bool, "never_takers": bool}``; a learner missing for the model and score (the message names it and
-            what it estimates) or one the model does not use.
+            what it estimates) or one the model does not use; ``dtypes`` not an object of the
+            spec's roles (:attr:`dtype_roles`) to ``'float32'``/``'float64'``.
         InvalidLearnerError
             A classifier where the model needs a regressor, or the reverse.
         """
@@ -353,6 +371,7 @@ class DMLSpec:
         self._validate_options()
         self._validate_clusters()
         self._validate_model_options()
+        self._validate_dtypes()
         mdef.check_spec(self)
         self._validate_learners()
 
@@ -440,6 +459,37 @@ class DMLSpec:
                 "in_sample_normalization must be true or false, got "
                 f"{self.in_sample_normalization!r}."
             )
+
+    def _validate_dtypes(self) -> None:
+        """:attr:`dtypes`: an object of the spec's roles (:meth:`dtype_roles`) to :data:`DTYPES`."""
+        if self.dtypes is None:
+            return
+        if not isinstance(self.dtypes, Mapping):
+            raise InvalidJobError(
+                f"dtypes must be an object mapping data roles to dtypes, got {self.dtypes!r}."
+            )
+        roles = self.dtype_roles
+        for role, dtype in self.dtypes.items():
+            if role not in roles:
+                raise InvalidJobError(
+                    f"dtypes names role {role!r}; the roles of this spec are "
+                    f"{', '.join(repr(r) for r in roles)}."
+                )
+            if dtype not in DTYPES:
+                raise InvalidJobError(
+                    f"dtypes[{role!r}] must be {' or '.join(repr(t) for t in DTYPES)}, got {dtype!r}."
+                )
+
+    @property
+    def dtype_roles(self) -> tuple[str, ...]:
+        """The roles of :data:`DTYPE_ROLES` this spec has data for (``z``, ``t``, ``s`` only with
+        their columns)."""
+        has = {"z": bool(self.z_cols), "t": self.t_col is not None, "s": self.s_col is not None}
+        return tuple(r for r in DTYPE_ROLES if has.get(r, True))
+
+    def dtype(self, role: str) -> str:
+        """The dtype role ``role`` computes in (:attr:`dtypes`): ``'float32'`` or ``'float64'``."""
+        return (self.dtypes or {}).get(role, "float64")
 
     def _validate_weights(self, takes_weights: bool) -> None:
         """DoubleML's ``weights`` as columns: ``weights_col``, then ``weights_bar_cols``."""
@@ -579,7 +629,7 @@ class DMLSpec:
         } | _set_fields(self, "treatment_level", "t_col", "in_sample_normalization", "s_col",
                         "weights_col", "treatment", "quantile") | (
             {} if self.weights_bar_cols is None else {"weights_bar_cols": list(self.weights_bar_cols)}
-        )  # fmt: skip
+        ) | ({"dtypes": dict(sorted(self.dtypes.items()))} if self.dtypes else {})  # fmt: skip
 
     @classmethod
     def from_dict(cls, d: dict) -> DMLSpec:

@@ -209,7 +209,7 @@ def fold_means(
                 f"The fold scalar {name!r} is not finite in repetition {i_rep}, treatment "
                 f"{spec.d_cols[i_treat]!r}; a fold unit did not run."
             )
-        out[name] = float(np.mean(values))
+        out[name] = np.mean(values)  # numpy float64, as DoubleML's np.mean(ipw_vec)
     return out
 
 
@@ -380,7 +380,8 @@ def _target_and_rows(
     """Target of the unit's learner and the restriction of its training rows (or None)."""
     fit = nuisance(spec, unit.learner)
     if fit.target == RESIDUAL:
-        theta = _theta_initial(inputs, unit, spec)
+        # numpy float64 as DoubleML's theta_initial: with a float32 outcome the target is float64
+        theta = np.float64(_theta_initial(inputs, unit, spec))
         target = data.y - theta * data.d[:, unit.i_treat]
     else:
         target = column(spec, data, fit.target, unit.i_treat)
@@ -533,6 +534,7 @@ def _fit_predict_one(
             return np.zeros(test.size, dtype=np.float64)
         return np.asarray(proba[:, positive[0]], dtype=np.float64)
     estimator.fit(x[train], target[train])
+    # float64 (a learner fitted on float32 covariates may predict in float32; exact in float64)
     return np.asarray(estimator.predict(x[test]), dtype=np.float64).reshape(test.size)
 
 
@@ -597,7 +599,9 @@ def _fold_scalars(names: tuple[str, ...], inputs: dict | None, unit: FitUnit) ->
     """The fold's scalars from stage 1's inputs (``fold_scalars[name][i_treat][i_rep][i_fold]``)."""
     try:
         table = inputs["fold_scalars"]  # type: ignore[index]
-        return {n: float(table[n][unit.i_treat][unit.i_rep][unit.i_fold]) for n in names}
+        # numpy float64, as DoubleML holds them (a Python float is rounded to a float32 outcome's
+        # dtype when compared with it: NumPy's NEP 50)
+        return {n: np.float64(table[n][unit.i_treat][unit.i_rep][unit.i_fold]) for n in names}
     except (TypeError, KeyError, IndexError) as exc:
         raise InvalidJobError(
             f"Unit {unit.key} needs stage_inputs with 'fold_scalars' ({', '.join(names)}) from "
@@ -783,7 +787,7 @@ def _fold_chain(
     key = prediction_keys(spec, 0)[0]
     table: dict[str, list[list[list[float]]]] = {n: [] for n in fp.scalars}
     for i_treat in range(spec.n_treat):
-        start = fp.start(spec, data, i_treat)
+        start: Any = fp.start(spec, data, i_treat)  # y's dtype (rep 0), then float64
         for name in fp.scalars:
             table[name].append([])
         for i_rep in range(spec.n_rep):
@@ -800,5 +804,7 @@ def _fold_chain(
             for name in fp.scalars:
                 table[name][i_treat].append([float(v[name]) for v in per_fold])
             if fp.chained:
-                start = float(np.mean([v[fp.scalars[0]] for v in per_fold]))
+                # numpy float64 as DoubleML's np.mean(ipw_vec): against a float32 outcome's
+                # bounds the next searches' brackets are then computed in float64, as there
+                start = np.mean([v[fp.scalars[0]] for v in per_fold])
     return table
