@@ -191,8 +191,8 @@ def _step(
     job_id: str,
     round_index: int,
     worker: int,
-    memory_mb: int = 0,
-    resource_name: str | None = None,
+    memory_mb: int,
+    resource_name: str | None,
     segment_meta: StateMeta | None = None,
     wait_s: float | None = None,
 ) -> dict:
