@@ -243,3 +243,22 @@ def test_a_bad_worker_timeout_variable_is_named(monkeypatch):
     monkeypatch.setenv("FANFIT_TRAIN_SHARD_TIMEOUT_S", "0")
     with pytest.raises(InvalidJobError, match="FANFIT_TRAIN_SHARD_TIMEOUT_S"):
         shard_timeout_s()
+
+
+def test_the_worker_task_passes_the_items_segment_to_the_worker():
+    import json
+    from pathlib import Path
+
+    from fanfit.jobs.documents.events import TrainShardEvent
+    from fanfit.jobs.documents.train import RoundItem
+    from fanfit.jobs.states import TrainState
+
+    # GIVEN the train state machine's worker Task inside the workers' Map
+    asl = Path(__file__).resolve().parents[2] / "orchestrator" / "train.asl.json"
+    states = json.loads(asl.read_text())["States"]
+    inner = states[TrainState.RUN_ROUND]["ItemProcessor"]["States"]
+    payload = inner[TrainState.WORKER_STEP]["Parameters"]["Payload"]
+    # THEN it passes every field of a Map item that TrainShard reads, the segment's rounds too
+    assert payload["rounds.$"] == "$.rounds"
+    wanted = set(RoundItem.model_fields) & set(TrainShardEvent.model_fields) - {"placement"}
+    assert {k.removesuffix(".$") for k in payload} == wanted
