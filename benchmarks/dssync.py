@@ -8,24 +8,34 @@ the features zero in each row; labels from a random softmax model) by 8 Lambda w
   writes the next model;
 - ``ds-sync`` (Wang et al. 2020, groups of 2, reshuffled every round): no reducer. Each worker
   steps its own model and writes it; at the start of the next round each worker reads its 2
-  group members' stepped models and averages them itself (a group all-reduce); the next schedule
-  records the round from the workers' small records; the models are averaged globally only once,
-  at the end (TrainFinalize).
+  group members' stepped models and averages them itself (a group all-reduce); the models are
+  averaged globally only once, at the end (TrainFinalize). Without a global barrier: round 0 runs
+  alone (nothing measured), then one Map invocation of each worker runs the other rounds as a
+  segment (:func:`fanfit.jobs.train.schedule.segment_rounds`), each worker waiting only for its
+  group's partials; the next schedule (or TrainFinalize) records the segment's rounds from the
+  workers' small records.
 
-A round's time is read from the execution's history: from the entry of the round's scheduling
-state to the entry of "Is another round to run?" (schedule, workers' Map, then BSP's reduce or
-DS-Sync's Pass: the round as the job sees it). ``bsp_reduce_s`` is BSP's reduce, from the exit of
-the workers' Map to that entry. DS-Sync has no reduce: ``dssync_reduce_s`` is its workers'
-group-averaging time instead, the slowest worker's ``sync_s`` of the round (reading its group's
-partials and averaging them, inside the workers' Map). Round 0 (cold starts) is left out; the
-medians over the other rounds are reported. ``round_speedup`` is BSP's median round over
-DS-Sync's; the losses are the last round's (the batch-weighted mean loss of the workers on their
-models). ``profile`` breaks a round down per scheme (medians over rounds 1..): ``schedule_s``,
-``map_s`` (the workers' Map), ``after_map_s`` (reduce or Pass), and per worker ``invoke_s`` (its
-Task state, scheduling to result), ``handler_s`` (the step's own start to end, I/O included),
-``io_s``, ``compute_s`` and ``sync_s`` (medians over workers and rounds); under DS-Sync also
-``sync_held``, the mean number of its group's partials a worker's environment still held in
-memory (the one it wrote) rather than read from S3.
+A round's time is read from the workers' records, the same way for both schemes (a DS-Sync
+segment has no per-round state in the execution's history): round ``r``'s end is the latest
+``ended_at`` of its workers (their partials written), and round ``r``'s time the difference
+between the ends of rounds ``r`` and ``r - 1`` (:func:`record_round_times`), so that what runs
+between two rounds' partials counts: BSP's reduce and next schedule, a segment's boundary
+(TrainSchedule and the next Map's invocations). Round 0 (cold starts, no round before) has no
+time; ``bsp_round_s``/``dssync_round_s`` are the medians over rounds 1.., ``round_speedup`` BSP's
+over DS-Sync's, and ``*_mean_round_s`` the means (the end of round ``R - 1`` less that of round 0,
+over ``R - 1``). ``bsp_reduce_s`` is BSP's reduce, from the execution's history (the exit of the
+workers' Map to the entry of "Is another round to run?"). DS-Sync has no reduce:
+``dssync_reduce_s`` is its workers' group-averaging time instead, the slowest worker's ``sync_s``
+of the round (reading its group's partials and averaging them). The losses are the last round's
+(the batch-weighted mean loss of the workers on their models). ``profile`` breaks a Map down per
+scheme, from the history (medians over the Maps after round 0's; a Map is one round under BSP, a
+segment under DS-Sync): ``schedule_s``, ``map_s`` (the workers' Map), ``after_map_s`` (reduce or
+Pass), and per worker ``invoke_s`` (its Task state, scheduling to result), and from the records
+(medians over workers and rounds 1..) ``handler_s`` (one round's step, start to end, I/O
+included), ``io_s``, ``compute_s``, ``sync_s`` and ``wait_s`` (a worker's wait for its group's
+partials within a segment); under DS-Sync also ``sync_held``, the mean number of its group's
+partials a worker's environment still held in memory (the one it wrote) rather than read from
+S3. ``dssync_maps`` counts DS-Sync's Maps (``bsp_maps``: one per round).
 
 The benchmark starts its own local stack (state dir ``.fanfit/bench-dssync``) and stops it at the
 end. About 2-5 minutes on a 2-core machine, depending on what else runs.
@@ -104,6 +114,13 @@ def round_timings(sfn: Any, execution_arn: str) -> list[dict[str, Any]]:
     return rounds
 
 
+def record_round_times(records: list[dict[str, Any]]) -> list[float]:
+    """Per round ``r >= 1`` of a job's round records, seconds: the latest ``ended_at`` of round
+    ``r``'s workers less that of round ``r - 1`` (epoch seconds from the workers' own clocks)."""
+    ends = [max(float(w["ended_at"]) for w in r["workers"]) for r in records]
+    return [b - a for a, b in zip(ends, ends[1:], strict=False)]
+
+
 def profile(timings: list[dict[str, Any]], records: list[dict[str, Any]]) -> dict[str, float]:
     """Medians over rounds 1.. of the execution's states (:func:`round_timings`) and, over the
     workers of those rounds, of their Task states and their own measures (the round records:
@@ -116,7 +133,7 @@ def profile(timings: list[dict[str, Any]], records: list[dict[str, Any]]) -> dic
     out["after_map_s"] = out.pop("reduce_s")
     out["invoke_s"] = statistics.median(x for r in later for x in r["invoke_s"])
     out["handler_s"] = statistics.median(w["ended_at"] - w["started_at"] for w in workers)
-    for k in ("io_s", "compute_s", "sync_s"):
+    for k in ("io_s", "compute_s", "sync_s", "wait_s"):
         values = [w[k] for w in workers if w.get(k) is not None]
         out[k] = statistics.median(values) if values else 0.0
     held = [w["sync_held"] for w in workers if w.get("sync_held") is not None]
@@ -152,10 +169,10 @@ def main(argv: list[str] | None = None) -> int:
             runs[sync] = job.result(timeout=900)
             timings[sync] = round_timings(client.sfn, job.execution_arn)
 
-    def median(sync: str, field: str) -> float:
-        return statistics.median(r[field] for r in timings[sync][1:])
-
     bsp, ds = runs["bsp"], runs["ds-sync"]
+    times = {"bsp": record_round_times(bsp.rounds), "ds-sync": record_round_times(ds.rounds)}
+    median = {sync: statistics.median(t) for sync, t in times.items()}
+    mean = {sync: statistics.fmean(t) for sync, t in times.items()}
     # DS-Sync has no reduce: its synchronisation is the workers' group averaging, the round's
     # slowest worker's sync_s
     ds_sync_s = statistics.median(
@@ -165,10 +182,10 @@ def main(argv: list[str] | None = None) -> int:
     out = {
         "n_workers": N_WORKERS,
         "n_params": (N_FEATURES + 1) * N_CLASSES,
-        "bsp_round_s": median("bsp", "round_s"),
-        "dssync_round_s": median("ds-sync", "round_s"),
-        "round_speedup": median("bsp", "round_s") / median("ds-sync", "round_s"),
-        "bsp_reduce_s": median("bsp", "reduce_s"),
+        "bsp_round_s": median["bsp"],
+        "dssync_round_s": median["ds-sync"],
+        "round_speedup": median["bsp"] / median["ds-sync"],
+        "bsp_reduce_s": statistics.median(r["reduce_s"] for r in timings["bsp"][1:]),
         "dssync_reduce_s": ds_sync_s,
         "loss_bsp": loss_bsp,
         "loss_dssync": loss_ds,
@@ -177,8 +194,13 @@ def main(argv: list[str] | None = None) -> int:
         "rounds": args.rounds,
         "n_obs": N_OBS,
         "global_batch": N_OBS,
-        "bsp_rounds_s": [r["round_s"] for r in timings["bsp"]],
-        "dssync_rounds_s": [r["round_s"] for r in timings["ds-sync"]],
+        "bsp_mean_round_s": mean["bsp"],
+        "dssync_mean_round_s": mean["ds-sync"],
+        "mean_round_speedup": mean["bsp"] / mean["ds-sync"],
+        "bsp_rounds_s": times["bsp"],
+        "dssync_rounds_s": times["ds-sync"],
+        "bsp_maps": len(timings["bsp"]),
+        "dssync_maps": len(timings["ds-sync"]),
         "profile": {
             "bsp": profile(timings["bsp"], bsp.rounds),
             "ds-sync": profile(timings["ds-sync"], ds.rounds),

@@ -1,6 +1,7 @@
 """TrainShard: one worker's step of a training round; deployed once per worker memory size."""
 
 import os
+import time
 
 from aws_lambda_powertools import Logger, Metrics, Tracer
 from aws_lambda_powertools.metrics import MetricUnit
@@ -22,6 +23,8 @@ store = JobStore(os.environ["FANFIT_BUCKET"])
 persistence = DynamoDBPersistenceLayer(table_name=os.environ["FANFIT_IDEMPOTENCY_TABLE"])
 # The key and why: TrainShardEvent.IDEMPOTENCY_KEY (fanfit.jobs.documents.events).
 idempotency = IdempotencyConfig(event_key_jmespath=TrainShardEvent.IDEMPOTENCY_KEY)
+#: Seconds before the invocation's timeout at which a DS-Sync segment stops waiting for its group.
+DEADLINE_MARGIN_S = 10.0
 
 
 @logger.inject_lambda_context
@@ -30,8 +33,17 @@ idempotency = IdempotencyConfig(event_key_jmespath=TrainShardEvent.IDEMPOTENCY_K
 @idempotent(persistence_store=persistence, config=idempotency)
 @parse_event(TrainShardEvent)
 def lambda_handler(event: TrainShardEvent, context: LambdaContext) -> dict:
+    # a DS-Sync segment's waits for the group end before the invocation's own timeout, so the
+    # worker fails with GroupPartialTimeoutError (naming the missing members), not Sandbox.Timedout
+    deadline = time.time() + context.get_remaining_time_in_millis() / 1000.0 - DEADLINE_MARGIN_S
     out = train_shard(
-        store, event.job_id, event.round, event.worker, memory_mb=int(context.memory_limit_in_mb)
+        store,
+        event.job_id,
+        event.round,
+        event.worker,
+        memory_mb=int(context.memory_limit_in_mb),
+        rounds=event.rounds,
+        deadline=deadline,
     )
     metrics.add_metric(name="TrainSamples", unit=MetricUnit.Count, value=out["batch"])
     metrics.add_metric(name="TrainComputeSeconds", unit=MetricUnit.Seconds, value=out["compute_s"])

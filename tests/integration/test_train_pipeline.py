@@ -124,6 +124,30 @@ def test_logreg_on_401k_classifies_as_well_as_sklearn(local_client, split_401k, 
         assert TrainState.REDUCE not in entered and TrainState.ADVANCE_ROUND in entered
 
 
+def test_ds_sync_runs_the_rounds_after_the_first_as_one_segment(local_client, split_401k):
+    from fanfit.jobs.states import TrainState
+
+    # GIVEN the 401(k) train part, 4 workers in groups of 2, uniform batches (segments allowed)
+    train, _ = split_401k
+    # WHEN a 4-round DS-Sync job runs on the stack
+    res = local_client.train(train, model="logreg", features=X_401K, target="p401", workers=4,
+                             global_batch=1000, rounds=4, lr=1.0, sync="ds-sync", group_size=2,
+                             standardize=True, seed=0, timeout=300)  # fmt: skip
+    # THEN round 0 ran alone and rounds 1-3 as one segment: two Maps, not four
+    pages = local_client.sfn.get_paginator("get_execution_history").paginate(
+        executionArn=res.raw["execution_arn"]
+    )
+    maps = [e for p in pages for e in p["events"] if e["type"] == "MapStateEntered"
+            and e["stateEnteredEventDetails"]["name"] == TrainState.RUN_ROUND]  # fmt: skip
+    assert len(maps) == 2
+    # ... every round was recorded, each worker once, the segment's later rounds with the
+    # seconds each worker waited for its group, and the loss fell
+    assert [r["round"] for r in res.rounds] == [0, 1, 2, 3]
+    assert all(sorted(w["worker"] for w in r["workers"]) == [0, 1, 2, 3] for r in res.rounds)
+    assert all(w["wait_s"] >= 0 for r in res.rounds[2:] for w in r["workers"])
+    assert res.raw["loss"][-1] < res.raw["loss"][0]
+
+
 def test_cli_train_prints_one_json_object(local_client, local_stack_env, tmp_path):
     # GIVEN a running local stack with the project deployed and a CSV of three blobs
     rng = np.random.default_rng(4)

@@ -87,3 +87,16 @@ def test_round_timings_and_profile_read_the_named_states_of_the_history():
     assert prof["invoke_s"] == pytest.approx(2.0) and prof["after_map_s"] == pytest.approx(0.1)
     assert prof["handler_s"] == pytest.approx(1.5) and prof["sync_s"] == pytest.approx(0.4)
     assert prof["sync_held"] == pytest.approx(0.5)
+
+
+def test_a_rounds_time_is_the_difference_of_consecutive_rounds_last_partials():
+    bench = _bench()
+    # GIVEN three rounds' records whose workers ended at these epoch seconds
+    records = [
+        {"workers": [{"ended_at": 10.0}, {"ended_at": 11.0}]},
+        {"workers": [{"ended_at": 11.5}, {"ended_at": 11.75}]},
+        {"workers": [{"ended_at": 14.0}, {"ended_at": 12.0}]},
+    ]
+    # WHEN the benchmark reads a round's time from them
+    # THEN each round r >= 1 is its latest end less round r - 1's (round 0 has none)
+    assert bench.record_round_times(records) == pytest.approx([0.75, 2.25])

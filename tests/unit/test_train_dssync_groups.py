@@ -103,7 +103,10 @@ def test_the_next_schedule_records_the_round_from_the_workers_records_only(
     # THEN it read no partial and no model, only the workers' small records (and plans, states)
     assert not [k for k in spy.keys if k.endswith(".npz") and "/workers/" in k]
     assert {storage.train_worker_record_key(JOB, 0, i) for i in range(6)} <= set(spy.keys)
-    assert out["reduce"] is False and out["advance"]["round"] == 2
+    # ... and, measured now, it runs rounds 1 and 2 (the rounds left) as one segment
+    assert out["reduce"] is False and out["advance"]["round"] == 3
+    assert {item["round"] for item in out["workers"]} == {1}
+    assert {item["rounds"] for item in out["workers"]} == {2}
     # ... round 1's state holds only the meta, round 0's groups and the flag that its models
     # are the groups' averaged partials
     state, meta = get_state_groups(store, JOB, 1)

@@ -10,6 +10,7 @@ table hold what the workers measured.
 from __future__ import annotations
 
 import json
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import numpy as np
@@ -67,14 +68,23 @@ def _run(load_handler, lambda_context, max_rounds: int = 50) -> tuple[dict, list
             {**_event("train_schedule"), "round": progress["round"]}, lambda_context()
         )
         schedules.append(planned)
-        for item in planned["workers"]:
+
+        def step(item: dict) -> None:
             if item["placement"] == "gpu":  # what the GPU worker's Batch job runs
                 from fanfit.jobs.gpu import main
 
                 assert main(["train_shard", json.dumps(item)]) == 0
-                continue
+                return
             memory = 885 if item["function_arn"] == WORKER_FUNCTIONS["885"] else 1769
             shard(item, lambda_context(memory_limit_in_mb=memory))
+
+        if any(item.get("rounds", 1) > 1 for item in planned["workers"]):
+            # a DS-Sync segment: the Map runs every worker at once (each waits for its group)
+            with ThreadPoolExecutor(max_workers=len(planned["workers"])) as pool:
+                list(pool.map(step, planned["workers"]))
+        else:
+            for item in planned["workers"]:
+                step(item)
         if planned["reduce"]:  # BSP; DS-Sync has no reduce: the ASL's Pass takes "advance"
             progress = reduce(
                 {**_event("train_reduce"), "round": progress["round"]}, lambda_context()
@@ -163,7 +173,9 @@ def test_logreg_job_with_ds_sync_equals_train_sgd(aws, load_handler, lambda_cont
                     groups=lambda r: dssync_groups(4, 2, 3, r))  # fmt: skip
     np.testing.assert_allclose(result["coef"], ref["W"], rtol=0, atol=1e-12)
     np.testing.assert_allclose(result["intercept"], ref["b"], rtol=0, atol=1e-12)
-    assert len(schedules) == 5 and len(result["rounds"]) == 5 and result["classes"] == [0.0, 1.0]
+    assert len(result["rounds"]) == 5 and result["classes"] == [0.0, 1.0]
+    # ... run as round 0 (nothing measured yet) then one segment of rounds 1-4: two Maps
+    assert [(p["round"], p["workers"][0]["rounds"]) for p in schedules] == [(0, 1), (1, 4)]
     # ... and the loss went down
     assert result["loss"][-1] < result["loss"][0]
     # ... and the throughput table holds this workload on lambda-1769

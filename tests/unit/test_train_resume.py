@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import json
 import re
+from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
 import pandas as pd
@@ -99,8 +100,13 @@ class Runner:
                 return None
             r = progress["round"]
             planned = self.schedule(r)
-            for item in planned["workers"]:
-                self.shard(item)
+            if any(item.get("rounds", 1) > 1 for item in planned["workers"]):
+                # a DS-Sync segment: the Map runs every worker at once (each waits for its group)
+                with ThreadPoolExecutor(max_workers=len(planned["workers"])) as pool:
+                    list(pool.map(self.shard, planned["workers"]))
+            else:
+                for item in planned["workers"]:
+                    self.shard(item)
             # BSP's reduce; DS-Sync has none: the ASL's Pass takes the schedule's "advance"
             progress = self.reduce(r) if planned["reduce"] else planned["advance"]
             done += 1
@@ -234,8 +240,11 @@ def test_a_stopped_kmeans_job_resumed_after_a_restart_equals_the_uninterrupted_r
 
 
 def test_a_stopped_ds_sync_logreg_job_resumed_without_a_restart_equals_the_uninterrupted_run(
-    aws, handlers, lambda_context
+    aws, handlers, lambda_context, monkeypatch
 ):
+    # one Map per round (segments of one round: a worker timeout too short for two rounds), so
+    # that the job can be stopped between rounds (test_train_dssync_segments: within a segment)
+    monkeypatch.setenv("FANFIT_TRAIN_SHARD_TIMEOUT_S", "0.001")
     frame = _blobs(seed=5)
     # GIVEN the uninterrupted run of a DS-Sync logistic regression ...
     _upload("lr-clean", frame, **LOGREG)

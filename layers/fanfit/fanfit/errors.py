@@ -161,3 +161,10 @@ class DataSourceChangedError(InvalidDataError):
     """A job's data source (``s3://bucket/key`` used in place) changed, or was removed, between the
     client's check and the server's read: its ETag (or version) is no longer the one submitted.
     Submit the job again to use the new object."""
+
+
+class GroupPartialTimeoutError(JobFailedError):
+    """A DS-Sync worker running a segment of rounds (one invocation, several rounds) waited past its
+    deadline for the partials of its group of the round before: a member failed, or was not
+    started (the segment needs every worker running at once). The message names the job, the
+    round, the worker and the members whose partials are missing."""

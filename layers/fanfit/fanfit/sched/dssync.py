@@ -14,10 +14,19 @@ gradient and writes the stepped model as its partial; at the start of round ``r 
 reads the partials of the members of its round-``r`` group (``G`` objects) and averages them,
 weighted by their batches (:func:`fanfit.jobs.train.data.group_average`); every member computes the
 same average, as an all-reduce gives every member the same result, and no model is written for
-the group. The only barrier is the end of the workers' Map, which the round structure needs (round
-``r + 1``'s workers read round ``r``'s partials). The round's record (per-worker statistics, the
-loss) is merged by the next TrainSchedule, or by TrainFinalize after the last round, from the
-workers' small records (:func:`fanfit.jobs.train.reduce.record_round`; no model is read).
+the group. The round's record (per-worker statistics, the loss) is merged by the next
+TrainSchedule, or by TrainFinalize after the last round, from the workers' small records
+(:func:`fanfit.jobs.train.reduce.record_round`; no model is read).
+
+No global barrier between rounds (segments): when it can, TrainSchedule plans ``K`` rounds at once
+(:func:`fanfit.jobs.train.schedule.segment_rounds`) and one Map invocation of each worker runs
+them (:func:`fanfit.jobs.train.shard.train_shard`). Within the segment a worker synchronises only
+with its group: before round ``r`` it polls S3 until its round-``r - 1`` group's partials exist
+(:func:`fanfit.jobs.train.shard.wait_for_group`; ``GroupPartialTimeoutError`` at its deadline),
+then averages them as above. The execution's barrier (the Map's end, the next TrainSchedule)
+comes every ``K`` rounds; ``K = 1`` (one Map per round) in round 0, under LB-BSP, with a GPU worker
+or when the job's partition runs fewer workers than it has. The arithmetic is the same, so the
+model is the same bit for bit.
 
 The only global merge of models is the last one: TrainFinalize's average over the workers' final
 models (each its group's average of the last round's partials, :func:`fanfit.jobs.train.data.

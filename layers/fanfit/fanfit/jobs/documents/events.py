@@ -183,6 +183,9 @@ class TrainShardEvent(BaseModel):
     worker: int = Field(ge=0, lt=40)
     function_arn: str = ""
     placement: PlacementKind = "lambda"
+    #: DS-Sync segments: rounds ``round .. round + rounds - 1`` in this one invocation
+    #: (:func:`fanfit.jobs.train.schedule.segment_rounds`; at most its cap).
+    rounds: int = Field(default=1, ge=1, le=50)
 
 
 class TrainFinalizeEvent(BaseModel):

@@ -492,6 +492,12 @@ class RoundPlan(Document):
     started_at: float
     ended_at: float
     dispatch: RoundDispatch | None = None
+    #: DS-Sync segments: the first round of the segment this round belongs to (one Map invocation
+    #: of each worker runs the segment's rounds, :func:`fanfit.jobs.train.schedule.segment_rounds`);
+    #: None: a segment of this round alone.
+    segment_first: int | None = None
+    #: The segment's rounds ``K`` (1: one Map per round, as BSP).
+    segment_rounds: int = 1
 
 
 class RoundItem(Document):
@@ -502,6 +508,8 @@ class RoundItem(Document):
     worker: int
     function_arn: str
     placement: PlacementKind = "lambda"
+    #: DS-Sync segments: the worker runs rounds ``round .. round + rounds - 1`` in one invocation.
+    rounds: int = 1
 
 
 class ReduceOutput(Document):
@@ -560,6 +568,9 @@ class ShardStats(_Sparse):
     #: DS-Sync, rounds after 0: of those partials, how many the worker's environment still held
     #: (the one it wrote last), not read from S3 (:func:`fanfit.jobs.train.data.own_partial`).
     sync_held: int | None = None
+    #: DS-Sync segments, rounds after a segment's first: seconds the worker waited for its group's
+    #: partials of the round before to appear in S3 (bounded polling, before ``sync_s``).
+    wait_s: float | None = None
 
 
 class ShardOutput(ShardStats):
@@ -586,6 +597,7 @@ class WorkerRecord(_Sparse):
     device: str | None = None
     sync_s: float | None = None
     sync_held: int | None = None
+    wait_s: float | None = None
 
 
 class ShardRecord(Document):

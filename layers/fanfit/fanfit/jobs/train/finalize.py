@@ -12,7 +12,7 @@ from fanfit.errors import InvalidJobError
 from fanfit.jobs import sharing
 from fanfit.jobs.documents.train import FinalizeOutput, RoundRecord, TrainResult
 from fanfit.jobs.train.data import full_state, read_plan
-from fanfit.jobs.train.reduce import record_round
+from fanfit.jobs.train.reduce import record_segment
 from fanfit.train.models import model_for
 
 __all__ = ["finalize_job"]
@@ -36,8 +36,8 @@ def finalize_job(
     job_id : str
     round_index : int
         The round whose model is final (the ``round`` Reduce last returned, or under DS-Sync the
-        last TrainSchedule's ``advance``: the last round is then recorded here first,
-        :func:`fanfit.jobs.train.reduce.record_round`).
+        last TrainSchedule's ``advance``: the last segment's rounds are then recorded here first,
+        :func:`fanfit.jobs.train.reduce.record_segment`).
     execution_arn : str
     memory_mb : int
         This function's memory, MB (for the cost).
@@ -69,8 +69,9 @@ def finalize_job(
         and round_index
         and not store.exists(storage.train_state_key(job_id, round_index))
     ):
-        # DS-Sync has no reduce: the last round is recorded here (its workers' small records)
-        record_round(store, records, job_id, round_index - 1)
+        # DS-Sync has no reduce: the last segment's rounds are recorded here (its workers' small
+        # records)
+        record_segment(store, records, job_id, round_index)
     # DS-Sync's one global merge: every group's average of its last partials (full_state), then
     # averaged over the workers by the model's finalize (fanfit.train.sgd.average_params).
     state = full_state(store, job_id, round_index)

@@ -33,7 +33,7 @@ from fanfit.sched.lbbsp import idle_fraction
 from fanfit.train.models import model_for
 from fanfit.train.sgd import WorkerGradient, reduce_gradients
 
-__all__ = ["dssync_phase", "record_round", "reduce_round"]
+__all__ = ["dssync_phase", "record_round", "record_segment", "reduce_round"]
 
 #: Threads reading a DS-Sync round's worker records at once (:func:`record_round`).
 _RECORD_READERS = 16
@@ -136,6 +136,8 @@ def _worker_record(s: ShardStats, round_plan: RoundPlan) -> WorkerRecord:
         w.sync_s = s.sync_s
     if s.sync_held is not None:
         w.sync_held = s.sync_held
+    if s.wait_s is not None:
+        w.wait_s = s.wait_s
     return w
 
 
@@ -261,3 +263,38 @@ def record_round(
         from_partials=True,
     )
     return _finish_round(records, job_id, record, round_plan, phase)
+
+
+def record_segment(
+    store: storage.JobStore,
+    records: storage.JobRecords | None,
+    job_id: str,
+    round_index: int,
+) -> list[int]:
+    """DS-Sync: record every round of the segment that ended with round ``round_index - 1``.
+
+    A segment (:func:`fanfit.jobs.train.schedule.segment_rounds`) runs rounds ``f .. f + K - 1``
+    in one Map (``f`` = the last round plan's ``segment_first``); no state runs between them, so
+    the TrainSchedule after it (or TrainFinalize) records them here, in ascending order, each by
+    :func:`record_round` (which writes round ``s + 1``'s state, read by round ``s + 1``'s
+    record). A round whose next state exists is already recorded and skipped (a retry, a resumed
+    execution). A segment of one round: :func:`record_round` of ``round_index - 1`` alone.
+
+    Returns
+    -------
+    list of int
+        The rounds recorded now.
+
+    Raises
+    ------
+    InvalidJobError
+        Not a DS-Sync job, or a worker's record missing.
+    """
+    last = read_round_plan(store, job_id, round_index - 1)
+    first = last.segment_first if last.segment_first is not None else round_index - 1
+    done = []
+    for s in range(first, round_index):
+        if not store.exists(storage.train_state_key(job_id, s + 1)):
+            record_round(store, records, job_id, s)
+            done.append(s)
+    return done

@@ -6,7 +6,8 @@ or the user's; a LB-BSP round with Lambda and GPU workers first splits its sampl
 by Proteus' drift-plus-penalty rule (Xiang et al.; :func:`fanfit.sched.lyapunov.dispatch_fragments`,
 :func:`hybrid_batches`); DS-Sync (Wang et al. 2020) draws the round's groups
 (:func:`fanfit.sched.dssync.dssync_groups`) and first records the round before from its workers'
-records (:func:`fanfit.jobs.train.reduce.record_round`: DS-Sync has no reduce); the job's partition
+records (:func:`fanfit.jobs.train.reduce.record_segment`: DS-Sync has no reduce) and picks how many
+rounds the next Map runs without a global barrier (:func:`segment_rounds`); the job's partition
 (Dorm) bounds the Map's concurrency, after the job's completion figures
 (:func:`completion_figures`) were re-registered where they moved
 (:func:`fanfit.jobs.sharing.follow_job`).
@@ -14,12 +15,14 @@ records (:func:`fanfit.jobs.train.reduce.record_round`: DS-Sync has no reduce); 
 
 from __future__ import annotations
 
+import math
+import os
 import time
 
 import numpy as np
 
 from fanfit import storage
-from fanfit.errors import JobNotFoundError
+from fanfit.errors import InvalidJobError, JobNotFoundError
 from fanfit.jobs import sharing
 from fanfit.jobs.documents.train import (
     DispatchQueue,
@@ -34,7 +37,7 @@ from fanfit.jobs.documents.train import (
     TrainWorker,
 )
 from fanfit.jobs.train.data import get_state, read_plan, read_round_plan, signature
-from fanfit.jobs.train.reduce import dssync_phase, record_round
+from fanfit.jobs.train.reduce import dssync_phase, record_segment
 from fanfit.prices import DEFAULT_PRICES, PriceTable
 from fanfit.sched.dssync import dssync_groups
 from fanfit.sched.lbbsp import RoundCostModel, is_level_shift, lbbsp_batches
@@ -59,7 +62,11 @@ __all__ = [
     "RUNTIME_BASE_MB",
     "hybrid_batches",
     "max_batches",
+    "SEGMENT_CAP",
+    "SHARD_TIMEOUT_S",
     "schedule_round",
+    "segment_rounds",
+    "shard_timeout_s",
 ]
 
 #: Resident memory of a worker before it holds any data: the Python runtime with numpy, boto3 and
@@ -77,6 +84,11 @@ ROUND_FRAGMENTS = 200
 #: (:func:`fanfit.sched.lyapunov.penalty_weight` of that backlog in the cheaper queue's samples):
 #: a hybrid round gives at most about 5% of its time for cost.
 BACKLOG_SLACK = 0.05
+#: DS-Sync segments: the most rounds one Map invocation of a worker runs (:func:`segment_rounds`).
+SEGMENT_CAP = 50
+#: The TrainShard functions' timeout (template.yaml ``Timeout``), seconds; TrainSchedule reads it
+#: from ``$FANFIT_TRAIN_SHARD_TIMEOUT_S`` (:func:`shard_timeout_s`).
+SHARD_TIMEOUT_S = 900.0
 
 
 def max_batches(plan: TrainPlan) -> list[int]:
@@ -377,6 +389,87 @@ def completion_figures(
     return left * round_s * max(int(n_lambda), 0), left * round_s
 
 
+def shard_timeout_s() -> float:
+    """The worker functions' timeout, seconds: ``$FANFIT_TRAIN_SHARD_TIMEOUT_S`` (set by the
+    template from the TrainShard functions' ``Timeout``), else :data:`SHARD_TIMEOUT_S`.
+
+    Raises
+    ------
+    InvalidJobError
+        The variable is not a positive number.
+    """
+    raw = os.environ.get("FANFIT_TRAIN_SHARD_TIMEOUT_S", "")
+    if not raw:
+        return SHARD_TIMEOUT_S
+    try:
+        value = float(raw)
+    except ValueError:
+        value = -1.0
+    if not math.isfinite(value) or value <= 0:
+        raise InvalidJobError(
+            f"FANFIT_TRAIN_SHARD_TIMEOUT_S must be a positive number of seconds, got {raw!r}"
+        )
+    return value
+
+
+def segment_rounds(
+    spec: TrainSpec,
+    n_workers: int,
+    n_gpu: int,
+    max_concurrency: int,
+    rounds_left: int,
+    round_s: float | None,
+    timeout_s: float,
+    cap: int = SEGMENT_CAP,
+) -> int:
+    """DS-Sync segments: how many consecutive rounds ``K`` one Map invocation of each worker runs.
+
+    Within a segment the workers synchronise only within their groups (each waits for its
+    round-``r - 1`` group's partials, :func:`fanfit.jobs.train.shard.train_shard`), so the
+    execution's barrier (TrainSchedule, the Map's end) comes every ``K`` rounds, not every round:
+    DS-Sync without a global barrier (Wang et al., arXiv:2007.03298). The rule:
+
+    - ``K = 1`` when the job is not DS-Sync; in round 0 (``round_s`` None: nothing measured);
+      under ``balance='lb-bsp'`` (its batches need each round's measurements); with any GPU
+      worker (``n_gpu > 0``); when the Map's ``max_concurrency`` (the job's partition) is below
+      ``n_workers`` (a worker waiting on a group member not started would deadlock);
+    - otherwise ``K = min(rounds_left, floor(timeout_s / (2 round_s)), cap)`` (at least 1): the
+      segment's predicted time, ``round_s x K``, stays under half the worker function's timeout.
+
+    Parameters
+    ----------
+    spec : TrainSpec
+    n_workers, n_gpu : int
+        The job's workers, and of them the GPU workers.
+    max_concurrency : int
+        The Map's concurrency (:func:`_max_concurrency`).
+    rounds_left : int
+        :func:`rounds_left`, the round about to run included.
+    round_s : float or None
+        The last measured round's seconds (:func:`schedule_round`: the last segment's, from its
+        schedule's start to its last partial, over its rounds); None in round 0.
+    timeout_s : float
+        The worker function's timeout, seconds (:func:`shard_timeout_s`).
+    cap : int
+        The most rounds of one segment (:data:`SEGMENT_CAP`).
+
+    Returns
+    -------
+    int
+        ``K`` >= 1.
+    """
+    if (
+        spec.sync != "ds-sync"
+        or round_s is None
+        or spec.balance == "lb-bsp"
+        or n_gpu > 0
+        or max_concurrency < n_workers
+    ):
+        return 1
+    fit = math.floor(float(timeout_s) / (2.0 * max(float(round_s), 1e-3)))
+    return max(1, min(int(rounds_left), fit, int(cap)))
+
+
 def schedule_round(
     store: storage.JobStore,
     throughput: storage.ThroughputRecords,
@@ -413,9 +506,17 @@ def schedule_round(
     ``dispatch``.
     For DS-Sync the round's groups come from :func:`fanfit.sched.dssync.dssync_groups` (Wang et al.,
     arXiv:2007.03298, 2020). A DS-Sync round has no reduce: before planning round ``r > 0`` this
-    records round ``r - 1`` from its workers' small records and writes round ``r``'s state
-    (:func:`fanfit.jobs.train.reduce.record_round`; skipped when that state exists), and the output's
-    ``advance`` tells the execution the round after and whether it runs.
+    records the rounds of the last segment (round ``r - 1`` and those of its segment before it)
+    from their workers' small records and writes their states
+    (:func:`fanfit.jobs.train.reduce.record_segment`; skipped when round ``r``'s state exists).
+    It then picks the segment ``K`` (:func:`segment_rounds`: 1 in round 0, under LB-BSP, with a GPU
+    worker or a partition below the workers; else as many rounds as fit in half the worker
+    function's timeout at the last segment's seconds per round, at most :data:`SEGMENT_CAP`) and
+    writes the plans of rounds ``r .. r + K - 1`` (the same batches, each round's own groups,
+    ``segment_first = r``, ``segment_rounds = K``); each Map item runs those ``K`` rounds
+    (:func:`fanfit.jobs.train.shard.train_shard`), and the output's ``advance`` tells the
+    execution the round after the segment (``r + K``) and whether it runs. Under segments the
+    throughput of every round of the last segment is folded in, in order.
 
     Parameters
     ----------
@@ -448,7 +549,9 @@ def schedule_round(
     A round whose plan is already in S3 keeps it (a resumed execution re-entering a round its
     first execution scheduled, or a retry): some workers may already have written their partials
     with its batches, so the batches and groups stay, the throughput is not folded in twice, and
-    only ``max_concurrency`` is read again from the partition.
+    only ``max_concurrency`` is read again from the partition. Under DS-Sync the items run the
+    rest of the kept plan's segment from this round on (one round when the partition no longer
+    runs every worker at once); workers skip the rounds they already wrote.
 
     Raises
     ------
@@ -461,21 +564,29 @@ def schedule_round(
     workers = plan.workers
     dssync = spec.sync == "ds-sync"
     if dssync and round_index and not store.exists(storage.train_state_key(job_id, round_index)):
-        record_round(store, records, job_id, round_index - 1)
+        record_segment(store, records, job_id, round_index)
     try:
         kept: RoundPlan | None = read_round_plan(store, job_id, round_index)
     except JobNotFoundError:
         kept = None
     if kept is not None:
         partition = sharing.partition_at_barrier(partitions, job_id)
+        max_concurrency = _max_concurrency(workers, partition)
+        # the rest of the kept segment from this round on (a resumed execution may re-enter it
+        # mid-way); one round at a time if the partition no longer runs every worker at once
+        first = kept.segment_first if kept.segment_first is not None else round_index
+        k = max(1, first + kept.segment_rounds - round_index)
+        if max_concurrency < len(workers):
+            k = 1
         return _round_items(
             job_id,
             round_index,
             workers,
-            _max_concurrency(workers, partition),
-            _advance(job_id, round_index, get_state(store, job_id, round_index).n_iter, spec)
+            max_concurrency,
+            _advance(job_id, round_index, get_state(store, job_id, round_index).n_iter, spec, k)
             if dssync
             else None,
+            k,
         )
     state = get_state(store, job_id, round_index)
     n = len(workers)
@@ -487,20 +598,34 @@ def schedule_round(
     history = EwmaThroughput(entries=[ThroughputEntry.from_dict(e) for e in throughput.load([sig])])
     record: RoundRecord | None = None
     last_scheduled_at: float | None = None
+    round_s: float | None = None
     if round_index:
-        rkey = storage.train_round_key(job_id, round_index - 1)
-        record = RoundRecord.parse(store.get_json(rkey), source=rkey)
-        last_scheduled_at = read_round_plan(store, job_id, round_index - 1).ended_at
-        observed = _observations(plan, record)
-        for worker, obs in observed:
-            history.update(obs)
-            own = _update_own(
-                own, ShardObservation(**{**obs.to_dict(), "resource": _worker_resource(worker)})
-            )
-            costs.observe(worker, obs.samples, obs.compute_s)
-        costs.pool()
-        keys = {(o.signature, o.resource) for _, o in observed}
+        last_plan = read_round_plan(store, job_id, round_index - 1)
+        last_scheduled_at = last_plan.ended_at
+        # every round of the last segment (one round unless DS-Sync ran a segment), in order
+        prev_first = (
+            last_plan.segment_first if last_plan.segment_first is not None else round_index - 1
+        )
+        keys: set[tuple[str, str]] = set()
+        for q in range(prev_first, round_index):
+            rkey = storage.train_round_key(job_id, q)
+            record = RoundRecord.parse(store.get_json(rkey), source=rkey)
+            observed = _observations(plan, record)
+            for worker, obs in observed:
+                history.update(obs)
+                own = _update_own(
+                    own, ShardObservation(**{**obs.to_dict(), "resource": _worker_resource(worker)})
+                )
+                costs.observe(worker, obs.samples, obs.compute_s)
+            costs.pool()
+            keys |= {(o.signature, o.resource) for _, o in observed}
         throughput.save(e.to_dict() for e in history.entries if (e.signature, e.resource) in keys)
+        if record is not None and record.workers:
+            # the last segment's seconds per round: from its schedule's start to its last
+            # partial written, over its rounds (segment_rounds' round_s)
+            seg_start = read_round_plan(store, job_id, prev_first).started_at
+            ended = max(float(w.ended_at) for w in record.workers)
+            round_s = max(ended - seg_start, 0.0) / (round_index - prev_first)
     store.put_json(tkey, {**own.to_dict(), "round_costs": costs.to_dict()})
 
     source = "job"
@@ -551,36 +676,60 @@ def schedule_round(
     # workers run at once (the Map's MaxConcurrencyPath); the rest wait for a free slot.
     partition = sharing.partition_at_barrier(partitions, job_id)
     max_concurrency = _max_concurrency(workers, partition)
-    round_plan = RoundPlan(
-        round=round_index,
-        phase=state.phase,  # type: ignore[arg-type]
-        max_concurrency=max_concurrency,
-        partition=None if partition is None else partition.to_dict(),
-        batches=[int(b) for b in batches],
-        groups=groups,
-        predicted_samples_per_s=[float(x) for x in speeds],
-        prediction_source=source,  # type: ignore[arg-type]
-        started_at=started,
-        ended_at=time.time(),
-        dispatch=dispatch,
+    k = segment_rounds(
+        spec,
+        n,
+        n_gpu,
+        max_concurrency,
+        rounds_left(spec, state),
+        round_s,
+        shard_timeout_s(),
+        cap=SEGMENT_CAP,
     )
-    store.put_json(storage.train_round_plan_key(job_id, round_index), round_plan.to_json_dict())
+    ended = time.time()
+    # DS-Sync segments: every round of the segment gets its plan (batches, groups), the later
+    # rounds' first, so that round_index's plan (the one a resumed execution looks for) implies
+    # the others; K > 1 only without LB-BSP, so the batches are the same every round
+    for q in range(round_index + k - 1, round_index - 1, -1):
+        round_plan = RoundPlan(
+            round=q,
+            phase=state.phase,  # type: ignore[arg-type]
+            max_concurrency=max_concurrency,
+            partition=None if partition is None else partition.to_dict(),
+            batches=[int(b) for b in batches],
+            groups=groups
+            if q == round_index
+            else dssync_groups(n, int(spec.group_size), int(spec.seed), q),
+            predicted_samples_per_s=[float(x) for x in speeds],
+            prediction_source=source,  # type: ignore[arg-type]
+            started_at=started,
+            ended_at=ended,
+            dispatch=dispatch,
+        )
+        if dssync:
+            round_plan.segment_first = round_index
+            round_plan.segment_rounds = k
+        store.put_json(storage.train_round_plan_key(job_id, q), round_plan.to_json_dict())
     return _round_items(
         job_id,
         round_index,
         workers,
         max_concurrency,
-        _advance(job_id, round_index, state.n_iter, spec) if dssync else None,
+        _advance(job_id, round_index, state.n_iter, spec, k) if dssync else None,
+        k,
     )
 
 
-def _advance(job_id: str, round_index: int, n_iter: int, spec: TrainSpec) -> ReduceOutput:
-    """DS-Sync: what a reduce would return after round ``round_index`` from a model of ``n_iter``
-    steps: the next round, and whether it runs (:func:`fanfit.jobs.train.reduce.dssync_phase`)."""
+def _advance(
+    job_id: str, round_index: int, n_iter: int, spec: TrainSpec, k: int = 1
+) -> ReduceOutput:
+    """DS-Sync: what a reduce would return after the segment of ``k`` rounds from round
+    ``round_index``, from a model of ``n_iter`` steps: the next round (``round_index + k``), and
+    whether it runs (:func:`fanfit.jobs.train.reduce.dssync_phase` of ``n_iter + k``)."""
     return ReduceOutput(
         job_id=job_id,
-        round=round_index + 1,
-        has_next_round=dssync_phase(n_iter + 1, spec) != "done",
+        round=round_index + k,
+        has_next_round=dssync_phase(n_iter + k, spec) != "done",
     )
 
 
@@ -602,9 +751,11 @@ def _round_items(
     workers: list[TrainWorker],
     max_concurrency: int,
     advance: ReduceOutput | None,
+    k: int = 1,
 ) -> dict:
-    """:func:`schedule_round`'s output: the Map's concurrency, one item per worker, and under
-    DS-Sync (``advance`` given: no reduce follows the Map) the round after."""
+    """:func:`schedule_round`'s output: the Map's concurrency, one item per worker (each runs the
+    ``k`` rounds of the segment from ``round_index``), and under DS-Sync (``advance`` given: no
+    reduce follows the Map) the round after the segment."""
     return ScheduleOutput(
         job_id=job_id,
         round=round_index,
@@ -618,6 +769,7 @@ def _round_items(
                 worker=w.worker,
                 function_arn=w.function_arn,
                 placement=w.placement,
+                rounds=k,
             )
             for w in workers
         ],

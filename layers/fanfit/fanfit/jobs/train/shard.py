@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import math
 import os
 import resource
 import time
@@ -10,8 +11,13 @@ import time
 import numpy as np
 
 from fanfit import storage
-from fanfit.errors import InvalidJobError
-from fanfit.jobs.documents.train import ShardOutput, ShardRecord, ShardStats
+from fanfit.errors import GroupPartialTimeoutError, InvalidJobError
+from fanfit.jobs.documents.train import (
+    ShardOutput,
+    ShardRecord,
+    ShardStats,
+    StateMeta,
+)
 from fanfit.jobs.train.data import (
     get_state_groups,
     group_of,
@@ -25,11 +31,18 @@ from fanfit.jobs.train.data import (
     worker_params,
 )
 from fanfit.sched.resources import lambda_resource, resource_kind
+from fanfit.train.model import ModelState
 from fanfit.train.models import model_for
 
-__all__ = ["train_shard"]
+__all__ = ["GROUP_POLL_S", "GROUP_WAIT_S", "train_shard", "wait_for_group"]
 
 _COLD = True
+
+#: DS-Sync segments: seconds between two polls of S3 for the group's partials of the round before.
+GROUP_POLL_S = 0.03
+#: DS-Sync segments: the longest a worker waits for its group's partials when no deadline is given
+#: (the Lambda handler gives its invocation's remaining time), seconds.
+GROUP_WAIT_S = 300.0
 
 
 def train_shard(
@@ -39,8 +52,155 @@ def train_shard(
     worker: int,
     memory_mb: int = 0,
     resource_name: str | None = None,
+    rounds: int = 1,
+    deadline: float | None = None,
+    poll_s: float = GROUP_POLL_S,
+) -> dict:
+    """One worker's step of one round, or under DS-Sync of a segment of ``rounds`` rounds.
+
+    ``rounds == 1``: :func:`_step` of round ``round_index`` (every scheme). ``rounds = K > 1``
+    (DS-Sync segments, :func:`fanfit.jobs.train.schedule.segment_rounds`): the worker runs rounds
+    ``r = round_index .. round_index + K - 1`` in this one invocation, with no barrier between them
+    but its group's: before round ``r > round_index`` it waits (:func:`wait_for_group`, bounded
+    polling every ``poll_s`` seconds up to ``deadline``) until every member of its round-``r - 1``
+    group wrote its partial, then steps exactly as a round of its own (:func:`_step`: the same
+    group average, batches and order, so the same model bit for bit). The state of round ``r``
+    (written by TrainSchedule only after the segment, :func:`fanfit.jobs.train.reduce.
+    record_round`) is what it will be: the groups of round ``r - 1``'s plan, ``from_partials``,
+    ``n_iter`` of the segment's first state plus ``r - round_index``. A round whose record
+    (``train_worker_record_key``, written after the partial) this worker already wrote is skipped
+    (a retry, a resumed execution): its partial is not computed again.
+
+    Parameters
+    ----------
+    rounds : int
+        ``K`` >= 1.
+    deadline : float, optional
+        Epoch seconds after which a wait for the group fails; default now + :data:`GROUP_WAIT_S`.
+    poll_s : float
+        Seconds between two polls (S3 HEADs of the missing partials).
+
+    Returns
+    -------
+    dict
+        The last round's :class:`~fanfit.jobs.documents.train.ShardOutput` (:func:`_step`; of a
+        skipped round, from its record).
+
+    Raises
+    ------
+    InvalidJobError
+        A worker index outside the job, ``rounds < 1``, or ``rounds > 1`` for a job that is not
+        DS-Sync.
+    GroupPartialTimeoutError
+        A member's partial did not appear before ``deadline``.
+    """
+    if isinstance(rounds, bool) or not isinstance(rounds, int) or rounds < 1:
+        raise InvalidJobError(f"rounds must be an integer of at least 1, got {rounds!r}")
+    if rounds == 1:
+        return _step(store, job_id, round_index, worker, memory_mb, resource_name)
+    plan = read_plan(store, job_id)
+    if plan.spec.sync != "ds-sync":
+        raise InvalidJobError(
+            f"rounds must be 1 for a job with sync {plan.spec.sync!r} (job {job_id}); only a "
+            f"DS-Sync job runs segments of several rounds, got rounds={rounds}"
+        )
+    end = time.time() + GROUP_WAIT_S if deadline is None else float(deadline)
+    first_meta: StateMeta | None = None
+    out: dict = {}
+    for r in range(round_index, round_index + rounds):
+        rkey = storage.train_worker_record_key(job_id, r, worker)
+        if store.exists(rkey):  # written after the partial: this round is done
+            record = ShardRecord.parse(store.get_json(rkey), source=rkey)
+            key = storage.train_partial_key(job_id, r, worker)
+            out = ShardOutput(partial_key=key, **record.stats.to_json_dict()).to_json_dict()
+            continue
+        if r == round_index:
+            out = _step(store, job_id, r, worker, memory_mb, resource_name)
+            continue
+        if first_meta is None:
+            _, first_meta = get_state_groups(store, job_id, round_index)
+        groups = read_round_plan(store, job_id, r - 1).groups
+        meta = StateMeta(
+            phase="train",
+            n_iter=first_meta.n_iter + r - round_index,
+            groups=groups,
+            from_partials=True,
+        )
+        wait_s = wait_for_group(
+            store, job_id, r - 1, groups[group_of(groups, worker)], worker, end, poll_s
+        )
+        out = _step(store, job_id, r, worker, memory_mb, resource_name, meta, wait_s)
+    return out
+
+
+def wait_for_group(
+    store: storage.JobStore,
+    job_id: str,
+    round_index: int,
+    members: list[int],
+    worker: int,
+    deadline: float,
+    poll_s: float = GROUP_POLL_S,
+) -> float:
+    """Wait until every member of a DS-Sync group wrote its partial of round ``round_index``.
+
+    Bounded polling: at most ``ceil((deadline - now) / poll_s) + 1`` polls, each an S3 HEAD of the
+    partials still missing (a partial this environment holds, :func:`own_partial`, is not
+    polled), ``poll_s`` seconds apart.
+
+    Parameters
+    ----------
+    members : list of int
+        The group's workers (``worker`` among them).
+    worker : int
+        The waiting worker (named in the error).
+    deadline : float
+        Epoch seconds.
+
+    Returns
+    -------
+    float
+        Seconds waited.
+
+    Raises
+    ------
+    GroupPartialTimeoutError
+        Some partials still missing at ``deadline``; names the job, round, worker and the members.
+    """
+    started = time.perf_counter()
+    keys = {i: storage.train_partial_key(job_id, round_index, int(i)) for i in members}
+    missing = [i for i, k in keys.items() if own_partial(store.bucket, k) is None]
+    polls = max(1, math.ceil(max(deadline - time.time(), 0.0) / max(poll_s, 1e-3)) + 1)
+    for attempt in range(polls):
+        missing = [i for i in missing if not store.exists(keys[i])]
+        if not missing:
+            return time.perf_counter() - started
+        if attempt + 1 < polls and time.time() < deadline:
+            time.sleep(min(poll_s, max(deadline - time.time(), 0.0)))
+        else:
+            break
+    raise GroupPartialTimeoutError(
+        f"job {job_id}: worker {worker} waited {time.perf_counter() - started:.1f} s for its "
+        f"group's partials of round {round_index}; workers {sorted(missing)} wrote none "
+        "(a member failed or was not started)"
+    )
+
+
+def _step(
+    store: storage.JobStore,
+    job_id: str,
+    round_index: int,
+    worker: int,
+    memory_mb: int,
+    resource_name: str | None,
+    segment_meta: StateMeta | None = None,
+    wait_s: float | None = None,
 ) -> dict:
     """One worker's step of one round; writes its partial to ``rounds/<r>/workers/<i>.npz``.
+
+    ``segment_meta`` (a DS-Sync segment's round after its first, :func:`train_shard`): the round's
+    state meta as TrainSchedule will write it, in place of reading ``train/state/<r>.npz`` (not
+    written yet); ``wait_s`` the seconds waited for the group (recorded in the statistics).
 
     Under DS-Sync the worker first computes its own model: the average of its round-``r - 1``
     group's partials (:func:`fanfit.jobs.train.data.worker_params`), its part of the group's
@@ -97,7 +257,11 @@ def train_shard(
     if not 0 <= worker < len(plan.workers):
         raise InvalidJobError(f"worker must be in 0..{len(plan.workers) - 1}, got {worker}")
     round_plan = read_round_plan(store, job_id, round_index)
-    state, meta = get_state_groups(store, job_id, round_index)
+    if segment_meta is None:
+        state, meta = get_state_groups(store, job_id, round_index)
+    else:
+        meta = segment_meta
+        state = ModelState({}, meta.phase, meta.n_iter, meta.converged, meta.inertia)
     groups = meta.groups
     sync_s = None
     sync_held = None
@@ -155,6 +319,8 @@ def train_shard(
         stats.sync_s = sync_s
     if sync_held is not None:
         stats.sync_held = sync_held
+    if wait_s is not None:
+        stats.wait_s = wait_s
     t1 = time.perf_counter()
     key = storage.train_partial_key(job_id, round_index, worker)
     stats.ended_at = time.time()
