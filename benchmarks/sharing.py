@@ -13,9 +13,10 @@ discrete-event simulation against partitioning policies of :mod:`fanfit.sched.pa
   critical path before all, within the fairness-loss bound 0.24 and with no fewer working slots.
   The jobs register them as live jobs do (:func:`register_figures`): an estimate from its first
   barrier on (its units' seconds are known, as the live throughput table knows them after a
-  warm-up), a train job from its round 1's barrier on (none in round 0: nothing measured), each
-  re-registered only when a figure moved by more than 50 % (``fanfit.jobs.sharing.
-  FIGURE_TOLERANCE``; a train barrier whose figures moved is an event: a recomputation, as live);
+  warm-up), refreshed only with a change of its demand, and a train job from its round 1's
+  barrier on (none in round 0: nothing measured), re-registered only when a figure moved by more
+  than 50 % (``fanfit.jobs.sharing.FIGURE_TOLERANCE``; a train barrier whose figures moved is an
+  event: a recomputation, as live);
   the pass runs only while every job present has registered figures. ``figure_registrations``
   counts the registrations that changed a job's figures (an estimate's at events, a train job's at
   its barriers), ``figure_events`` the recomputations a train barrier's moved figures caused (the
@@ -114,7 +115,8 @@ POLICIES = (
 #: What each simulated policy is, in the JSON (``policy_labels``).
 POLICY_LABELS = {
     "dorm": "live policy: dorm_policy with the completion figures live jobs register at their "
-    "barriers (none in a train job's round 0; re-registered when moved by > 50%)",
+    "barriers (an estimate's refreshed with its demand; none in a train job's round 0, then "
+    "re-registered when moved by > 50%)",
     "dorm_exact_figures": "comparison: dorm_policy with exact figures of every job at every event",
     "dorm_optimizer_only": "comparison: dorm_policy without figures (Dorm's optimizer alone); "
     "live only until every job present has registered its figures",
@@ -315,18 +317,21 @@ def register_figures(
     running: list[Job],
     registered: dict[str, tuple[float, float] | None],
     at_barrier: dict[str, tuple[float, float] | None],
+    demands: dict[str, int],
 ) -> int:
     """Update the figures each running job has registered, as live jobs do; returns how many
     registrations changed them.
 
-    - an estimate: its figures at every event (live: at each of its waves' barriers, from its
-      first sized wave on; the simulated units' seconds are known before the trace, as the live
-      throughput table knows them after a warm-up, so no probe wave);
+    - an estimate: its figures from its first event on (live: from its first sized wave; the
+      simulated units' seconds are known before the trace, as the live throughput table knows
+      them after a warm-up, so no probe wave), then refreshed only when its demand changed
+      (``demands``: job id -> the demand it last registered figures with), as
+      :func:`fanfit.jobs.estimate.demand.follow_wave` does;
     - a train job: none in round 0; then its :func:`train_figures` at its last round's barrier
-      (``at_barrier``: job id -> those figures, emptied here);
+      (``at_barrier``: job id -> those figures, emptied here), only when :func:`figures_moved`
+      (by more than 50 % since the job's last registration, or none before);
 
-    each only when :func:`figures_moved` (by more than 50 % since the job's last registration, or
-    none before), else the registered ones stay."""
+    else the registered ones stay."""
     n = 0
     for j in running:
         if j.kind == "train":
@@ -334,9 +339,12 @@ def register_figures(
                 registered.setdefault(j.job_id, None)
                 continue
             new = at_barrier[j.job_id]
+            moved = j.job_id not in registered or figures_moved(registered[j.job_id], new)
         else:
             new = (j.remaining_s(), j.critical_s())
-        if j.job_id not in registered or figures_moved(registered[j.job_id], new):
+            moved = j.job_id not in registered or demands.get(j.job_id) != j.demand()
+            demands[j.job_id] = j.demand()
+        if moved:
             n += registered.get(j.job_id) != new
             registered[j.job_id] = new
     at_barrier.clear()
@@ -370,6 +378,7 @@ def simulate(policy: str, jobs: list[Job], capacity: int, args) -> dict:
     registered: dict[str, tuple[float, float] | None] = {}
     # train jobs that passed a round's barrier since the last event -> their figures there
     at_barrier: dict[str, tuple[float, float] | None] = {}
+    demands: dict[str, int] = {}
     n_registrations = n_figure_events = 0
     changed = True
     while pending or any(j.end is None for j in arrived):
@@ -395,7 +404,9 @@ def simulate(policy: str, jobs: list[Job], capacity: int, args) -> dict:
                     if policy == "dorm_exact_figures":
                         figures = [(j.remaining_s(), j.critical_s()) for j in running]
                     elif policy == "dorm":
-                        n_registrations += register_figures(running, registered, at_barrier)
+                        n_registrations += register_figures(
+                            running, registered, at_barrier, demands
+                        )
                         figures = [registered[j.job_id] for j in running]
                     complete = all(f is not None for f in figures)
                     x = dorm_policy(
