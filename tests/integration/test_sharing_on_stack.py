@@ -233,11 +233,13 @@ def test_a_stopped_job_gives_its_partition_back_at_the_others_next_barrier(
     ref = KMeans(n_clusters=8, init=init, n_init=1, algorithm="lloyd", max_iter=KMEANS_ROUNDS,
                  tol=0.0).fit(X)  # fmt: skip
     np.testing.assert_allclose(res.centroids, ref.cluster_centers_, rtol=0, atol=1e-8)
-    # ... the history records the drop (reason "stale") in the other job's reclaim at a barrier
+    # ... the history records the drop (reason "stale") in the other job's recomputation at a
+    # barrier: a reclaim, or a resize when that barrier also re-registered the job's completion
+    # figures (every recomputation drops stale jobs)
     history = client.partition_history()
     drops = [h for h in history if any(d["job_id"] == stopped.job_id for d in h.get("dropped", []))]
     assert len(drops) == 1, drops
-    assert (drops[0]["event"], drops[0]["job_id"]) == ("reclaim", other.job_id)
+    assert drops[0]["event"] in ("reclaim", "resize") and drops[0]["job_id"] == other.job_id
     assert drops[0]["dropped"] == [
         {"job_id": stopped.job_id, "reason": "stale", "execution_arn": stopped.execution_arn,
          "execution_status": final_status}
