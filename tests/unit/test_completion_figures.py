@@ -288,3 +288,78 @@ def test_two_live_estimates_with_figures_get_the_completion_pass(
     )
     assert optimizer_only == [6, 6] and expected == [5, 7]
     assert [int(items[j]["partition"]) for j in jobs] == expected
+
+
+def test_an_estimates_figures_are_computed_only_at_a_barrier_that_sends_them(
+    job_storage, make_partitions, put_estimate_spec, monkeypatch
+):
+    from fanfit import dml, storage
+    from fanfit.client import build_spec
+    from fanfit.jobs.estimate import demand
+    from fanfit.jobs.estimate import schedule as sched
+    from fanfit.jobs.estimate.data import unit_signature
+    from fanfit.jobs.estimate.prepare import prepare_stage
+    from fanfit.jobs.estimate.wave import register_wave
+
+    store, records, throughput = job_storage
+    parts = make_partitions()
+    computed = []
+    real = demand.completion_figures
+    monkeypatch.setattr(
+        demand, "completion_figures", lambda *a, **k: computed.append(a[1]) or real(*a, **k)
+    )
+    loads = []  # the signatures each read of the throughput table asked for
+    real_load = throughput.load
+    monkeypatch.setattr(throughput, "load", lambda sigs: loads.append(set(sigs)) or real_load(sigs))
+    # GIVEN the IV-type PLR job (stage 1 fits ml_g) with 40, 20 and 10 samples/s measured, whose
+    # first barrier registered its demand and figures (computed once, stage 1's history read once)
+    spec, _ = build_spec(
+        y="y", d="d", x=["x1", "x2", "x3"], z=None, model="plr", score="IV-type",
+        learners={"ml_l": "LinearRegression", "ml_m": "LinearRegression",
+                  "ml_g": "LinearRegression"},
+        n_folds=2, n_rep=2, seed=3,
+    )  # fmt: skip
+    job = "est-lazy"
+    key = put_estimate_spec(store, storage.spec_key(job), dml=spec.to_dict())
+    prepare_stage(store, records, job, key, 0, partitions=parts)
+    _seed_throughput(store, throughput, job, {"ml_l": RATE_L, "ml_m": RATE_M, "ml_g": 10.0})
+    sched.schedule_wave(store, records, throughput, job, 0, 0, 1769, 4, partitions=parts)
+    plan = sched.read_plan(store, storage.plan_key(job))
+    ctx = sched._stage_context(store, job, 0, plan)
+    stage_1 = {
+        unit_signature(plan.dml, u, ctx.n_obs, ctx.n_features) for u in dml.fit_units(plan.dml, 1)
+    }
+    assert len(computed) == 1 and sum(bool(sigs & stage_1) for sigs in loads) == 1
+    first = parts.get(job)
+    n_history = len(parts.history())
+    history = sched.observe(store, throughput, ctx, None)
+    n_loads = len(loads)
+
+    def barrier(remaining):
+        return register_wave(parts, ctx, remaining, history, memory_sizes=[1769],
+                             gpu_enabled=False, account_concurrency=4, throughput=throughput)  # fmt: skip
+
+    # WHEN the next barriers ask for the same demand (the same units left)
+    for _ in range(3):
+        held = barrier(list(ctx.units))
+        assert held is not None and held.demand == int(first["demand"])
+    # THEN they neither compute the figures nor read the throughput table for them, and write
+    # nothing: the registered figures stay
+    assert len(computed) == 1 and len(loads) == n_loads
+    assert len(parts.history()) == n_history
+    assert (parts.get(job)["remaining_s"], parts.get(job)["critical_s"]) == (
+        first["remaining_s"], first["critical_s"],
+    )  # fmt: skip
+    # WHEN a barrier's demand changes (one unit left: demand 1)
+    last = [u for u in ctx.units if u.learner.startswith("ml_m")][:1]
+    held = barrier(last)
+    # THEN the figures are computed once, for that barrier, and registered with the demand: the
+    # unit's rows at 20/s plus stage 1's 800 rows at 10/s (its longest unit after it)
+    assert len(computed) == 2 and computed[-1] == last
+    assert held is not None and held.demand == 1
+    item = parts.get(job)
+    rows = max(_n_train(store, job))
+    n_unit = int(np.count_nonzero(ctx.folds[:, last[0].i_rep] != last[0].i_fold))
+    assert float(item["remaining_s"]) == pytest.approx(n_unit / RATE_M + 800 / 10.0)
+    assert float(item["critical_s"]) == pytest.approx(n_unit / RATE_M + rows / 10.0)
+    assert parts.history()[-1]["event"] == "resize"

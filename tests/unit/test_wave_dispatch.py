@@ -277,7 +277,8 @@ def test_the_jobs_concurrency_is_shared_between_resources_never_past_it(cap, n_u
 
 @pytest.mark.parametrize("cap", [1, 2, 3])
 def test_a_wave_on_two_memory_sizes_runs_within_the_jobs_cap(cap) -> None:
-    from fanfit.jobs.estimate.wave import Placement, StageContext, size_placed
+    from fanfit.jobs.estimate.data import StageContext
+    from fanfit.jobs.estimate.wave import Placement, size_placed
 
     # GIVEN a stage whose ml_l fits the placement put at 1,769 MB and ml_m at 3,538 MB (20 each),
     # both measured, and a job cap (or Dorm partition) of `cap`

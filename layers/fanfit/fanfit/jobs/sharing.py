@@ -501,7 +501,7 @@ def register_job(
     remaining_s : float, optional
         Slot-seconds of work the job has left (an estimate: its units not yet run, this stage's
         and the later stages', x each unit's predicted seconds,
-        :func:`fanfit.jobs.estimate.wave.completion_figures`; a train job: rounds left x its
+        :func:`fanfit.jobs.estimate.demand.completion_figures`; a train job: rounds left x its
         last round's seconds x its Lambda workers,
         :func:`fanfit.jobs.train.schedule.completion_figures`).
     critical_s : float, optional

@@ -1,10 +1,12 @@
 """What the steps of an estimate read: the plan, the data and folds (cached in a warm environment),
-the shards' predictions and statistics, and the workload signature of a unit."""
+the shards' predictions and statistics, the workload signature of a unit, and what Schedule's
+phases read of the stage being scheduled (:class:`StageContext`)."""
 
 from __future__ import annotations
 
 import json
 import resource
+from dataclasses import dataclass
 from functools import lru_cache
 
 import numpy as np
@@ -13,6 +15,22 @@ from fanfit import dml, storage
 from fanfit.errors import InvalidJobError
 from fanfit.jobs.documents.estimate import EstimatePlan, ShardStats, StageSchedule
 from fanfit.sched.throughput import workload_signature
+
+
+@dataclass(frozen=True)
+class StageContext:
+    """What every phase of Schedule reads of the stage being scheduled (:mod:`fanfit.jobs.estimate.
+    wave`, and the job's completion figures, :func:`fanfit.jobs.estimate.demand.completion_figures`)."""
+
+    job_id: str
+    stage: int
+    plan: EstimatePlan
+    folds: np.ndarray
+    n_obs: int
+    n_features: int
+    units: list[dml.FitUnit]
+    #: unit key -> workload signature
+    signatures: dict[str, str]
 
 
 @lru_cache(maxsize=8)

@@ -37,6 +37,7 @@ from fanfit.jobs.documents.estimate import (
     unit_doc,
 )
 from fanfit.jobs.estimate.data import (
+    StageContext,
     cached_folds,
     n_train,
     peak_rss_mb,
@@ -49,7 +50,6 @@ from fanfit.jobs.estimate.failure import map_run_children
 from fanfit.jobs.estimate.wave import (
     Placement,
     Sizing,
-    StageContext,
     place,
     register_wave,
     size_placed,

@@ -41,6 +41,7 @@ from fanfit.jobs.documents.estimate import (
 )
 from fanfit.jobs.estimate import demand
 from fanfit.jobs.estimate.data import (
+    StageContext,
     n_train,
     unit_signature,
 )
@@ -61,28 +62,10 @@ from fanfit.sched.resources import (
 )
 from fanfit.sched.shards import deal, n_shards_for, share_concurrency
 from fanfit.sched.sizing import DEFAULT_STARTUP_S, plan_shards, split_units
-from fanfit.sched.throughput import (
-    EwmaThroughput,
-    ThroughputEntry,
-)
+from fanfit.sched.throughput import EwmaThroughput
 
 #: GPU worker jobs one wave deals its GPU units over (the plan has no option for more).
 GPU_SHARDS_PER_WAVE = 1
-
-
-@dataclass(frozen=True)
-class StageContext:
-    """What every phase reads of the stage being scheduled."""
-
-    job_id: str
-    stage: int
-    plan: EstimatePlan
-    folds: np.ndarray
-    n_obs: int
-    n_features: int
-    units: list[dml.FitUnit]
-    #: unit key -> workload signature
-    signatures: dict[str, str]
 
 
 @dataclass(frozen=True)
@@ -99,6 +82,17 @@ class Placement:
     lambda_resource: str | None = None
     by_resource: dict[str, list[dml.FitUnit]] | None = None
     decision: PlacementDecision | None = None
+
+    def unit_resources(self, default_resource: str) -> dict[str, str]:
+        """Unit key -> the resource this placement runs it on: its CrossFit memory size
+        (``lambda-<MB>``; ``lambda_resource``, else ``default_resource``, without ``by_resource``)
+        or the GPU worker."""
+        by_resource = self.by_resource or {
+            self.lambda_resource or default_resource: self.lambda_units
+        }
+        on = {u.key: resource for resource, units in by_resource.items() for u in units}
+        on.update({u.key: stack_gpu_resource() for shard in self.gpu_shards for u in shard})
+        return on
 
 
 @dataclass(frozen=True)
@@ -230,79 +224,6 @@ def plan_job(
     )
 
 
-def completion_figures(
-    ctx: StageContext,
-    remaining: list[dml.FitUnit],
-    placement: Placement | None,
-    history: EwmaThroughput,
-    default_resource: str,
-) -> tuple[float, float] | None:
-    """An estimate's completion figures at a barrier, from the history its waves are sized from.
-
-    A unit's predicted seconds are its training rows over the predicted throughput (samples/s)
-    of its workload signature on the resource it runs on (:func:`size`'s figure, per unit): a
-    unit of this stage on the resource ``placement`` put it on (its CrossFit memory size, or the
-    GPU worker); a unit of a later stage (the plan knows them: :func:`fanfit.dml.fit_units`) on
-    the resource this placement gave its learner, else ``default_resource`` (the stack's first
-    CrossFit size).
-
-    - ``remaining_s``: slot-seconds of work left, the sum of those seconds over this stage's
-      units not yet run (``remaining``) and every unit of the later stages;
-    - ``critical_s``: the longest remaining chain, seconds: a stage's units are independent and
-      the stages run one after the other, so per stage still to run its longest unit, summed over
-      the stages (0 for this stage when nothing of it remains).
-
-    These are what benchmarks/sharing.py's simulated ``Job.remaining_s`` / ``Job.critical_s``
-    mean for an estimate (its one stage's units not finished x a unit's seconds; one unit's
-    seconds), at a barrier, where no unit is in flight.
-
-    Parameters
-    ----------
-    ctx : StageContext
-    remaining : list of FitUnit
-        This stage's units not yet run.
-    placement : Placement or None
-        Where ``remaining`` runs (:func:`place`); None when nothing remains.
-    history : EwmaThroughput
-        Over the signatures of this stage and of the later stages.
-    default_resource : str
-        ``lambda-<MB>`` of a learner the placement does not place.
-
-    Returns
-    -------
-    (float, float) or None
-        ``(remaining_s, critical_s)``; None when a unit's signature has no predicted throughput
-        on its resource (a probe wave: no guess is made).
-    """
-    spec = ctx.plan.dml
-    on: dict[str, str] = {}
-    if placement is not None:
-        by_resource = placement.by_resource or {
-            placement.lambda_resource or default_resource: placement.lambda_units
-        }
-        for resource, units in by_resource.items():
-            on.update({u.key: resource for u in units})
-        on.update({u.key: stack_gpu_resource() for shard in placement.gpu_shards for u in shard})
-    learner_on = {u.learner: on[u.key] for u in remaining if u.key in on}
-    stages = [remaining] + [dml.fit_units(spec, s) for s in range(ctx.stage + 1, ctx.plan.n_stages)]
-    total, critical = 0.0, 0.0
-    for i, units in enumerate(stages):
-        longest = 0.0
-        for u in units:
-            resource = (on.get(u.key) if i == 0 else None) or learner_on.get(
-                u.learner, default_resource
-            )
-            signature = unit_signature(spec, u, ctx.n_obs, ctx.n_features)
-            rate = history.predict(signature, resource)
-            if rate is None or rate <= 0:
-                return None
-            seconds = n_train(ctx.folds, u, spec) / rate
-            total += seconds
-            longest = max(longest, seconds)
-        critical += longest
-    return total, critical
-
-
 def register_wave(
     partitions: storage.Partitions | None,
     ctx: StageContext,
@@ -321,10 +242,12 @@ def register_wave(
     :func:`~fanfit.jobs.estimate.wave.place` and :func:`~fanfit.jobs.estimate.wave.
     size_placed`, as ``fanfit estimate --plan-only`` plans), and its Lambda concurrency
     (:func:`~fanfit.jobs.estimate.demand.wave_demand`) and GPU shards become the job's demand,
-    with :func:`completion_figures` of that placement
-    (:func:`~fanfit.jobs.estimate.demand.follow_wave`: re-registered only when the demand changed
-    or a figure moved by more than :data:`fanfit.jobs.sharing.FIGURE_TOLERANCE`). Schedule then
-    reads the partition cut from that demand and sizes the wave it writes within it.
+    with the job's completion figures of that placement
+    (:func:`~fanfit.jobs.estimate.demand.completion_figures`), re-registered only when the demand
+    changed or the job has none registered yet (:func:`~fanfit.jobs.estimate.demand.follow_wave`),
+    and computed only then: a barrier whose demand is unchanged reads the partition and plans the
+    wave, nothing more. Schedule then reads the partition cut from that demand and sizes the wave
+    it writes within it.
 
     Parameters
     ----------
@@ -341,7 +264,8 @@ def register_wave(
         As :func:`fanfit.jobs.estimate.schedule.schedule_wave`.
     throughput : ThroughputRecords, optional
         The throughput table: the later stages' signatures that ``history`` lacks are read from it
-        for :func:`completion_figures` (one query per signature; without it, only ``history``).
+        for the completion figures, when they are computed (one query per signature; without it,
+        only ``history``).
 
     Returns
     -------
@@ -350,29 +274,13 @@ def register_wave(
     """
     if partitions is None or sharing.read_partition(partitions, ctx.job_id) is None:
         return None
-    weight = ctx.plan.weight
-    spec = ctx.plan.dml
-    later = {
-        unit_signature(spec, u, ctx.n_obs, ctx.n_features)
-        for s in range(ctx.stage + 1, ctx.plan.n_stages)
-        for u in dml.fit_units(spec, s)
-    } - set(ctx.signatures.values())
-    if throughput is not None and later:
-        history = EwmaThroughput(
-            alpha=history.alpha,
-            threads=history.threads,
-            entries=[
-                *history.entries,
-                *(ThroughputEntry.from_dict(e) for e in throughput.load(later)),
-            ],
-        )
     default_resource = lambda_resource(memory_sizes[0])
     if not remaining:
-        figures = completion_figures(ctx, [], None, history, default_resource)
         return demand.follow_wave(
-            partitions, ctx.job_id, weight, demand=0,
-            remaining_s=None if figures is None else figures[0],
-            critical_s=None if figures is None else figures[1],
+            partitions, ctx.job_id, ctx.plan.weight, demand=0,
+            figures=lambda: demand.completion_figures(
+                ctx, [], {}, history, default_resource, throughput=throughput
+            ),
         )  # fmt: skip
     unbound = place(
         ctx, remaining, None, history, memory_sizes=memory_sizes, gpu_enabled=gpu_enabled
@@ -383,11 +291,12 @@ def register_wave(
         len(unbound.lambda_units),
         ctx.plan.max_concurrency,
     )
-    figures = completion_figures(ctx, remaining, unbound, history, default_resource)
     return demand.follow_wave(
-        partitions, ctx.job_id, weight, demand=wave, gpu_demand=len(unbound.gpu_shards),
-        remaining_s=None if figures is None else figures[0],
-        critical_s=None if figures is None else figures[1],
+        partitions, ctx.job_id, ctx.plan.weight, demand=wave, gpu_demand=len(unbound.gpu_shards),
+        figures=lambda: demand.completion_figures(
+            ctx, remaining, unbound.unit_resources(default_resource), history, default_resource,
+            throughput=throughput,
+        ),
     )  # fmt: skip
 
 
