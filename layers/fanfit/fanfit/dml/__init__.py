@@ -30,12 +30,11 @@ from fanfit.dml.spec import (
     DMLSpec,
     required_learners,
 )
+from fanfit.dml.unit_fits import fit_predict, fit_predict_aux, stage_inputs
 from fanfit.dml.units import (
     FitUnit,
     check_preds,
     draw_spec_folds,
-    fit_predict,
-    fit_predict_aux,
     fit_units,
     fold_means,
     fold_scalar_keys,
@@ -44,7 +43,6 @@ from fanfit.dml.units import (
     n_stages,
     prediction_keys,
     put_predictions,
-    stage_inputs,
     train_mask,
     unit_seed,
     validate_spec_folds,

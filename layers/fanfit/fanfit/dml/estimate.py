@@ -19,17 +19,16 @@ from fanfit.dml.scores import (
     var_est,
 )
 from fanfit.dml.spec import DMLSpec
+from fanfit.dml.unit_fits import fit_predict_aux, stage_inputs
 from fanfit.dml.units import (
     check_preds,
     draw_spec_folds,
-    fit_predict_aux,
     fit_units,
     fold_means,
     init_preds,
     n_stages,
     prediction_keys,
     put_predictions,
-    stage_inputs,
     validate_spec_folds,
 )
 

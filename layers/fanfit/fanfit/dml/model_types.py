@@ -106,7 +106,7 @@ class FoldSplit:
     the start value (:mod:`fanfit.dml.scores_quantile`, "Start values"). So stage 0 runs
     :attr:`prelim` for every (treatment, repetition, fold) side by side; Prepare of stage 1 runs
     :attr:`root` fold after fold and repetition after repetition, each repetition starting from
-    the previous one's mean when :attr:`FoldProcedure.chained` (:func:`fanfit.dml.units.
+    the previous one's mean when :attr:`FoldProcedure.chained` (:func:`fanfit.dml.unit_fits.
     stage_inputs`); stage 1 runs :attr:`final` for every fold side by side.
 
     Attributes

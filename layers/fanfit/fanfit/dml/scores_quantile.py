@@ -54,7 +54,7 @@ any** ``n_rep > 1`` (:attr:`fanfit.dml.models.FoldProcedure.split`): stage 0, on
 :func:`~fanfit.dml.scores_lpq.lpq_fold_prelim`) and keeps the fold's preliminary propensities on
 :math:`I_k^1`; between the stages, Prepare runs the chain of step 3 exactly as DoubleML does,
 repetition after repetition (:func:`pq_fold_root`, :func:`~fanfit.dml.scores_lpq.lpq_fold_root`;
-:func:`fanfit.dml.units.stage_inputs`); stage 1, again one unit per fold, runs step 4 from the
+:func:`fanfit.dml.unit_fits.stage_inputs`); stage 1, again one unit per fold, runs step 4 from the
 fold's :math:`\theta^{(k)}_{\mathrm{ipw}}` (:func:`pq_fold_final`,
 :func:`~fanfit.dml.scores_lpq.lpq_fold_final`). :func:`pq_fold` and
 :func:`~fanfit.dml.scores_lpq.lpq_fold` are the three parts composed, one fold in one call;

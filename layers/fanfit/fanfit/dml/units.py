@@ -6,14 +6,16 @@ rows, so units can run anywhere in any order (one Lambda invocation per shard of
 ``'IV-type'`` scores of PLR and PLIV have a second stage: ``ml_g`` is fitted on
 :math:`Y - \\tilde\\theta D`, where :math:`\\tilde\\theta` comes from the first stage's out-of-fold
 ``ml_l`` and ``ml_m`` (and ``ml_r``) predictions of the same treatment and repetition
-(:func:`stage_inputs`). A model with a fold procedure (PQ, CVaR, LPQ) has one unit per fold and
-stage, which runs the fits nested inside that fold and returns the fold's predictions and scalars
-(:func:`fit_predict`, :func:`put_predictions`). PQ and LPQ (a :class:`~fanfit.dml.models.FoldSplit`)
-have two stages for any ``n_rep > 1`` (one with ``n_rep = 1``, as CVaR): stage 0 runs the start-independent fits of every
-repetition and fold side by side and also returns an auxiliary array per unit (the fold's
-preliminary propensities, :func:`fit_predict_aux`); between the stages :func:`stage_inputs` runs
-DoubleML's chain of preliminary IPW searches from those arrays, repetition after repetition;
-stage 1 runs the fits that need each fold's IPW quantile, again side by side.
+(:func:`fanfit.dml.unit_fits.stage_inputs`). A model with a fold procedure (PQ, CVaR, LPQ) has
+one unit per fold and stage, which runs the fits nested inside that fold and returns the fold's
+predictions and scalars (:func:`fanfit.dml.unit_fits.fit_predict`, :func:`put_predictions`). PQ
+and LPQ (a :class:`~fanfit.dml.models.FoldSplit`) have two stages for any ``n_rep > 1`` (one with
+``n_rep = 1``, as CVaR): stage 0 runs the start-independent fits of every repetition and fold side
+by side and also returns an auxiliary array per unit (the fold's preliminary propensities,
+:func:`fanfit.dml.unit_fits.fit_predict_aux`); between the stages
+:func:`fanfit.dml.unit_fits.stage_inputs` runs DoubleML's chain of preliminary IPW searches from
+those arrays, repetition after repetition; stage 1 runs the fits that need each fold's IPW
+quantile, again side by side.
 
 Prediction keys (``FitUnit.learner``) are DoubleML's ``external_predictions`` keys: ``ml_l``,
 ``ml_m``, ``ml_g``, ``ml_g0``, ``ml_g1`` (IRM: fitted on ``d == 0`` / ``d == 1`` rows; IIVM: on
@@ -22,6 +24,9 @@ and ``ml_m_<z_col>`` for PLIV with several instruments.
 
 Out-of-fold predictions travel as ``preds``: ``dict[prediction key, numpy.ndarray of shape
 (n_obs, n_rep, n_treat)]``, DoubleML's ``predictions`` layout.
+
+This module says what the units are (their keys, stages, seeds, training rows) and how their
+outputs are packed and gathered; running them is :mod:`fanfit.dml.unit_fits`.
 """
 
 from __future__ import annotations
@@ -40,18 +45,17 @@ from fanfit.dml.folds import (
     validate_cluster_folds,
     validate_folds,
 )
-from fanfit.dml.models import RESIDUAL, Nuisance, column, model_def, row_mask
+from fanfit.dml.models import Nuisance, model_def
 from fanfit.dml.spec import DMLSpec
-from fanfit.errors import InvalidDataError, InvalidFoldsError, InvalidJobError
+from fanfit.errors import InvalidDataError, InvalidJobError
 
 __all__ = [
     "FitUnit",
+    "check_preds",
     "draw_spec_folds",
-    "features",
+    "fold_layout",
     "fold_means",
     "fold_scalar_keys",
-    "fit_predict",
-    "fit_predict_aux",
     "fit_units",
     "init_preds",
     "n_stages",
@@ -59,7 +63,6 @@ __all__ = [
     "nuisances",
     "prediction_keys",
     "put_predictions",
-    "stage_inputs",
     "train_mask",
     "unit_seed",
     "validate_spec_folds",
@@ -373,240 +376,12 @@ def learner_name(key: str) -> str:
 _LEARNER_PREFIX = re.compile(r"ml_[a-z]+")
 
 
-# --------------------------------------------------------------------------- fitting
-def _target_and_rows(
-    spec: DMLSpec, unit: FitUnit, data: DMLData, inputs: dict | None
-) -> tuple[np.ndarray, np.ndarray | None]:
-    """Target of the unit's learner and the restriction of its training rows (or None)."""
-    fit = nuisance(spec, unit.learner)
-    if fit.target == RESIDUAL:
-        # numpy float64 as DoubleML's theta_initial: with a float32 outcome the target is float64
-        theta = np.float64(_theta_initial(inputs, unit, spec))
-        target = data.y - theta * data.d[:, unit.i_treat]
-    else:
-        target = column(spec, data, fit.target, unit.i_treat)
-    return target, row_mask(spec, data, fit, unit.i_treat)
-
-
-def features(spec: DMLSpec, data: DMLData, key: str, i_treat: int) -> np.ndarray:
-    """The features a prediction key's learner sees: :meth:`DMLData.xd`, or with
-    ``features='dx'`` (:class:`~fanfit.dml.models.Nuisance`) the treatment column before it, with
-    ``features='xd'`` after it.
-
-    Returns
-    -------
-    numpy.ndarray, shape (n_obs, n_features)
-    """
-    x = data.xd(i_treat)
-    kind = nuisance(spec, key).features
-    if kind == "dx":
-        return np.column_stack((data.d[:, i_treat], x))
-    if kind == "xd":
-        return np.column_stack((x, data.d[:, i_treat]))
-    return x
-
-
-def _theta_initial(inputs: dict | None, unit: FitUnit, spec: DMLSpec) -> float:
-    try:
-        return float(inputs["theta_initial"][unit.i_treat][unit.i_rep])  # type: ignore[index]
-    except (TypeError, KeyError, IndexError) as exc:
-        raise InvalidJobError(
-            f"Unit {unit.key} (ml_g of score {spec.score!r}) needs stage_inputs with "
-            "'theta_initial' from stage 0; compute them with stage_inputs(spec, 1, ...)."
-        ) from exc
-
-
-def fit_predict(
-    spec: DMLSpec,
-    unit: FitUnit,
-    data: DMLData,
-    folds: np.ndarray,
-    stage_inputs: dict | None = None,
-) -> np.ndarray:
-    """Fit a unit's learner on its training rows and predict its fold's test rows.
-
-    What DoubleML's ``_dml_cv_predict`` (through scikit-learn's ``cross_val_predict``) computes for
-    that fold, bit for bit: the learner ``spec.learners[...].build(random_state=unit_seed(...))``
-    is fitted on ``X[train]`` where ``train`` are the sorted rows outside fold ``i_fold`` of
-    repetition ``i_rep`` (for ``ml_g0``/``ml_g1``/``ml_r0``/``ml_r1`` only those with ``d`` (IRM) or
-    ``z`` (IIVM) equal to 0 / 1; with ``cluster_cols`` only the rows in none of the fold's test
-    clusters, :func:`train_mask`), ``X`` being the covariates plus the other treatments
-    (:meth:`DMLData.xd`). Regressors predict with ``predict``; classifiers are fitted on the
-    label-encoded target and give ``predict_proba[:, 1]`` (0 where the training rows lack class 1,
-    as ``cross_val_predict`` fills it).
-
-    A unit of a model with a fold procedure (:attr:`fanfit.dml.models.ModelDef.fold_procedure`,
-    PQ, CVaR, LPQ) runs the fold's nested fits of its stage instead, each learner built with the
-    ``random_state`` of its own key (``unit_seed`` of the unit with that learner), and returns its
-    outputs packed as :func:`put_predictions` unpacks them; the auxiliary array a split
-    procedure's stage-0 unit also returns is dropped here (:func:`fit_predict_aux` keeps it).
-
-    Parameters
-    ----------
-    spec : DMLSpec
-    unit : FitUnit
-    data : DMLData
-    folds : numpy.ndarray of int, shape (n_obs, n_rep)
-    stage_inputs : dict or None
-        For stage 1: what :func:`stage_inputs` returned (PQ's and LPQ's: ``fold_scalars``).
-
-    Returns
-    -------
-    numpy.ndarray of float64, shape (n_test,)
-        Predictions for the rows ``np.flatnonzero(folds[:, i_rep] == i_fold)``, in that order
-        (a fold procedure's unit: shape ``(n_keys * n_test + n_scalars,)``).
-
-    Raises
-    ------
-    InvalidFoldsError
-        The fold has no test rows, or no training rows are left (e.g. no untreated rows outside
-        the fold for ``ml_g0``).
-    InvalidJobError
-        Missing stage inputs for stage 1, or a prediction key the model does not use.
-    """
-    return fit_predict_aux(spec, unit, data, folds, stage_inputs)[0]
-
-
-def fit_predict_aux(
-    spec: DMLSpec,
-    unit: FitUnit,
-    data: DMLData,
-    folds: np.ndarray,
-    stage_inputs: dict | None = None,
-) -> tuple[np.ndarray, np.ndarray | None]:
-    """:func:`fit_predict`, and the unit's auxiliary array when it has one.
-
-    Only a stage-0 unit of a model whose fold procedure runs in two stages (a
-    :class:`~fanfit.dml.models.FoldSplit`: PQ and LPQ with ``n_rep > 1``) has one: the ``aux``
-    of its ``prelim`` (the fold's preliminary propensities on the first half, shape
-    (1, n_train_1) for PQ, (3, n_train_1) for LPQ), which :func:`stage_inputs` of stage 1 needs. The pipeline stores it beside the unit's predictions, in the same shard
-    object, under :func:`fanfit.storage.aux_array_name` of the unit's key.
-
-    Returns
-    -------
-    values : numpy.ndarray of float64
-        As :func:`fit_predict`.
-    aux : numpy.ndarray of float64 or None
-
-    Raises
-    ------
-    As :func:`fit_predict`.
-    """
-    if model_def(spec.model).fold_procedure_for(spec) is not None:
-        return _run_fold_procedure(spec, unit, data, folds, stage_inputs)
-    return _fit_predict_one(spec, unit, data, folds, stage_inputs), None
-
-
-def _fit_predict_one(
-    spec: DMLSpec, unit: FitUnit, data: DMLData, folds: np.ndarray, stage_inputs: dict | None
-) -> np.ndarray:
-    """One nuisance fit of a model without a fold procedure (:func:`fit_predict`)."""
-    name = learner_name(unit.learner)
-    if name not in spec.learners:
-        raise InvalidJobError(
-            f"Unit {unit.key} needs learner {name!r}, which the spec does not define."
-        )
-    lspec = spec.learners[name]
-    x = features(spec, data, unit.learner, unit.i_treat)
-    target, cond = _target_and_rows(spec, unit, data, stage_inputs)
-    col = np.asarray(folds)[:, unit.i_rep]
-    test = np.flatnonzero(col == unit.i_fold)
-    if test.size == 0:
-        raise InvalidFoldsError(f"Fold {unit.i_fold} has no rows in repetition {unit.i_rep}.")
-    rows = train_mask(spec, folds, unit.i_rep, unit.i_fold)
-    if cond is not None:
-        rows &= cond
-    train = np.flatnonzero(rows)
-    if train.size == 0:
-        raise InvalidFoldsError(
-            f"Unit {unit.key}: no training rows outside fold {unit.i_fold} of repetition {unit.i_rep}"
-            + (" with the required treatment/instrument value" if cond is not None else "")
-            + "; use fewer folds or check the data."
-        )
-    estimator = lspec.build(random_state=unit_seed(spec.seed, unit))
-    if lspec.is_classifier:
-        # cross_val_predict label-encodes the whole target column before splitting
-        _, encoded = np.unique(target, return_inverse=True)
-        estimator.fit(x[train], encoded[train])
-        proba = estimator.predict_proba(x[test])
-        positive = np.flatnonzero(np.asarray(estimator.classes_) == 1)
-        if positive.size == 0:
-            return np.zeros(test.size, dtype=np.float64)
-        return np.asarray(proba[:, positive[0]], dtype=np.float64)
-    estimator.fit(x[train], target[train])
-    # float64 (a learner fitted on float32 covariates may predict in float32; exact in float64)
-    return np.asarray(estimator.predict(x[test]), dtype=np.float64).reshape(test.size)
-
-
-def _run_fold_procedure(
-    spec: DMLSpec, unit: FitUnit, data: DMLData, folds: np.ndarray, inputs: dict | None
-) -> tuple[np.ndarray, np.ndarray | None]:
-    """A fold unit of a model with a fold procedure: its packed outputs (:func:`put_predictions`)
-    and, for stage 0 of a split procedure, its auxiliary array."""
-    fp = model_def(spec.model).fold_procedure_for(spec)
-    assert fp is not None
-    test, train = _fold_rows(spec, folds, unit.i_rep, unit.i_fold)
-    if test.size == 0 or train.size == 0:
-        raise InvalidFoldsError(
-            f"Unit {unit.key}: fold {unit.i_fold} of repetition {unit.i_rep} has no test or no "
-            "training rows."
-        )
-
-    def build(name: str) -> Any:
-        if name not in spec.learners:
-            raise InvalidJobError(
-                f"Unit {unit.key} needs learner {name!r}, which the spec does not define."
-            )
-        own = FitUnit(unit.stage, unit.i_treat, unit.i_rep, unit.i_fold, name)
-        return spec.learners[name].build(random_state=unit_seed(spec.seed, own))
-
-    aux: np.ndarray | None = None
-    if not fp.runs_split(spec):  # one stage: the whole fold from the first start value
-        start = fp.start(spec, data, unit.i_treat)
-        preds, scalars = fp.run(spec, data, train, test, unit.i_treat, build, start)
-    elif unit.stage == 0:  # the start-independent fits; the chain needs their aux
-        assert fp.split is not None
-        preds, raw = fp.split.prelim(spec, data, train, test, unit.i_treat, build)
-        aux, scalars = np.asarray(raw, dtype=np.float64), {}
-    else:  # the fits that need the fold's scalars, which Prepare computed between the stages
-        assert fp.split is not None
-        scalars = _fold_scalars(fp.scalars, inputs, unit)
-        preds = fp.split.final(spec, data, train, test, unit.i_treat, build, scalars)
-    keys, names = _fold_layout(spec, unit.stage)
-    values = np.concatenate(
-        [np.asarray(preds[k], dtype=np.float64).reshape(test.size) for k in keys]
-        + [np.array([scalars[name] for name in names], dtype=np.float64)]
-    )
-    return values, aux
-
-
-def _fold_rows(
-    spec: DMLSpec, folds: np.ndarray, i_rep: int, i_fold: int
-) -> tuple[np.ndarray, np.ndarray]:
-    """The (sorted) test and training rows of one outer fold."""
-    test = np.flatnonzero(np.asarray(folds)[:, i_rep] == i_fold)
-    return test, np.flatnonzero(train_mask(spec, folds, i_rep, i_fold))
-
-
-def _fold_layout(spec: DMLSpec, stage: int) -> tuple[tuple[str, ...], tuple[str, ...]]:
-    """What a fold unit of ``stage`` packs: its stage's prediction keys, then (last stage only)
-    the fold scalars."""
+def fold_layout(spec: DMLSpec, stage: int) -> tuple[tuple[str, ...], tuple[str, ...]]:
+    """What a fold unit of ``stage`` packs (a unit of a model with a fold procedure,
+    :func:`fanfit.dml.unit_fits.fit_predict`): its stage's prediction keys, then (last stage
+    only) the fold scalars (:func:`fold_scalar_keys`)."""
     last = stage == n_stages(spec) - 1
     return prediction_keys(spec, stage), fold_scalar_keys(spec) if last else ()
-
-
-def _fold_scalars(names: tuple[str, ...], inputs: dict | None, unit: FitUnit) -> dict[str, float]:
-    """The fold's scalars from stage 1's inputs (``fold_scalars[name][i_treat][i_rep][i_fold]``)."""
-    try:
-        table = inputs["fold_scalars"]  # type: ignore[index]
-        # numpy float64, as DoubleML holds them (a Python float is rounded to a float32 outcome's
-        # dtype when compared with it: NumPy's NEP 50)
-        return {n: np.float64(table[n][unit.i_treat][unit.i_rep][unit.i_fold]) for n in names}
-    except (TypeError, KeyError, IndexError) as exc:
-        raise InvalidJobError(
-            f"Unit {unit.key} needs stage_inputs with 'fold_scalars' ({', '.join(names)}) from "
-            f"stage 0; compute them with stage_inputs(spec, {unit.stage}, ...)."
-        ) from exc
 
 
 # --------------------------------------------------------------------------- predictions
@@ -647,7 +422,7 @@ def put_predictions(
     test = np.flatnonzero(np.asarray(folds)[:, unit.i_rep] == unit.i_fold)
     values = np.asarray(values, dtype=np.float64)
     if spec is not None and model_def(spec.model).fold_procedure_for(spec) is not None:
-        keys, scalars = _fold_layout(spec, unit.stage)
+        keys, scalars = fold_layout(spec, unit.stage)
         if values.shape != (len(keys) * test.size + len(scalars),):
             raise InvalidJobError(
                 f"Unit {unit.key}: got {values.size} packed values, expected "
@@ -709,102 +484,3 @@ def check_preds(
             )
         out[key] = arr
     return out
-
-
-def stage_inputs(
-    spec: DMLSpec,
-    stage: int,
-    data: DMLData,
-    folds: np.ndarray,
-    preds: dict,
-    aux: dict[str, np.ndarray] | None = None,
-) -> dict:
-    """JSON-safe inputs of a stage, computed from the outputs of the earlier stages.
-
-    Stage 0 needs nothing (``{}``). Stage 1 of the IV-type scores needs the preliminary estimate
-    :math:`\\tilde\\theta` of every treatment and repetition
-    (:func:`~fanfit.dml.scores.plr_theta_initial`, :func:`~fanfit.dml.scores.pliv_theta_initial`).
-    Stage 1 of a model whose fold procedure runs in two stages (a
-    :class:`~fanfit.dml.models.FoldSplit`: PQ and LPQ with ``n_rep > 1``) needs every fold's scalars: for each treatment, repetition after repetition, each fold's
-    ``root`` from its stage-0 ``aux`` and the start value :math:`s_r`, with :math:`s_0` the
-    procedure's ``start`` and, when it is ``chained``, :math:`s_{r+1}` the mean over folds of
-    repetition :math:`r`'s first scalar (DoubleML 0.11.4's ``_coef_start_val`` after each
-    repetition, ``np.mean(ipw_vec)``: folds in order, equal weights); else every :math:`s_r = s_0`.
-
-    Parameters
-    ----------
-    spec : DMLSpec
-    stage : int
-    data : DMLData
-    folds : numpy.ndarray of int, shape (n_obs, n_rep)
-    preds : dict of str to numpy.ndarray of shape (n_obs, n_rep, n_treat)
-        At least the stage-0 predictions.
-    aux : dict of str to numpy.ndarray, optional
-        The stage-0 units' auxiliary arrays by unit key (:func:`fit_predict_aux`); needed for a
-        split fold procedure.
-
-    Returns
-    -------
-    dict
-        ``{}``, ``{"theta_initial": [[float per repetition] per treatment]}`` or
-        ``{"fold_scalars": {name: [[[float per fold] per repetition] per treatment]}}``.
-
-    Raises
-    ------
-    InvalidJobError
-        A stage that does not exist, or a stage-0 unit's auxiliary array missing.
-    """
-    if not 0 <= stage < n_stages(spec):
-        raise InvalidJobError(
-            f"Stage {stage} does not exist; this estimate has {n_stages(spec)} stage(s)."
-        )
-    if stage == 0:
-        return {}
-    validate_spec_folds(spec, data, folds)
-    fp = model_def(spec.model).fold_procedure_for(spec)
-    if fp is not None and fp.runs_split(spec):
-        return {"fold_scalars": _fold_chain(spec, data, folds, aux or {})}
-    p = check_preds(spec, data.n_obs, preds, stage=0)
-    theta_initial = model_def(spec.model).theta_initial
-    if theta_initial is None:
-        raise InvalidJobError(f"Model {spec.model!r} has no stage {stage}.")
-    theta = [
-        [
-            theta_initial(spec, data, {k: v[:, i_rep, i_treat] for k, v in p.items()}, i_treat)
-            for i_rep in range(spec.n_rep)
-        ]
-        for i_treat in range(spec.n_treat)
-    ]
-    return {"theta_initial": theta}
-
-
-def _fold_chain(
-    spec: DMLSpec, data: DMLData, folds: np.ndarray, aux: dict[str, np.ndarray]
-) -> dict[str, list[list[list[float]]]]:
-    """Every fold's scalars of a split fold procedure, by the chain of :func:`stage_inputs`."""
-    fp = model_def(spec.model).fold_procedure_for(spec)
-    assert fp is not None and fp.split is not None
-    key = prediction_keys(spec, 0)[0]
-    table: dict[str, list[list[list[float]]]] = {n: [] for n in fp.scalars}
-    for i_treat in range(spec.n_treat):
-        start: Any = fp.start(spec, data, i_treat)  # y's dtype (rep 0), then float64
-        for name in fp.scalars:
-            table[name].append([])
-        for i_rep in range(spec.n_rep):
-            per_fold = []
-            for i_fold in range(spec.n_cross_folds):
-                unit = FitUnit(0, i_treat, i_rep, i_fold, key)
-                if unit.key not in aux:
-                    raise InvalidJobError(
-                        f"The auxiliary array of unit {unit.key} (its fold's preliminary fits) is "
-                        "missing; its stage-0 shard did not store it."
-                    )
-                _, train = _fold_rows(spec, folds, i_rep, i_fold)
-                per_fold.append(fp.split.root(spec, data, train, i_treat, aux[unit.key], start))
-            for name in fp.scalars:
-                table[name][i_treat].append([float(v[name]) for v in per_fold])
-            if fp.chained:
-                # numpy float64 as DoubleML's np.mean(ipw_vec): against a float32 outcome's
-                # bounds the next searches' brackets are then computed in float64, as there
-                start = np.mean([v[fp.scalars[0]] for v in per_fold])
-    return table

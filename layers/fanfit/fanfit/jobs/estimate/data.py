@@ -19,8 +19,9 @@ from fanfit.sched.throughput import workload_signature
 
 @dataclass(frozen=True)
 class StageContext:
-    """What every phase of Schedule reads of the stage being scheduled (:mod:`fanfit.jobs.estimate.
-    wave`, and the job's completion figures, :func:`fanfit.jobs.estimate.demand.completion_figures`)."""
+    """What every phase of Schedule reads of the stage being scheduled (:mod:`fanfit.jobs.
+    estimate.wave`; the job's completion figures, :func:`fanfit.jobs.estimate.demand.
+    completion_figures`)."""
 
     job_id: str
     stage: int

@@ -1,0 +1,365 @@
+"""Running fit units: what a shard computes for each of its units, and what a later stage needs.
+
+:func:`fit_predict` fits one unit's nuisance learner on the unit's training rows and predicts its
+fold's test rows, as DoubleML's cross-fitting does for that fold. A unit of a model with a fold
+procedure (:class:`~fanfit.dml.models.FoldProcedure`: PQ, CVaR, LPQ) runs that procedure's steps
+for its fold instead: the whole fold (``run``), or for a :class:`~fanfit.dml.models.FoldSplit` the
+start-independent fits in stage 0 (``prelim``, whose auxiliary array :func:`fit_predict_aux`
+keeps) and the fits that need the fold's scalars in stage 1 (``final``); between the stages
+:func:`stage_inputs` runs the chain of ``root`` searches (and, for the IV-type scores, the
+preliminary estimate :math:`\\tilde\\theta`). What the units are, their keys and seeds, and how
+their outputs are packed and gathered are in :mod:`fanfit.dml.units`.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from fanfit.dml.data import DMLData
+from fanfit.dml.models import RESIDUAL, column, model_def, row_mask
+from fanfit.dml.spec import DMLSpec
+from fanfit.dml.units import (
+    FitUnit,
+    check_preds,
+    fold_layout,
+    learner_name,
+    n_stages,
+    nuisance,
+    prediction_keys,
+    train_mask,
+    unit_seed,
+    validate_spec_folds,
+)
+from fanfit.errors import InvalidFoldsError, InvalidJobError
+
+__all__ = ["features", "fit_predict", "fit_predict_aux", "stage_inputs"]
+
+
+def _target_and_rows(
+    spec: DMLSpec, unit: FitUnit, data: DMLData, inputs: dict | None
+) -> tuple[np.ndarray, np.ndarray | None]:
+    """Target of the unit's learner and the restriction of its training rows (or None)."""
+    fit = nuisance(spec, unit.learner)
+    if fit.target == RESIDUAL:
+        # numpy float64 as DoubleML's theta_initial: with a float32 outcome the target is float64
+        theta = np.float64(_theta_initial(inputs, unit, spec))
+        target = data.y - theta * data.d[:, unit.i_treat]
+    else:
+        target = column(spec, data, fit.target, unit.i_treat)
+    return target, row_mask(spec, data, fit, unit.i_treat)
+
+
+def features(spec: DMLSpec, data: DMLData, key: str, i_treat: int) -> np.ndarray:
+    """The features a prediction key's learner sees: :meth:`~fanfit.dml.data.DMLData.xd`, or with
+    ``features='dx'`` (:class:`~fanfit.dml.models.Nuisance`) the treatment column before it, with
+    ``features='xd'`` after it.
+
+    Returns
+    -------
+    numpy.ndarray, shape (n_obs, n_features)
+    """
+    x = data.xd(i_treat)
+    kind = nuisance(spec, key).features
+    if kind == "dx":
+        return np.column_stack((data.d[:, i_treat], x))
+    if kind == "xd":
+        return np.column_stack((x, data.d[:, i_treat]))
+    return x
+
+
+def _theta_initial(inputs: dict | None, unit: FitUnit, spec: DMLSpec) -> float:
+    try:
+        return float(inputs["theta_initial"][unit.i_treat][unit.i_rep])  # type: ignore[index]
+    except (TypeError, KeyError, IndexError) as exc:
+        raise InvalidJobError(
+            f"Unit {unit.key} (ml_g of score {spec.score!r}) needs stage_inputs with "
+            "'theta_initial' from stage 0; compute them with stage_inputs(spec, 1, ...)."
+        ) from exc
+
+
+def fit_predict(
+    spec: DMLSpec,
+    unit: FitUnit,
+    data: DMLData,
+    folds: np.ndarray,
+    stage_inputs: dict | None = None,
+) -> np.ndarray:
+    """Fit a unit's learner on its training rows and predict its fold's test rows.
+
+    What DoubleML's ``_dml_cv_predict`` (through scikit-learn's ``cross_val_predict``) computes for
+    that fold, bit for bit: the learner ``spec.learners[...].build(random_state=unit_seed(...))``
+    is fitted on ``X[train]`` where ``train`` are the sorted rows outside fold ``i_fold`` of
+    repetition ``i_rep`` (for ``ml_g0``/``ml_g1``/``ml_r0``/``ml_r1`` only those with ``d`` (IRM) or
+    ``z`` (IIVM) equal to 0 / 1; with ``cluster_cols`` only the rows in none of the fold's test
+    clusters, :func:`~fanfit.dml.units.train_mask`), ``X`` being the covariates plus the other
+    treatments (:meth:`~fanfit.dml.data.DMLData.xd`). Regressors predict with ``predict``;
+    classifiers are fitted on the label-encoded target and give ``predict_proba[:, 1]`` (0 where
+    the training rows lack class 1, as ``cross_val_predict`` fills it).
+
+    A unit of a model with a fold procedure (:attr:`fanfit.dml.models.ModelDef.fold_procedure`,
+    PQ, CVaR, LPQ) runs the fold's nested fits of its stage instead, each learner built with the
+    ``random_state`` of its own key (``unit_seed`` of the unit with that learner), and returns its
+    outputs packed as :func:`~fanfit.dml.units.put_predictions` unpacks them; the auxiliary array
+    a split procedure's stage-0 unit also returns is dropped here (:func:`fit_predict_aux` keeps
+    it).
+
+    Parameters
+    ----------
+    spec : DMLSpec
+    unit : FitUnit
+    data : DMLData
+    folds : numpy.ndarray of int, shape (n_obs, n_rep)
+    stage_inputs : dict or None
+        For stage 1: what :func:`stage_inputs` returned (PQ's and LPQ's: ``fold_scalars``).
+
+    Returns
+    -------
+    numpy.ndarray of float64, shape (n_test,)
+        Predictions for the rows ``np.flatnonzero(folds[:, i_rep] == i_fold)``, in that order
+        (a fold procedure's unit: shape ``(n_keys * n_test + n_scalars,)``).
+
+    Raises
+    ------
+    InvalidFoldsError
+        The fold has no test rows, or no training rows are left (e.g. no untreated rows outside
+        the fold for ``ml_g0``).
+    InvalidJobError
+        Missing stage inputs for stage 1, or a prediction key the model does not use.
+    """
+    return fit_predict_aux(spec, unit, data, folds, stage_inputs)[0]
+
+
+def fit_predict_aux(
+    spec: DMLSpec,
+    unit: FitUnit,
+    data: DMLData,
+    folds: np.ndarray,
+    stage_inputs: dict | None = None,
+) -> tuple[np.ndarray, np.ndarray | None]:
+    """:func:`fit_predict`, and the unit's auxiliary array when it has one.
+
+    Only a stage-0 unit of a model whose fold procedure runs in two stages (a
+    :class:`~fanfit.dml.models.FoldSplit`: PQ and LPQ with ``n_rep > 1``) has one: the ``aux``
+    of its ``prelim`` (the fold's preliminary propensities on the first half, shape
+    (1, n_train_1) for PQ, (3, n_train_1) for LPQ), which :func:`stage_inputs` of stage 1 needs. The pipeline stores it beside the unit's predictions, in the same shard
+    object, under :func:`fanfit.storage.aux_array_name` of the unit's key.
+
+    Returns
+    -------
+    values : numpy.ndarray of float64
+        As :func:`fit_predict`.
+    aux : numpy.ndarray of float64 or None
+
+    Raises
+    ------
+    As :func:`fit_predict`.
+    """
+    if model_def(spec.model).fold_procedure_for(spec) is not None:
+        return _run_fold_procedure(spec, unit, data, folds, stage_inputs)
+    return _fit_predict_one(spec, unit, data, folds, stage_inputs), None
+
+
+def _fit_predict_one(
+    spec: DMLSpec, unit: FitUnit, data: DMLData, folds: np.ndarray, stage_inputs: dict | None
+) -> np.ndarray:
+    """One nuisance fit of a model without a fold procedure (:func:`fit_predict`)."""
+    name = learner_name(unit.learner)
+    if name not in spec.learners:
+        raise InvalidJobError(
+            f"Unit {unit.key} needs learner {name!r}, which the spec does not define."
+        )
+    lspec = spec.learners[name]
+    x = features(spec, data, unit.learner, unit.i_treat)
+    target, cond = _target_and_rows(spec, unit, data, stage_inputs)
+    col = np.asarray(folds)[:, unit.i_rep]
+    test = np.flatnonzero(col == unit.i_fold)
+    if test.size == 0:
+        raise InvalidFoldsError(f"Fold {unit.i_fold} has no rows in repetition {unit.i_rep}.")
+    rows = train_mask(spec, folds, unit.i_rep, unit.i_fold)
+    if cond is not None:
+        rows &= cond
+    train = np.flatnonzero(rows)
+    if train.size == 0:
+        raise InvalidFoldsError(
+            f"Unit {unit.key}: no training rows outside fold {unit.i_fold} of repetition {unit.i_rep}"
+            + (" with the required treatment/instrument value" if cond is not None else "")
+            + "; use fewer folds or check the data."
+        )
+    estimator = lspec.build(random_state=unit_seed(spec.seed, unit))
+    if lspec.is_classifier:
+        # cross_val_predict label-encodes the whole target column before splitting
+        _, encoded = np.unique(target, return_inverse=True)
+        estimator.fit(x[train], encoded[train])
+        proba = estimator.predict_proba(x[test])
+        positive = np.flatnonzero(np.asarray(estimator.classes_) == 1)
+        if positive.size == 0:
+            return np.zeros(test.size, dtype=np.float64)
+        return np.asarray(proba[:, positive[0]], dtype=np.float64)
+    estimator.fit(x[train], target[train])
+    # float64 (a learner fitted on float32 covariates may predict in float32; exact in float64)
+    return np.asarray(estimator.predict(x[test]), dtype=np.float64).reshape(test.size)
+
+
+def _run_fold_procedure(
+    spec: DMLSpec, unit: FitUnit, data: DMLData, folds: np.ndarray, inputs: dict | None
+) -> tuple[np.ndarray, np.ndarray | None]:
+    """A fold unit of a model with a fold procedure: its packed outputs (:func:`~fanfit.dml.units.put_predictions`)
+    and, for stage 0 of a split procedure, its auxiliary array."""
+    fp = model_def(spec.model).fold_procedure_for(spec)
+    assert fp is not None
+    test, train = _fold_rows(spec, folds, unit.i_rep, unit.i_fold)
+    if test.size == 0 or train.size == 0:
+        raise InvalidFoldsError(
+            f"Unit {unit.key}: fold {unit.i_fold} of repetition {unit.i_rep} has no test or no "
+            "training rows."
+        )
+
+    def build(name: str) -> Any:
+        if name not in spec.learners:
+            raise InvalidJobError(
+                f"Unit {unit.key} needs learner {name!r}, which the spec does not define."
+            )
+        own = FitUnit(unit.stage, unit.i_treat, unit.i_rep, unit.i_fold, name)
+        return spec.learners[name].build(random_state=unit_seed(spec.seed, own))
+
+    aux: np.ndarray | None = None
+    if not fp.runs_split(spec):  # one stage: the whole fold from the first start value
+        start = fp.start(spec, data, unit.i_treat)
+        preds, scalars = fp.run(spec, data, train, test, unit.i_treat, build, start)
+    elif unit.stage == 0:  # the start-independent fits; the chain needs their aux
+        assert fp.split is not None
+        preds, raw = fp.split.prelim(spec, data, train, test, unit.i_treat, build)
+        aux, scalars = np.asarray(raw, dtype=np.float64), {}
+    else:  # the fits that need the fold's scalars, which Prepare computed between the stages
+        assert fp.split is not None
+        scalars = _fold_scalars(fp.scalars, inputs, unit)
+        preds = fp.split.final(spec, data, train, test, unit.i_treat, build, scalars)
+    keys, names = fold_layout(spec, unit.stage)
+    values = np.concatenate(
+        [np.asarray(preds[k], dtype=np.float64).reshape(test.size) for k in keys]
+        + [np.array([scalars[name] for name in names], dtype=np.float64)]
+    )
+    return values, aux
+
+
+def _fold_rows(
+    spec: DMLSpec, folds: np.ndarray, i_rep: int, i_fold: int
+) -> tuple[np.ndarray, np.ndarray]:
+    """The (sorted) test and training rows of one outer fold."""
+    test = np.flatnonzero(np.asarray(folds)[:, i_rep] == i_fold)
+    return test, np.flatnonzero(train_mask(spec, folds, i_rep, i_fold))
+
+
+def _fold_scalars(names: tuple[str, ...], inputs: dict | None, unit: FitUnit) -> dict[str, float]:
+    """The fold's scalars from stage 1's inputs (``fold_scalars[name][i_treat][i_rep][i_fold]``)."""
+    try:
+        table = inputs["fold_scalars"]  # type: ignore[index]
+        # numpy float64, as DoubleML holds them (a Python float is rounded to a float32 outcome's
+        # dtype when compared with it: NumPy's NEP 50)
+        return {n: np.float64(table[n][unit.i_treat][unit.i_rep][unit.i_fold]) for n in names}
+    except (TypeError, KeyError, IndexError) as exc:
+        raise InvalidJobError(
+            f"Unit {unit.key} needs stage_inputs with 'fold_scalars' ({', '.join(names)}) from "
+            f"stage 0; compute them with stage_inputs(spec, {unit.stage}, ...)."
+        ) from exc
+
+
+def stage_inputs(
+    spec: DMLSpec,
+    stage: int,
+    data: DMLData,
+    folds: np.ndarray,
+    preds: dict,
+    aux: dict[str, np.ndarray] | None = None,
+) -> dict:
+    """JSON-safe inputs of a stage, computed from the outputs of the earlier stages.
+
+    Stage 0 needs nothing (``{}``). Stage 1 of the IV-type scores needs the preliminary estimate
+    :math:`\\tilde\\theta` of every treatment and repetition
+    (:func:`~fanfit.dml.scores.plr_theta_initial`, :func:`~fanfit.dml.scores.pliv_theta_initial`).
+    Stage 1 of a model whose fold procedure runs in two stages (a
+    :class:`~fanfit.dml.models.FoldSplit`: PQ and LPQ with ``n_rep > 1``) needs every fold's scalars: for each treatment, repetition after repetition, each fold's
+    ``root`` from its stage-0 ``aux`` and the start value :math:`s_r`, with :math:`s_0` the
+    procedure's ``start`` and, when it is ``chained``, :math:`s_{r+1}` the mean over folds of
+    repetition :math:`r`'s first scalar (DoubleML 0.11.4's ``_coef_start_val`` after each
+    repetition, ``np.mean(ipw_vec)``: folds in order, equal weights); else every :math:`s_r = s_0`.
+
+    Parameters
+    ----------
+    spec : DMLSpec
+    stage : int
+    data : DMLData
+    folds : numpy.ndarray of int, shape (n_obs, n_rep)
+    preds : dict of str to numpy.ndarray of shape (n_obs, n_rep, n_treat)
+        At least the stage-0 predictions.
+    aux : dict of str to numpy.ndarray, optional
+        The stage-0 units' auxiliary arrays by unit key (:func:`fit_predict_aux`); needed for a
+        split fold procedure.
+
+    Returns
+    -------
+    dict
+        ``{}``, ``{"theta_initial": [[float per repetition] per treatment]}`` or
+        ``{"fold_scalars": {name: [[[float per fold] per repetition] per treatment]}}``.
+
+    Raises
+    ------
+    InvalidJobError
+        A stage that does not exist, or a stage-0 unit's auxiliary array missing.
+    """
+    if not 0 <= stage < n_stages(spec):
+        raise InvalidJobError(
+            f"Stage {stage} does not exist; this estimate has {n_stages(spec)} stage(s)."
+        )
+    if stage == 0:
+        return {}
+    validate_spec_folds(spec, data, folds)
+    fp = model_def(spec.model).fold_procedure_for(spec)
+    if fp is not None and fp.runs_split(spec):
+        return {"fold_scalars": _fold_chain(spec, data, folds, aux or {})}
+    p = check_preds(spec, data.n_obs, preds, stage=0)
+    theta_initial = model_def(spec.model).theta_initial
+    if theta_initial is None:
+        raise InvalidJobError(f"Model {spec.model!r} has no stage {stage}.")
+    theta = [
+        [
+            theta_initial(spec, data, {k: v[:, i_rep, i_treat] for k, v in p.items()}, i_treat)
+            for i_rep in range(spec.n_rep)
+        ]
+        for i_treat in range(spec.n_treat)
+    ]
+    return {"theta_initial": theta}
+
+
+def _fold_chain(
+    spec: DMLSpec, data: DMLData, folds: np.ndarray, aux: dict[str, np.ndarray]
+) -> dict[str, list[list[list[float]]]]:
+    """Every fold's scalars of a split fold procedure, by the chain of :func:`stage_inputs`."""
+    fp = model_def(spec.model).fold_procedure_for(spec)
+    assert fp is not None and fp.split is not None
+    key = prediction_keys(spec, 0)[0]
+    table: dict[str, list[list[list[float]]]] = {n: [] for n in fp.scalars}
+    for i_treat in range(spec.n_treat):
+        start: Any = fp.start(spec, data, i_treat)  # y's dtype (rep 0), then float64
+        for name in fp.scalars:
+            table[name].append([])
+        for i_rep in range(spec.n_rep):
+            per_fold = []
+            for i_fold in range(spec.n_cross_folds):
+                unit = FitUnit(0, i_treat, i_rep, i_fold, key)
+                if unit.key not in aux:
+                    raise InvalidJobError(
+                        f"The auxiliary array of unit {unit.key} (its fold's preliminary fits) is "
+                        "missing; its stage-0 shard did not store it."
+                    )
+                _, train = _fold_rows(spec, folds, i_rep, i_fold)
+                per_fold.append(fp.split.root(spec, data, train, i_treat, aux[unit.key], start))
+            for name in fp.scalars:
+                table[name][i_treat].append([float(v[name]) for v in per_fold])
+            if fp.chained:
+                # numpy float64 as DoubleML's np.mean(ipw_vec): against a float32 outcome's
+                # bounds the next searches' brackets are then computed in float64, as there
+                start = np.mean([v[fp.scalars[0]] for v in per_fold])
+    return table
