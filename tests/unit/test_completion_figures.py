@@ -15,6 +15,7 @@ import numpy as np
 import pytest
 
 RATE_L, RATE_M = 40.0, 20.0  # seeded throughput of the two nuisance learners, samples/s
+RATE_G = 10.0  # and of the IV-type score's second-stage learner
 
 
 def _seed_throughput(store, throughput, job: str, rates: dict[str, float]) -> None:
@@ -36,6 +37,26 @@ def _seed_throughput(store, throughput, job: str, rates: dict[str, float]) -> No
         ThroughputEntry(by_role[role], "lambda-1769", rate, 0.1, 3).to_dict()
         for role, rate in rates.items()
     )
+
+
+def _start_iv_job(job_storage, parts, put_estimate_spec, job: str) -> None:
+    """Prepare stage 0 of a PLR job with the IV-type score (stage 0 fits ml_l and ml_m, stage 1
+    ml_g on their residuals; 2 repetitions x 2 folds each) and seed its learners' throughput:
+    :data:`RATE_L`, :data:`RATE_M` and :data:`RATE_G` samples/s."""
+    from fanfit import storage
+    from fanfit.client import build_spec
+    from fanfit.jobs.estimate.prepare import prepare_stage
+
+    store, records, throughput = job_storage
+    spec, _ = build_spec(
+        y="y", d="d", x=["x1", "x2", "x3"], z=None, model="plr", score="IV-type",
+        learners={"ml_l": "LinearRegression", "ml_m": "LinearRegression",
+                  "ml_g": "LinearRegression"},
+        n_folds=2, n_rep=2, seed=3,
+    )  # fmt: skip
+    key = put_estimate_spec(store, storage.spec_key(job), dml=spec.to_dict())
+    prepare_stage(store, records, job, key, 0, partitions=parts)
+    _seed_throughput(store, throughput, job, {"ml_l": RATE_L, "ml_m": RATE_M, "ml_g": RATE_G})
 
 
 def _n_train(store, job: str) -> list[int]:
@@ -115,26 +136,14 @@ def test_a_probe_wave_registers_no_figures_so_the_completion_pass_stays_off(
 def test_an_estimates_figures_add_the_later_stages_units_and_longest_unit(
     job_storage, make_partitions, put_estimate_spec
 ):
-    from fanfit import storage
-    from fanfit.client import build_spec
-    from fanfit.jobs.estimate.prepare import prepare_stage
     from fanfit.jobs.estimate.schedule import schedule_wave
 
     store, records, throughput = job_storage
     parts = make_partitions()
     # GIVEN a PLR job with the IV-type score: stage 0 fits ml_l and ml_m, stage 1 ml_g on their
     # residuals (2 repetitions x 2 folds each), with 40, 20 and 10 samples/s measured
-    spec, _ = build_spec(
-        y="y", d="d", x=["x1", "x2", "x3"], z=None, model="plr", score="IV-type",
-        learners={"ml_l": "LinearRegression", "ml_m": "LinearRegression",
-                  "ml_g": "LinearRegression"},
-        n_folds=2, n_rep=2, seed=3,
-    )  # fmt: skip
-    job = "est-iv"
-    key = put_estimate_spec(store, storage.spec_key(job), dml=spec.to_dict())
-    prepare_stage(store, records, job, key, 0, partitions=parts)
-    rate_g = 10.0
-    _seed_throughput(store, throughput, job, {"ml_l": RATE_L, "ml_m": RATE_M, "ml_g": rate_g})
+    job, rate_g = "est-iv", RATE_G
+    _start_iv_job(job_storage, parts, put_estimate_spec, job)
     # WHEN stage 0's first barrier registers the job's figures
     schedule_wave(store, records, throughput, job, 0, 0, 1769, 4, partitions=parts)
     item = parts.get(job)
@@ -294,11 +303,9 @@ def test_an_estimates_figures_are_computed_only_at_a_barrier_that_sends_them(
     job_storage, make_partitions, put_estimate_spec, monkeypatch
 ):
     from fanfit import dml, storage
-    from fanfit.client import build_spec
     from fanfit.jobs.estimate import demand
     from fanfit.jobs.estimate import schedule as sched
     from fanfit.jobs.estimate.data import unit_signature
-    from fanfit.jobs.estimate.prepare import prepare_stage
     from fanfit.jobs.estimate.wave import register_wave
 
     store, records, throughput = job_storage
@@ -313,16 +320,8 @@ def test_an_estimates_figures_are_computed_only_at_a_barrier_that_sends_them(
     monkeypatch.setattr(throughput, "load", lambda sigs: loads.append(set(sigs)) or real_load(sigs))
     # GIVEN the IV-type PLR job (stage 1 fits ml_g) with 40, 20 and 10 samples/s measured, whose
     # first barrier registered its demand and figures (computed once, stage 1's history read once)
-    spec, _ = build_spec(
-        y="y", d="d", x=["x1", "x2", "x3"], z=None, model="plr", score="IV-type",
-        learners={"ml_l": "LinearRegression", "ml_m": "LinearRegression",
-                  "ml_g": "LinearRegression"},
-        n_folds=2, n_rep=2, seed=3,
-    )  # fmt: skip
     job = "est-lazy"
-    key = put_estimate_spec(store, storage.spec_key(job), dml=spec.to_dict())
-    prepare_stage(store, records, job, key, 0, partitions=parts)
-    _seed_throughput(store, throughput, job, {"ml_l": RATE_L, "ml_m": RATE_M, "ml_g": 10.0})
+    _start_iv_job(job_storage, parts, put_estimate_spec, job)
     sched.schedule_wave(store, records, throughput, job, 0, 0, 1769, 4, partitions=parts)
     plan = sched.read_plan(store, storage.plan_key(job))
     ctx = sched._stage_context(store, job, 0, plan)
@@ -360,6 +359,6 @@ def test_an_estimates_figures_are_computed_only_at_a_barrier_that_sends_them(
     item = parts.get(job)
     rows = max(_n_train(store, job))
     n_unit = int(np.count_nonzero(ctx.folds[:, last[0].i_rep] != last[0].i_fold))
-    assert float(item["remaining_s"]) == pytest.approx(n_unit / RATE_M + 800 / 10.0)
-    assert float(item["critical_s"]) == pytest.approx(n_unit / RATE_M + rows / 10.0)
+    assert float(item["remaining_s"]) == pytest.approx(n_unit / RATE_M + 800 / RATE_G)
+    assert float(item["critical_s"]) == pytest.approx(n_unit / RATE_M + rows / RATE_G)
     assert parts.history()[-1]["event"] == "resize"
