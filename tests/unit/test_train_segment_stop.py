@@ -247,15 +247,19 @@ def test_the_failure_branch_writes_a_marker_of_the_execution_that_parses():
 
     # GIVEN the train state machine's failure branch
     states = json.loads((ROOT / "orchestrator" / "train.asl.json").read_text())["States"]
-    assert states[TrainState.RECORD_FAILURE]["Next"] == TrainState.NAME_STOP
-    name, write = states[TrainState.NAME_STOP], states[TrainState.WRITE_STOP]
-    assert name["Next"] == TrainState.WRITE_STOP and write["Next"] == TrainState.RELEASE
-    # WHEN its Pass state's fields are filled as Step Functions fills them
+    assert states[TrainState.RECORD_FAILURE]["Next"] == TrainState.WRITE_STOP
+    write = states[TrainState.WRITE_STOP]
+    assert write["Next"] == TrainState.RELEASE
+    assert write["Resource"] == "arn:aws:states:::aws-sdk:s3:putObject"
+    params = write["Parameters"]
+    # WHEN its Body's fields are filled as Step Functions fills them (an object: Step Functions
+    # writes it as JSON; a string would be written JSON-quoted, as the local stack does too)
     values = {"$$.Execution.Id": E1, "$.error.Error": "Runtime.ExitError",
               "$.error.Cause": "{\"errorMessage\": \"out of memory\"}",
               "$$.State.EnteredTime": "2026-11-26T07:00:00.000Z"}  # fmt: skip
+    assert isinstance(params["Body"], dict)
     body = {k.removesuffix(".$"): values[v] if k.endswith(".$") else v
-            for k, v in name["Parameters"].items()}  # fmt: skip
+            for k, v in params["Body"].items()}  # fmt: skip
     # THEN they make a TrainStop of that execution, written to the key fanfit.storage names
     marker = TrainStop.parse(body)
     assert (marker.reason, marker.execution_arn, marker.error) == (
@@ -266,9 +270,6 @@ def test_the_failure_branch_writes_a_marker_of_the_execution_that_parses():
     assert marker.describe() == (
         'a worker failed (Runtime.ExitError: {"errorMessage": "out of memory"})'
     )
-    params = write["Parameters"]
-    assert write["Resource"] == "arn:aws:states:::aws-sdk:s3:putObject"
-    assert params["Body.$"] == f"States.JsonToString({name['ResultPath']})"
     template = params["Key.$"].split("'")[1]
     assert template.replace("{}", "JOB") == storage.train_stop_key("JOB")
     # ... and the worker Task passes the execution, so a worker knows whose marker it reads

@@ -70,7 +70,6 @@ class TrainState(StrEnum):
     RECORD_FAILURE = "Record that the job failed"
     #: The failure branch's stop marker (:class:`fanfit.jobs.documents.train.TrainStop`, written
     #: to :func:`fanfit.storage.train_stop_key`): a DS-Sync segment's running workers stop on it.
-    NAME_STOP = "Name why the job stopped for its running workers"
     WRITE_STOP = "Tell the job's running workers that it failed"
     RELEASE = "Hand the job's partition back to the running jobs"
     FAILED = "The job failed"
