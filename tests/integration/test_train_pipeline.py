@@ -225,6 +225,14 @@ def test_a_cancelled_or_failed_ds_sync_job_stops_its_running_segment(
     assert (marker.reason, marker.execution_arn) == ("cancelled", job.execution_arn)
     last = max(recorded(job.job_id))
     assert last < 39 and stopped_after < 10, (last, stopped_after)
+    # ... the workers knew their execution (the Map's $$.Execution.Id is the job's execution's)
+    pages = client.sfn.get_paginator("get_execution_history").paginate(
+        executionArn=job.execution_arn
+    )
+    payloads = [json.loads(e["taskScheduledEventDetails"]["parameters"])["Payload"]
+                for p in pages for e in p["events"] if e["type"] == "TaskScheduled"
+                and "TrainShard" in e["taskScheduledEventDetails"]["parameters"]]  # fmt: skip
+    assert payloads and all(p["execution_arn"] == job.execution_arn for p in payloads), payloads
 
     # WHEN an execution fails in the state machine itself (its job's spec is not there)
     name = f"{job.job_id}-f"
