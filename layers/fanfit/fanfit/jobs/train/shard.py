@@ -133,74 +133,60 @@ def train_shard(
         The job's stop marker of this execution appeared (another member failed, or the job was
         cancelled); this worker writes no marker of its own then.
     """
-    at = [round_index]  # the round the worker is at, named in the marker if it fails
+    r = round_index  # the round the worker is at, named in its stop marker if its step raises
     try:
-        return _segment(
-            store, job_id, round_index, worker, memory_mb, resource_name, rounds, deadline,
-            poll_s, execution_arn, at,
-        )  # fmt: skip
+        if isinstance(rounds, bool) or not isinstance(rounds, int) or rounds < 1:
+            raise InvalidJobError(f"rounds must be an integer of at least 1, got {rounds!r}")
+        if rounds == 1:
+            return _step(store, job_id, round_index, worker, memory_mb, resource_name)
+        plan = read_plan(store, job_id)
+        if plan.spec.sync != "ds-sync":
+            raise InvalidJobError(
+                f"rounds must be 1 for a job with sync {plan.spec.sync!r} (job {job_id}); only a "
+                f"DS-Sync job runs segments of several rounds, got rounds={rounds}"
+            )
+        end = time.time() + GROUP_WAIT_S if deadline is None else float(deadline)
+        stop = StopCheck(store, job_id, worker, execution_arn)
+        first_meta: StateMeta | None = None
+        out: dict = {}
+        for r in range(round_index, round_index + rounds):
+            rkey = storage.train_worker_record_key(job_id, r, worker)
+            if store.exists(rkey):  # written after the partial: this round is done
+                record = ShardRecord.parse(store.get_json(rkey), source=rkey)
+                key = storage.train_partial_key(job_id, r, worker)
+                out = ShardOutput(partial_key=key, **record.stats.to_json_dict()).to_json_dict()
+                continue
+            if r == round_index:
+                out = _step(store, job_id, r, worker, memory_mb, resource_name)
+                continue
+            # the round boundary: a member that was computing (not waiting) stops here
+            stop.check(r)
+            if first_meta is None:
+                _, first_meta = get_state_groups(store, job_id, round_index)
+            groups = read_round_plan(store, job_id, r - 1).groups
+            meta = StateMeta(
+                phase="train",
+                n_iter=first_meta.n_iter + r - round_index,
+                groups=groups,
+                from_partials=True,
+            )
+            wait_s = wait_for_group(
+                store,
+                job_id,
+                r - 1,
+                groups[group_of(groups, worker)],
+                worker,
+                end,
+                poll_s,
+                stop=stop,
+            )
+            out = _step(store, job_id, r, worker, memory_mb, resource_name, meta, wait_s)
+        return out
     except TrainJobStoppedError:
         raise  # the job already stopped: its marker names why
     except Exception as exc:
-        _mark_failed(store, job_id, worker, at[0], execution_arn, exc)
+        _mark_failed(store, job_id, worker, r, execution_arn, exc)
         raise
-
-
-def _segment(
-    store: storage.JobStore,
-    job_id: str,
-    round_index: int,
-    worker: int,
-    memory_mb: int,
-    resource_name: str | None,
-    rounds: int,
-    deadline: float | None,
-    poll_s: float,
-    execution_arn: str,
-    at: list[int],
-) -> dict:
-    """:func:`train_shard`'s work; ``at[0]`` follows the round the worker is at."""
-    if isinstance(rounds, bool) or not isinstance(rounds, int) or rounds < 1:
-        raise InvalidJobError(f"rounds must be an integer of at least 1, got {rounds!r}")
-    if rounds == 1:
-        return _step(store, job_id, round_index, worker, memory_mb, resource_name)
-    plan = read_plan(store, job_id)
-    if plan.spec.sync != "ds-sync":
-        raise InvalidJobError(
-            f"rounds must be 1 for a job with sync {plan.spec.sync!r} (job {job_id}); only a "
-            f"DS-Sync job runs segments of several rounds, got rounds={rounds}"
-        )
-    end = time.time() + GROUP_WAIT_S if deadline is None else float(deadline)
-    stop = StopCheck(store, job_id, worker, execution_arn)
-    first_meta: StateMeta | None = None
-    out: dict = {}
-    for r in range(round_index, round_index + rounds):
-        at[0] = r
-        rkey = storage.train_worker_record_key(job_id, r, worker)
-        if store.exists(rkey):  # written after the partial: this round is done
-            record = ShardRecord.parse(store.get_json(rkey), source=rkey)
-            key = storage.train_partial_key(job_id, r, worker)
-            out = ShardOutput(partial_key=key, **record.stats.to_json_dict()).to_json_dict()
-            continue
-        if r == round_index:
-            out = _step(store, job_id, r, worker, memory_mb, resource_name)
-            continue
-        # the round boundary: a member that was computing (not waiting) stops here
-        stop.check(r)
-        if first_meta is None:
-            _, first_meta = get_state_groups(store, job_id, round_index)
-        groups = read_round_plan(store, job_id, r - 1).groups
-        meta = StateMeta(
-            phase="train",
-            n_iter=first_meta.n_iter + r - round_index,
-            groups=groups,
-            from_partials=True,
-        )
-        wait_s = wait_for_group(
-            store, job_id, r - 1, groups[group_of(groups, worker)], worker, end, poll_s, stop=stop
-        )
-        out = _step(store, job_id, r, worker, memory_mb, resource_name, meta, wait_s)
-    return out
 
 
 def wait_for_group(
