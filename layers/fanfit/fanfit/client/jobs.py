@@ -121,8 +121,10 @@ class JobHandle:
     def cancel(self) -> dict[str, Any]:
         """Cancel the job: stop its execution (``states:StopExecution``), terminate its GPU worker
         jobs (``batch:TerminateJob``), release its partition of the shared capacity as the
-        failure branch does (:func:`fanfit.jobs.sharing.release_job`), and set its record's
-        status to ``CANCELLED``. A job that has already ended is left as it is.
+        failure branch does (:func:`fanfit.jobs.sharing.release_job`), write a train job's stop
+        marker (a running DS-Sync segment's workers stop on it,
+        :func:`fanfit.jobs.train.shard.stop_job`), and set its record's status to
+        ``CANCELLED``. A job that has already ended is left as it is.
 
         Returns
         -------
