@@ -44,6 +44,9 @@ def lambda_handler(event: TrainShardEvent, context: LambdaContext) -> dict:
         memory_mb=int(context.memory_limit_in_mb),
         rounds=event.rounds,
         deadline=deadline,
+        # a step that raises writes the job's stop marker, then re-raises its error unchanged;
+        # a segment stops early on its execution's marker (a member failed, the job cancelled)
+        execution_arn=event.execution_arn,
     )
     metrics.add_metric(name="TrainSamples", unit=MetricUnit.Count, value=out["batch"])
     metrics.add_metric(name="TrainComputeSeconds", unit=MetricUnit.Seconds, value=out["compute_s"])

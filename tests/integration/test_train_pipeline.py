@@ -187,3 +187,64 @@ def test_bad_options_through_the_cli_exit_2_naming_the_option(
     done = subprocess.run(cmd, capture_output=True, text=True, timeout=300, env=local_stack_env)
     assert done.returncode == 2, done.stderr
     assert named in done.stderr and done.stdout == ""
+
+
+def test_a_cancelled_or_failed_ds_sync_job_stops_its_running_segment(
+    local_client, split_401k, stopped_jobs, wait_until
+):
+    import time
+
+    from fanfit import storage
+    from fanfit.jobs.documents.train import TrainStop
+
+    client = local_client
+    train, _ = split_401k
+
+    def recorded(job_id: str) -> list[int]:
+        pages = client.s3.get_paginator("list_objects_v2").paginate(
+            Bucket=client.stack.bucket, Prefix=storage.train_rounds_prefix(job_id)
+        )
+        return sorted(int(o["Key"].split("/")[-3]) for p in pages for o in p.get("Contents", [])
+                      if o["Key"].endswith(".json") and "/workers/" in o["Key"])  # fmt: skip
+
+    # GIVEN a 40-round DS-Sync job (rounds 1-39 one segment of 4 workers) past round 2
+    before = stopped_jobs.snapshot()
+    job = client.submit_train(train, model="logreg", features=X_401K, target="p401", workers=4,
+                              global_batch=400, rounds=40, lr=1.0, sync="ds-sync", group_size=2,
+                              standardize=True, seed=0)  # fmt: skip
+    wait_until(lambda: max(recorded(job.job_id), default=-1) >= 2, 120,
+               f"round 2 of {job.job_id}", interval_s=0.05)  # fmt: skip
+    # WHEN it is cancelled (StopExecution does not stop the segment's running Lambdas)
+    cancelled_at = time.perf_counter()
+    client.job(job.job_id).cancel()
+    stopped_jobs.wait(job.execution_arn, before, timeout_s=60)
+    stopped_after = time.perf_counter() - cancelled_at
+    # THEN the marker names the cancel and the execution, and the workers stopped at their next
+    # round boundary (or wait): their steps ended within seconds, the segment's last rounds not run
+    marker = TrainStop.parse(client.store.get_json(storage.train_stop_key(job.job_id)))
+    assert (marker.reason, marker.execution_arn) == ("cancelled", job.execution_arn)
+    last = max(recorded(job.job_id))
+    assert last < 39 and stopped_after < 10, (last, stopped_after)
+    # ... the workers knew their execution (the Map's $$.Execution.Id is the job's execution's)
+    pages = client.sfn.get_paginator("get_execution_history").paginate(
+        executionArn=job.execution_arn
+    )
+    payloads = [json.loads(e["taskScheduledEventDetails"]["parameters"])["Payload"]
+                for p in pages for e in p["events"] if e["type"] == "TaskScheduled"
+                and "TrainShard" in e["taskScheduledEventDetails"]["parameters"]]  # fmt: skip
+    assert payloads and all(p["execution_arn"] == job.execution_arn for p in payloads), payloads
+
+    # WHEN an execution fails in the state machine itself (its job's spec is not there)
+    name = f"{job.job_id}-f"
+    arn = client.sfn.start_execution(
+        stateMachineArn=client.stack.train_state_machine_arn, name=name,
+        input=json.dumps({"job_id": name, "spec_key": storage.spec_key(name)}),
+    )["executionArn"]  # fmt: skip
+    wait_until(lambda: client.sfn.describe_execution(executionArn=arn)["status"] != "RUNNING",
+               60, f"{name} ended", interval_s=0.2)  # fmt: skip
+    # THEN its failure branch wrote the marker: failed, the error's name, that execution
+    failed = TrainStop.parse(client.store.get_json(storage.train_stop_key(name)))
+    assert (failed.reason, failed.error, failed.execution_arn) == (
+        "failed", "JobNotFoundError", arn)  # fmt: skip
+    assert client.sfn.describe_execution(executionArn=arn)["status"] == "FAILED"
+    print(json.dumps({"last_round_recorded": last, "stopped_after_s": round(stopped_after, 2)}))

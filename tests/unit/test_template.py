@@ -101,6 +101,8 @@ def test_every_lambda_task_retries_throttling_and_catches_or_ends_inside_a_map(m
     failure_path = {
         "Record that the job failed",
         "Hand the job's partition back to the running jobs",
+        # train: the stop marker that a DS-Sync segment's running workers read
+        "Tell the job's running workers that it failed",
     }
     # a failed Map of shards first names the shard that failed (estimate), then records the failure
     naming = "Name the shard that failed and its last error"
@@ -114,10 +116,19 @@ def test_every_lambda_task_retries_throttling_and_catches_or_ends_inside_a_map(m
                 continue
             assert target == "Record that the job failed", name
     release = top["Hand the job's partition back to the running jobs"]
-    assert (
-        top["Record that the job failed"]["Next"]
-        == "Hand the job's partition back to the running jobs"
-    )
+    after_record = top["Record that the job failed"]["Next"]
+    if after_record == "Tell the job's running workers that it failed":
+        # train: the stop marker is written between the record and the release; its own
+        # failure goes on to the release, and the job's $.error is left as it was
+        tell = top[after_record]
+        assert (
+            tell["Next"]
+            == tell["Catch"][0]["Next"]
+            == ("Hand the job's partition back to the running jobs")
+        )
+        assert tell["ResultPath"] is None and tell["Catch"][0]["ResultPath"] != "$.error"
+    else:
+        assert after_record == "Hand the job's partition back to the running jobs"
     assert release["Parameters"]["FunctionName"] == "${ReleaseFunctionArn}"
     assert release["Next"] == release["Catch"][0]["Next"] == "The job failed"
     assert release["ResultPath"] is None  # the job's own $.error reaches the Fail state

@@ -258,7 +258,9 @@ def test_the_worker_task_passes_the_items_segment_to_the_worker():
     states = json.loads(asl.read_text())["States"]
     inner = states[TrainState.RUN_ROUND]["ItemProcessor"]["States"]
     payload = inner[TrainState.WORKER_STEP]["Parameters"]["Payload"]
-    # THEN it passes every field of a Map item that TrainShard reads, the segment's rounds too
+    # THEN it passes every field of a Map item that TrainShard reads, the segment's rounds too,
+    # and the execution (a stop marker of another execution does not stop the worker)
     assert payload["rounds.$"] == "$.rounds"
+    assert payload["execution_arn.$"] == "$$.Execution.Id"
     wanted = set(RoundItem.model_fields) & set(TrainShardEvent.model_fields) - {"placement"}
-    assert {k.removesuffix(".$") for k in payload} == wanted
+    assert {k.removesuffix(".$") for k in payload} == wanted | {"execution_arn"}

@@ -168,3 +168,12 @@ class GroupPartialTimeoutError(JobFailedError):
     deadline for the partials of its group of the round before: a member failed, or was not
     started (the segment needs every worker running at once). The message names the job, the
     round, the worker and the members whose partials are missing."""
+
+
+class TrainJobStoppedError(JobFailedError):
+    """A DS-Sync worker running a segment of rounds found its train job's stop marker
+    (:func:`fanfit.storage.train_stop_key`) of its own execution: a member of the job failed (its
+    step raised, or the state machine's failure branch ran after it ran out of memory or time) or
+    the job was cancelled (``fanfit cancel``). The worker stops at once instead of waiting for its
+    group until its deadline. The message names the job, the worker, the round and the marker's
+    reason (the failed worker, its round and error class, or the cancel)."""

@@ -121,8 +121,10 @@ class JobHandle:
     def cancel(self) -> dict[str, Any]:
         """Cancel the job: stop its execution (``states:StopExecution``), terminate its GPU worker
         jobs (``batch:TerminateJob``), release its partition of the shared capacity as the
-        failure branch does (:func:`fanfit.jobs.sharing.release_job`), and set its record's
-        status to ``CANCELLED``. A job that has already ended is left as it is.
+        failure branch does (:func:`fanfit.jobs.sharing.release_job`), write a train job's stop
+        marker (a running DS-Sync segment's workers stop on it,
+        :func:`fanfit.jobs.train.shard.stop_job`), and set its record's status to
+        ``CANCELLED``. A job that has already ended is left as it is.
 
         Returns
         -------
@@ -417,8 +419,37 @@ def _task_job_id(batch_job: dict[str, Any]) -> str | None:
     return str(found) if found is not None else None
 
 
+def _stop_train_segments(client: StackClient, job_id: str, execution_arn: str) -> bool:
+    """After a train job's execution was stopped: write its stop marker (reason ``'cancelled'``,
+    :func:`fanfit.jobs.train.shard.stop_job`), since StopExecution does not stop a Lambda
+    invocation that runs; a DS-Sync segment's workers read it and stop within a few polls.
+
+    Returns
+    -------
+    bool
+        Whether a marker was written: False for an estimate job, or when the write failed (logged:
+        the execution is stopped either way; its running workers then end at their deadline).
+    """
+    record = client.records.get(job_id) or {}
+    if record.get("kind") != "train":
+        return False
+    from fanfit.jobs.train.shard import stop_job
+
+    try:
+        stop_job(client.store, job_id, "cancelled", execution_arn=execution_arn)
+    except Exception as exc:  # e.g. AccessDenied on s3:PutObject: the stop stands
+        log.warning("job %s: cannot write its stop marker: %s", job_id, exc)
+        return False
+    return True
+
+
 def cancel_job(client: StackClient, job_id: str, execution_arn: str) -> dict[str, Any]:
     """Stop a running job: its execution, its Batch jobs, its partition; status ``CANCELLED``.
+
+    A train job also gets its stop marker (:func:`fanfit.storage.train_stop_key`, reason
+    ``'cancelled'``, naming ``execution_arn``), written right after StopExecution: the workers of
+    a DS-Sync segment that still run (StopExecution does not stop a running Lambda invocation)
+    stop within a few polls instead of waiting for their group until their deadline.
 
     Parameters
     ----------
@@ -455,6 +486,7 @@ def cancel_job(client: StackClient, job_id: str, execution_arn: str) -> dict[str
         error="JobCancelledError",
         cause=f"job {job_id} was cancelled by the user (fanfit cancel)",
     )
+    _stop_train_segments(client, job_id, execution_arn)
     terminated = []
     try:
         batch_jobs = batch_jobs_of(client, job_id)

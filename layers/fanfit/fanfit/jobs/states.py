@@ -68,5 +68,8 @@ class TrainState(StrEnum):
     IS_ROUND_LEFT = "Is another round to run?"
     FINALIZE = "Write the trained model and the round records"
     RECORD_FAILURE = "Record that the job failed"
+    #: The failure branch's stop marker (:class:`fanfit.jobs.documents.train.TrainStop`, written
+    #: to :func:`fanfit.storage.train_stop_key`): a DS-Sync segment's running workers stop on it.
+    WRITE_STOP = "Tell the job's running workers that it failed"
     RELEASE = "Hand the job's partition back to the running jobs"
     FAILED = "The job failed"

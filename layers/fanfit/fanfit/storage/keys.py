@@ -257,6 +257,15 @@ def train_round_key(job_id: str, round_index: int) -> str:
     return f"{job_prefix(job_id)}train/rounds/{round_index:05d}/record.json"
 
 
+def train_stop_key(job_id: str) -> str:
+    """Key of a train job's stop marker (``.json``, :class:`~fanfit.jobs.documents.train.TrainStop`):
+    written when the job failed (a worker's step raised, or the state machine's failure branch) or
+    was cancelled; a DS-Sync segment's worker that finds it (of its own execution) stops at once
+    instead of waiting for its group (:func:`fanfit.jobs.train.shard.wait_for_group`).
+    ``orchestrator/train.asl.json`` writes the same key in its failure branch."""
+    return f"{job_prefix(job_id)}train/stop.json"
+
+
 def train_throughput_key(job_id: str) -> str:
     """Key of a train job's per-worker throughput averages (an ``EwmaThroughput`` dict)."""
     return f"{job_prefix(job_id)}train/throughput.json"

@@ -186,6 +186,10 @@ class TrainShardEvent(BaseModel):
     #: DS-Sync segments: rounds ``round .. round + rounds - 1`` in this one invocation
     #: (:func:`fanfit.jobs.train.schedule.segment_rounds`; at most its cap).
     rounds: int = Field(default=1, ge=1, le=50)
+    #: The execution the worker runs in (``$$.Execution.Id``): a stop marker of another execution
+    #: (an earlier, failed or cancelled one of a resumed job) does not stop it
+    #: (:class:`fanfit.jobs.documents.train.TrainStop`). Empty: every marker stops it.
+    execution_arn: str = ""
 
 
 class TrainFinalizeEvent(BaseModel):

@@ -17,6 +17,9 @@ StateMeta           ``train_state_key`` (``__meta__`` of the npz) TrainInit/Redu
 RoundPlan           ``train_round_plan_key``                      TrainSchedule    TrainShard, TrainReduce
 ShardStats          ``train_partial_key`` (``__stats__``)         TrainShard       TrainReduce, progress
 ShardRecord         ``train_worker_record_key`` (DS-Sync)         TrainShard       TrainSchedule, TrainFinalize
+TrainStop           ``train_stop_key`` (stop.json)                TrainShard,      TrainShard (DS-Sync segments)
+                                                                  failure branch,
+                                                                  client cancel
 RoundRecord         ``train_round_key``                           TrainReduce      TrainSchedule, TrainFinalize, progress
                                                                   (DS-Sync: /Sched.
                                                                   /Finalize)
@@ -70,6 +73,7 @@ __all__ = [
     "TrainPlan",
     "TrainResult",
     "TrainSpec",
+    "TrainStop",
     "TrainWorker",
     "WorkerRecord",
 ]
@@ -609,6 +613,47 @@ class ShardRecord(Document):
     stats: ShardStats
     loss: float
     n_samples: int = Field(ge=0)
+
+
+class TrainStop(Document):
+    """``train/stop.json``: the train job stopped; a DS-Sync segment's workers stop waiting.
+
+    Written by a worker whose step raised (:func:`fanfit.jobs.train.shard.train_shard`: reason
+    ``'failed'`` with its worker, round and error class), by the state machine's failure branch
+    (``orchestrator/train.asl.json``, after a worker ran out of memory or time and its retries
+    ended: ``'failed'`` with the Step Functions error name, no worker) and by the client's cancel
+    (``'cancelled'``). ``execution_arn`` names the execution that stopped: a worker of another
+    execution (``fanfit resume`` starts a new one) ignores the marker
+    (:meth:`applies_to`); an empty one applies to every execution.
+    """
+
+    reason: Literal["failed", "cancelled"]
+    execution_arn: str = ""
+    worker: int | None = None
+    round: int | None = None
+    #: The error's class (a Python exception's name, or Step Functions' error name).
+    error: str = ""
+    #: The error's message (its first 1,000 characters) or the cause Step Functions recorded.
+    message: str = ""
+    #: When it was written: epoch seconds (a worker, the client) or Step Functions' ISO 8601 time.
+    written_at: float | str | None = None
+
+    def applies_to(self, execution_arn: str) -> bool:
+        """Whether a worker of execution ``execution_arn`` must stop: the marker names no
+        execution, the worker does not know its own, or they are the same."""
+        return not self.execution_arn or not execution_arn or self.execution_arn == execution_arn
+
+    def describe(self) -> str:
+        """The reason in words: ``'worker 2 failed in round 5 (MemoryError: ...)'``, ``'the job
+        was cancelled'``."""
+        if self.reason == "cancelled":
+            return "the job was cancelled"
+        who = "a worker" if self.worker is None else f"worker {self.worker}"
+        where = "" if self.round is None else f" in round {self.round}"
+        what = self.error or "an error"
+        if self.message:
+            what = f"{what}: {self.message[:200]}"
+        return f"{who} failed{where} ({what})"
 
 
 class RoundRecord(_Sparse):

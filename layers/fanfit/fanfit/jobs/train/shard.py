@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import logging
 import math
 import os
 import resource
@@ -11,12 +12,18 @@ import time
 import numpy as np
 
 from fanfit import storage
-from fanfit.errors import GroupPartialTimeoutError, InvalidJobError
+from fanfit.errors import (
+    GroupPartialTimeoutError,
+    InvalidJobError,
+    JobNotFoundError,
+    TrainJobStoppedError,
+)
 from fanfit.jobs.documents.train import (
     ShardOutput,
     ShardRecord,
     ShardStats,
     StateMeta,
+    TrainStop,
 )
 from fanfit.jobs.train.data import (
     get_state_groups,
@@ -34,7 +41,17 @@ from fanfit.sched.resources import lambda_resource, resource_kind
 from fanfit.train.model import ModelState
 from fanfit.train.models import model_for
 
-__all__ = ["GROUP_POLL_S", "GROUP_WAIT_S", "train_shard", "wait_for_group"]
+__all__ = [
+    "GROUP_POLL_S",
+    "GROUP_WAIT_S",
+    "STOP_CHECK_EVERY",
+    "StopCheck",
+    "stop_job",
+    "train_shard",
+    "wait_for_group",
+]
+
+log = logging.getLogger("fanfit")
 
 _COLD = True
 
@@ -43,6 +60,14 @@ GROUP_POLL_S = 0.03
 #: DS-Sync segments: the longest a worker waits for its group's partials when no deadline is given
 #: (the Lambda handler gives its invocation's remaining time), seconds.
 GROUP_WAIT_S = 300.0
+#: DS-Sync segments: a waiting worker HEADs the job's stop marker (:func:`fanfit.storage.
+#: train_stop_key`) once at each round boundary and every this many polls while it waits. One
+#: HEAD costs about 1.2 ms on moto and 6.8 ms on the local stack (docs/train.md): every 20th poll
+#: adds about 0.06 and 0.34 ms a poll (a poll itself sleeps 30 ms and HEADs at least one
+#: partial) and stops a waiting worker within 20 polls (under 1 s) of the marker.
+STOP_CHECK_EVERY = 20
+#: Characters of a failed worker's error message kept in its stop marker.
+_STOP_MESSAGE_CHARS = 1000
 
 
 def train_shard(
@@ -55,6 +80,7 @@ def train_shard(
     rounds: int = 1,
     deadline: float | None = None,
     poll_s: float = GROUP_POLL_S,
+    execution_arn: str = "",
 ) -> dict:
     """One worker's step of one round, or under DS-Sync of a segment of ``rounds`` rounds.
 
@@ -71,6 +97,14 @@ def train_shard(
     (``train_worker_record_key``, written after the partial) this worker already wrote is skipped
     (a retry, a resumed execution): its partial is not computed again.
 
+    The job's stop marker (:class:`~fanfit.jobs.documents.train.TrainStop`): a step that raises
+    writes it (reason ``'failed'``, this worker, the round, the error's class) and the error is
+    re-raised unchanged (a marker that cannot be written is logged, never raised in its place);
+    before each round after its first, and every :data:`STOP_CHECK_EVERY` polls of a wait, the
+    worker reads the marker (one HEAD) and, when it is there for its execution, stops with
+    :class:`~fanfit.errors.TrainJobStoppedError` instead of waiting for its group until
+    ``deadline`` (a member failed, the job was cancelled).
+
     Parameters
     ----------
     rounds : int
@@ -79,6 +113,9 @@ def train_shard(
         Epoch seconds after which a wait for the group fails; default now + :data:`GROUP_WAIT_S`.
     poll_s : float
         Seconds between two polls (S3 HEADs of the missing partials).
+    execution_arn : str
+        The execution the worker runs in: a stop marker of another execution (an earlier one of a
+        resumed job) is ignored; empty, every marker applies.
 
     Returns
     -------
@@ -93,44 +130,64 @@ def train_shard(
         DS-Sync.
     GroupPartialTimeoutError
         A member's partial did not appear before ``deadline``.
+    TrainJobStoppedError
+        The job's stop marker of this execution appeared (another member failed, or the job was
+        cancelled); this worker writes no marker of its own then.
     """
-    if isinstance(rounds, bool) or not isinstance(rounds, int) or rounds < 1:
-        raise InvalidJobError(f"rounds must be an integer of at least 1, got {rounds!r}")
-    if rounds == 1:
-        return _step(store, job_id, round_index, worker, memory_mb, resource_name)
-    plan = read_plan(store, job_id)
-    if plan.spec.sync != "ds-sync":
-        raise InvalidJobError(
-            f"rounds must be 1 for a job with sync {plan.spec.sync!r} (job {job_id}); only a "
-            f"DS-Sync job runs segments of several rounds, got rounds={rounds}"
-        )
-    end = time.time() + GROUP_WAIT_S if deadline is None else float(deadline)
-    first_meta: StateMeta | None = None
-    out: dict = {}
-    for r in range(round_index, round_index + rounds):
-        rkey = storage.train_worker_record_key(job_id, r, worker)
-        if store.exists(rkey):  # written after the partial: this round is done
-            record = ShardRecord.parse(store.get_json(rkey), source=rkey)
-            key = storage.train_partial_key(job_id, r, worker)
-            out = ShardOutput(partial_key=key, **record.stats.to_json_dict()).to_json_dict()
-            continue
-        if r == round_index:
-            out = _step(store, job_id, r, worker, memory_mb, resource_name)
-            continue
-        if first_meta is None:
-            _, first_meta = get_state_groups(store, job_id, round_index)
-        groups = read_round_plan(store, job_id, r - 1).groups
-        meta = StateMeta(
-            phase="train",
-            n_iter=first_meta.n_iter + r - round_index,
-            groups=groups,
-            from_partials=True,
-        )
-        wait_s = wait_for_group(
-            store, job_id, r - 1, groups[group_of(groups, worker)], worker, end, poll_s
-        )
-        out = _step(store, job_id, r, worker, memory_mb, resource_name, meta, wait_s)
-    return out
+    r = round_index  # the round the worker is at, named in its stop marker if its step raises
+    try:
+        if isinstance(rounds, bool) or not isinstance(rounds, int) or rounds < 1:
+            raise InvalidJobError(f"rounds must be an integer of at least 1, got {rounds!r}")
+        if rounds == 1:
+            return _step(store, job_id, round_index, worker, memory_mb, resource_name)
+        plan = read_plan(store, job_id)
+        if plan.spec.sync != "ds-sync":
+            raise InvalidJobError(
+                f"rounds must be 1 for a job with sync {plan.spec.sync!r} (job {job_id}); only a "
+                f"DS-Sync job runs segments of several rounds, got rounds={rounds}"
+            )
+        end = time.time() + GROUP_WAIT_S if deadline is None else float(deadline)
+        stop = StopCheck(store, job_id, worker, execution_arn)
+        first_meta: StateMeta | None = None
+        out: dict = {}
+        for r in range(round_index, round_index + rounds):
+            rkey = storage.train_worker_record_key(job_id, r, worker)
+            if store.exists(rkey):  # written after the partial: this round is done
+                record = ShardRecord.parse(store.get_json(rkey), source=rkey)
+                key = storage.train_partial_key(job_id, r, worker)
+                out = ShardOutput(partial_key=key, **record.stats.to_json_dict()).to_json_dict()
+                continue
+            if r == round_index:
+                out = _step(store, job_id, r, worker, memory_mb, resource_name)
+                continue
+            # the round boundary: a member that was computing (not waiting) stops here
+            stop.check(r)
+            if first_meta is None:
+                _, first_meta = get_state_groups(store, job_id, round_index)
+            groups = read_round_plan(store, job_id, r - 1).groups
+            meta = StateMeta(
+                phase="train",
+                n_iter=first_meta.n_iter + r - round_index,
+                groups=groups,
+                from_partials=True,
+            )
+            wait_s = wait_for_group(
+                store,
+                job_id,
+                r - 1,
+                groups[group_of(groups, worker)],
+                worker,
+                end,
+                poll_s,
+                stop=stop,
+            )
+            out = _step(store, job_id, r, worker, memory_mb, resource_name, meta, wait_s)
+        return out
+    except TrainJobStoppedError:
+        raise  # the job already stopped: its marker names why
+    except Exception as exc:
+        _mark_failed(store, job_id, worker, r, execution_arn, exc)
+        raise
 
 
 def wait_for_group(
@@ -141,12 +198,18 @@ def wait_for_group(
     worker: int,
     deadline: float,
     poll_s: float = GROUP_POLL_S,
+    *,
+    stop: StopCheck | None = None,
+    stop_every: int = STOP_CHECK_EVERY,
 ) -> float:
     """Wait until every member of a DS-Sync group wrote its partial of round ``round_index``.
 
     Bounded polling: at most ``ceil((deadline - now) / poll_s) + 1`` polls, each an S3 HEAD of the
     partials still missing (a partial this environment holds, :func:`own_partial`, is not
-    polled), ``poll_s`` seconds apart.
+    polled), ``poll_s`` seconds apart. With ``stop``, polls ``stop_every``, ``2 stop_every``, ...
+    also HEAD the job's stop marker (:meth:`StopCheck.check`; the caller checks it before the
+    first poll, at the round boundary), so a worker whose group-mate failed, or whose job was
+    cancelled, stops within ``stop_every`` polls instead of at ``deadline``.
 
     Parameters
     ----------
@@ -156,6 +219,10 @@ def wait_for_group(
         The waiting worker (named in the error).
     deadline : float
         Epoch seconds.
+    stop : StopCheck, optional
+        The worker's reader of the job's stop marker; None: the marker is not read.
+    stop_every : int
+        Polls between two reads of the marker (>= 1).
 
     Returns
     -------
@@ -166,12 +233,18 @@ def wait_for_group(
     ------
     GroupPartialTimeoutError
         Some partials still missing at ``deadline``; names the job, round, worker and the members.
+    TrainJobStoppedError
+        ``stop`` found the job's stop marker; names the job, the worker, the round it was to run
+        (``round_index + 1``) and the marker's reason.
     """
     started = time.perf_counter()
+    every = max(1, int(stop_every))
     keys = {i: storage.train_partial_key(job_id, round_index, int(i)) for i in members}
     missing = [i for i, k in keys.items() if own_partial(store.bucket, k) is None]
     polls = max(1, math.ceil(max(deadline - time.time(), 0.0) / max(poll_s, 1e-3)) + 1)
     for attempt in range(polls):
+        if stop is not None and attempt and attempt % every == 0:
+            stop.check(round_index + 1, waiting=True)
         missing = [i for i in missing if not store.exists(keys[i])]
         if not missing:
             return time.perf_counter() - started
@@ -184,6 +257,167 @@ def wait_for_group(
         f"group's partials of round {round_index}; workers {sorted(missing)} wrote none "
         "(a member failed or was not started)"
     )
+
+
+def stop_job(
+    store: storage.JobStore,
+    job_id: str,
+    reason: str,
+    *,
+    execution_arn: str = "",
+    worker: int | None = None,
+    round_index: int | None = None,
+    error: BaseException | str | None = None,
+) -> TrainStop:
+    """Write train job ``job_id``'s stop marker (:func:`fanfit.storage.train_stop_key`).
+
+    Parameters
+    ----------
+    reason : {'failed', 'cancelled'}
+    execution_arn : str
+        The execution that stopped (empty: the marker applies to every execution).
+    worker, round_index : int, optional
+        The worker that failed and the round it was at.
+    error : exception or str, optional
+        The error (its class name and the first 1,000 characters of its message are kept), or an
+        error name.
+
+    Returns
+    -------
+    TrainStop
+        The marker written.
+
+    Raises
+    ------
+    InvalidDocumentError
+        ``reason`` is neither ``'failed'`` nor ``'cancelled'``.
+    botocore.exceptions.ClientError
+        The write was refused.
+    """
+    name, message = "", ""
+    if isinstance(error, BaseException):
+        name, message = type(error).__name__, str(error)[:_STOP_MESSAGE_CHARS]
+    elif error:
+        name = str(error)
+    marker = TrainStop.parse(
+        {
+            "reason": reason,
+            "execution_arn": execution_arn,
+            "worker": worker,
+            "round": round_index,
+            "error": name,
+            "message": message,
+            "written_at": time.time(),
+        },
+        source=storage.train_stop_key(job_id),
+    )
+    store.put_json(storage.train_stop_key(job_id), marker.to_json_dict())
+    return marker
+
+
+class StopCheck:
+    """One DS-Sync worker's reader of its job's stop marker (:class:`TrainStop`).
+
+    :meth:`check` HEADs the marker (one request, about 1.2 ms on moto); only a marker whose ETag
+    it has not seen is read (GET) and parsed. A marker of another execution (a resumed job's
+    earlier, failed or cancelled execution: :meth:`TrainStop.applies_to`) is remembered by its
+    ETag and ignored until it is written again.
+
+    Parameters
+    ----------
+    store : JobStore
+    job_id : str
+    worker : int
+        The worker that reads it (named in the error).
+    execution_arn : str
+        The worker's execution; empty: every marker applies.
+    """
+
+    def __init__(
+        self, store: storage.JobStore, job_id: str, worker: int, execution_arn: str = ""
+    ) -> None:
+        self.store = store
+        self.job_id = job_id
+        self.worker = worker
+        self.execution_arn = execution_arn
+        self.key = storage.train_stop_key(job_id)
+        self._ignored_etag: str | None = None
+
+    def check(self, round_index: int, waiting: bool = False) -> None:
+        """Raise when the job's stop marker applies to this worker.
+
+        Parameters
+        ----------
+        round_index : int
+            The round the worker is about to run (waiting for its group's partials of
+            ``round_index - 1`` when ``waiting``).
+
+        Raises
+        ------
+        TrainJobStoppedError
+            The marker is there for this execution; the message names the job, the worker, the
+            round and the marker's reason.
+        """
+        try:
+            etag = self.store.s3.head_object(Bucket=self.store.bucket, Key=self.key)["ETag"]
+        except self.store.s3.exceptions.ClientError as exc:
+            if exc.response.get("Error", {}).get("Code") in ("404", "NoSuchKey", "NotFound"):
+                return
+            raise
+        if etag == self._ignored_etag:
+            return
+        try:
+            marker = TrainStop.parse(self.store.get_json(self.key), source=self.key)
+        except JobNotFoundError:  # removed between the HEAD and the GET
+            return
+        if not marker.applies_to(self.execution_arn):
+            self._ignored_etag = etag
+            return
+        doing = (
+            f"waiting for its group's partials of round {round_index - 1}"
+            if waiting
+            else f"about to run round {round_index}"
+        )
+        raise TrainJobStoppedError(
+            f"job {self.job_id}: worker {self.worker} stopped {doing} (round {round_index} of "
+            f"its segment): {marker.describe()}; stop marker {self.key}"
+        )
+
+
+def _mark_failed(
+    store: storage.JobStore,
+    job_id: str,
+    worker: int,
+    round_index: int,
+    execution_arn: str,
+    exc: BaseException,
+) -> None:
+    """Write the job's stop marker for a worker whose step raised ``exc``; never raises (a marker
+    that cannot be written must not take the place of the worker's own error). A job without a
+    plan (no such job: an event naming a job that does not exist) gets none: nothing is written
+    under a job that is not there."""
+    try:
+        if not store.exists(storage.plan_key(job_id)):
+            return
+        stop_job(
+            store,
+            job_id,
+            "failed",
+            execution_arn=execution_arn,
+            worker=worker,
+            round_index=round_index,
+            error=exc,
+        )
+    except Exception as write_exc:  # the original error is what the execution must report
+        log.warning(
+            "job %s: worker %d failed in round %d (%s) and its stop marker could not be "
+            "written: %s",
+            job_id,
+            worker,
+            round_index,
+            type(exc).__name__,
+            write_exc,
+        )
 
 
 def _step(
