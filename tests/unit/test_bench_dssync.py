@@ -8,24 +8,14 @@ medians over rounds 1.. (round 0 left out).
 
 from __future__ import annotations
 
-import importlib.util
-import sys
 from datetime import UTC, datetime, timedelta
-from pathlib import Path
 
 import pytest
-
-ROOT = Path(__file__).resolve().parents[2]
+from bench_module import load_benchmark
 
 
 def _bench():
-    spec = importlib.util.spec_from_file_location(
-        "fanfit_bench_dssync", ROOT / "benchmarks" / "dssync.py"
-    )
-    module = importlib.util.module_from_spec(spec)
-    sys.modules["fanfit_bench_dssync"] = module
-    spec.loader.exec_module(module)
-    return module
+    return load_benchmark("dssync")
 
 
 class _Sfn:

@@ -10,14 +10,10 @@ change at all (the noise floor the settled definition avoids).
 
 from __future__ import annotations
 
-import importlib.util
-import sys
-from pathlib import Path
 from types import SimpleNamespace
 
 import pytest
-
-ROOT = Path(__file__).resolve().parents[2]
+from bench_module import load_benchmark
 
 # interference_workers of the second of three idle runs (07:40-07:45, machine otherwise idle): per round,
 # each worker's [batch, compute seconds]
@@ -33,13 +29,7 @@ MEASURED = [
 
 
 def _bench():
-    spec = importlib.util.spec_from_file_location(
-        "fanfit_bench_straggler", ROOT / "benchmarks" / "straggler.py"
-    )
-    module = importlib.util.module_from_spec(spec)
-    sys.modules["fanfit_bench_straggler"] = module
-    spec.loader.exec_module(module)
-    return module
+    return load_benchmark("straggler")
 
 
 def _result(rounds: list[list[list[float]]]) -> SimpleNamespace:
