@@ -112,14 +112,17 @@ class JobStore:
                 "were removed"
             ) from exc
 
-    def exists(self, key: str) -> bool:
+    def etag(self, key: str) -> str | None:
+        """The object's ETag (one HEAD), None when there is no object at ``key``."""
         try:
-            self.s3.head_object(Bucket=self.bucket, Key=key)
+            return str(self.s3.head_object(Bucket=self.bucket, Key=key)["ETag"])
         except self.s3.exceptions.ClientError as exc:
             if exc.response.get("Error", {}).get("Code") in ("404", "NoSuchKey", "NotFound"):
-                return False
+                return None
             raise
-        return True
+
+    def exists(self, key: str) -> bool:
+        return self.etag(key) is not None
 
     def put_json(self, key: str, obj: Any) -> str:
         return self.put_bytes(key, json.dumps(obj, allow_nan=False).encode(), "application/json")

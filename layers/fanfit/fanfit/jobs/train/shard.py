@@ -358,13 +358,8 @@ class StopCheck:
             The marker is there for this execution; the message names the job, the worker, the
             round and the marker's reason.
         """
-        try:
-            etag = self.store.s3.head_object(Bucket=self.store.bucket, Key=self.key)["ETag"]
-        except self.store.s3.exceptions.ClientError as exc:
-            if exc.response.get("Error", {}).get("Code") in ("404", "NoSuchKey", "NotFound"):
-                return
-            raise
-        if etag == self._ignored_etag:
+        etag = self.store.etag(self.key)
+        if etag is None or etag == self._ignored_etag:
             return
         try:
             marker = TrainStop.parse(self.store.get_json(self.key), source=self.key)
