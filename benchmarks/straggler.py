@@ -120,7 +120,8 @@ def interference(res: Any, interference_round: int, worker: int = CUT_WORKER) ->
         "follow_error_settled": [abs(b - settled) / settled for b in own_batch],
         "follow_error": [abs(b - v) / v for b, v in zip(own_batch, own_speed)],
         "same_round_error_before_cut": [
-            abs(b - v) / v for b, v in zip(own_batch[1:interference_round], own_speed[1:])
+            abs(b - v) / v
+            for b, v in zip(own_batch[1:interference_round], own_speed[1:interference_round])
         ],
         "cut_worker_settled_share": settled,
         "cut_worker_throughput_share": target,
