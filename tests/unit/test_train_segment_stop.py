@@ -80,6 +80,13 @@ def test_a_failing_member_stops_its_group_mates_and_a_resumed_execution_is_not_s
 
     def step(store, job_id, round_index, worker, *args, **kwargs):
         if (worker, round_index) == (1, 2):
+            # only once its round-2 group-mate has written its partial of round 2, so the mate
+            # is at round 3 (at its boundary or waiting for worker 1) whatever the machine's load
+            partial = storage.train_partial_key(job_id, 2, mate)
+            for _ in range(int(WAIT_S / POLL_S)):  # bounded; the mate writes it in well under 1 s
+                if store.exists(partial):
+                    break
+                time.sleep(POLL_S)
             raise original
         return real_step(store, job_id, round_index, worker, *args, **kwargs)
 
