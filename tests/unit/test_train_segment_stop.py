@@ -282,3 +282,44 @@ def test_the_failure_branch_writes_a_marker_of_the_execution_that_parses():
     # ... and the worker Task passes the execution, so a worker knows whose marker it reads
     inner = states[TrainState.RUN_ROUND]["ItemProcessor"]["States"][TrainState.WORKER_STEP]
     assert inner["Parameters"]["Payload"]["execution_arn.$"] == "$$.Execution.Id"
+
+
+def test_the_gpu_worker_s_failure_marker_names_its_execution(
+    aws, load_handler, lambda_context, monkeypatch
+):
+    from fanfit.jobs import gpu
+    from fanfit.jobs.documents.events import TrainShardEvent
+    from fanfit.jobs.documents.train import TrainStop
+    from fanfit.jobs.states import TrainState
+    from fanfit.jobs.train import shard
+
+    # GIVEN the GPU branch of the train state machine's worker Map
+    states = json.loads((ROOT / "orchestrator" / "train.asl.json").read_text())["States"]
+    inner = states[TrainState.RUN_ROUND]["ItemProcessor"]["States"]
+    assert inner[TrainState.IS_WORKER_ON_GPU]["Choices"][0]["Next"] == TrainState.GPU_TASK
+    task_state = inner[TrainState.GPU_TASK]
+    assert task_state["Next"] == TrainState.WORKER_STEP_ON_GPU
+    submit = inner[TrainState.WORKER_STEP_ON_GPU]["Parameters"]["Parameters"]
+    assert submit["task.$"] == f"States.JsonToString({task_state['ResultPath']})"
+    # ... and a job whose round-0 Map item runs on the GPU worker
+    _upload("gpu-fails", _blobs(n=200, seed=7), **SPEC)
+    job = Job("gpu-fails")
+    job.init(load_handler, lambda_context)
+    item = {**job.schedule(0)["workers"][0], "placement": "gpu"}
+    # WHEN Step Functions fills the Pass's parameters from that item in execution E1
+    values = {**{f"$.{k}": v for k, v in item.items()}, "$$.Execution.Id": E1}
+    task = {k.removesuffix(".$"): values[v] for k, v in task_state["Parameters"].items()}
+    # ... and the GPU worker runs that task and its step raises
+    assert TrainShardEvent.model_validate(task).execution_arn == E1
+    original = Boom("CUDA out of memory")
+
+    def step(*args, **kwargs):
+        raise original
+
+    monkeypatch.setattr(shard, "_step", step)
+    with pytest.raises(Boom):
+        gpu.run_task("train_shard", task, store=job.store)
+    # THEN its stop marker names execution E1 (so a resumed execution is not stopped by it)
+    marker = TrainStop.parse(job.store.get_json(storage.train_stop_key("gpu-fails")))
+    assert (marker.reason, marker.worker, marker.execution_arn) == ("failed", item["worker"], E1)
+    assert not marker.applies_to(E2)

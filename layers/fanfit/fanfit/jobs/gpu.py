@@ -96,6 +96,7 @@ def run_task(kind: str, task: dict[str, Any], store: JobStore | None = None) -> 
         event.worker,
         memory_mb=memory_mb,
         resource_name=stack_gpu_resource(),
+        execution_arn=event.execution_arn,
     )
 
 

@@ -54,6 +54,9 @@ class TrainState(StrEnum):
     #: Inside the Map: the Choice on the worker's placement, its two branches (the GPU worker's:
     #: submit the Batch job, then check it every ``poll_seconds`` until it ends) and the GPU result.
     IS_WORKER_ON_GPU = "Does the worker run on the GPU worker?"
+    #: The GPU worker's task: the Map item and the execution (``$$.Execution.Id``), as the Lambda
+    #: branch's payload, so a stop marker the GPU worker writes names its execution.
+    GPU_TASK = "Name the execution in the GPU worker's task"
     WORKER_STEP_ON_GPU = "Compute the worker's partial on the GPU worker (AWS Batch)"
     CHECK_GPU_PARTIAL = "Check the GPU worker's job of the partial"
     IS_GPU_PARTIAL_ENDED = "Has the GPU worker's job of the partial ended?"
