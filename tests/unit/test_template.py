@@ -166,11 +166,15 @@ def test_every_map_item_can_run_on_lambda_or_the_gpu_worker(machine):
     choice = states[maps[0]["ItemProcessor"]["StartAt"]]
     assert choice["Type"] == "Choice"
     batch = states[choice["Choices"][0]["Next"]]
+    task = "$"
+    if batch["Type"] == "Pass":  # the train Map: a Pass names the execution in the worker's task
+        assert batch["Parameters"]["execution_arn.$"] == "$$.Execution.Id"
+        task, batch = batch["ResultPath"], states[batch["Next"]]
     # not .sync: .sync cannot tell a job stuck in RUNNABLE from a long run
     assert batch["Resource"] == "arn:aws:states:::batch:submitJob"
     assert batch["Parameters"]["JobQueue"] == "${GpuJobQueueArn}"
     assert batch["Parameters"]["JobDefinition"] == "${GpuWorkerJobDefinitionArn}"
-    assert batch["Parameters"]["Parameters"]["task.$"] == "States.JsonToString($)"
+    assert batch["Parameters"]["Parameters"]["task.$"] == f"States.JsonToString({task})"
     check = states[batch["Next"]]
     assert check["Parameters"]["FunctionName"] == "${WatchGpuJobFunctionArn}"
     assert check["Parameters"]["Payload"] == {"batch_job_id.$": "$.batch.batch_job_id"}
