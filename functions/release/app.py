@@ -18,7 +18,10 @@ from fanfit.storage import Partitions
 logger = Logger()
 tracer = Tracer()
 metrics = Metrics()
-partitions = Partitions(os.environ["FANFIT_PARTITION_TABLE"])
+partitions = Partitions(
+    os.environ["FANFIT_PARTITION_TABLE"],
+    history_table=os.environ.get("FANFIT_PARTITION_HISTORY_TABLE") or None,
+)
 persistence = DynamoDBPersistenceLayer(table_name=os.environ["FANFIT_IDEMPOTENCY_TABLE"])
 idempotency = IdempotencyConfig(event_key_jmespath=ReleaseEvent.IDEMPOTENCY_KEY)
 

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import contextlib
 import importlib.util
+import os
 import sys
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
@@ -154,19 +155,29 @@ def moto_stack(monkeypatch):
     return start
 
 
-#: The partition table of the job-sharing tests (``partition_stack``).
+#: The partition table of the job-sharing tests (``partition_stack``), and its history table.
 PARTITION_TABLE = "fanfit-partitions"
+PARTITION_HISTORY_TABLE = "fanfit-partition-history"
 
 
 @pytest.fixture
 def partition_stack(moto_stack):
     """:func:`moto_stack` with the partition table, an account concurrency of 4, no Batch vCPUs."""
+    import boto3
+
     env = {
         "FANFIT_PARTITION_TABLE": PARTITION_TABLE,
+        "FANFIT_PARTITION_HISTORY_TABLE": PARTITION_HISTORY_TABLE,
         "FANFIT_ACCOUNT_CONCURRENCY": "4",
         "FANFIT_BATCH_MAX_VCPUS": "0",
     }
     with moto_stack(env, hash_tables=(PARTITION_TABLE,)):
+        boto3.client("dynamodb").create_table(
+            TableName=PARTITION_HISTORY_TABLE,
+            KeySchema=[{"AttributeName": "version", "KeyType": "HASH"}],
+            AttributeDefinitions=[{"AttributeName": "version", "AttributeType": "N"}],
+            BillingMode="PAY_PER_REQUEST",
+        )
         yield
 
 
@@ -206,7 +217,11 @@ def moto_client():
         client.store = storage.JobStore("fanfit-unit", client.s3)
         client.records = storage.JobRecords("fanfit-jobs", session.client("dynamodb"))
         client.partitions = (
-            storage.Partitions(partition_table, session.client("dynamodb"))
+            storage.Partitions(
+                partition_table,
+                session.client("dynamodb"),
+                history_table=os.environ.get("FANFIT_PARTITION_HISTORY_TABLE"),
+            )
             if partition_table
             else None
         )
@@ -221,7 +236,7 @@ def make_partitions(partition_stack):
     """Factory ``make_partitions()``: a new :class:`fanfit.storage.Partitions` of the moto table."""
     from fanfit.storage import Partitions
 
-    return lambda: Partitions(PARTITION_TABLE)
+    return lambda: Partitions(PARTITION_TABLE, history_table=PARTITION_HISTORY_TABLE)
 
 
 @pytest.fixture

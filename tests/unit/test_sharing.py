@@ -18,6 +18,7 @@ import pytest
 ROOT = Path(__file__).resolve().parents[2]
 EVENTS = ROOT / "events"
 TABLE = "fanfit-partitions"
+HISTORY = "fanfit-partition-history"
 
 
 def _held(parts) -> dict[str, int]:
@@ -84,12 +85,13 @@ def test_a_stale_commit_writes_nothing(make_partitions):
 
     parts = make_partitions()
     register_job(parts, "a", "estimate", 2, capacity=(4, 0))
-    version, jobs, history = parts.snapshot()
+    version, jobs = parts.snapshot()
     register_job(parts, "b", "estimate", 2, capacity=(4, 0))  # commits version 2 meanwhile
     # WHEN a recomputation based on version 1 commits THEN it is refused and nothing changes
     stale = {**jobs[0], "partition": 4}
-    assert parts.commit(version, [stale], [], history) is False
+    assert parts.commit(version, [stale], [], {"version": 2, "event": "stale"}) is False
     assert _held(parts) == {"a": 2, "b": 2} and parts.snapshot()[0] == 2
+    assert [h["job_id"] for h in parts.history()] == ["a", "b"]
 
 
 def test_a_recomputation_overtaken_by_another_retries_and_loses_no_update(make_partitions):
@@ -105,11 +107,13 @@ def test_a_recomputation_overtaken_by_another_retries_and_loses_no_update(make_p
             snap = super().snapshot()
             if not self.raced:
                 self.raced = True
-                register_job(Partitions(TABLE), "rival", "train", 4, capacity=(4, 0))
+                register_job(
+                    Partitions(TABLE, history_table=HISTORY), "rival", "train", 4, capacity=(4, 0)
+                )
             return snap
 
     register_job(make_partitions(), "a", "estimate", 4, capacity=(4, 0))
-    racing = Racing(TABLE)
+    racing = Racing(TABLE, history_table=HISTORY)
     register_job(racing, "b", "estimate", 4, capacity=(4, 0))
     # THEN both arrivals are in, from one consistent solve after the rival's
     held = _held(make_partitions())
@@ -240,3 +244,61 @@ def test_registered_completion_figures_give_the_partition_table_dorm_policys_pas
     # ... and a figure that is not a finite number >= 0 is refused by name
     with pytest.raises(InvalidJobError, match="remaining_s"):
         register_job(parts, "d", "estimate", 2, capacity=(12, 0), remaining_s=-1.0, critical_s=1.0)
+
+
+def test_the_history_keeps_the_last_100_recomputations_outside_the_partition_table(
+    make_partitions, monkeypatch
+):
+    import boto3
+
+    from fanfit.jobs.sharing import register_job
+    from fanfit.storage import tables
+
+    # GIVEN a history limit of 5 and 8 recomputations of 2 jobs
+    monkeypatch.setattr(tables, "PARTITIONS_HISTORY_LIMIT", 5)
+    parts = make_partitions()
+    for k in range(8):
+        register_job(parts, "ab"[k % 2], "estimate", 1 + k, capacity=(4, 0))
+    # THEN the history holds the last 5, oldest first, one item each in the history table
+    history = parts.history()
+    assert [h["version"] for h in history] == [4, 5, 6, 7, 8]
+    assert [h["jobs"][h["job_id"]]["demand"] for h in history] == [4, 5, 6, 7, 8]
+    ddb = boto3.client("dynamodb")
+    assert ddb.scan(TableName=HISTORY)["Count"] == 5
+    # ... and the partition table holds only the epoch (its version, no history) and the 2 jobs:
+    # what a recomputation reads and writes does not grow with the history
+    items = ddb.scan(TableName=TABLE)["Items"]
+    epoch = next(i for i in items if i["job_id"]["S"] == "#epoch")
+    assert len(items) == 3 and set(epoch) == {"job_id", "version", "updated_at"}
+    assert epoch["version"]["N"] == "8"
+    # ... and without a history table the partitions work and no history is kept
+    bare = tables.Partitions(TABLE)
+    register_job(bare, "c", "estimate", 1, capacity=(4, 0))
+    assert bare.history() == [] and {j["job_id"] for j in bare.jobs()} == {"a", "b", "c"}
+    # (the history is the last 5 versions, 5 to 9, of which 9 was not recorded)
+    assert [h["version"] for h in parts.history()] == [5, 6, 7, 8]
+
+
+def test_a_history_write_that_fails_is_logged_and_the_partitions_stay_committed(
+    make_partitions, monkeypatch, caplog
+):
+    from botocore.exceptions import ClientError
+
+    from fanfit.jobs.sharing import register_job
+
+    # GIVEN the history table refuses writes (throttled)
+    parts = make_partitions()
+    real_put = parts.ddb.put_item
+
+    def put_item(**kwargs):
+        if kwargs["TableName"] == HISTORY:
+            error = {"Error": {"Code": "ProvisionedThroughputExceededException", "Message": "slow"}}
+            raise ClientError(error, "PutItem")
+        return real_put(**kwargs)
+
+    monkeypatch.setattr(parts.ddb, "put_item", put_item)
+    # WHEN a job registers THEN it holds its partition, the history has no entry, and a warning says so
+    with caplog.at_level("WARNING"):
+        p = register_job(parts, "a", "estimate", 3, capacity=(4, 0))
+    assert p.lambda_concurrency == 3 and parts.history() == []
+    assert "partition history version 1 not written" in caplog.text

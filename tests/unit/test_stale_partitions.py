@@ -20,6 +20,7 @@ import pytest
 ROOT = Path(__file__).resolve().parents[2]
 EVENTS = ROOT / "events"
 TABLE = "fanfit-partitions"
+HISTORY = "fanfit-partition-history"
 ROLE = "arn:aws:iam::123456789012:role/fanfit-states"
 DEFINITION = json.dumps({"StartAt": "Wait", "States": {"Wait": {"Type": "Pass", "End": True}}})
 
@@ -271,12 +272,12 @@ def test_a_recomputation_overtaken_by_another_does_not_ask_again(executions, mak
             snap = super().snapshot()
             if not self.raced:
                 self.raced = True
-                recompute(Partitions(TABLE), (4, 0), check_stale=False,
+                recompute(Partitions(TABLE, history_table=HISTORY), (4, 0), check_stale=False,
                           arrive={"job_id": "rival", "kind": "train", "demand": 4})  # fmt: skip
             return snap
 
     counting = CountingSfn(executions.sfn)
-    register_job(Racing(TABLE), "b", "estimate", 4, capacity=(4, 0),
+    register_job(Racing(TABLE, history_table=HISTORY), "b", "estimate", 4, capacity=(4, 0),
                  execution_arn=executions.start("b"), sfn=counting)  # fmt: skip
     # THEN b's registration retried after the rival's commit, dropped a, and asked about a once
     assert counting.calls.count(a) == 1

@@ -225,11 +225,15 @@ def test_the_client_policy_names_this_stacks_resources_only(template):
     # ... reads and deletes objects under jobs/ and data/ of its bucket only
     s3 = by_action["s3:DeleteObject"]["Resource"]
     assert s3 == [{"Fn::Sub": "${DataBucket.Arn}/jobs/*"}, {"Fn::Sub": "${DataBucket.Arn}/data/*"}]
-    # ... uses its job table, reads its stack
+    # ... uses its job and partition tables, reads its stack
     assert by_action["dynamodb:DeleteItem"]["Resource"] in (
         {"Fn::GetAtt": ["JobTable", "Arn"]},
         {"Fn::GetAtt": ["PartitionTable", "Arn"]},
+        {"Fn::GetAtt": ["PartitionHistoryTable", "Arn"]},
     )
+    assert by_action["dynamodb:BatchGetItem"]["Resource"] == {
+        "Fn::GetAtt": ["PartitionHistoryTable", "Arn"]
+    }
     assert by_action["cloudformation:DescribeStacks"]["Resource"] == {"Ref": "AWS::StackId"}
     # ... touches Batch only with the GPU worker
     assert by_action["batch:TerminateJob"].get("gpu_only") and by_action["batch:DescribeJobs"].get(

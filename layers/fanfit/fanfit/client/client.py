@@ -77,7 +77,9 @@ class Client:
         )
         self.partitions = (
             storage.Partitions(
-                self.stack.partition_table, session.client("dynamodb", endpoint_url=endpoint_url)
+                self.stack.partition_table,
+                session.client("dynamodb", endpoint_url=endpoint_url),
+                history_table=self.stack.partition_history_table,
             )
             if self.stack.partition_table
             else None

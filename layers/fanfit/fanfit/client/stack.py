@@ -31,6 +31,9 @@ class Stack:
     partition_table : str or None
         Output ``PartitionTableName`` (running jobs' partitions); None on a stack deployed before
         partitions existed.
+    partition_history_table : str or None
+        Output ``PartitionHistoryTableName`` (the partition recomputations); None on a stack
+        deployed before it existed.
     """
 
     name: str
@@ -42,6 +45,7 @@ class Stack:
     train_state_machine_arn: str | None = None
     train_worker_memory_mb: tuple[int, ...] = ()
     partition_table: str | None = None
+    partition_history_table: str | None = None
 
     @classmethod
     def from_cloudformation(cls, name: str, session: Any, endpoint_url: str | None = None) -> Stack:
@@ -75,6 +79,7 @@ class Stack:
                     int(m) for m in outputs.get("TrainWorkerMemorySizes", "").split(",") if m
                 ),
                 partition_table=outputs.get("PartitionTableName"),
+                partition_history_table=outputs.get("PartitionHistoryTableName"),
             )
         except KeyError as exc:
             raise errors.StackError(

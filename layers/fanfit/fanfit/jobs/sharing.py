@@ -337,7 +337,7 @@ def recompute(
         raise InvalidJobError("recompute takes exactly one of arrive=, leave= and reclaim=")
     statuses: dict[str, str | None] = {}
     for attempt in range(max_attempts):
-        version, jobs, history = partitions.snapshot()
+        version, jobs = partitions.snapshot()
         by_id = {j["job_id"]: j for j in jobs}
         now = time.time()
         new: dict[str, Any] | None = None
@@ -452,7 +452,7 @@ def recompute(
         else:
             entry.update(lambda_utilization=0.0, utilization=0.0, fairness_loss=0.0, bounded=True, solve_s=0.0,
                          changed=[], jobs={})  # fmt: skip
-        if partitions.commit(version, put, sorted(gone), [*history, entry]):
+        if partitions.commit(version, put, sorted(gone), entry):
             for d in dropped:
                 log.warning("dropped job %s: its execution %s is %s", d["job_id"],
                             d["execution_arn"], d["execution_status"])  # fmt: skip

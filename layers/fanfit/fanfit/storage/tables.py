@@ -3,8 +3,12 @@
 
 from __future__ import annotations
 
+import json
+import logging
 import time
 from typing import Any
+
+_log = logging.getLogger(__name__)
 
 JOB_STATUS_RUNNING = "RUNNING"
 JOB_STATUS_SUCCEEDED = "SUCCEEDED"
@@ -126,10 +130,10 @@ class ThroughputRecords(_Table):
             self.ddb.put_item(TableName=self.table_name, Item=item)
 
 
-#: Key of the partition table's one bookkeeping item: the version every recomputation bumps, and the
-#: history of recomputations. Not a valid job id (job ids start with a letter or digit).
+#: Key of the partition table's one bookkeeping item: the version every recomputation bumps. Not a
+#: valid job id (job ids start with a letter or digit).
 PARTITIONS_EPOCH_KEY = "#epoch"
-#: Most recomputations the epoch item keeps in its history (oldest dropped first).
+#: Most recomputations the partition history table keeps (the oldest is deleted as a new one lands).
 PARTITIONS_HISTORY_LIMIT = 100
 
 
@@ -139,8 +143,7 @@ class Partitions(_Table):
     One item per running job, key ``job_id``: ``kind`` (``estimate`` / ``train``), ``demand`` and
     ``partition`` (Lambda concurrency, invocations), ``gpu_demand`` and ``gpus`` (Batch GPUs),
     ``weight``, ``version`` (the recomputation that set the partition) and ``updated_at`` (epoch s).
-    One more item, ``job_id = "#epoch"``, holds ``version`` (bumped by every recomputation) and
-    ``history`` (the last :data:`PARTITIONS_HISTORY_LIMIT` recomputations).
+    One more item, ``job_id = "#epoch"``, holds ``version`` (bumped by every recomputation).
 
     Concurrency control is optimistic: a recomputation reads the epoch's version and every job
     (:meth:`snapshot`), solves, and writes everything in one ``TransactWriteItems``
@@ -149,19 +152,37 @@ class Partitions(_Table):
     from a fresh snapshot (:func:`fanfit.jobs.sharing.recompute`). No update is lost, and every
     job's partition comes from one consistent solve.
 
+    The history of recomputations lives in a table of its own (``history_table``, key ``version``,
+    one item per committed recomputation, the last :data:`PARTITIONS_HISTORY_LIMIT` kept), written
+    once the recomputation committed: a snapshot and a commit touch only the running jobs' items,
+    whatever the history holds. (Until 2026-11-26 the history was a list in the epoch item: every
+    recomputation read and wrote it whole, 0.1-0.5 MB with 6-40 jobs, past DynamoDB's 400 KB item
+    limit from about 35 jobs.)
+
     Parameters
     ----------
     table_name : str
     dynamodb : botocore client, optional
+    history_table : str, optional
+        The partition history table (the stack's ``PartitionHistoryTable``); without it no history
+        is written and :meth:`history` is empty.
     """
+
+    def __init__(
+        self, table_name: str, dynamodb: Any = None, history_table: str | None = None
+    ) -> None:
+        super().__init__(table_name, dynamodb)
+        self.history_table = history_table
 
     @classmethod
     def from_env(cls) -> Partitions | None:
-        """The stack's partition table from ``FANFIT_PARTITION_TABLE``; None when it is not set."""
+        """The stack's partition table from ``FANFIT_PARTITION_TABLE`` (and its history table from
+        ``FANFIT_PARTITION_HISTORY_TABLE``); None when the first is not set."""
         import os
 
         name = os.environ.get("FANFIT_PARTITION_TABLE")
-        return cls(name) if name else None
+        history = os.environ.get("FANFIT_PARTITION_HISTORY_TABLE") or None
+        return cls(name, history_table=history) if name else None
 
     def get(self, job_id: str) -> dict[str, Any] | None:
         """One job's item as a plain dict (strongly consistent), or None when it holds none."""
@@ -176,31 +197,50 @@ class Partitions(_Table):
         )
         return [{k: _from_attr(v) for k, v in i.items()} for p in pages for i in p["Items"]]
 
-    def snapshot(self) -> tuple[int, list[dict[str, Any]], list[dict[str, Any]]]:
-        """``(version, jobs, history)``: the epoch's version (0 before the first recomputation),
-        every running job's item (sorted by ``registered_at``, then id) and the history."""
+    def snapshot(self) -> tuple[int, list[dict[str, Any]]]:
+        """``(version, jobs)``: the epoch's version (0 before the first recomputation) and every
+        running job's item (sorted by ``registered_at``, then id)."""
         items = self._scan()
         epoch = next((i for i in items if i["job_id"] == PARTITIONS_EPOCH_KEY), {})
         jobs = sorted(
             (i for i in items if i["job_id"] != PARTITIONS_EPOCH_KEY),
             key=lambda i: (float(i.get("registered_at", 0)), i["job_id"]),
         )
-        return int(epoch.get("version", 0)), jobs, list(epoch.get("history", []))
+        return int(epoch.get("version", 0)), jobs
 
     def jobs(self) -> list[dict[str, Any]]:
         """Every running job's item, in arrival order."""
         return self.snapshot()[1]
 
     def history(self) -> list[dict[str, Any]]:
-        """The recorded recomputations, oldest first (see :func:`fanfit.jobs.sharing.recompute`)."""
-        return self.snapshot()[2]
+        """The recorded recomputations, oldest first (see :func:`fanfit.jobs.sharing.recompute`):
+        the last :data:`PARTITIONS_HISTORY_LIMIT`, read with one consistent ``BatchGetItem`` of
+        their versions; empty without a history table."""
+        if not self.history_table:
+            return []
+        epoch = self.get(PARTITIONS_EPOCH_KEY) or {}
+        version = int(epoch.get("version", 0))
+        first = max(1, version - PARTITIONS_HISTORY_LIMIT + 1)
+        keys = [{"version": {"N": str(v)}} for v in range(first, version + 1)]
+        items: list[dict[str, Any]] = []
+        request = {self.history_table: {"Keys": keys, "ConsistentRead": True}} if keys else {}
+        for _ in range(
+            10
+        ):  # unprocessed keys (throttling) are asked again, a bounded number of times
+            if not request:
+                break
+            out = self.ddb.batch_get_item(RequestItems=request)
+            items += out.get("Responses", {}).get(self.history_table, [])
+            request = out.get("UnprocessedKeys") or {}
+        entries = [json.loads(i["entry"]["S"]) for i in items]
+        return sorted(entries, key=lambda e: int(e.get("version", 0)))
 
     def commit(
         self,
         version: int,
         put: list[dict[str, Any]],
         delete: list[str],
-        history: list[dict[str, Any]],
+        entry: dict[str, Any] | None = None,
     ) -> bool:
         """Write one recomputation atomically, if no other has committed since ``version``.
 
@@ -212,8 +252,11 @@ class Partitions(_Table):
             Job items to write whole (new jobs, and jobs whose demand or partition changed).
         delete : list of str
             Job ids to remove (jobs that ended).
-        history : list of dict
-            The epoch's new history (trimmed to :data:`PARTITIONS_HISTORY_LIMIT`).
+        entry : dict, optional
+            The recomputation's history entry (JSON-serialisable): once committed, written to the
+            history table as version ``version + 1``, and the entry
+            :data:`PARTITIONS_HISTORY_LIMIT` versions older deleted. A failed history write is
+            logged, not raised: the partitions are committed.
 
         Returns
         -------
@@ -232,12 +275,7 @@ class Partitions(_Table):
                 f"a recomputation would change {len(put) + len(delete)} partitions at once; "
                 "DynamoDB transactions take at most 100 items: lower max_changes"
             )
-        epoch = {
-            "job_id": PARTITIONS_EPOCH_KEY,
-            "version": version + 1,
-            "updated_at": time.time(),
-            "history": history[-PARTITIONS_HISTORY_LIMIT:],
-        }
+        epoch = {"job_id": PARTITIONS_EPOCH_KEY, "version": version + 1, "updated_at": time.time()}
         condition: dict[str, Any] = (
             {"ConditionExpression": "attribute_not_exists(job_id)"}
             if version == 0
@@ -273,7 +311,25 @@ class Partitions(_Table):
             if code in ("TransactionConflictException", "ConditionalCheckFailedException"):
                 return False
             raise
+        if entry is not None and self.history_table:
+            self._record(version + 1, entry)
         return True
+
+    def _record(self, version: int, entry: dict[str, Any]) -> None:
+        """Write ``entry`` as history version ``version``; delete the one that falls out."""
+        try:
+            self.ddb.put_item(
+                TableName=self.history_table,
+                Item={
+                    "version": {"N": str(version)},
+                    "entry": {"S": json.dumps(entry, allow_nan=False)},
+                },
+            )
+            if version > PARTITIONS_HISTORY_LIMIT:
+                old = str(version - PARTITIONS_HISTORY_LIMIT)
+                self.ddb.delete_item(TableName=self.history_table, Key={"version": {"N": old}})
+        except self.ddb.exceptions.ClientError as exc:
+            _log.warning("partition history version %d not written: %s", version, exc)
 
 
 def _to_attr(value: Any) -> dict[str, Any]:
