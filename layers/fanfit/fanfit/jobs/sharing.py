@@ -102,8 +102,8 @@ MISSING = "MISSING"
 #: the critical-path test ``critical_s >= share x sum(remaining_s) / capacity``
 #: (``completion_values`` of the completion pass), so a figure off by less than half can only
 #: misorder jobs whose remaining work is within a factor 2 of each other, while each
-#: re-registration costs a recomputation (a scan, a MILP of 8-14 ms and a transactional write:
-#: 0.26-0.98 s in-process on moto with 2-8 jobs and a full history, docs/sharing.md). In
+#: re-registration costs a recomputation (a scan, a MILP of 8-14 ms, a transactional write and the
+#: history entry: 19-23 ms in-process on moto with 2-8 jobs, 82 ms with 18, docs/sharing.md). In
 #: benchmarks/sharing.py's simulation (one trace, machine shared) tolerances 0.1, 0.25 and 0.5 gave
 #: the same utilization (0.905-0.907), completion (1.45-1.46x static's) and fairness loss
 #: (0.27-0.29 of static's), with 240, 108 and 50 recomputations from train barriers: 0.5 keeps the
