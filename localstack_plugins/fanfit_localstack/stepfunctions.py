@@ -24,13 +24,6 @@ LocalStack 2026.3.0 does, and what these patches change (AWS Step Functions deve
    made LocalStack raise ``ValueError`` (custom error names must not start with ``States.``; that
    rule is for names written in the definition). Patched: the name is re-thrown as it is.
 
-4. **JSONPath parsing.** LocalStack parses a state's JSONPath (``$.job_id``, a ``ResultPath``) each
-   time it evaluates it, with ``jsonpath_ng.parse``, which builds its PLY parser's LALR tables anew
-   on every call: about 11 % of the LocalStack process's CPU samples during six estimates side by
-   side (py-spy, 2026-11-26). Patched: the parse of a path string is cached (``functools.lru_cache``,
-   1,024 paths). A parsed path is immutable (``find`` and ``update`` change the data, not the
-   expression), so the cached objects are shared across executions and threads.
-
 ``ItemReader`` (S3 JSON), ``ItemSelector`` with ``$$.Map.Item.Value``, ``MaxConcurrencyPath`` and
 ``Retry``/``Catch`` inside and around the Map work unpatched. ``ItemBatcher`` is rejected by
 LocalStack's ASL parser (``InvalidDefinition``) and is not added here.
@@ -428,21 +421,6 @@ def _patch_result_writer() -> None:
         env.stack.append(_write_results(self, env))
 
 
-#: JSONPath strings whose parse is cached (a stack's definitions name a few hundred).
-JSON_PATH_CACHE = 1024
-
-
-def _patch_json_path_parsing() -> None:
-    """Cache ``jsonpath_ng``'s parse where LocalStack's interpreter calls it (module docstring, 4)."""
-    import functools
-
-    from localstack.services.stepfunctions.asl.component.common.path import result_path
-    from localstack.services.stepfunctions.asl.utils import json_path
-
-    for module in (json_path, result_path):
-        module.parse = functools.lru_cache(maxsize=JSON_PATH_CACHE)(module.parse)  # type: ignore[attr-defined]
-
-
 @hooks.on_infra_start()
 def apply_patches() -> None:
     """Apply the patches once per process (LocalStack's ``on_infra_start`` hook)."""
@@ -454,6 +432,5 @@ def apply_patches() -> None:
         _patch_state_map()
         _patch_distributed_map()
         _patch_result_writer()
-        _patch_json_path_parsing()
         _applied = True
         LOG.info("fanfit: Step Functions Distributed Map patches applied")
