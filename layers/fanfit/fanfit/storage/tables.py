@@ -224,9 +224,8 @@ class Partitions(_Table):
         keys = [{"version": {"N": str(v)}} for v in range(first, version + 1)]
         items: list[dict[str, Any]] = []
         request = {self.history_table: {"Keys": keys, "ConsistentRead": True}} if keys else {}
-        for _ in range(
-            10
-        ):  # unprocessed keys (throttling) are asked again, a bounded number of times
+        # keys left unprocessed (throttling) are asked again, a bounded number of times
+        for _ in range(10):
             if not request:
                 break
             out = self.ddb.batch_get_item(RequestItems=request)
