@@ -18,10 +18,11 @@ from fanfit.storage import Partitions
 logger = Logger()
 tracer = Tracer()
 metrics = Metrics()
-partitions = Partitions(
-    os.environ["FANFIT_PARTITION_TABLE"],
-    history_table=os.environ.get("FANFIT_PARTITION_HISTORY_TABLE") or None,
-)
+# the partition table (and its history table) as every function reads them; this function exists
+# only to release a partition, so a stack without the table is a misconfiguration
+partitions = Partitions.from_env()
+if partitions is None:
+    raise KeyError("FANFIT_PARTITION_TABLE")
 persistence = DynamoDBPersistenceLayer(table_name=os.environ["FANFIT_IDEMPOTENCY_TABLE"])
 idempotency = IdempotencyConfig(event_key_jmespath=ReleaseEvent.IDEMPOTENCY_KEY)
 
