@@ -95,7 +95,8 @@ def main() -> int:
     from fanfit.client import Client
     from fanfit.local.stack import ensure_local_stack
 
-    frame = pd.read_stata(ROOT / "examples" / "data" / "sipp1991.dta")
+    # float64, as fanfit computes a frame (DoubleML keeps the Stata file's float32 columns otherwise)
+    frame = pd.read_stata(ROOT / "examples" / "data" / "sipp1991.dta").astype("float64")
     folds = dml.draw_folds(len(frame), args.n_folds, args.n_rep, args.seed)
     params = {"n_estimators": args.n_estimators, "random_state": args.seed}
     learner = "RandomForestRegressor:" + json.dumps(params)

@@ -306,12 +306,11 @@ def test_clustered_pliv_and_one_sided_iivm_through_the_pipeline_equal_doubleml(l
     obj.fit()
     np.testing.assert_allclose(res.coef, obj.coef, rtol=1e-9, atol=0)
     np.testing.assert_allclose(res.se, obj.se, rtol=1e-9, atol=0)
-    # and the one-sided IIVM equals DoubleML's with the same subgroups and folds
-    # (on the Stata file as pandas reads it: DoubleML computes in its float32 columns, and the
-    # client records those dtypes in the job's spec, whose units compute in them too): DoubleML
-    # on the job's predictions (external_predictions) at 1e-9, its own fit within 1e-6 (that one
-    # scores LinearRegression's float32 predictions in float32)
-    df401 = pd.read_stata(DATA_401K)
+    # and the one-sided IIVM equals DoubleML's with the same subgroups and folds on the Stata
+    # file's data in float64 (a job from a file computes in float64, whatever the file's float32
+    # columns; R's DoubleML does too): DoubleML on the job's predictions (external_predictions)
+    # at 1e-9, its own fit within 1e-6
+    df401 = pd.read_stata(DATA_401K).astype("float64")
     fitted = []
     for preds in (iivm.predictions(), None):
         ref = doubleml.DoubleMLIIVM(

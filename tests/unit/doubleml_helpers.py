@@ -33,6 +33,26 @@ DOUBLEML = {
 PROPENSITY_MODELS = ("irm", "iivm")
 
 
+def submitted(data: Any, options: Any = None, **keywords: Any) -> tuple[Any, dict[str, Any]]:
+    """What a fake client's ``submit_estimate`` runs, as :meth:`fanfit.client.Client.submit_estimate`
+    takes it: a CheckedEstimate with the options it was checked with (fanfit's DoubleML classes
+    check in DoubleML's dtypes), or the data and the options as keywords (checked here).
+
+    Returns
+    -------
+    checked : fanfit.client.CheckedEstimate
+    options : dict
+        The options by name (``sent["folds"]``), for the tests to read.
+    """
+    from fanfit.client import check_estimate
+    from fanfit.client.check import CheckedEstimate
+
+    if isinstance(data, CheckedEstimate):
+        assert options is not None and not keywords
+        return data, {name: getattr(options, name) for name in options.names()}
+    return check_estimate(data, **keywords), keywords
+
+
 def numbered_cols(columns: Iterable[str], prefix: str) -> list[str]:
     """The columns named ``prefix`` or ``prefix<digits>`` (``d``, or ``d1, d2, ...``), in order."""
     return [

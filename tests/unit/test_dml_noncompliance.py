@@ -161,9 +161,9 @@ def test_doublemls_401k_iivm_example_runs_with_subgroups_and_equals_doubleml() -
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         result = estimate_in_process(checked.spec, checked.data)
-        # (the Stata file as pandas reads it: float32 net_tfa and inc, DoubleML computing in
-        # float32 there; the client records those dtypes in the spec and fanfit computes in them)
-        df = pd.read_stata(path)
+        # (DoubleML on the file's data in float64: a job from a file computes in float64,
+        # whatever the file's float32 columns, as R's DoubleML does)
+        df = pd.read_stata(path).astype("float64")
         fitted = []
         for preds in (None, external_predictions(checked.spec, result.predictions)):
             obj = dml.DoubleMLIIVM(
@@ -175,15 +175,15 @@ def test_doublemls_401k_iivm_example_runs_with_subgroups_and_equals_doubleml() -
             obj.set_sample_splitting(folds_to_smpls(draw_folds(len(df), 3, 1, 4)))
             fitted.append(obj.fit(store_predictions=True, external_predictions=preds))
     own, ext = fitted
-    # THEN the example runs on DoubleML's float32 arrays: the learners' predictions are those of
-    # DoubleML's own fit, and the estimate is DoubleML's on them (external_predictions) at 1e-9
-    assert checked.spec.dtypes == {"y": "float32", "x": "float32"}
+    # THEN the example runs in float64: the learners' predictions are those of DoubleML's own
+    # fit, and the estimate is DoubleML's on them (external_predictions) at 1e-9
+    assert checked.spec.dtypes is None and checked.data.y.dtype == np.float64
     for key in ("ml_g0", "ml_g1", "ml_m"):
         np.testing.assert_allclose(result.predictions[key], own.predictions[key], rtol=1e-12)
     np.testing.assert_allclose(result.coef, ext.coef, rtol=1e-9, atol=0)
     np.testing.assert_allclose(result.se, ext.se, rtol=1e-9, atol=0)
-    # AND its own fit's within 1e-6 (it scores LinearRegression's float32 predictions in float32)
-    np.testing.assert_allclose(result.coef, own.coef, rtol=1e-6, atol=0)
+    # AND its own fit's at 1e-9
+    np.testing.assert_allclose(result.coef, own.coef, rtol=1e-9, atol=0)
 
 
 def test_to_doubleml_keeps_the_subgroups() -> None:

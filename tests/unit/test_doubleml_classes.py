@@ -26,14 +26,13 @@ from doubleml.plm.datasets import (  # noqa: E402
     make_pliv_multiway_cluster_CKMS2021,
     make_plr_CCDDHNR2018,
 )
-from doubleml_helpers import assert_fit_is_doublemls, assert_same_bootstrap  # noqa: E402
+from doubleml_helpers import assert_fit_is_doublemls, assert_same_bootstrap, submitted  # noqa: E402
 from sklearn.linear_model import Lasso, LinearRegression, LogisticRegression  # noqa: E402
 from sklearn.svm import SVR  # noqa: E402
 
 import fanfit  # noqa: E402
 from fanfit import dml as fdml  # noqa: E402
 from fanfit import errors  # noqa: E402
-from fanfit.client import check_estimate  # noqa: E402
 from fanfit.client import doubleml as fdoubleml  # noqa: E402
 from fanfit.dml.interop import MissingDependencyError, external_predictions  # noqa: E402
 
@@ -67,9 +66,10 @@ class FakeClient:
         self.submitted: list[dict] = []
         self.coef_shift = coef_shift
 
-    def submit_estimate(self, data, **options):
-        self.submitted.append(options)
-        return FakeJob(check_estimate(data, **options), self.coef_shift)
+    def submit_estimate(self, data, options=None, **keywords):
+        checked, sent = submitted(data, options, **keywords)
+        self.submitted.append(sent)
+        return FakeJob(checked, self.coef_shift)
 
 
 def _data(model: str, n_treat: int = 1, n_instr: int = 1):

@@ -68,10 +68,10 @@ class OrderedClient(FakeClient):
         self.events: list[str] = []
         self.frames: list = []
 
-    def submit_estimate(self, data, **options):
+    def submit_estimate(self, data, options=None, **keywords):
         self.events.append("submit")
-        self.frames.append(data)
-        job = super().submit_estimate(data, **options)
+        self.frames.append(data if options is None else options.data)
+        job = super().submit_estimate(data, options, **keywords)
         result, events = job.result, self.events
 
         def awaited(timeout=None, progress=False):

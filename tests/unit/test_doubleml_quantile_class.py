@@ -16,6 +16,7 @@ import pytest
 dml = pytest.importorskip("doubleml")
 
 from doubleml.irm.datasets import make_iivm_data, make_irm_data  # noqa: E402
+from doubleml_helpers import submitted  # noqa: E402
 from sklearn.linear_model import LinearRegression, LogisticRegression  # noqa: E402
 
 import fanfit  # noqa: E402
@@ -50,10 +51,11 @@ class FakeClient:
         self.events: list[str] = []
         self.submitted: list[dict] = []
 
-    def submit_estimate(self, data, **options):
+    def submit_estimate(self, data, options=None, **keywords):
         self.events.append("submit")
-        self.submitted.append(options)
-        job = FakeJob(check_estimate(data, **options))
+        checked, sent = submitted(data, options, **keywords)
+        self.submitted.append(sent)
+        job = FakeJob(checked)
         result, events = job.result, self.events
 
         def awaited(timeout=None, progress=False):

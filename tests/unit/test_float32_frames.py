@@ -1,10 +1,11 @@
-"""DoubleML 0.11.4 on frames with float32 columns (the 401(k) Stata file as pandas reads it).
+"""fanfit's DoubleML classes on DoubleML objects with float32 columns (the 401(k) Stata file as
+pandas reads it).
 
 DoubleML computes in its frame's dtypes (``DoubleMLData.y``/``.x`` float32); fanfit's data travel
-as float64, the spec records the dtypes DoubleML would compute in
-(:func:`fanfit.client.data.doubleml_dtypes`, :attr:`fanfit.dml.DMLSpec.dtypes`) and
-:func:`fanfit.dml.validate_data` casts them back, so learners, start values, searches and scores
-see DoubleML's arrays.
+as float64, and the jobs of fanfit's DoubleML classes record the dtypes DoubleML would compute in
+(:func:`fanfit.client.check.check_doubleml_estimate`, :attr:`fanfit.dml.DMLSpec.dtypes`), which
+:func:`fanfit.dml.validate_data` casts them back to, so learners, start values, searches and
+scores see DoubleML's arrays. Every other input computes in float64 (test_input_dtypes.py).
 """
 
 from __future__ import annotations
@@ -18,10 +19,12 @@ import numpy as np
 import pandas as pd
 import pytest
 from doubleml.plm.datasets import make_plr_CCDDHNR2018
+from doubleml_helpers import submitted
 from sklearn.linear_model import LinearRegression, LogisticRegression
 
 import fanfit
-from fanfit.client import check_estimate
+from fanfit.client import EstimateOptions, doubleml_base
+from fanfit.client.check import check_doubleml_estimate
 from fanfit.client.data import doubleml_dtypes
 from fanfit.dml import DMLSpec, draw_folds, estimate_in_process, folds_to_smpls, validate_data
 from fanfit.dml.interop import (
@@ -29,7 +32,7 @@ from fanfit.dml.interop import (
     predictions_from_arrays,
     predictions_to_arrays,
 )
-from fanfit.errors import InvalidJobError
+from fanfit.errors import Float32DataWarning, InvalidJobError
 
 TOL = 1e-12
 DATA = Path(__file__).resolve().parents[2] / "examples" / "data" / "sipp1991.dta"
@@ -173,9 +176,11 @@ def test_plr_on_a_float32_frame_equals_doubleml() -> None:
                                n_rep=2, draw_sample_splitting=False)  # fmt: skip
     obj.set_sample_splitting(folds_to_smpls(folds))
     obj.fit(store_predictions=True)
-    # WHEN the client checks the job on the frame (as submit_estimate does) and fanfit runs it
-    checked = check_estimate(frame, y="y", d="d", x=x_cols, ml_l="LinearRegression",
-                             ml_m="LinearRegression", n_folds=3, n_rep=2, folds=folds)  # fmt: skip
+    # WHEN fanfit's DoubleML classes check the job on DoubleML's frame and fanfit runs it
+    options = EstimateOptions.from_keywords(data=frame, y="y", d="d", x=x_cols, n_folds=3,
+                                            n_rep=2, folds=folds, ml_l="LinearRegression",
+                                            ml_m="LinearRegression")  # fmt: skip
+    checked = check_doubleml_estimate(frame, options)
     res = estimate_in_process(checked.spec, checked.data, checked.folds)
     # THEN the spec records float32 for every role, the uploaded values stay float64
     assert checked.spec.dtypes == {"y": "float32", "d": "float32", "x": "float32"}
@@ -224,7 +229,9 @@ def test_pq_on_the_401k_stata_frame_equals_doubleml(n_rep: int) -> None:
         theirs.fit(store_predictions=True)
         # WHEN the DoubleML-style class's job is checked on its frame and run in process (one
         # stage per fold with one repetition, two stages and the chain of start values with 3)
-        checked = check_estimate(ours._dml_data.data, **ours.fanfit_options())
+        frame = ours._dml_data.data
+        options = EstimateOptions.from_keywords(data=frame, **ours.fanfit_options())
+        checked = check_doubleml_estimate(frame, options)
         res = estimate_in_process(checked.spec, checked.data, checked.folds)
     # THEN the spec says DoubleML's arrays are float32 for y and x
     assert checked.spec.dtypes == {"y": "float32", "x": "float32"}
@@ -236,7 +243,7 @@ def test_pq_on_the_401k_stata_frame_equals_doubleml(n_rep: int) -> None:
     np.testing.assert_allclose(m, theirs.predictions["ml_m"], rtol=TOL, atol=TOL)
 
 
-def test_the_doubleml_class_on_a_float32_frame_fits_on_doublemls_arrays() -> None:
+def test_the_doubleml_class_on_a_float32_frame_fits_on_doublemls_arrays(monkeypatch) -> None:
     # GIVEN fanfit's DoubleMLPLR and DoubleML's on one float32 frame, linear learners (which
     # predict in float32 there) and the same sample splitting
     np.random.seed(12)
@@ -248,8 +255,16 @@ def test_the_doubleml_class_on_a_float32_frame_fits_on_doublemls_arrays() -> Non
     theirs.set_sample_splitting(ours.smpls)
     # WHEN fanfit's is fitted "on the stack" (the fake one: the job in-process, its predictions
     # stored and read back as the stack does) and DoubleML's in-process, its own way
-    ours.fit(client=_FakeClient())
+    monkeypatch.setattr(doubleml_base, "_warned_float32", False)
+    with pytest.warns(
+        Float32DataWarning, match=r'float32 columns \(d, x, y\).*astype\("float64"\)'
+    ):
+        ours.fit(client=_FakeClient())
     theirs.fit()
+    # AND fitted again, it does not warn again (once per process)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", Float32DataWarning)
+        ours.fit(client=_FakeClient())
     # THEN the class's check against DoubleML on the job's predictions passed (no ParityError),
     # the job computed in float32 like DoubleML, and the predictions are DoubleML's own at 1e-12
     assert ours.fanfit_job.checked.spec.dtypes == {"y": "float32", "d": "float32", "x": "float32"}
@@ -278,5 +293,5 @@ class _FakeJob:
 
 
 class _FakeClient:
-    def submit_estimate(self, data, **options):
-        return _FakeJob(check_estimate(data, **options))
+    def submit_estimate(self, data, options=None, **keywords):
+        return _FakeJob(submitted(data, options, **keywords)[0])

@@ -177,3 +177,11 @@ class TrainJobStoppedError(JobFailedError):
     the job was cancelled (``fanfit cancel``). The worker stops at once instead of waiting for its
     group until its deadline. The message names the job, the worker, the round and the marker's
     reason (the failed worker, its round and error class, or the cancel)."""
+
+
+class Float32DataWarning(UserWarning):
+    """A DoubleML object's data hold float32 columns, so DoubleML (and fanfit's DoubleML class,
+    which must equal it) computes in float32: on columns of magnitude 1e5-1e6 (the 401(k) Stata
+    file's ``net_tfa``, ``inc``, ``tw``) least squares loses most of its digits. Cast the frame
+    (``df.astype("float64")``) before building the DoubleMLData; files and frames given to the
+    client or the CLI compute in float64 anyway."""

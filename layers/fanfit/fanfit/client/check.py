@@ -20,12 +20,14 @@ from fanfit.client.data import (
     to_matrix,
 )
 from fanfit.client.options import EstimateOptions
+from fanfit.dml.data import as_spec_dtypes
 from fanfit.dml.models import model_def
 from fanfit.jobs.documents import DataSource
 
 __all__ = [
     "CheckedEstimate",
     "CheckedSource",
+    "check_doubleml_estimate",
     "check_estimate",
     "check_estimate_in_place",
     "check_gpu_worker",
@@ -151,7 +153,10 @@ def check_estimate(
     the job uses, and validates them (:func:`fanfit.dml.validate_data`: also IIVM one-sided
     noncompliance, :class:`fanfit.errors.OneSidedNoncomplianceError` naming ``subgroups``) with the options
     (:meth:`EstimateOptions.check`: the spec, the sharding options and the weight) and the folds
-    (:func:`fanfit.dml.validate_folds`).
+    (:func:`fanfit.dml.validate_folds`). The job computes in float64, whatever the storage types of
+    the file's or the frame's columns (a Stata ``float`` column is float32 as pandas reads it; the
+    fits see it as float64, as R's DoubleML does): only fanfit's DoubleML classes keep DoubleML's
+    own dtypes (:func:`check_doubleml_estimate`).
 
     Parameters
     ----------
@@ -186,7 +191,6 @@ def check_estimate(
     if frame is None:
         frame = read_table(options.data, s3)
     names, values = to_matrix(frame, columns)  # names a missing or non-numeric column
-    spec = with_doubleml_dtypes(spec, frame)
     dml_data = dml.validate_data(spec, names, values)
     fold_array = None
     if options.folds is not None:
@@ -204,6 +208,39 @@ def check_estimate(
         units_per_shard=options.units_per_shard,
         weight=weight,
     )
+
+
+def check_doubleml_estimate(frame: Any, options: EstimateOptions) -> CheckedEstimate:
+    """:func:`check_estimate` of a DoubleML object's frame, computing in the dtypes DoubleML keeps.
+
+    DoubleML computes in its data frame's dtypes (``DoubleMLData.y``/``.x`` are float32 when the
+    columns are, as in the 401(k) Stata file read by ``pd.read_stata``); fanfit's DoubleML classes
+    (:mod:`fanfit.client.doubleml`) must equal DoubleML's ``fit()``, so their jobs record those dtypes
+    (:func:`with_doubleml_dtypes`) and every unit casts the float64 data back to them. Everything
+    else (files, ``s3://`` objects, job files, frames handed to the client) computes in float64.
+
+    Parameters
+    ----------
+    frame : pandas.DataFrame
+        ``DoubleMLData.data``: the frame as DoubleML holds it.
+    options : EstimateOptions
+        The job's options (their ``data`` is replaced by ``frame``).
+
+    Returns
+    -------
+    CheckedEstimate
+        Its ``spec.dtypes`` the roles DoubleML computes in float32 (None when none), its ``data``
+        cast to them.
+
+    Raises
+    ------
+    As :func:`check_estimate`.
+    """
+    checked = check_estimate(options=options.replace(data=frame))
+    spec = with_doubleml_dtypes(checked.spec, frame)
+    if spec is checked.spec:
+        return checked
+    return dataclasses.replace(checked, spec=spec, data=as_spec_dtypes(spec, checked.data))
 
 
 def with_doubleml_dtypes(spec: dml.DMLSpec, frame: Any) -> dml.DMLSpec:

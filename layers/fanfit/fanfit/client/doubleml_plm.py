@@ -206,9 +206,12 @@ class DoubleMLPLPR(_OnStack, _CREAdjusted, _doubleml.DoubleMLPLPR):  # type: ign
             super()._fanfit_check_parity(result)
             return
         from fanfit import dml
-        from fanfit.client.check import check_estimate
+        from fanfit.client.check import check_doubleml_estimate
+        from fanfit.client.options import EstimateOptions
 
-        checked = check_estimate(self._dml_data.data, **self.fanfit_options())
+        frame = self._dml_data.data
+        options = EstimateOptions.from_keywords(data=frame, **self.fanfit_options())
+        checked = check_doubleml_estimate(frame, options)
         assert checked.folds is not None  # fanfit_options always sends DoubleML's folds
         preds = {k: np.asarray(v, dtype=float) for k, v in self._predictions.items()
                  if k in dml.prediction_keys(checked.spec)}  # fmt: skip

@@ -235,9 +235,10 @@ def validate_data(spec: DMLSpec, columns: Sequence[str], values: np.ndarray) -> 
 def as_spec_dtypes(spec: DMLSpec, data: DMLData) -> DMLData:
     """The data with each role's array in the dtype DoubleML computes it in (:attr:`DMLSpec.dtypes`).
 
-    The one place where fanfit's float64 data become DoubleML's arrays: a Stata file's ``float``
-    columns, as pandas reads them, are float32 in DoubleML's ``DoubleMLData.y``/``.x``, and its
-    learners, start values (``np.quantile`` of ``y``), IPW searches and scores run on them. Every
+    The one place where fanfit's float64 data become DoubleML's arrays, for the jobs of fanfit's
+    DoubleML classes (only they set :attr:`DMLSpec.dtypes`): a Stata file's ``float`` columns, as
+    pandas reads them, are float32 in DoubleML's ``DoubleMLData.y``/``.x``, and its learners, start
+    values (``np.quantile`` of ``y``), IPW searches and scores run on them. Every
     unit, fold procedure and aggregation reads its data through :func:`validate_data`, so they all
     see the same arrays. float32 values travel exactly as float64, so the cast back is exact.
 

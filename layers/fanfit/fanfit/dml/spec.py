@@ -244,14 +244,17 @@ class DMLSpec:
     quantile : float or None
         PQ and CVaR only (DoubleML's ``quantile``): the quantile level, in (0, 1).
     dtypes : dict of str to str, or None
-        The dtype DoubleML computes each data role in, for the roles where it is not float64:
-        ``{"y": "float32", "x": "float32"}`` for the 401(k) Stata file as pandas reads it.
+        The dtype each data role computes in, for the roles where it is not float64. Only jobs
+        of fanfit's DoubleML classes set it, to the dtypes DoubleML computes their frame in
+        (``{"y": "float32", "x": "float32"}`` for a DoubleMLData of the 401(k) Stata file as
+        pandas reads it), so that they equal DoubleML's ``fit()``; a job from a file, an
+        ``s3://`` object, a job file or a frame handed to the client computes in float64.
         Keys among :data:`DTYPE_ROLES` (``z``, ``t``, ``s`` only where the spec has those
         columns), values among :data:`DTYPES`; None or a missing role: float64 (the default of
         plans written before this field). The data travel as float64 (float32 values are exact in
         float64); :func:`fanfit.dml.validate_data` casts each role's array to its dtype, so every
-        learner, start value, search and score sees DoubleML's arrays. The client records it from
-        the user's frame (:func:`fanfit.client.data.doubleml_dtypes`).
+        learner, start value, search and score sees the same arrays
+        (:func:`fanfit.client.check.check_doubleml_estimate`).
     """
 
     model: str
