@@ -5,11 +5,12 @@
 Issue 16's benchmark: DoubleMLQTE with score ``'PQ'`` at ``--n-quantiles`` (default 9: 0.5,
 0.55, ..., 0.9) quantiles, ``--n-folds`` x ``--n-rep`` (default 5 x 10) cross-fitting, outcome ``net_tfa``,
 treatment ``e401`` (examples/data/sipp1991.dta, 9,915 rows), logistic regressions for ``ml_g``
-and ``ml_m``. ``fanfit.DoubleMLQTE`` submits one ``pq`` job per quantile and treatment level
-(18 by default; each with ``n_rep > 1`` runs two stages of one fit unit per fold and repetition,
+and ``ml_m``. ``fanfit.DoubleMLQTE`` submits one job whose parts are the ``pq`` models of the
+quantiles and treatment levels (18 by default; each with ``n_rep > 1`` runs two stages of one
+fit unit per fold and repetition, the stages' units of every part fanned out together,
 the fits before and after the fold's preliminary IPW quantile, with DoubleML's chain of start
 values computed in Prepare between them; with ``n_rep = 1`` one stage, each unit running its
-fold's whole nested procedure), all before waiting for any; ``doubleml.DoubleMLQTE`` fits in-process
+fold's whole nested procedure); ``doubleml.DoubleMLQTE`` fits in-process
 with ``n_jobs_models=-1`` (every core). Both get the same sample splitting, so their effects must
 be equal (relative 1e-9). The quantiles start at the median because DoubleML's own PQ fails
 below it on these data with logistic learners (seen at 0.1-0.4, 2 folds x 2 repetitions: its
@@ -18,8 +19,11 @@ fails there the same way. The local stack is started (and the template deployed)
 clock starts. Then ``--runs`` (default 1) pairs, fanfit then DoubleML.
 
 Prints one JSON object: per run ``fanfit_s`` and ``doubleml_s`` (wall seconds), ``ratio``,
-``coef_equal``, the jobs' summed billed GB-seconds and Lambda cost in USD (the local stack's
-figures priced as AWS Lambda would bill them, :mod:`fanfit.cost`), the effects, and the medians.
+``coef_equal``, ``n_waves`` (Schedule's waves over the stages), ``efficiency`` (the shards' fit
+seconds / (wall seconds x the job's concurrency, the local stack's cores)), the billed GB-seconds
+and Lambda cost in USD (the local stack's figures priced as AWS Lambda would bill them,
+:mod:`fanfit.cost`), the effects, and the medians. ``--quantiles 0.5,0.7,0.9`` picks the
+quantiles; ``--float64`` casts the frame to float64 (as read, the Stata file's float32).
 """
 
 from __future__ import annotations
@@ -66,18 +70,37 @@ def _run(client: Any, frame: Any, smpls: Any, quantiles: list[float], args: Any)
     t1 = time.perf_counter()
     theirs.fit(n_jobs_models=-1)
     doubleml_s = time.perf_counter() - t1
-    timings = [r.timings for r in ours.fanfit_results]
+    # one job of several parts: every part's result carries the job's timings; count each job once
+    jobs = {job.job_id: (job, r.timings) for job, r in zip(ours.fanfit_jobs, ours.fanfit_results)}
+    timings = [t for _, t in jobs.values()]
+    fit_s = sum(float(s["fit_s"]) for t in timings for s in t.get("shards", []))
+    concurrency = os.cpu_count() or 1  # the local stack's default max_concurrency
     return {
         "fanfit_s": round(fanfit_s, 3),
         "doubleml_s": round(doubleml_s, 3),
         "ratio": round(fanfit_s / doubleml_s, 4),
         "coef_equal": bool(np.allclose(ours.coef, theirs.coef, rtol=1e-9, atol=0.0)),
         "se_equal": bool(np.allclose(ours.se, theirs.se, rtol=1e-9, atol=0.0)),
-        "n_jobs": len(timings),
+        "n_jobs": len(jobs),
+        "n_parts": len(ours.fanfit_results),
+        "n_waves": sum(_waves(client, job_id) for job_id in jobs),
+        # the shards' fit seconds over what the wall time offered the job's concurrency
+        "efficiency": round(fit_s / (fanfit_s * concurrency), 4),
         "billed_gb_s": round(sum(float(t.get("billed_gb_s", 0.0)) for t in timings), 3),
         "lambda_cost_usd": round(sum(float(t.get("lambda_cost_usd", 0.0)) for t in timings), 6),
         "coef": [round(float(c), 6) for c in ours.coef],
     }
+
+
+def _waves(client: Any, job_id: str) -> int:
+    """The waves Schedule planned for a job, over its stages."""
+    from fanfit import storage
+
+    n, stage = 0, 0
+    while client.store.exists(storage.schedule_key(job_id, stage)):
+        n += len(client.store.get_json(storage.schedule_key(job_id, stage))["waves"])
+        stage += 1
+    return n
 
 
 def main() -> int:
@@ -85,6 +108,12 @@ def main() -> int:
     parser.add_argument("--json", action="store_true", help="print one JSON object")
     parser.add_argument("--runs", type=int, default=1, help="timed pairs (default 1)")
     parser.add_argument("--n-quantiles", type=int, default=9)
+    parser.add_argument(
+        "--quantiles", help="comma-separated quantiles (instead of --n-quantiles from 0.5 to 0.9)"
+    )
+    parser.add_argument(
+        "--float64", action="store_true", help="the frame cast to float64 (as read: float32)"
+    )
     parser.add_argument("--n-folds", type=int, default=5)
     parser.add_argument("--n-rep", type=int, default=10)
     parser.add_argument("--seed", type=int, default=42)
@@ -98,8 +127,12 @@ def main() -> int:
     from fanfit.local.stack import ensure_local_stack
 
     frame = pd.read_stata(ROOT / "examples" / "data" / "sipp1991.dta")
+    if args.float64:
+        frame = frame.astype("float64")
     smpls = dml.folds_to_smpls(dml.draw_folds(len(frame), args.n_folds, args.n_rep, args.seed))
     quantiles = [round(q, 6) for q in np.linspace(0.5, 0.9, args.n_quantiles)]
+    if args.quantiles:
+        quantiles = [float(q) for q in args.quantiles.split(",")]
 
     runs = []
     with warnings.catch_warnings(), ensure_local_stack():
@@ -118,7 +151,10 @@ def main() -> int:
         "doubleml_s": median("doubleml_s"),
         "ratio": median("ratio"),
         "lambda_cost_usd": median("lambda_cost_usd"),
+        "efficiency": median("efficiency"),
+        "n_waves": median("n_waves"),
         "coef_equal": all(r["coef_equal"] and r["se_equal"] for r in runs),
+        "float64": args.float64,
         "quantiles": quantiles,
         "n_folds": args.n_folds,
         "n_rep": args.n_rep,

@@ -53,6 +53,27 @@ def submitted(data: Any, options: Any = None, **keywords: Any) -> tuple[Any, dic
     return check_estimate(data, **keywords), keywords
 
 
+class PartsOnFake:
+    """What fanfit's multi-part DoubleML classes call on a stack besides ``submit_estimate``:
+    :meth:`fanfit.client.Client.submit_parts_job`, here each part through the fake client's own
+    ``submit_estimate`` (``parts_submitted`` records the model and the labels)."""
+
+    def submit_parts_job(self, model: str, labels: Any, checked: Any, options: Any) -> Any:
+        if not hasattr(self, "parts_submitted"):
+            self.parts_submitted: list[tuple[str, list[str]]] = []
+        self.parts_submitted.append((model, list(labels)))
+        jobs = [self.submit_estimate(c, options=o) for c, o in zip(checked, options, strict=True)]  # type: ignore[attr-defined]
+        return _PartsJob(jobs)
+
+
+class _PartsJob:
+    def __init__(self, jobs: list[Any]) -> None:
+        self.jobs = jobs
+
+    def part(self, index: int, label: str = "") -> Any:
+        return self.jobs[index]
+
+
 def numbered_cols(columns: Iterable[str], prefix: str) -> list[str]:
     """The columns named ``prefix`` or ``prefix<digits>`` (``d``, or ``d1, d2, ...``), in order."""
     return [

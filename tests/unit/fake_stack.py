@@ -61,6 +61,7 @@ class FakeClient:
         self.log: list[tuple[str, str]] = []
         self.submitted: list[EstimateOptions] = []
         self.checks = 0
+        self.parts_submitted: list[tuple[str, list[str]]] = []
 
     def submit_estimate(self, data: Any, *, options: EstimateOptions) -> FakeJob:
         """As :func:`fanfit.client.estimate.submit_estimate`: checks ``data`` unless it is a
@@ -72,6 +73,29 @@ class FakeClient:
         job = FakeJob(data, self.log, len(self.submitted))
         self.log.append(("submit", job.job_id))
         return job
+
+    def submit_parts_job(self, model: str, labels: Any, checked: Any, options: Any) -> Any:
+        """As :meth:`fanfit.client.Client.submit_parts_job`: one job whose parts run here."""
+        self.submitted.extend(options)
+        n = len(self.parts_submitted) + 1  # the job's number among the parts jobs
+        job = FakePartsJob([FakeJob(c, self.log, n) for c in checked])
+        self.parts_submitted.append((model, list(labels)))
+        self.parts_checked = list(checked)
+        self.log.append(("submit", job.job_id))
+        return job
+
+
+class FakePartsJob:
+    """A job of several parts run here: one :class:`FakeJob` per part, sharing one job id."""
+
+    def __init__(self, parts: list[FakeJob]) -> None:
+        self.parts = parts
+        self.job_id = parts[0].job_id
+        for job in parts:
+            job.job_id = self.job_id
+
+    def part(self, index: int, label: str = "") -> FakeJob:
+        return self.parts[index]
 
 
 def patch_stack_client(monkeypatch: Any) -> FakeClient:

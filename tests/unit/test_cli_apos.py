@@ -188,9 +188,10 @@ def test_submit_apos_starts_every_level_then_contrasts() -> None:
     # WHEN submitted on the fake stack and awaited
     jobs = capos.submit_apos(client, options=options)
     result = jobs.result()
-    # THEN every level's apo job was started before any was awaited
-    assert [kind for kind, _ in client.log] == ["submit"] * 3 + ["result"] * 6
-    assert [(o.model, o.treatment_level) for o in client.submitted] == [
+    # THEN one job was started, its parts the levels' apo models
+    assert [kind for kind, _ in client.log] == ["submit"] + ["result"] * 6
+    assert client.parts_submitted == [("apos", [f"treatment level {v}" for v in (0, 1, 2)])]
+    assert [(c.spec.model, c.spec.treatment_level) for c in client.parts_checked] == [
         ("apo", 0.0), ("apo", 1.0), ("apo", 2.0)]  # fmt: skip
     # AND the contrast equals DoubleML's from the same folds and predictions
     folds = jobs.jobs[0].folds()
@@ -235,8 +236,9 @@ def test_the_command_prints_doublemlapos_and_the_contrast(tmp_path, fake_stack, 
     # GIVEN a CSV with a three-level treatment WHEN fanfit estimate --model apos runs (fake stack)
     assert cli.main(_cli_args(tmp_path)) == 0
     out = capsys.readouterr().out
-    # THEN one apo job per level ran, and the printout is DoubleMLAPOS's, contrasted with level 2
-    assert [o.treatment_level for o in fake_stack.submitted] == [2.0, 0.0]
+    # THEN one job ran an apo part per level, and the printout is DoubleMLAPOS's, contrasted
+    # with level 2
+    assert [c.spec.treatment_level for c in fake_stack.parts_checked] == [2.0, 0.0]
     assert out.startswith("================== DoubleMLAPOS Object ==================")
     assert "causal_contrast(reference_levels=2)" in out and "0 vs 2" in out
     assert "########## treatment level 0 ##########" in out
@@ -247,7 +249,7 @@ def test_the_command_as_json_and_detached(tmp_path, fake_stack, capsys) -> None:
     assert cli.main(_cli_args(tmp_path, "--output", "json")) == 0
     out = json.loads(capsys.readouterr().out)
     assert out["model"] == "apos" and out["causal_contrast"]["names"] == ["0 vs 2"]
-    assert [lvl["job_id"] for lvl in out["levels"]] == ["est-fake-1", "est-fake-2"]
-    # AND --detach prints the jobs' ids without waiting
+    assert [lvl["job_id"] for lvl in out["levels"]] == ["est-fake-1", "est-fake-1"]  # one job
+    # AND --detach prints the job's id without waiting
     assert cli.main(_cli_args(tmp_path, "--detach")) == 0
-    assert capsys.readouterr().out.split() == ["est-fake-3", "est-fake-4"]
+    assert capsys.readouterr().out.split() == ["est-fake-2"]

@@ -196,10 +196,11 @@ def test_submit_qte_starts_every_part_then_equals_doubleml(score, n_rep) -> None
     # WHEN submitted on the fake stack and awaited
     jobs = cqte.submit_qte(client, options=options)
     result = jobs.result()
-    # THEN every (quantile, level) job was started before any was awaited, with one folds
-    assert [kind for kind, _ in client.log] == ["submit"] * 4 + ["result"] * 8
+    # THEN one job of four parts, one per (quantile, level), was started, with one folds
+    assert [kind for kind, _ in client.log] == ["submit"] + ["result"] * 8
     model = cqte.SCORES[score]
-    assert [(o.model, o.quantiles, o.treatment) for o in client.submitted] == [
+    assert client.parts_submitted == [("qte", jobs.labels)] and len(jobs.job_ids) == 1
+    assert [(c.spec.model, c.spec.quantile, c.spec.treatment) for c in client.parts_checked] == [
         (model, 0.3, 0), (model, 0.3, 1), (model, 0.6, 0), (model, 0.6, 1)]  # fmt: skip
     folds = jobs.jobs[0].folds()
     assert all(np.array_equal(j.folds(), folds) for j in jobs.jobs)
@@ -243,8 +244,9 @@ def test_the_command_prints_doublemlqte(tmp_path, fake_stack, capsys) -> None:
     # GIVEN a CSV with a binary treatment WHEN fanfit estimate --model qte runs (fake stack)
     assert cli.main(_cli_args(tmp_path)) == 0
     out = capsys.readouterr().out
-    # THEN a pq job per (quantile, level) ran, and the printout is DoubleMLQTE's
-    assert [(o.model, o.quantiles, o.treatment) for o in fake_stack.submitted] == [
+    # THEN one job ran a pq part per (quantile, level), and the printout is DoubleMLQTE's
+    specs = [c.spec for c in fake_stack.parts_checked]
+    assert [(s.model, s.quantile, s.treatment) for s in specs] == [
         ("pq", 0.4, 0), ("pq", 0.4, 1), ("pq", 0.6, 0), ("pq", 0.6, 1)]  # fmt: skip
     assert out.startswith("================== DoubleMLQTE Object ==================")
     assert "Potential quantiles" in out and "Joint bands" not in out
@@ -255,14 +257,13 @@ def test_the_command_as_json_and_detached(tmp_path, fake_stack, capsys) -> None:
     assert cli.main(_cli_args(tmp_path, "--output", "json")) == 0
     out = json.loads(capsys.readouterr().out)
     assert out["model"] == "qte" and len(out["coef"]) == 2 and "ci_joint_95" not in out
-    assert [p["job_id"] for p in out["parts"]] == [f"est-fake-{i}" for i in range(1, 5)]
-    # AND --detach prints the jobs' ids without waiting; as JSON with the quantiles
+    assert [p["job_id"] for p in out["parts"]] == ["est-fake-1"] * 4  # one job
+    # AND --detach prints the job's id without waiting; as JSON with the quantiles
     assert cli.main(_cli_args(tmp_path, "--detach")) == 0
-    assert capsys.readouterr().out.split() == [f"est-fake-{i}" for i in range(5, 9)]
+    assert capsys.readouterr().out.split() == ["est-fake-2"]
     assert cli.main(_cli_args(tmp_path, "--detach", "--output", "json")) == 0
     assert json.loads(capsys.readouterr().out) == {
-        "job_ids": [f"est-fake-{i}" for i in range(9, 13)], "quantiles": [0.4, 0.6],
-        "treatment_levels": [0, 1]}  # fmt: skip
+        "job_id": "est-fake-3", "quantiles": [0.4, 0.6], "treatment_levels": [0, 1]}  # fmt: skip
     # AND --plan-only is refused naming the single-part command
     assert cli.main(_cli_args(tmp_path, "--plan-only")) == 2
     assert "--plan-only plans one job" in capsys.readouterr().err

@@ -26,7 +26,7 @@ from doubleml.plm.datasets import (  # noqa: E402
     make_pliv_multiway_cluster_CKMS2021,
     make_plr_CCDDHNR2018,
 )
-from doubleml_helpers import assert_fit_is_doublemls, assert_same_bootstrap, submitted  # noqa: E402
+from doubleml_helpers import PartsOnFake, assert_fit_is_doublemls, assert_same_bootstrap, submitted  # noqa: E402
 from sklearn.linear_model import Lasso, LinearRegression, LogisticRegression  # noqa: E402
 from sklearn.svm import SVR  # noqa: E402
 
@@ -59,7 +59,7 @@ class FakeJob:
         return external_predictions(self.checked.spec, self.res.predictions)
 
 
-class FakeClient:
+class FakeClient(PartsOnFake):
     """Records what ``fit()`` submits and runs it as :class:`FakeJob`."""
 
     def __init__(self, coef_shift: float = 0.0) -> None:

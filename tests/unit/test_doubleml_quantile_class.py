@@ -16,7 +16,7 @@ import pytest
 dml = pytest.importorskip("doubleml")
 
 from doubleml.irm.datasets import make_iivm_data, make_irm_data  # noqa: E402
-from doubleml_helpers import submitted  # noqa: E402
+from doubleml_helpers import PartsOnFake, submitted  # noqa: E402
 from sklearn.linear_model import LinearRegression, LogisticRegression  # noqa: E402
 
 import fanfit  # noqa: E402
@@ -46,7 +46,7 @@ class FakeJob:
         return {d_col: {k: v[:, :, 0] for k, v in self.res.predictions.items()}}
 
 
-class FakeClient:
+class FakeClient(PartsOnFake):
     def __init__(self) -> None:
         self.events: list[str] = []
         self.submitted: list[dict] = []

@@ -19,7 +19,7 @@ import numpy as np
 import pandas as pd
 import pytest
 from doubleml.plm.datasets import make_plr_CCDDHNR2018
-from doubleml_helpers import submitted
+from doubleml_helpers import PartsOnFake, submitted
 from sklearn.linear_model import LinearRegression, LogisticRegression
 
 import fanfit
@@ -292,6 +292,6 @@ class _FakeJob:
         return predictions_from_arrays(stored)
 
 
-class _FakeClient:
+class _FakeClient(PartsOnFake):
     def submit_estimate(self, data, options=None, **keywords):
         return _FakeJob(submitted(data, options, **keywords)[0])

@@ -131,7 +131,7 @@ def run_apos(args: argparse.Namespace, options: EstimateOptions) -> int:
     with common.stack_client(args) as client:
         jobs = submit_apos(client, options=options)
         labels = [f"treatment level {level_label(level)}" for level in jobs.levels]
-        detached = {"job_ids": jobs.job_ids, "treatment_levels": list(jobs.levels)}
+        detached = {"job_id": jobs.job_ids[0], "treatment_levels": list(jobs.levels)}
         return _follow_jobs(args, jobs, labels, detached)
 
 
@@ -193,8 +193,9 @@ def _follow_jobs(
     json``), else wait for ``jobs.result`` and print it; ``--timeout`` and Ctrl-C detach."""
     from fanfit.errors import WaitTimeoutError
 
-    for label, job in zip(labels, jobs.jobs):
-        log.info("started job %s for %s (%s)", job.job_id, label, job.execution_arn)
+    for job_id in jobs.job_ids:  # one job of several parts
+        parts = [label for label, job in zip(labels, jobs.jobs) if job.job_id == job_id]
+        log.info("started job %s with %d parts (%s)", job_id, len(parts), "; ".join(parts))
     hints = "\n".join(attach.detach_hint(job_id, args) for job_id in jobs.job_ids)
     if getattr(args, "detach", False):
         if args.output == "json":

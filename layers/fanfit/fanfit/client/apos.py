@@ -143,17 +143,18 @@ def check_apos(data: Any = None, *, s3: Any = None, options: EstimateOptions) ->
 
 
 def submit_apos(client: Any, data: Any = None, *, options: EstimateOptions) -> APOSJobs:
-    """Check (:func:`check_apos`, before anything is uploaded), then start one ``apo`` job per
-    treatment level as checked, all before waiting for any (:func:`fanfit.client.parts.submit_parts`).
+    """Check (:func:`check_apos`, before anything is uploaded), then start one job whose parts
+    are the ``apo`` models of the treatment levels (:func:`fanfit.client.parts.submit_parts`).
 
     ``client`` is a :class:`fanfit.client.Client`; ``data`` (default ``options.data``) is read
-    once and uploaded once (its content hash is the same for every level); ``options`` has
-    ``model='apos'`` and ``treatment_levels``. Raises as :func:`check_apos`, then as
-    :meth:`fanfit.client.Client.submit_estimate` for each level.
+    and uploaded once; ``options`` has ``model='apos'`` and ``treatment_levels``. Raises as
+    :func:`check_apos`, then as :meth:`fanfit.client.Client.submit_parts_job`.
     """
     parts = check_apos(data, s3=client.s3, options=options)
     levels = tuple(float(o.treatment_level) for o in parts.options)  # type: ignore[arg-type]
-    return APOSJobs(levels=levels, jobs=submit_parts(client, parts), frame=parts.frame)
+    labels = [f"treatment level {level_label(level)}" for level in levels]
+    jobs = submit_parts(client, parts, "apos", labels)
+    return APOSJobs(levels=levels, jobs=jobs, frame=parts.frame)
 
 
 class FrameworkStats:
@@ -379,8 +380,8 @@ class APOSJobs:
 
     @property
     def job_ids(self) -> list[str]:
-        """The jobs' ids, in the levels' order."""
-        return [job.job_id for job in self.jobs]
+        """The ids of the jobs that run the levels: one job of several parts."""
+        return list(dict.fromkeys(job.job_id for job in self.jobs))
 
     def result(self, timeout: float = 3600.0, progress: Any = False) -> APOSResult:
         """Wait for every level's job (each within ``timeout`` seconds), then build the contrast.

@@ -18,10 +18,18 @@ import json
 import logging
 import os
 import time
+from collections.abc import Sequence
 from typing import Any
 
 from fanfit import errors, storage
-from fanfit.client.estimate import EstimateJob, EstimateResult, plan_estimate, submit_estimate
+from fanfit.client.check import CheckedEstimate
+from fanfit.client.estimate import (
+    EstimateJob,
+    EstimateResult,
+    plan_estimate,
+    submit_estimate,
+    submit_parts_job,
+)
 from fanfit.client.jobs import JobHandle
 from fanfit.client.options import EstimateOptions, TrainOptions, with_option_parameters
 from fanfit.client.stack import Stack
@@ -149,6 +157,26 @@ class Client:
             An unknown option, or a required one (y, d) missing.
         """
         return submit_estimate(self, data, job_id=job_id, options=options, **kwargs)
+
+    def submit_parts_job(
+        self,
+        model: str,
+        labels: Sequence[str],
+        checked: Sequence[CheckedEstimate],
+        options: Sequence[EstimateOptions],
+        *,
+        job_id: str | None = None,
+    ) -> EstimateJob:
+        """Start one job of several parts (a QTE's quantiles and levels, an APOS's levels), each
+        part checked (:func:`fanfit.client.parts.check_parts`); its parts' handles are
+        :meth:`EstimateJob.part` (:func:`fanfit.client.estimate.submit_parts_job`).
+
+        Raises
+        ------
+        fanfit.errors.InvalidJobError
+            A label missing, or parts on other columns; then as :meth:`submit_estimate`.
+        """
+        return submit_parts_job(self, model, labels, checked, options, job_id=job_id)
 
     def plan_estimate(
         self, data: Any = None, *, options: EstimateOptions | None = None, **kwargs: Any

@@ -194,6 +194,8 @@ class DoubleMLAPOS(_SideBySide, _doubleml.DoubleMLAPOS):  # type: ignore[misc]
         ``weights`` as :class:`DoubleMLAPO` refuses them (every level's job takes them).
     """
 
+    _fanfit_parts_model = "apos"  # one job of several parts
+
     def __init__(
         self, obj_dml_data: Any, ml_g: Any, ml_m: Any, treatment_levels: Any, n_folds: int = 5,
         n_rep: int = 1, score: Any = "APO", weights: Any = None, normalize_ipw: bool = False,

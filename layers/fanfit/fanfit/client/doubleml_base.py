@@ -68,6 +68,13 @@ def _submit(client: Any, frame: pd.DataFrame, options: Mapping[str, Any]) -> Any
     ------
     As :meth:`fanfit.client.Client.submit_estimate`.
     """
+    given, checked = _check(frame, options)
+    return client.submit_estimate(checked, options=given)
+
+
+def _check(frame: pd.DataFrame, options: Mapping[str, Any]) -> tuple[Any, Any]:
+    """``(EstimateOptions, CheckedEstimate)`` of one job or part of a DoubleML class, in
+    DoubleML's dtypes; the first float32 one in a process warns (:func:`_submit`)."""
     global _warned_float32
     from fanfit.client.check import check_doubleml_estimate
     from fanfit.client.options import EstimateOptions
@@ -83,9 +90,38 @@ def _submit(client: Any, frame: pd.DataFrame, options: Mapping[str, Any]) -> Any
             "digits (the 401(k) PLR with linear learners moves by 32 %). Build the DoubleMLData "
             'from df.astype("float64") for float64 results.',
             errors.Float32DataWarning,
-            stacklevel=3,
+            stacklevel=4,
         )
-    return client.submit_estimate(checked, options=given)
+    return given, checked
+
+
+def _submit_parts(
+    client: Any,
+    model: str | None,
+    parts: list[tuple[str, pd.DataFrame, dict[str, Any]]],
+    job_options: Mapping[str, Any],
+) -> list[Any]:
+    """Start the parts of a multi-part DoubleML class: one job of several parts
+    (:meth:`fanfit.client.Client.submit_parts_job`) when ``model`` names it and every part runs
+    on the same data, else one job per part (each on its own frame: DIDMulti's group-time
+    combinations), all before waiting for any.
+
+    Returns
+    -------
+    list
+        Each part's handle (a :class:`fanfit.client.estimate.PartJob`, or a job), in order.
+    """
+    if model is None:
+        return [_submit(client, frame, {**o, **job_options}) for _, frame, o in parts]
+    from fanfit.client.estimate import same_data
+
+    pairs = [_check(frame, {**o, **job_options}) for _, frame, o in parts]
+    given, checked = [g for g, _ in pairs], [c for _, c in pairs]
+    if not all(same_data(checked[0], c) for c in checked[1:]):
+        return [client.submit_estimate(c, options=g) for g, c in pairs]
+    labels = [label for label, _, _ in parts]
+    job = client.submit_parts_job(model, labels, checked, given)
+    return [job.part(k, label) for k, label in enumerate(labels)]
 
 
 def default_client() -> Any:
@@ -467,6 +503,9 @@ class _SideBySide:
     fanfit_jobs: list[Any]
     fanfit_results: list[Any]
     modellist: Any  # DoubleML's, one model per part
+    #: The model of the one job of several parts ``fit`` submits (DoubleMLQTE ``'qte'``,
+    #: DoubleMLAPOS ``'apos'``); None: one job per part (DIDMulti: a frame per combination).
+    _fanfit_parts_model: str | None = None
 
     def _fanfit_parts(self, seed: int) -> list[tuple[str, pd.DataFrame, dict[str, Any]]]:
         """Per part, in ``modellist`` order: its label, the data its job runs on, its options."""
@@ -508,7 +547,7 @@ class _SideBySide:
         parts = self._fanfit_parts(seed)
         if client is None:
             client = default_client()
-        jobs = [_submit(client, frame, {**o, **job_options}) for _, frame, o in parts]
+        jobs = _submit_parts(client, self._fanfit_parts_model, parts, job_options)
         results = [job.result(timeout=timeout, progress=progress) for job in jobs]
         super().fit(  # type: ignore[misc]
             store_predictions=store_predictions, external_predictions=self._fanfit_external(jobs)

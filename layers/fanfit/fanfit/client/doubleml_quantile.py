@@ -379,6 +379,8 @@ class DoubleMLQTE(_SideBySide, _QTEFromJobs, _doubleml.DoubleMLQTE):  # type: ig
         A custom ``kde``, a propensity calibration, clustered data.
     """
 
+    _fanfit_parts_model = "qte"  # one job of several parts
+
     def __init__(
         self, obj_dml_data: Any, ml_g: Any, ml_m: Any = None, quantiles: Any = 0.5,
         n_folds: int = 5, n_rep: int = 1, score: Any = "PQ", normalize_ipw: bool = True,

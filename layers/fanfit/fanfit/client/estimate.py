@@ -8,6 +8,7 @@ import math
 import os
 import time
 import uuid
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from statistics import NormalDist
 from typing import TYPE_CHECKING, Any
@@ -31,13 +32,22 @@ from fanfit.jobs.documents.estimate import (
     EstimatePrediction,
     EstimateResultDoc,
     EstimateSpec,
+    SpecPart,
 )
 from fanfit.jobs.states import EstimateState
 
 if TYPE_CHECKING:
     import pandas as pd
 
-__all__ = ["EstimateJob", "EstimateResult", "plan_estimate", "submit_estimate"]
+__all__ = [
+    "EstimateJob",
+    "EstimateResult",
+    "PartJob",
+    "plan_estimate",
+    "same_data",
+    "submit_estimate",
+    "submit_parts_job",
+]
 
 #: States of orchestrator/estimate.asl.json (:class:`~fanfit.jobs.states.EstimateState`), grouped into the phases reported in ``timings``.
 _PHASES: dict[str, str] = {
@@ -234,8 +244,22 @@ class EstimateJob(JobHandle):
         return self._result
 
     def spec(self) -> dml.DMLSpec:
-        """The job's validated spec, from the plan Prepare wrote."""
+        """The job's validated spec, from the plan Prepare wrote (the first part's in a job of
+        several parts: :meth:`part`)."""
         return self._plan().dml
+
+    def part(self, index: int, label: str = "") -> PartJob:
+        """A handle on one part of a job of several parts (:func:`submit_parts_job`): its
+        estimate, spec, folds and predictions, as a job of one has them.
+
+        Parameters
+        ----------
+        index : int
+            The part, in the order it was submitted.
+        label : str
+            How the part is named in messages (its label in the plan when empty).
+        """
+        return PartJob(self, index, label)
 
     def _plan(self) -> EstimatePlan:
         """The job's plan (``plan.json``, written by Prepare), parsed through its model."""
@@ -246,6 +270,16 @@ class EstimateJob(JobHandle):
         """The job's folds, int64 of shape (n_obs, n_rep): the test fold of each row and repetition."""
         return np.asarray(self.client.store.get_array(self._plan().folds_key))
 
+    def _predictions_at(self, key: str) -> dict[str, dict[str, np.ndarray]]:
+        from fanfit.dml.interop import predictions_from_arrays
+
+        if not self.client.store.exists(key):
+            raise errors.InvalidJobError(
+                f"job {self.job_id} has no stored out-of-fold predictions ({key}); it was aggregated "
+                "by an older fanfit: run it again"
+            )
+        return predictions_from_arrays(self.client.store.get_arrays(key))
+
     def predictions(self) -> dict[str, dict[str, np.ndarray]]:
         """The out-of-fold predictions the estimate was aggregated from, in DoubleML's
         ``external_predictions`` layout: ``{treatment: {"ml_l": ndarray (n_obs, n_rep), ...}}``.
@@ -255,15 +289,7 @@ class EstimateJob(JobHandle):
         fanfit.errors.InvalidJobError
             If the job has none stored (it was aggregated by a fanfit before they were kept).
         """
-        from fanfit.dml.interop import predictions_from_arrays
-
-        key = self.result().doc.predictions_key
-        if not self.client.store.exists(key):
-            raise errors.InvalidJobError(
-                f"job {self.job_id} has no stored out-of-fold predictions ({key}); it was aggregated "
-                "by an older fanfit: run it again"
-            )
-        return predictions_from_arrays(self.client.store.get_arrays(key))
+        return self._predictions_at(self.result().doc.predictions_key)
 
     def to_doubleml(self, data: Any = None, *, bootstrap: bool = True) -> Any:
         """A fitted DoubleML object (DoubleMLPLR, -IRM, -PLIV or -IIVM) of this job.
@@ -412,6 +438,81 @@ def submit_estimate(
     if checked is None:
         checked = check_estimate(data, s3=client.s3, options=options, **kwargs)
     given = options if options is not None else EstimateOptions.from_keywords(data=data, **kwargs)
+    return _launch(client, checked, given, job_id=job_id)
+
+
+def submit_parts_job(
+    client: StackClient,
+    model: str,
+    labels: Sequence[str],
+    checked: Sequence[CheckedEstimate],
+    options: Sequence[EstimateOptions],
+    *,
+    job_id: str | None = None,
+) -> EstimateJob:
+    """Start one job of several parts: a model DoubleML fits as several models (``'qte'``: one
+    ``pq``/``cvar``/``lpq`` part per quantile and treatment level; ``'apos'``: one ``apo`` part
+    per level) on one data upload, one sample splitting and one set of learners; its units fan out
+    together, one barrier per stage serves every part (:attr:`fanfit.jobs.documents.estimate.
+    EstimatePlan.parts`). :meth:`EstimateJob.part` gives each part's estimate, spec and predictions.
+
+    Parameters
+    ----------
+    client : StackClient
+    model : str
+        The job's model (``'qte'``, ``'apos'``).
+    labels : sequence of str
+        Each part's label (``"quantile 0.5 of treatment 1"``).
+    checked : sequence of CheckedEstimate
+        Each part checked (:func:`fanfit.client.parts.check_parts`), the same columns, folds and
+        learners in each; the first part's data, folds and job options are the job's.
+    options : sequence of EstimateOptions
+        Each part's options, as checked; the first part's job options (``deadline``,
+        ``budget``) are the job's.
+    job_id : str, optional
+
+    Returns
+    -------
+    EstimateJob
+
+    Raises
+    ------
+    fanfit.errors.InvalidJobError
+        No part, a label missing, or parts on other columns.
+    fanfit.errors.LambdaLimitError, fanfit.errors.GpuWorkerDisabledError
+        As :func:`submit_estimate`.
+    """
+    if not checked or not len(labels) == len(checked) == len(options):
+        raise errors.InvalidJobError(
+            f"a job of several parts needs one label and one options per part, got "
+            f"{len(labels)} labels and {len(options)} options for {len(checked)} parts"
+        )
+    first = checked[0]
+    for label, part in zip(labels, checked):
+        if not same_data(first, part):
+            raise errors.InvalidJobError(
+                f"part {label!r} runs on other data than the first part (columns {part.columns} "
+                f"against {first.columns}): the parts of one job run on one data object"
+            )
+    parts = [SpecPart(label=label, dml=c.spec.to_dict()) for label, c in zip(labels, checked)]
+    return _launch(client, first, options[0], job_id=job_id, model=model, parts=parts)
+
+
+def same_data(a: CheckedEstimate, b: CheckedEstimate) -> bool:
+    """Whether two checked parts run on the same data object: the same columns and values."""
+    return a.columns == b.columns and np.array_equal(a.values, b.values, equal_nan=True)
+
+
+def _launch(
+    client: StackClient,
+    checked: CheckedEstimate | CheckedSource,
+    given: EstimateOptions,
+    *,
+    job_id: str | None = None,
+    model: str | None = None,
+    parts: list[SpecPart] | None = None,
+) -> EstimateJob:
+    """Upload the checked data and folds, write the spec and start the execution."""
     deadline_s, budget_usd = check_objective(given.deadline, given.budget)
     spec, fold_array = checked.spec, checked.folds
     check_gpu_worker(client, learners=spec.learners)  # a Torch learner needs EnableGpuWorker=true
@@ -435,6 +536,8 @@ def submit_estimate(
     # The document Prepare validates (EstimateSpec), written through its model.
     job = EstimateSpec(
         dml=spec.to_dict(),
+        model=model,
+        parts=parts,
         data_key=data_key,
         data_source=source,
         folds_key=folds_key,
@@ -453,6 +556,69 @@ def submit_estimate(
     )
     record_submission(client, job_id, "estimate", started["executionArn"])
     return EstimateJob(client, job_id, started["executionArn"])
+
+
+class PartJob:
+    """One part of a job of several parts (:meth:`EstimateJob.part`): what a job of one offers
+    of its estimate (``result``, ``spec``, ``folds``, ``predictions``), read from the job's
+    ``result.json`` (:attr:`~fanfit.jobs.documents.estimate.EstimateResultDoc.parts`) and plan.
+
+    Attributes
+    ----------
+    job : EstimateJob
+    index : int
+    job_id, execution_arn : str
+        The job's.
+    """
+
+    def __init__(self, job: EstimateJob, index: int, label: str = "") -> None:
+        self.job, self.index, self._label = job, index, label
+        self.job_id, self.execution_arn = job.job_id, job.execution_arn
+
+    @property
+    def label(self) -> str:
+        """The part's label (``"quantile 0.5 of treatment 1"``)."""
+        return self._label or self.job._plan().labels[self.index]
+
+    def result(
+        self, timeout: float = 3600.0, *, progress: bool | str | Any = False
+    ) -> EstimateResult:
+        """Wait for the job (``timeout`` seconds; ``progress`` as :meth:`EstimateJob.wait`), then
+        the part's estimate, with the job's timings.
+
+        Raises
+        ------
+        fanfit.errors.JobFailedError
+            The job failed or did not end within ``timeout``.
+        fanfit.errors.InvalidJobError
+            The job has no such part.
+        """
+        whole = self.job.result(timeout, progress=progress)
+        parts = whole.doc.parts or []
+        if not 0 <= self.index < len(parts):
+            raise errors.InvalidJobError(
+                f"job {self.job_id} has {len(parts)} parts, not part {self.index}"
+            )
+        raw = parts[self.index].to_json_dict()
+        raw.pop("label")
+        raw["timings"] = whole.raw["timings"]
+        return EstimateResult(raw=raw, timings=whole.timings, job=self.job, cost=whole.cost)
+
+    def wait(self, timeout: float = 3600.0, *, progress: bool | str | Any = False) -> Any:
+        """Wait for the job (:meth:`EstimateJob.wait`)."""
+        return self.job.wait(timeout, progress=progress)
+
+    def spec(self) -> dml.DMLSpec:
+        """The part's validated spec, from the plan."""
+        return self.job._plan().spec(self.index)
+
+    def folds(self) -> np.ndarray:
+        """The job's folds (every part's), int64 of shape (n_obs, n_rep)."""
+        return self.job.folds()
+
+    def predictions(self) -> dict[str, dict[str, np.ndarray]]:
+        """The part's out-of-fold predictions, in DoubleML's ``external_predictions`` layout."""
+        return self.job._predictions_at(self.result().doc.predictions_key)
 
 
 def _stack_outputs(client: StackClient) -> dict[str, str]:

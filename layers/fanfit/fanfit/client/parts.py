@@ -119,25 +119,31 @@ def check_parts(
     return CheckedParts(options=options, checked=checked, frame=frame)
 
 
-def submit_parts(client: Any, parts: CheckedParts) -> list[Any]:
-    """Start every part's job, as checked, before waiting for any.
+def submit_parts(client: Any, parts: CheckedParts, model: str, labels: Sequence[str]) -> list[Any]:
+    """Start the client model as one job of several parts, as checked.
 
     Parameters
     ----------
     client : fanfit.client.Client
-        Its :meth:`~fanfit.client.Client.submit_estimate` takes each part's CheckedEstimate with
-        the part's options, and uploads the data once (its content hash is the same for every
-        part that uses the same columns).
+        Its :meth:`~fanfit.client.Client.submit_parts_job` uploads the data once and starts one
+        execution whose stages fan out every part's units together.
     parts : CheckedParts
+    model : str
+        ``'qte'`` or ``'apos'``.
+    labels : sequence of str
+        Each part's label, in the parts' order.
 
     Returns
     -------
-    list of EstimateJob
-        In the parts' order.
+    list of PartJob
+        Each part's handle (:meth:`fanfit.client.EstimateJob.part`), in the parts' order: its
+        ``result``, ``spec``, ``folds`` and ``predictions`` as a job of one has them; they share
+        the job's ``job_id``.
 
     Raises
     ------
-    As :meth:`fanfit.client.Client.submit_estimate` for each part (what it checks of the stack:
-    the data's size against a function's memory, the GPU worker of a Torch learner).
+    As :meth:`fanfit.client.Client.submit_parts_job` (what it checks of the stack: the data's
+    size against a function's memory, the GPU worker of a Torch learner).
     """
-    return [client.submit_estimate(c, options=o) for c, o in zip(parts.checked, parts.options)]
+    job = client.submit_parts_job(model, labels, parts.checked, parts.options)
+    return [job.part(k, label) for k, label in enumerate(labels)]

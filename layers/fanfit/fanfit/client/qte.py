@@ -206,9 +206,15 @@ def check_qte(data: Any = None, *, s3: Any = None, options: EstimateOptions) -> 
                        lambda frame: _check_both_levels(frame, options))  # fmt: skip
 
 
+def _labels(options: EstimateOptions) -> list[str]:
+    """Each part's label, in :func:`part_options`' order."""
+    quantiles = qte_quantiles(options.quantiles)
+    return [f"quantile {q:g} of treatment {t}" for q in quantiles for t in LEVELS]
+
+
 def submit_qte(client: Any, data: Any = None, *, options: EstimateOptions) -> QTEJobs:
-    """Check (:func:`check_qte`, before anything is uploaded), then start one job per (quantile,
-    treatment level) as checked, all before waiting for any (:func:`fanfit.client.parts.submit_parts`).
+    """Check (:func:`check_qte`, before anything is uploaded), then start one job whose parts are
+    the (quantile, treatment level) models (:func:`fanfit.client.parts.submit_parts`).
 
     ``client`` is a :class:`fanfit.client.Client`; ``data`` (default ``options.data``) is read
     once and uploaded once (its content hash is the same for every job); ``options`` has
@@ -219,7 +225,7 @@ def submit_qte(client: Any, data: Any = None, *, options: EstimateOptions) -> QT
     return QTEJobs(
         quantiles=qte_quantiles(options.quantiles),
         score=qte_score(options.score),
-        jobs=submit_parts(client, parts),
+        jobs=submit_parts(client, parts, "qte", _labels(options)),
         frame=parts.frame,
         boot_method=options.boot_method,
         n_rep_boot=int(options.n_rep_boot),
@@ -255,17 +261,17 @@ class QTEJobs:
 
     @property
     def job_ids(self) -> list[str]:
-        """The jobs' ids, in :func:`part_options`' order."""
-        return [job.job_id for job in self.jobs]
+        """The ids of the jobs that run the parts: one job of several parts."""
+        return list(dict.fromkeys(job.job_id for job in self.jobs))
 
     @property
     def labels(self) -> list[str]:
-        """``"quantile 0.25 of treatment 0"`` per job, in order."""
+        """``"quantile 0.25 of treatment 0"`` per part, in order."""
         return [f"quantile {q:g} of treatment {t}" for q in self.quantiles for t in LEVELS]
 
     def detached(self) -> dict[str, Any]:
-        """What ``--detach --output json`` prints: the job ids, quantiles and levels."""
-        return {"job_ids": self.job_ids, "quantiles": list(self.quantiles),
+        """What ``--detach --output json`` prints: the job's id, the quantiles and levels."""
+        return {"job_id": self.jobs[0].job_id, "quantiles": list(self.quantiles),
                 "treatment_levels": list(LEVELS)}  # fmt: skip
 
     def result(self, timeout: float = 3600.0, progress: Any = False) -> QTEResult:

@@ -71,7 +71,7 @@ __all__ = [
 # first word of the SeedSequence spawn key of unit seeds (folds use 0, see folds.draw_folds)
 _UNITS_STREAM = 1
 
-_KEY_RE = re.compile(r"^s(\d+)-t(\d+)-r(\d+)-f(\d+)-(ml_\w+)$")
+_KEY_RE = re.compile(r"^(?:p(\d+)-)?s(\d+)-t(\d+)-r(\d+)-f(\d+)-(ml_\w+)$")
 
 
 @dataclass(frozen=True)
@@ -91,6 +91,10 @@ class FitUnit:
     learner : str
         Prediction key, DoubleML's ``external_predictions`` key (``'ml_l'``, ``'ml_m'``, ``'ml_g'``,
         ``'ml_g0'``, ``'ml_g1'``, ``'ml_r'``, ``'ml_r0'``, ``'ml_r1'``, ``'ml_m_<z_col>'``).
+    part : int
+        The part of a job of several parts (a QTE's (quantile, treatment level), an APOS's level:
+        :class:`fanfit.jobs.documents.estimate.PlanPart`) whose spec the unit fits; 0 in a job of
+        one. It does not change the unit's fit (:func:`unit_seed` leaves it out), only its key.
     """
 
     stage: int
@@ -98,11 +102,13 @@ class FitUnit:
     i_rep: int
     i_fold: int
     learner: str
+    part: int = 0
 
     @property
     def key(self) -> str:
-        """Unique id, e.g. ``'s0-t0-r1-f3-ml_l'``."""
-        return f"s{self.stage}-t{self.i_treat}-r{self.i_rep}-f{self.i_fold}-{self.learner}"
+        """Unique id, e.g. ``'s0-t0-r1-f3-ml_l'``; ``'p2-s0-t0-r1-f3-ml_l'`` in part 2."""
+        key = f"s{self.stage}-t{self.i_treat}-r{self.i_rep}-f{self.i_fold}-{self.learner}"
+        return f"p{self.part}-{key}" if self.part else key
 
     @classmethod
     def from_key(cls, key: str) -> FitUnit:
@@ -112,12 +118,15 @@ class FitUnit:
             raise InvalidJobError(
                 f"Not a fit unit key: {key!r} (expected e.g. 's0-t0-r1-f3-ml_l')."
             )
-        s, t, r, f, learner = match.groups()
-        return cls(int(s), int(t), int(r), int(f), learner)
+        p, s, t, r, f, learner = match.groups()
+        return cls(int(s), int(t), int(r), int(f), learner, int(p or 0))
 
     def to_dict(self) -> dict:
-        """JSON-safe dict with the five fields."""
-        return asdict(self)
+        """JSON-safe dict with the five fields (and ``part`` when not 0)."""
+        out = asdict(self)
+        if not self.part:
+            del out["part"]
+        return out
 
     @classmethod
     def from_dict(cls, d: dict) -> FitUnit:
@@ -129,6 +138,7 @@ class FitUnit:
                 int(d["i_rep"]),
                 int(d["i_fold"]),
                 str(d["learner"]),
+                int(d.get("part", 0)),
             )
         except (KeyError, TypeError, ValueError) as exc:
             raise InvalidJobError(f"Not a fit unit: {d!r} ({exc}).") from exc

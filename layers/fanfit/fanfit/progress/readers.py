@@ -271,9 +271,14 @@ class ProgressTracker:
         job = self._read_spec()
         if not isinstance(job, EstimateSpec):
             return 0
-        spec = dml.DMLSpec.from_dict(job.dml)
-        n_stages = dml.n_stages(spec)
-        fits_total = sum(len(dml.fit_units(spec, s)) for s in range(n_stages))
+        # every part's fits in a job of several parts (a QTE, an APOS)
+        specs = [dml.DMLSpec.from_dict(p.dml) for p in job.parts or ()] or [
+            dml.DMLSpec.from_dict(job.dml)
+        ]
+        n_stages = max(dml.n_stages(spec) for spec in specs)
+        fits_total = sum(
+            len(dml.fit_units(spec, s)) for spec in specs for s in range(dml.n_stages(spec))
+        )
         budget = self.max_reads
         for stage in range(n_stages):
             if stage > 0 and stage - 1 not in self._schedules:

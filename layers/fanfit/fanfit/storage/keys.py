@@ -166,9 +166,11 @@ def map_runs_prefix(job_id: str, stage: int, wave: int) -> str:
     return f"{job_prefix(job_id)}map-runs/{stage}/{wave}"
 
 
-def stage_inputs_key(job_id: str, stage: int) -> str:
-    """Key of the inputs of ``stage`` computed from the predictions of earlier stages."""
-    return f"jobs/{job_id}/stages/{stage}/inputs.json"
+def stage_inputs_key(job_id: str, stage: int, part: int = 0) -> str:
+    """Key of the inputs of ``stage`` computed from the predictions of earlier stages (of one
+    ``part`` of a job of several parts; part 0 keeps the key of a job of one)."""
+    name = f"inputs-p{part}.json" if part else "inputs.json"
+    return f"jobs/{job_id}/stages/{stage}/{name}"
 
 
 def preds_key(job_id: str, stage: int, shard_id: str) -> str:
@@ -207,9 +209,11 @@ def result_key(job_id: str) -> str:
     return f"jobs/{job_id}/result.json"
 
 
-def predictions_key(job_id: str) -> str:
-    """Key of an estimate's out-of-fold predictions (``.npz``; :mod:`fanfit.dml.interop` layout)."""
-    return f"{job_prefix(job_id)}predictions.npz"
+def predictions_key(job_id: str, part: int = 0) -> str:
+    """Key of an estimate's out-of-fold predictions (``.npz``; :mod:`fanfit.dml.interop` layout),
+    of one ``part`` of a job of several parts (part 0 keeps the key of a job of one)."""
+    name = f"predictions-p{part}.npz" if part else "predictions.npz"
+    return f"{job_prefix(job_id)}{name}"
 
 
 def train_state_key(job_id: str, round_index: int) -> str:

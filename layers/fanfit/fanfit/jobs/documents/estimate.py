@@ -34,6 +34,7 @@ document                      where (:mod:`fanfit.storage`)                writt
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from typing import Annotated, Any, ClassVar, Literal, Self
 
@@ -52,7 +53,8 @@ from pydantic import (
 )
 
 from fanfit import dml, storage
-from fanfit.errors import InvalidDocumentError
+from fanfit.dml import DMLSpec, FitUnit
+from fanfit.errors import InvalidDocumentError, InvalidJobError
 from fanfit.jobs.documents import DataSource, Document, check_one_data, describe_validation_error
 from fanfit.jobs.documents.events import FitUnitDoc, ReleaseOutput, Shard
 from fanfit.limits import check_weight
@@ -69,9 +71,13 @@ __all__ = [
     "EstimatePrediction",
     "EstimateResultDoc",
     "EstimateSpec",
+    "MAX_PARTS",
+    "PlanPart",
+    "SpecPart",
     "EstimateTimings",
     "FitUnitDoc",
     "MapRunChild",
+    "PartResult",
     "PartitionUsed",
     "PlannedShards",
     "PlannedStage",
@@ -161,6 +167,19 @@ _Placement = PlacementKind
 # --------------------------------------------------------------------------- spec and plan
 
 
+#: Most parts one job may hold (a QTE over 99 quantiles is 198 parts).
+MAX_PARTS = 1_000
+
+
+class SpecPart(Document):
+    """One part of a job of several parts, as the client submits it: a label (``"quantile 0.5 of
+    treatment 1"``, ``"treatment level 2"``) and the part's registry model (``dml``, as
+    :attr:`EstimateSpec.dml`)."""
+
+    label: str = Field(min_length=1, max_length=200)
+    dml: dict[str, Any]
+
+
 class EstimateSpec(Document):
     """``spec.json``: the job the client submits (:func:`fanfit.storage.spec_key`).
 
@@ -171,10 +190,18 @@ class EstimateSpec(Document):
     :meth:`fanfit.dml.DMLSpec.from_dict`, whose errors name the option and keep their class
     (InvalidLearnerError, ...). ``weight`` is the job's weight in the fair shares
     (:func:`fanfit.limits.check_weight`; None reads as 1).
+
+    A model that DoubleML fits as several models (DoubleMLQTE: one PQ, CVaR or LPQ per quantile
+    and treatment level; DoubleMLAPOS: one APO per level) is one job of several ``parts``
+    (:class:`SpecPart`, at most :data:`MAX_PARTS`) named by ``model`` (``'qte'``, ``'apos'``):
+    every part runs on the one data object and the one sample splitting, with the same learners;
+    ``dml`` is then the first part's.
     """
 
     kind: Literal["estimate"] = "estimate"
     dml: dict[str, Any]
+    model: str | None = Field(default=None, max_length=40)
+    parts: Annotated[list[SpecPart], Field(min_length=1, max_length=MAX_PARTS)] | None = None
     data_key: str | None = None
     data_source: DataSource | None = None
     folds_key: str | None = None
@@ -197,6 +224,14 @@ class EstimateSpec(Document):
         check_one_data(self.data_key, self.data_source)
         return self
 
+    @model_validator(mode="after")
+    def _parts(self) -> Self:
+        if (self.parts is None) != (self.model is None):
+            raise ValueError("model and parts come together (a job of several parts), or neither")
+        if self.parts is not None and self.parts[0].dml != self.dml:
+            raise ValueError("dml must be the first part's dml in a job of several parts")
+        return self
+
     @field_validator("sharding", mode="before")
     @classmethod
     def _sharding(cls, value: Any) -> str | None:
@@ -211,6 +246,13 @@ class EstimateSpec(Document):
     @classmethod
     def _weight(cls, value: Any) -> float:
         return check_weight(value)
+
+
+class PlanPart(Document):
+    """One part of a job of several parts in its plan: its label and validated spec."""
+
+    label: str
+    dml: DMLSpecField
 
 
 class EstimatePlan(Document):
@@ -233,10 +275,19 @@ class EstimatePlan(Document):
         The job's weight in the fair shares.
     spec_sha256 : str
         Hash of the spec's bytes: a resumed execution keeps a plan written from the same spec.
+    model : str or None
+        A job of several parts: its model (``'qte'``, ``'apos'``); None for a job of one.
+    parts : list of PlanPart or None
+        A job of several parts: each part's label and validated spec (``dml`` is the first's).
+        The parts share the data object, the folds and the learners; ``n_stages`` is the most
+        any part has, and stage ``s`` holds the units of every part that has it
+        (:meth:`units`).
     """
 
     job_id: str
     dml: DMLSpecField
+    model: str | None = None
+    parts: list[PlanPart] | None = None
     data_key: str
     folds_key: str
     n_obs: int
@@ -249,17 +300,50 @@ class EstimatePlan(Document):
     deadline_s: float | None = None
     budget_usd: float | None = None
 
+    @property
+    def specs(self) -> list[DMLSpec]:
+        """Every part's spec, in order (``[dml]`` for a job of one)."""
+        return [p.dml for p in self.parts] if self.parts else [self.dml]
+
+    @property
+    def labels(self) -> list[str]:
+        """Every part's label (``[""]`` for a job of one)."""
+        return [p.label for p in self.parts] if self.parts else [""]
+
+    def spec(self, part: int = 0) -> DMLSpec:
+        """The spec of ``part``.
+
+        Raises
+        ------
+        InvalidJobError
+            No such part.
+        """
+        specs = self.specs
+        if not 0 <= part < len(specs):
+            raise InvalidJobError(f"part {part} does not exist; job {self.job_id} has {len(specs)}")
+        return specs[part]
+
+    def units(self, stage: int) -> list[FitUnit]:
+        """The units of ``stage``: each part's (:func:`fanfit.dml.fit_units`) that has the stage,
+        with its part index, in part order."""
+        return [
+            dataclasses.replace(unit, part=k) if k else unit
+            for k, spec in enumerate(self.specs)
+            if stage < dml.n_stages(spec)
+            for unit in dml.fit_units(spec, stage)
+        ]
+
 
 def fit_unit(doc: FitUnitDoc) -> dml.FitUnit:
     """The :class:`fanfit.dml.FitUnit` of a unit document."""
-    return dml.FitUnit(doc.stage, doc.i_treat, doc.i_rep, doc.i_fold, doc.learner)
+    return dml.FitUnit(doc.stage, doc.i_treat, doc.i_rep, doc.i_fold, doc.learner, doc.part)
 
 
 def unit_doc(unit: dml.FitUnit) -> FitUnitDoc:
     """The document of a :class:`fanfit.dml.FitUnit` (what :meth:`~fanfit.dml.FitUnit.to_dict` writes)."""
     return FitUnitDoc(
         stage=unit.stage, i_treat=unit.i_treat, i_rep=unit.i_rep, i_fold=unit.i_fold,
-        learner=unit.learner,
+        learner=unit.learner, part=unit.part,
     )  # fmt: skip
 
 
@@ -656,16 +740,9 @@ class EstimateTimings(Document):
     price_usd_per_request: float
 
 
-class EstimateResultDoc(_OmitNone):
-    """``result.json`` of an estimate (:func:`fanfit.storage.result_key`): the estimate as
-    :meth:`fanfit.dml.DMLResult.to_dict` writes it (per treatment), with the job's keys and timings.
-    ``ci_joint_95``, ``boot_method`` and ``n_rep_boot`` are present after a bootstrap only.
-    ``nuisance_loss`` (prediction key -> ``n_rep`` lists of ``n_treat`` losses, DoubleML's
-    ``nuisance_loss`` layout; :func:`fanfit.dml.losses.nuisance_loss`), ``nuisance_metric``
-    (prediction key -> ``'RMSE'`` or ``'Log Loss'``) and ``spec`` (the job's
-    :meth:`fanfit.dml.DMLSpec.to_dict`: columns, learners, seed) and, for IRM and IIVM,
-    ``propensity_overlap`` (:func:`fanfit.dml.overlap.propensity_overlap`) are optional, so that a
-    ``result.json`` written before they existed still parses."""
+class _EstimateFields(_OmitNone):
+    """The fields of an estimate's result that each part of a job has (:class:`EstimateResultDoc`,
+    :class:`PartResult`)."""
 
     OMIT_NONE: ClassVar[frozenset[str] | None] = frozenset(
         {
@@ -703,7 +780,45 @@ class EstimateResultDoc(_OmitNone):
     execution_arn: str
     predictions_key: str
     folds_key: str
+
+
+class PartResult(_EstimateFields):
+    """One part's estimate in the ``result.json`` of a job of several parts
+    (:attr:`EstimateResultDoc.parts`): the fields of a job of one but ``timings`` (the job's), with
+    the part's ``label``, ``spec`` and ``predictions_key`` (:func:`fanfit.storage.predictions_key`
+    of the part)."""
+
+    label: str
+
+
+class EstimateResultDoc(_EstimateFields):
+    """``result.json`` of an estimate (:func:`fanfit.storage.result_key`): the estimate as
+    :meth:`fanfit.dml.DMLResult.to_dict` writes it (per treatment), with the job's keys and timings.
+    ``ci_joint_95``, ``boot_method`` and ``n_rep_boot`` are present after a bootstrap only.
+    ``nuisance_loss`` (prediction key -> ``n_rep`` lists of ``n_treat`` losses, DoubleML's
+    ``nuisance_loss`` layout; :func:`fanfit.dml.losses.nuisance_loss`), ``nuisance_metric``
+    (prediction key -> ``'RMSE'`` or ``'Log Loss'``) and ``spec`` (the job's
+    :meth:`fanfit.dml.DMLSpec.to_dict`: columns, learners, seed) and, for IRM and IIVM,
+    ``propensity_overlap`` (:func:`fanfit.dml.overlap.propensity_overlap`) are optional, so that a
+    ``result.json`` written before they existed still parses. A job of several parts
+    (:attr:`EstimatePlan.parts`) holds every part's estimate in ``parts`` (:class:`PartResult`),
+    the first part's also at the top level."""
+
+    OMIT_NONE: ClassVar[frozenset[str] | None] = frozenset(
+        {
+            "ci_joint_95",
+            "boot_method",
+            "n_rep_boot",
+            "nuisance_loss",
+            "nuisance_metric",
+            "spec",
+            "propensity_overlap",
+            "parts",
+        }
+    )
+
     timings: EstimateTimings
+    parts: list[PartResult] | None = None
 
 
 class AggregateOutput(Document):

@@ -16,7 +16,15 @@ from collections.abc import Callable
 from typing import Any, ClassVar, TypeVar
 
 from aws_lambda_powertools.utilities.parser import parse
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    SerializerFunctionWrapHandler,
+    ValidationError,
+    model_serializer,
+    model_validator,
+)
 
 from fanfit.errors import InvalidEventError
 from fanfit.jobs.documents import Document
@@ -96,6 +104,16 @@ class FitUnitDoc(Document):
     i_rep: int = Field(ge=0)
     i_fold: int = Field(ge=0)
     learner: str = Field(min_length=1, max_length=300)
+    #: The part of a job of several parts (:class:`fanfit.jobs.documents.estimate.PlanPart`).
+    part: int = Field(default=0, ge=0, le=9_999)
+
+    @model_serializer(mode="wrap")
+    def _omit_part_0(self, handler: SerializerFunctionWrapHandler) -> dict[str, Any]:
+        # a job of one part writes its units as it always has: without "part"
+        out: dict[str, Any] = handler(self)
+        if not out.get("part"):
+            out.pop("part", None)
+        return out
 
 
 class Shard(Document):

@@ -3,6 +3,9 @@
 from __future__ import annotations
 
 import time
+from typing import Any
+
+import numpy as np
 
 from fanfit import dml, storage
 from fanfit.cost import LAMBDA_USD_PER_GB_SECOND, LAMBDA_USD_PER_REQUEST, lambda_cost_usd
@@ -12,8 +15,10 @@ from fanfit.jobs import sharing
 from fanfit.jobs.documents.estimate import (
     AggregateOutput,
     AggregateStats,
+    EstimatePlan,
     EstimateResultDoc,
     EstimateTimings,
+    PartResult,
     ShardStats,
     StepRecord,
     WaveEntry,
@@ -26,6 +31,7 @@ from fanfit.jobs.estimate.data import (
     read_schedule,
     read_shards,
     shard_stats,
+    stage_outputs,
 )
 
 
@@ -63,16 +69,11 @@ def aggregate_job(
     """
     started = time.time()
     plan = read_plan(store, plan_key)
-    spec = plan.dml
-    data, folds = load(store, plan)
-    preds, _ = gather_outputs(store, job_id, spec, data, folds, stages=range(plan.n_stages))
-    # the estimate, its nuisance losses and (with boot_method) its bootstrap: dml.aggregate
-    result = dml.aggregate(spec, data, folds, preds)
-    # the predictions the estimate was aggregated from, for DoubleML's external_predictions
-    predictions_key = store.put_arrays(
-        storage.predictions_key(job_id),
-        predictions_to_arrays(spec.d_cols, result.predictions or preds),
-    )
+    outputs = stage_outputs(store, job_id, range(plan.n_stages))
+    results = [
+        _aggregate_part(store, job_id, plan, part, outputs) for part in range(len(plan.specs))
+    ]
+    del outputs
 
     shards: list[ShardStats] = []
     gb_s = usd = 0.0
@@ -91,14 +92,24 @@ def aggregate_job(
     g, u = lambda_cost_usd(time.time() - started, memory_mb)
     gb_s, usd = gb_s + g, usd + u
 
+    parts = None
+    if plan.parts:
+        parts = [
+            PartResult(
+                **part,
+                label=label,
+                job_id=job_id,
+                execution_arn=execution_arn,
+                folds_key=plan.folds_key,
+            )  # fmt: skip
+            for part, label in zip(results, plan.labels, strict=True)
+        ]
     out = EstimateResultDoc(
-        **result.to_dict(),
+        **results[0],
         job_id=job_id,
         execution_arn=execution_arn,
-        predictions_key=predictions_key,
         folds_key=plan.folds_key,
-        spec=spec.to_dict(),
-        propensity_overlap=overlap.propensity_overlap(spec, data, result.predictions or preds),
+        parts=parts,
         timings=EstimateTimings(
             shards=shards,
             billed_gb_s=gb_s,
@@ -112,3 +123,39 @@ def aggregate_job(
     records.mark_succeeded(job_id, key)
     sharing.release_job(partitions, job_id)
     return AggregateOutput(job_id=job_id, result_key=key)
+
+
+def _aggregate_part(
+    store: storage.JobStore,
+    job_id: str,
+    plan: EstimatePlan,
+    part: int,
+    outputs: dict[int, dict[str, np.ndarray]],
+) -> dict[str, Any]:
+    """One part's estimate (the job's one in a job of one): :func:`fanfit.dml.aggregate` of its
+    predictions, which it writes to :func:`fanfit.storage.predictions_key` of the part.
+
+    Returns
+    -------
+    dict
+        :meth:`fanfit.dml.DMLResult.to_dict` with ``predictions_key``, ``spec`` and
+        ``propensity_overlap`` (the fields of :class:`~fanfit.jobs.documents.estimate.
+        EstimateResultDoc` that are the part's own).
+    """
+    spec = plan.spec(part)
+    data, folds = load(store, plan, part)
+    preds, _ = gather_outputs(store, job_id, spec, data, folds, range(plan.n_stages),
+                              part=part, outputs=outputs)  # fmt: skip
+    # the estimate, its nuisance losses and (with boot_method) its bootstrap: dml.aggregate
+    result = dml.aggregate(spec, data, folds, preds)
+    # the predictions the estimate was aggregated from, for DoubleML's external_predictions
+    predictions = result.predictions or preds
+    key = store.put_arrays(
+        storage.predictions_key(job_id, part), predictions_to_arrays(spec.d_cols, predictions)
+    )
+    return {
+        **result.to_dict(),
+        "predictions_key": key,
+        "spec": spec.to_dict(),
+        "propensity_overlap": overlap.propensity_overlap(spec, data, predictions),
+    }

@@ -68,12 +68,16 @@ def crossfit_shard(
     if not isinstance(shard, Shard):
         shard = Shard.parse(shard, source=f"shard of stage {stage}")
     plan = read_plan(store, plan_key)
-    data, folds = load(store, plan)
-    inputs = (
-        StageInputs.parse(store.get_json(storage.stage_inputs_key(job_id, stage)))
-        if stage > 0
-        else StageInputs()
-    )
+    # each part's data (its spec's columns and dtypes) and stage inputs, read once per shard
+    parts: dict[int, tuple[dml.DMLData, np.ndarray, dict[str, Any]]] = {}
+    for part in sorted({doc.part for doc in shard.units}):
+        data, folds = load(store, plan, part)
+        stage_inputs = (
+            StageInputs.parse(store.get_json(storage.stage_inputs_key(job_id, stage, part)))
+            if stage > 0
+            else StageInputs()
+        )
+        parts[part] = (data, folds, stage_inputs.to_json_dict())
     io_s = time.time() - started
     arrays: dict[str, np.ndarray] = {}
     unit_fit_s: dict[str, float] = {}
@@ -83,7 +87,8 @@ def crossfit_shard(
         if unit.stage != stage:
             raise InvalidJobError(f"unit {unit.key} belongs to stage {unit.stage}, not {stage}")
         t_unit = time.perf_counter()
-        values, aux = dml.fit_predict_aux(plan.dml, unit, data, folds, inputs.to_json_dict())
+        data, folds, inputs = parts[unit.part]
+        values, aux = dml.fit_predict_aux(plan.spec(unit.part), unit, data, folds, inputs)
         arrays[unit.key] = values
         if aux is not None:  # PQ/LPQ stage 0: the fold's preliminary propensities, for Prepare
             arrays[storage.aux_array_name(unit.key)] = aux

@@ -4,6 +4,7 @@ phases read of the stage being scheduled (:class:`StageContext`)."""
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import resource
 from dataclasses import dataclass
@@ -75,10 +76,13 @@ def read_schedule(store: storage.JobStore, job_id: str, stage: int) -> StageSche
     return StageSchedule.parse(store.get_json(key), source=key)
 
 
-def load(store: storage.JobStore, plan: EstimatePlan) -> tuple[dml.DMLData, np.ndarray]:
-    """The validated data and the folds, (n_obs, n_rep), of a plan."""
+def load(
+    store: storage.JobStore, plan: EstimatePlan, part: int = 0
+) -> tuple[dml.DMLData, np.ndarray]:
+    """The validated data of one ``part`` of a plan (its spec's columns and dtypes; part 0 in a
+    job of one) and the folds, (n_obs, n_rep)."""
     columns, values = cached_data(store.bucket, plan.data_key)
-    data = dml.validate_data(plan.dml, list(columns), values)
+    data = dml.validate_data(plan.spec(part), list(columns), values)
     return data, cached_folds(store.bucket, plan.folds_key)
 
 
@@ -102,6 +106,22 @@ def read_shards(
     return [(key, store.get_arrays(key)) for key in keys]
 
 
+def stage_outputs(
+    store: storage.JobStore, job_id: str, stages: range
+) -> dict[int, dict[str, np.ndarray]]:
+    """Every array of the shards' predictions objects of ``stages`` (their ``__stats__`` left
+    out), by stage: read once for all parts of a job (:func:`gather_outputs`)."""
+    return {
+        stage: {
+            name: value
+            for _, arrays in read_shards(store, job_id, stage)
+            for name, value in arrays.items()
+            if name != "__stats__"
+        }
+        for stage in stages
+    }
+
+
 def gather_outputs(
     store: storage.JobStore,
     job_id: str,
@@ -109,9 +129,12 @@ def gather_outputs(
     data: dml.DMLData,
     folds: np.ndarray,
     stages: range,
+    part: int = 0,
+    outputs: dict[int, dict[str, np.ndarray]] | None = None,
 ) -> tuple[dict[str, np.ndarray], dict[str, np.ndarray]]:
     """Assemble every unit's predictions of ``stages`` into DoubleML's layout, and the units'
-    auxiliary arrays read from the same objects.
+    auxiliary arrays read from the same objects (``outputs``, :func:`stage_outputs`, when read
+    already): those of ``part`` (whose spec ``spec`` is) in a job of several parts.
 
     Returns
     -------
@@ -119,7 +142,8 @@ def gather_outputs(
         learner key -> ndarray of shape (n_obs, n_rep, n_treat).
     aux : dict
         unit key -> the unit's auxiliary array (:func:`fanfit.storage.aux_array_name`; PQ/LPQ
-        stage 0: the fold's preliminary propensities), for the units that stored one.
+        stage 0: the fold's preliminary propensities), for the units that stored one; keyed as
+        in a job of one (without the part), as :func:`fanfit.dml.stage_inputs` looks them up.
 
     Raises
     ------
@@ -129,17 +153,21 @@ def gather_outputs(
     n_obs, n_rep, n_treat = data.y.shape[0], folds.shape[1], data.d.shape[1]
     preds: dict[str, np.ndarray] = {}
     aux: dict[str, np.ndarray] = {}
+    if outputs is None:
+        outputs = stage_outputs(store, job_id, stages)
     for stage in stages:
-        objects = [arrays for _, arrays in read_shards(store, job_id, stage)]
-        found = {k: v for obj in objects for k, v in obj.items() if k != "__stats__"}
+        found = outputs[stage]
+        if stage >= dml.n_stages(spec):
+            continue  # a part with fewer stages than the job
         for unit in dml.fit_units(spec, stage):
-            if unit.key not in found:
-                raise InvalidJobError(f"predictions of unit {unit.key} are missing")
-            for key in (unit.learner, *dml.fold_scalar_keys(spec)):
-                preds.setdefault(key, np.full((n_obs, n_rep, n_treat), np.nan))
+            key = dataclasses.replace(unit, part=part).key
+            if key not in found:
+                raise InvalidJobError(f"predictions of unit {key} are missing")
+            for name in (unit.learner, *dml.fold_scalar_keys(spec)):
+                preds.setdefault(name, np.full((n_obs, n_rep, n_treat), np.nan))
             # also unpacks a fold procedure's unit (PQ, CVaR, LPQ: its keys and the fold scalars)
-            dml.put_predictions(preds, unit, folds, found[unit.key], spec)
-            aux_name = storage.aux_array_name(unit.key)
+            dml.put_predictions(preds, unit, folds, found[key], spec)
+            aux_name = storage.aux_array_name(key)
             if aux_name in found:
                 aux[unit.key] = found[aux_name]
     return preds, aux

@@ -210,7 +210,7 @@ def completion_figures(
         on its resource (a probe wave: no guess is made).
     """
     spec = ctx.plan.dml
-    later = [dml.fit_units(spec, s) for s in range(ctx.stage + 1, ctx.plan.n_stages)]
+    later = [ctx.plan.units(s) for s in range(ctx.stage + 1, ctx.plan.n_stages)]
     history = _with_later_stages(ctx, later, history, throughput)
     learner_on = {u.learner: on[u.key] for u in remaining if u.key in on}
     total, critical = 0.0, 0.0

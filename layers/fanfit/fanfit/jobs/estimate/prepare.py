@@ -12,13 +12,21 @@ from fanfit.jobs import sharing
 from fanfit.jobs.documents.estimate import (
     EstimatePlan,
     EstimateSpec,
+    PlanPart,
     PrepareOutput,
     StageInputs,
     StepRecord,
     to_json_list,
     unit_doc,
 )
-from fanfit.jobs.estimate.data import cached_data, gather_outputs, load, peak_rss_mb, read_plan
+from fanfit.jobs.estimate.data import (
+    cached_data,
+    gather_outputs,
+    load,
+    peak_rss_mb,
+    read_plan,
+    stage_outputs,
+)
 from fanfit.jobs.estimate.demand import stage_demand
 from fanfit.jobs.source import materialize_source
 from fanfit.sched.shards import DEFAULT_ACCOUNT_CONCURRENCY
@@ -89,7 +97,7 @@ def prepare_stage(
         records.mark_running(
             job_id,
             execution_arn=execution_arn,
-            model=plan.dml.model,
+            model=plan.model or plan.dml.model,
             score=plan.dml.score,
             n_stages=plan.n_stages,
             # a resumed job starts again without the error of its failed execution
@@ -102,14 +110,21 @@ def prepare_stage(
         plan = read_plan(store, storage.plan_key(job_id))
         if not 0 < stage < plan.n_stages:
             raise InvalidJobError(f"stage must be in 1..{plan.n_stages - 1}, got {stage}")
-        data, folds = load(store, plan)
         # the earlier stages' predictions and auxiliary arrays (PQ/LPQ: stage 0's preliminary
-        # propensities, from which stage_inputs runs DoubleML's chain of IPW searches)
-        preds, aux = gather_outputs(store, job_id, plan.dml, data, folds, stages=range(stage))
-        inputs = StageInputs.parse(dml.stage_inputs(plan.dml, stage, data, folds, preds, aux))
-        store.put_json(storage.stage_inputs_key(job_id, stage), inputs.to_json_dict())
-    spec = plan.dml
-    units = dml.fit_units(spec, stage)
+        # propensities, from which stage_inputs runs DoubleML's chain of IPW searches), per part
+        outputs = stage_outputs(store, job_id, range(stage))
+        for part, part_spec in enumerate(plan.specs):
+            if stage >= dml.n_stages(part_spec):
+                continue  # this part is done (a job of several parts runs each part's stages)
+            data, folds = load(store, plan, part)
+            preds, aux = gather_outputs(store, job_id, part_spec, data, folds, range(stage),
+                                        part=part, outputs=outputs)  # fmt: skip
+            raw = dml.stage_inputs(part_spec, stage, data, folds, preds, aux)
+            store.put_json(storage.stage_inputs_key(job_id, stage, part),
+                           StageInputs.parse(raw).to_json_dict())  # fmt: skip
+        del outputs
+    spec = plan.dml  # the learners, shared by every part
+    units = plan.units(stage)
     store.put_json(storage.units_key(job_id, stage), to_json_list([unit_doc(u) for u in units]))
     if partitions is not None and units:
         on_gpu = any(spec.learners[dml.learner_name(u.learner)].requires_gpu for u in units)
@@ -176,17 +191,24 @@ def _write_plan(
     job = EstimateSpec.parse(decoded, source=spec_key)
     if job.folds_key is not None:
         storage.check_job_key(job.folds_key, job_id, field="folds_key")
-    spec = dml.DMLSpec.from_dict(job.dml)
+    parts = [PlanPart(label=p.label, dml=_part_spec(p.dml, p.label)) for p in job.parts or ()]
+    specs = [p.dml for p in parts] or [dml.DMLSpec.from_dict(job.dml)]
+    spec = specs[0]
+    _check_parts_share(specs)
     if job.data_source is not None:
+        used = list(dict.fromkeys(c for s in specs for c in s.used_cols))
         data_key = materialize_source(
-            store, job.data_source, spec.used_cols, memory_mb=memory_mb, function="Prepare"
+            store, job.data_source, used, memory_mb=memory_mb, function="Prepare"
         )
     else:  # EstimateSpec names exactly one of data_key and data_source
         data_key = storage.check_data_key(job.data_key)
     columns, values = cached_data(store.bucket, data_key)
+    for part_spec in specs[1:]:  # every part's columns and values (named errors), then the first
+        dml.validate_data(part_spec, list(columns), values)
     data = dml.validate_data(spec, list(columns), values)
     n_obs = data.y.shape[0]
-    # with cluster_cols: multiway cluster folds (n_folds ** len(cluster_cols) of them)
+    # with cluster_cols: multiway cluster folds (n_folds ** len(cluster_cols) of them); one
+    # sample splitting for every part, as DoubleMLQTE and DoubleMLAPOS split once
     if job.folds_key:
         folds = dml.validate_spec_folds(spec, data, store.get_array(job.folds_key))
     else:
@@ -195,10 +217,12 @@ def _write_plan(
     plan = EstimatePlan(
         job_id=job_id,
         dml=spec,
+        model=job.model,
+        parts=parts or None,
         data_key=data_key,
         folds_key=store.put_array(storage.folds_key(job_id), folds),
         n_obs=n_obs,
-        n_stages=dml.n_stages(spec),
+        n_stages=max(dml.n_stages(s) for s in specs),
         max_concurrency=job.max_concurrency or DEFAULT_ACCOUNT_CONCURRENCY,
         units_per_shard=job.units_per_shard,
         sharding=job.sharding or "auto",
@@ -209,6 +233,38 @@ def _write_plan(
     )
     store.put_json(storage.plan_key(job_id), plan.to_json_dict())
     return plan
+
+
+def _part_spec(raw: dict, label: str) -> dml.DMLSpec:
+    """A part's validated spec; its errors name the part.
+
+    Raises
+    ------
+    InvalidJobError (or its subclass)
+        ``"part '<label>': <what is wrong>"``.
+    """
+    try:
+        return dml.DMLSpec.from_dict(raw)
+    except InvalidJobError as exc:
+        raise type(exc)(f"part {label!r}: {exc}") from exc
+
+
+def _check_parts_share(specs: list[dml.DMLSpec]) -> None:
+    """The parts of one job share the learners, the sample splitting and the seed.
+
+    Raises
+    ------
+    InvalidJobError
+        Naming the first part that differs and the option.
+    """
+    first = specs[0]
+    for k, spec in enumerate(specs[1:], start=1):
+        for name in ("learners", "n_folds", "n_rep", "seed", "cluster_cols"):
+            if getattr(spec, name) != getattr(first, name):
+                raise InvalidJobError(
+                    f"part {k} has other {name} than part 0: the parts of one job share the "
+                    "learners and the sample splitting"
+                )
 
 
 def _existing_plan(store: storage.JobStore, job_id: str, spec_sha256: str) -> EstimatePlan | None:

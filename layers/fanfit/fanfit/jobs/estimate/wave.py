@@ -149,7 +149,7 @@ def plan_job(
     n_features = len(spec.x_cols) + spec.n_treat - 1
     stages = []
     for stage in range(plan.n_stages):
-        units = dml.fit_units(spec, stage)
+        units = plan.units(stage)
         ctx = StageContext(
             job_id=plan.job_id, stage=stage, plan=plan, folds=folds, n_obs=plan.n_obs,
             n_features=n_features, units=units,

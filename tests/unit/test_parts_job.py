@@ -1,0 +1,171 @@
+"""A model DoubleML fits as several models runs as one job of several parts (issue 28).
+
+GIVEN a QTE (two quantiles x two treatment levels, PQ with 3 repetitions: two stages and
+DoubleML's chain of start values between them, per part) and an APOS over three levels, WHEN the
+client submits each (moto) and the steps run as the state machine runs them (Prepare, Schedule,
+CrossFit, Aggregate), THEN there is one spec, one plan, one job record and one result; each
+stage's units hold every part's, so one barrier serves them all; each part's chain of start
+values is its own; and the effects equal DoubleML 0.11.4's DoubleMLQTE and DoubleMLAPOS on the
+same folds at 1e-9.
+"""
+
+from __future__ import annotations
+
+import warnings
+from typing import Any
+
+import numpy as np
+import pytest
+
+from fanfit import dml, errors, storage
+from fanfit.client import apos as capos
+from fanfit.client import qte as cqte
+from fanfit.client.estimate import EstimateJob
+from fanfit.client.options import EstimateOptions
+
+doubleml = pytest.importorskip("doubleml")
+
+from doubleml.irm.datasets import make_irm_data  # noqa: E402
+from sklearn.linear_model import LinearRegression, LogisticRegression  # noqa: E402
+
+X_COLS = ["X1", "X2", "X3", "X4"]
+RTOL = 1e-9
+
+
+@pytest.fixture
+def client(moto_stack, moto_client, monkeypatch) -> Any:
+    # the test runs the execution's steps itself: the handles need not wait for the execution
+    monkeypatch.setattr(EstimateJob, "wait", lambda self, timeout=0.0, progress=False: None)
+    with moto_stack():
+        yield moto_client()
+
+
+def _run_steps(client: Any, job_id: str) -> list[Any]:
+    """Prepare, Schedule, CrossFit and Aggregate of ``job_id`` as the state machine runs them;
+    returns what Prepare returned per stage."""
+    from fanfit.jobs.estimate.aggregate import aggregate_job
+    from fanfit.jobs.estimate.crossfit import crossfit_shard
+    from fanfit.jobs.estimate.prepare import prepare_stage
+    from fanfit.jobs.estimate.schedule import schedule_wave
+
+    store, records = client.store, client.records
+    throughput = storage.ThroughputRecords("fanfit-throughput", client.session.client("dynamodb"))
+    stage, has_next, planned = 0, True, []
+    while has_next:
+        plan = prepare_stage(store, records, job_id, storage.spec_key(job_id), stage)
+        planned.append(plan)
+        for wave in range(50):
+            out = schedule_wave(store, records, throughput, job_id, stage, wave, 1769)
+            if not out.has_wave:
+                break
+            for shard in store.get_json(out.shards_key):
+                crossfit_shard(store, job_id, plan.plan_key, stage, shard)
+        stage, has_next = plan.next_stage, plan.has_next_stage
+    aggregate_job(store, records, job_id, storage.plan_key(job_id))
+    return planned
+
+
+def _irm_frame(n_obs: int, seed: int) -> Any:
+    np.random.seed(seed)
+    return make_irm_data(n_obs=n_obs, dim_x=4, theta=0.5, return_type="DataFrame")
+
+
+def test_a_qte_is_one_job_whose_stages_serve_every_part(client) -> None:
+    # GIVEN a QTE at two quantiles, PQ, 2 folds x 3 repetitions (two stages per part)
+    frame = _irm_frame(300, seed=11)
+    options = EstimateOptions(
+        data=frame, model="qte", y="y", d="d", x=X_COLS, n_folds=2, n_rep=3, seed=4,
+        ml_g="LogisticRegression", ml_m="LogisticRegression", quantiles="0.4,0.7",
+        normalize_ipw=True, units_per_shard=5,
+    )  # fmt: skip
+    # WHEN the client submits it and the steps run
+    jobs = cqte.submit_qte(client, options=options)
+    (job_id,) = jobs.job_ids
+    planned = _run_steps(client, job_id)
+    # THEN one job: one spec with four parts, two stages whose units are every part's
+    spec = client.store.get_json(storage.spec_key(job_id))
+    assert spec["model"] == "qte" and [p["label"] for p in spec["parts"]] == jobs.labels
+    assert [p.n_units for p in planned] == [4 * 3 * 2] * 2
+    units = client.store.get_json(storage.units_key(job_id, 1))
+    assert sorted({u.get("part", 0) for u in units}) == [0, 1, 2, 3]
+    # AND each part's chain of start values is its own (stage 1's inputs differ by part)
+    inputs = [client.store.get_json(storage.stage_inputs_key(job_id, 1, k)) for k in range(4)]
+    thetas = [np.asarray(i["fold_scalars"]["theta_ipw"]) for i in inputs]
+    assert all(t.shape == (1, 3, 2) for t in thetas)
+    assert not np.allclose(thetas[0], thetas[2])  # quantile 0.4 against 0.7, treatment 0
+    # AND one job record, SUCCEEDED
+    assert client.records.get(job_id)["status"] == "SUCCEEDED"
+    # AND the effects are DoubleMLQTE's own fit on the job's folds
+    result = jobs.result()
+    folds = jobs.jobs[0].folds()
+    data = doubleml.DoubleMLData(frame, "y", "d", x_cols=X_COLS)
+    theirs = doubleml.DoubleMLQTE(data, LogisticRegression(), LogisticRegression(),
+                                  quantiles=[0.4, 0.7], n_folds=2, n_rep=3, normalize_ipw=True,
+                                  draw_sample_splitting=False)  # fmt: skip
+    theirs.set_sample_splitting(dml.folds_to_smpls(folds))
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        theirs.fit()
+    for attr in ("coef", "se", "all_coef", "all_se"):
+        np.testing.assert_allclose(getattr(result, attr), getattr(theirs, attr), rtol=RTOL,
+                                   err_msg=attr)  # fmt: skip
+    # AND each part's own estimate is DoubleML's model of that (quantile, level)
+    models = [m for pair in zip(theirs.modellist_0, theirs.modellist_1) for m in pair]
+    for part, model in zip(jobs.jobs, models, strict=True):
+        np.testing.assert_allclose(part.result().all_coef, model.all_coef, rtol=RTOL)
+
+
+def test_an_apos_is_one_job_and_its_contrast_is_doublemls(client) -> None:
+    # GIVEN a treatment of three levels and apos options over them
+    rng = np.random.default_rng(5)
+    n = 240
+    x = rng.normal(size=(n, 4))
+    d = rng.integers(0, 3, size=n)
+    y = x @ np.array([0.5, -0.3, 0.2, 0.1]) + 0.7 * d + rng.normal(size=n)
+    import pandas as pd
+
+    frame = pd.DataFrame(x, columns=X_COLS).assign(y=y, d=d.astype(float))
+    options = EstimateOptions(data=frame, model="apos", y="y", d="d", x=X_COLS, n_folds=3,
+                              n_rep=2, seed=4, ml_g="LinearRegression",
+                              ml_m="LogisticRegression", treatment_levels="0,1,2")  # fmt: skip
+    # WHEN the client submits it and the steps run
+    jobs = capos.submit_apos(client, options=options)
+    (job_id,) = jobs.job_ids
+    planned = _run_steps(client, job_id)
+    # THEN one stage holds the three levels' units, and the contrast is DoubleMLAPOS's
+    assert len(planned) == 1 and planned[0].n_units == 3 * 2 * 3 * 3  # levels x reps x keys x folds
+    result = jobs.result()
+    data = doubleml.DoubleMLData(frame, "y", "d", x_cols=X_COLS)
+    theirs = doubleml.DoubleMLAPOS(data, LinearRegression(), LogisticRegression(),
+                                   treatment_levels=[0, 1, 2], n_folds=3, n_rep=2,
+                                   draw_sample_splitting=False)  # fmt: skip
+    theirs.set_sample_splitting(dml.folds_to_smpls(jobs.jobs[0].folds()))
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        theirs.fit()
+    np.testing.assert_allclose([r.coef[0] for r in result.results], theirs.coef, rtol=RTOL)
+    contrast = theirs.causal_contrast(reference_levels=0)
+    assert result.contrast is not None
+    np.testing.assert_allclose(result.contrast.coef, contrast.thetas, rtol=RTOL)
+    np.testing.assert_allclose(result.contrast.se, contrast.ses, rtol=RTOL)
+
+
+def test_parts_that_differ_in_learners_or_splitting_are_refused(client) -> None:
+    # GIVEN two checked parts with other learners
+    from fanfit.client.check import check_estimate
+
+    frame = _irm_frame(200, seed=2)
+    base = dict(model="pq", y="y", d="d", x=X_COLS, n_folds=2, ml_m="LogisticRegression",
+                quantiles=0.5, treatment=1)  # fmt: skip
+    first = check_estimate(frame, ml_g="LogisticRegression", **base)
+    other = check_estimate(frame, ml_g='LogisticRegression:{"C": 0.5}', **base)
+    options = EstimateOptions.from_keywords(data=frame, ml_g="LogisticRegression", **base)
+    job = client.submit_parts_job("qte", ["a", "b"], [first, other], [options, options])
+    # WHEN Prepare plans the job THEN it fails naming the part and the option
+    from fanfit.jobs.estimate.prepare import prepare_stage
+
+    with pytest.raises(errors.InvalidJobError, match="part 1 has other learners than part 0"):
+        prepare_stage(client.store, client.records, job.job_id, storage.spec_key(job.job_id), 0)
+    # AND a label per part is required
+    with pytest.raises(errors.InvalidJobError, match="one label and one options per part"):
+        client.submit_parts_job("qte", ["a"], [first, other], [options, options])
