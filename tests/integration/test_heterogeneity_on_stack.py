@@ -1,7 +1,7 @@
 """Heterogeneous effects of an IRM job on the local stack equal DoubleML's, with no new fit.
 
 GIVEN a small IRM job (make_heterogeneous_data, 2 folds, 1 repetition, linear learners) run on the
-session stack, WHEN ``fanfit.client.heterogeneity`` computes ``cate``, ``gate`` and
+session stack, WHEN ``fanfit.client.doubleml.heterogeneity`` computes ``cate``, ``gate`` and
 ``policy_tree`` from the job (its stored data, predictions and estimate), THEN they equal
 DoubleML's own methods on the DoubleML object of the same job (``job.to_doubleml()``, built from
 the same predictions) to 1e-12: the job path reads the job's stored data and predictions only.
@@ -21,7 +21,7 @@ TOL = 1e-12
 def test_cate_gate_and_policy_tree_of_an_irm_job(local_client) -> None:
     from doubleml.irm.datasets import make_heterogeneous_data
 
-    from fanfit.client import heterogeneity as het
+    from fanfit.client.doubleml import heterogeneity as het
 
     # GIVEN a finished IRM job on the session stack
     np.random.seed(3141)

@@ -23,7 +23,7 @@ from test_doubleml_classes import FakeClient  # noqa: E402
 import fanfit  # noqa: E402
 from fanfit import errors  # noqa: E402
 from fanfit.dml import DMLSpec, validate_data  # noqa: E402
-from fanfit.dml.scores import apo_score_elements  # noqa: E402
+from fanfit.dml.scores.plm_irm import apo_score_elements  # noqa: E402
 
 X_COLS = [f"x{i}" for i in range(5)]
 N_REP = 2

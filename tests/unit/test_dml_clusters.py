@@ -31,7 +31,7 @@ from fanfit.dml import (
     validate_cluster_folds,
     validate_data,
 )
-from fanfit.dml.scores import cluster_var_est
+from fanfit.dml.scores.plm_irm import cluster_var_est
 from fanfit.errors import InvalidDataError, InvalidFoldsError, InvalidJobError
 
 N_FOLDS = 3

@@ -27,7 +27,7 @@ from fanfit.dml import (
     unit_seed,
     validate_data,
 )
-from fanfit.dml.scores import plr_theta_initial
+from fanfit.dml.scores.plm_irm import plr_theta_initial
 from fanfit.errors import InvalidFoldsError, InvalidJobError
 
 X_COLS = ("x0", "x1", "x2", "x3", "x4")

@@ -24,7 +24,7 @@ from test_doubleml_classes import FakeClient  # noqa: E402
 import fanfit  # noqa: E402
 from fanfit import dml as fdml  # noqa: E402
 from fanfit import errors  # noqa: E402
-from fanfit.client.doubleml_did import cs_subset  # noqa: E402
+from fanfit.client.doubleml.did import cs_subset  # noqa: E402
 from fanfit.dml.folds import smpls_to_folds  # noqa: E402
 
 pytestmark = pytest.mark.filterwarnings(

@@ -21,7 +21,7 @@ from test_doubleml_classes import FakeClient  # noqa: E402
 
 import fanfit  # noqa: E402
 from fanfit import errors  # noqa: E402
-from fanfit.client import doubleml_plm  # noqa: E402
+from fanfit.client.doubleml import panel  # noqa: E402
 from fanfit.dml.folds import smpls_to_folds  # noqa: E402
 
 pytestmark = pytest.mark.filterwarnings("ignore:For score = 'IV-type'")
@@ -109,7 +109,7 @@ def test_cre_general_adjustment_is_doublemls_at_1e_12() -> None:
     # WHEN each repetition is adjusted with the unit means of d and of the predictions
     ids = np.asarray(theirs.data_transform.id_var)
     for i_rep in range(theirs.n_rep):
-        adjusted = doubleml_plm.cre_general_adjustment(raw[:, i_rep], theirs.d_mean[:, 0], ids)
+        adjusted = panel.cre_general_adjustment(raw[:, i_rep], theirs.d_mean[:, 0], ids)
         # THEN it is DoubleML's m_hat* at 1e-12, and differs from the raw predictions
         np.testing.assert_allclose(adjusted, theirs.predictions["ml_m"][:, i_rep, 0], rtol=1e-12)
         assert not np.allclose(adjusted, raw[:, i_rep])

@@ -1,4 +1,4 @@
-"""fanfit's DoubleMLPQ, DoubleMLCVAR and DoubleMLQTE (fanfit.client.doubleml_quantile) without a stack.
+"""fanfit's DoubleMLPQ, DoubleMLCVAR and DoubleMLQTE (fanfit.client.doubleml.quantile) without a stack.
 
 GIVEN DoubleML's make_irm_data and a fake client whose "job" runs fanfit's in-process estimator on
 the options ``fit()`` sends (what the pipeline computes, fold procedure included), WHEN fanfit's

@@ -1,4 +1,4 @@
-"""Heterogeneous effects (:mod:`fanfit.client.heterogeneity`) equal DoubleML's, from the same predictions.
+"""Heterogeneous effects (:mod:`fanfit.client.doubleml.heterogeneity`) equal DoubleML's, from the same predictions.
 
 GIVEN DoubleML 0.11's own data generators (make_heterogeneous_data, make_irm_data,
 make_plr_CCDDHNR2018), fixed folds and a DoubleML model fitted in-process, WHEN fanfit computes
@@ -32,7 +32,7 @@ import fanfit  # noqa: E402
 from fanfit import dml as fdml  # noqa: E402
 from fanfit import errors  # noqa: E402
 from fanfit.client import check_estimate  # noqa: E402
-from fanfit.client import heterogeneity as het  # noqa: E402
+from fanfit.client.doubleml import heterogeneity as het  # noqa: E402
 from fanfit.dml.heterogeneity import irm_orthogonal_signal, plr_partialled_out  # noqa: E402
 
 TOL = 1e-12

@@ -1,4 +1,4 @@
-"""The fold procedure of PQ and CVaR (fanfit.dml.scores_quantile.pq_fold) against DoubleML 0.11.4 at 1e-12.
+"""The fold procedure of PQ and CVaR (fanfit.dml.scores.quantile.pq_fold) against DoubleML 0.11.4 at 1e-12.
 
 One call per outer fold runs the whole nested procedure; its outer-fold predictions of ``ml_g``
 and ``ml_m`` must be DoubleML's stored predictions for the same folds.
@@ -24,8 +24,8 @@ from fanfit.dml import (
     put_predictions,
     validate_data,
 )
-from fanfit.dml.scores_lpq import LPQ_KEYS, lpq_fold
-from fanfit.dml.scores_quantile import cvar_coef_start, pq_coef_start, pq_fold
+from fanfit.dml.scores.lpq import LPQ_KEYS, lpq_fold
+from fanfit.dml.scores.quantile import cvar_coef_start, pq_coef_start, pq_fold
 from fanfit.errors import InvalidJobError
 
 TOL = 1e-12

@@ -21,8 +21,8 @@ from fanfit import dml, storage
 from fanfit.dml.fold_procedures import THETA_IPW
 from fanfit.dml.model_types import FoldProcedure
 from fanfit.dml.models import model_def
-from fanfit.dml.scores_lpq import LPQ_KEYS, lpq_fold
-from fanfit.dml.scores_quantile import pq_coef_start, pq_fold
+from fanfit.dml.scores.lpq import LPQ_KEYS, lpq_fold
+from fanfit.dml.scores.quantile import pq_coef_start, pq_fold
 from fanfit.errors import InvalidJobError
 
 TOL = 1e-12

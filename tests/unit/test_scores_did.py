@@ -1,4 +1,4 @@
-"""Parity of fanfit.dml.scores_did with DoubleML 0.11.4's DoubleMLDID and DoubleMLDIDCS at 1e-12.
+"""Parity of fanfit.dml.scores.did with DoubleML 0.11.4's DoubleMLDID and DoubleMLDIDCS at 1e-12.
 
 Each case fits DoubleML on fixed folds with linear learners, feeds its stored out-of-fold
 predictions to fanfit's score functions, and compares the score elements, the score, the
@@ -16,8 +16,7 @@ from doubleml.did.datasets import make_did_SZ2020
 from sklearn.linear_model import LinearRegression, LogisticRegression
 
 from fanfit.dml import draw_folds, folds_to_smpls
-from fanfit.dml.scores import aggregate_coefs_and_ses, est_coef, var_est
-from fanfit.dml.scores_did import (
+from fanfit.dml.scores.did import (
     DID_CS_LEARNERS,
     DID_LEARNERS,
     did_cs_learners,
@@ -25,6 +24,7 @@ from fanfit.dml.scores_did import (
     did_learners,
     did_score_elements,
 )
+from fanfit.dml.scores.plm_irm import aggregate_coefs_and_ses, est_coef, var_est
 from fanfit.errors import InvalidJobError
 
 pytestmark = pytest.mark.filterwarnings(

@@ -1,4 +1,4 @@
-"""Parity of fanfit.dml.scores_quantile with DoubleML 0.11.4's PQ, CVaR, LPQ and QTE at 1e-12.
+"""Parity of fanfit.dml.scores.quantile with DoubleML 0.11.4's PQ, CVaR, LPQ and QTE at 1e-12.
 
 The nested fits of a quantile model are redone here, step by step as the module docstring
 describes them (nested split, inner cross-fitted propensities, preliminary IPW quantile, the
@@ -16,8 +16,8 @@ from sklearn.base import clone
 from sklearn.linear_model import LinearRegression, LogisticRegression
 
 from fanfit.dml import draw_folds, folds_to_smpls
-from fanfit.dml.scores import est_coef, var_est
-from fanfit.dml.scores_quantile import (
+from fanfit.dml.scores.plm_irm import est_coef, var_est
+from fanfit.dml.scores.quantile import (
     cvar_coef_start,
     cvar_g_target,
     cvar_learners,
@@ -307,7 +307,7 @@ def test_quantile_module_imports_no_heavy_library() -> None:
     import sys
 
     code = (
-        "import sys, fanfit.dml.scores_quantile, fanfit.dml.scores_did, fanfit.dml.scores_ssm\n"
+        "import sys, fanfit.dml.scores.quantile, fanfit.dml.scores.did, fanfit.dml.scores.ssm\n"
         "print([m for m in ('sklearn', 'scipy.optimize', 'statsmodels') if m in sys.modules])"
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)

@@ -1,4 +1,4 @@
-"""Parity of fanfit.dml.scores_ssm with DoubleML 0.11.4's DoubleMLSSM at 1e-12.
+"""Parity of fanfit.dml.scores.ssm with DoubleML 0.11.4's DoubleMLSSM at 1e-12.
 
 Missing at random: DoubleML's stored out-of-fold predictions go into fanfit's score. Nonignorable:
 the two-step fits inside each fold are redone as the module docstring (and ``ssm_learners``)
@@ -15,8 +15,8 @@ from sklearn.ensemble import RandomForestClassifier, RandomForestRegressor
 from sklearn.linear_model import LinearRegression, LogisticRegression
 
 from fanfit.dml import draw_folds, folds_to_smpls
-from fanfit.dml.scores import aggregate_coefs_and_ses, est_coef, var_est
-from fanfit.dml.scores_ssm import (
+from fanfit.dml.scores.plm_irm import aggregate_coefs_and_ses, est_coef, var_est
+from fanfit.dml.scores.ssm import (
     SSM_KEYS,
     ssm_learners,
     ssm_nonignorable_fold,

@@ -25,14 +25,13 @@ _DOUBLEML_NAMES = (
     "DoubleMLIRM",
     "DoubleMLLPQ",
     "DoubleMLPLIV",
+    "DoubleMLPLPR",
     "DoubleMLPLR",
     "DoubleMLPQ",
     "DoubleMLQTE",
     "DoubleMLSSM",
     "from_doubleml",
 )
-#: DoubleML's panel and logistic partially linear models (:mod:`fanfit.client.doubleml_plm`).
-_PLM_NAMES = ("DoubleMLPLPR",)
 
 __all__ = [
     "Client",
@@ -45,7 +44,6 @@ __all__ = [
     "StackError",
     "__version__",
     *_DOUBLEML_NAMES,
-    *_PLM_NAMES,
 ]
 
 
@@ -58,8 +56,4 @@ def __getattr__(name: str):  # lazy: the Lambda layer never imports the client's
         from fanfit.client import doubleml
 
         return getattr(doubleml, name)
-    if name in _PLM_NAMES:
-        from fanfit.client import doubleml_plm
-
-        return getattr(doubleml_plm, name)
     raise AttributeError(name)

@@ -19,9 +19,9 @@ Modules, bottom to top (each imports only those before it):
 - :mod:`~fanfit.client.client`: :class:`Client`, which delegates to them;
 - :mod:`~fanfit.client.doubleml`: DoubleML's classes fitted on a stack (:class:`DoubleMLPLR`,
   :class:`DoubleMLIRM`, :class:`DoubleMLPLIV`, :class:`DoubleMLIIVM`, :func:`from_doubleml`),
-  imported on first use (they need the ``doubleml`` extra); it re-exports the families kept in
-  its siblings ``doubleml_apo``, ``doubleml_did`` and ``doubleml_ssm``, all built on
-  ``doubleml_base``.
+  imported on first use (they need the ``doubleml`` extra); a package of one module per family
+  (``plm``, ``irm``, ``did``, ``ssm``, ``quantile``, ``apo``, ``panel``) built on ``base``, and
+  ``heterogeneity`` (``cate``, ``gate``, ``policy_tree``; also ``fanfit.client.heterogeneity``).
 
 This package only re-exports their public names.
 """
@@ -63,4 +63,8 @@ def __getattr__(name: str) -> Any:  # lazy: DoubleML is a client extra
         from fanfit.client import doubleml
 
         return getattr(doubleml, name)
+    if name == "heterogeneity":  # `from fanfit.client import heterogeneity`, its former home
+        from fanfit.client.doubleml import heterogeneity
+
+        return heterogeneity
     raise AttributeError(name)

@@ -25,7 +25,7 @@ from fanfit.client.data import to_matrix
 from fanfit.client.options import EstimateOptions, parse_treatment_levels
 from fanfit.client.parts import CheckedParts, check_parts, submit_parts, treatment_column
 from fanfit.client.printout import section
-from fanfit.dml.scores import aggregate_coefs_and_ses
+from fanfit.dml.scores.plm_irm import aggregate_coefs_and_ses
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -190,7 +190,7 @@ class Contrast(FrameworkStats):
     all_coef, all_se : ndarray of shape (n_contrasts, n_rep)
         Per repetition (DoubleMLFramework's ``all_thetas``, ``all_ses``).
     coef, se : ndarray of shape (n_contrasts,)
-        Aggregated over the repetitions (:func:`fanfit.dml.scores.aggregate_coefs_and_ses`).
+        Aggregated over the repetitions (:func:`fanfit.dml.scores.plm_irm.aggregate_coefs_and_ses`).
     """
 
     names: list[str]
@@ -273,7 +273,7 @@ def causal_contrast(
         \hat\sigma^2_{\ell-\ell_0,r} = \frac{1}{N}\cdot\frac{1}{N}\sum_i
             (\tilde\psi_{\ell,r,i} - \tilde\psi_{\ell_0,r,i})^2,
 
-    then the median aggregation over repetitions (:func:`fanfit.dml.scores.aggregate_coefs_and_ses`).
+    then the median aggregation over repetitions (:func:`fanfit.dml.scores.plm_irm.aggregate_coefs_and_ses`).
 
     Parameters
     ----------

@@ -9,7 +9,7 @@ before any is awaited (:func:`submit_qte`); the folds are the same in every job 
 one seed, or the one ``folds`` file). The effects are computed on the client from each job's
 score values, recomputed from its stored out-of-fold predictions by :func:`fanfit.dml.aggregate`
 (the function Aggregate runs; :func:`fanfit.client.apos.level_scores`), by
-:func:`fanfit.dml.scores_quantile.qte_aggregate`; the joint confidence bands (``boot_method``) by
+:func:`fanfit.dml.scores.quantile.qte_aggregate`; the joint confidence bands (``boot_method``) by
 the multiplier bootstrap of :meth:`fanfit.dml.DMLResult.bootstrap` on the effects' scaled scores.
 Python users with DoubleML installed have :class:`fanfit.DoubleMLQTE` instead, which hands the
 jobs' predictions to DoubleML itself.
@@ -28,7 +28,7 @@ from fanfit.client.options import EstimateOptions
 from fanfit.client.parts import CheckedParts, check_parts, submit_parts, treatment_column
 from fanfit.client.printout import section
 from fanfit.dml.fold_procedures import parse_quantiles
-from fanfit.dml.scores_quantile import qte_aggregate
+from fanfit.dml.scores.quantile import qte_aggregate
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -303,7 +303,7 @@ def qte_result(
 ) -> QTEResult:
     r"""DoubleMLQTE's effects from each (quantile, level) job's estimates and score values.
 
-    :func:`fanfit.dml.scores_quantile.qte_aggregate` (per repetition the difference of the levels'
+    :func:`fanfit.dml.scores.quantile.qte_aggregate` (per repetition the difference of the levels'
     estimates, its variance from the difference of their scaled scores, then DoubleML's median
     aggregation); with ``boot_method`` the multiplier bootstrap of the concatenated effects
     (:meth:`fanfit.dml.DMLResult.bootstrap`, DoubleML's ``DoubleMLFramework.bootstrap`` after

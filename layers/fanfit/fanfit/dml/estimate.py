@@ -11,7 +11,7 @@ from fanfit.dml.folds import cluster_folds_to_smpls
 from fanfit.dml.losses import loss_metrics, nuisance_loss
 from fanfit.dml.models import model_def
 from fanfit.dml.result import DMLResult
-from fanfit.dml.scores import (
+from fanfit.dml.scores.plm_irm import (
     clip_propensity,
     cluster_est_coef,
     cluster_var_est,
@@ -41,7 +41,7 @@ def score_elements(
     """Score elements ``psi_a``, ``psi_b`` of one repetition and treatment.
 
     Calls the model's :attr:`~fanfit.dml.models.ModelDef.score_elements` (formulas in
-    :mod:`fanfit.dml.scores`); the propensities it lists in
+    :mod:`fanfit.dml.scores.plm_irm`); the propensities it lists in
     :attr:`~fanfit.dml.models.ModelDef.clipped` (IRM, IIVM, APO: ``ml_m``) are clipped to
     ``[trimming_threshold, 1 - trimming_threshold]`` first, as DoubleML does. IIVM
     without always takers (``subgroups['always_takers']`` False) takes :math:`\\hat r(0, X) = 0`,
@@ -88,11 +88,11 @@ def aggregate(
     For every repetition :math:`r` and treatment :math:`j`: the score elements
     :math:`\psi_a, \psi_b` (:func:`score_elements`), :math:`\hat\theta_{j,r} = -\bar\psi_b/\bar\psi_a`,
     :math:`\psi = \psi_a \hat\theta_{j,r} + \psi_b`, and :math:`\hat\sigma_{j,r}` from
-    :func:`~fanfit.dml.scores.var_est`; with ``spec.cluster_cols`` the cluster-robust
-    :func:`~fanfit.dml.scores.cluster_est_coef` and :func:`~fanfit.dml.scores.cluster_var_est`
+    :func:`~fanfit.dml.scores.plm_irm.var_est`; with ``spec.cluster_cols`` the cluster-robust
+    :func:`~fanfit.dml.scores.plm_irm.cluster_est_coef` and :func:`~fanfit.dml.scores.plm_irm.cluster_var_est`
     (one- and two-way, DoubleML's ``_est_causal_pars`` and ``_var_est``) instead; then the
     median aggregation over repetitions
-    (:func:`~fanfit.dml.scores.aggregate_coefs_and_ses`). Equals DoubleML's ``fit(external_predictions=preds)``.
+    (:func:`~fanfit.dml.scores.plm_irm.aggregate_coefs_and_ses`). Equals DoubleML's ``fit(external_predictions=preds)``.
     A model with a fold procedure (PQ, CVaR: :attr:`~fanfit.dml.models.ModelDef.fold_procedure`)
     solves each repetition with its own :attr:`~fanfit.dml.models.FoldProcedure.solve` (PQ's root
     search and kernel-density derivative) given the means over folds of its fold scalars

@@ -1,15 +1,15 @@
 """The fold procedures of the quantile models (PQ, CVaR, LPQ): what their registry entries call.
 
 Each model of :mod:`fanfit.dml.models` with a :class:`~fanfit.dml.models.FoldProcedure` takes
-from here its ``run`` (one outer fold's nested fits: :func:`fanfit.dml.scores_quantile.pq_fold`,
-:func:`fanfit.dml.scores_lpq.lpq_fold`), for PQ and LPQ the three parts of its
+from here its ``run`` (one outer fold's nested fits: :func:`fanfit.dml.scores.quantile.pq_fold`,
+:func:`fanfit.dml.scores.lpq.lpq_fold`), for PQ and LPQ the three parts of its
 :class:`~fanfit.dml.models.FoldSplit` (:func:`fold_prelim`, :func:`fold_root`, :func:`fold_final`:
 the same fits cut where the start value enters, run in two stages), ``start`` (the first start
 value of the IPW search),
 ``solve`` (one repetition's estimate, score and derivative) and ``targets`` (the nuisance
 targets that depend on a fold's IPW quantile, for the losses), and its spec check; also the
 parsing of the ``quantiles`` option (:func:`parse_quantiles`). The maths is
-in :mod:`fanfit.dml.scores_quantile` and :mod:`fanfit.dml.scores_lpq`; see the former's docstring
+in :mod:`fanfit.dml.scores.quantile` and :mod:`fanfit.dml.scores.lpq`; see the former's docstring
 for the nested fits.
 """
 
@@ -22,15 +22,15 @@ from typing import Any
 import numpy as np
 
 from fanfit.dml.model_checks import DMLData, DMLSpec, _one_treatment, column
-from fanfit.dml.scores import est_coef
-from fanfit.dml.scores_lpq import (
+from fanfit.dml.scores.lpq import (
     lpq_fold,
     lpq_fold_final,
     lpq_fold_prelim,
     lpq_fold_root,
     lpq_solve,
 )
-from fanfit.dml.scores_quantile import (
+from fanfit.dml.scores.plm_irm import est_coef
+from fanfit.dml.scores.quantile import (
     cvar_coef_start,
     cvar_g_target,
     cvar_score_elements,
@@ -143,7 +143,7 @@ def fold_prelim(
     model: str,
 ) -> Callable[..., tuple[dict[str, np.ndarray], np.ndarray]]:
     """The ``prelim`` of a model's :class:`~fanfit.dml.models.FoldSplit` (PQ, LPQ): steps 1, 2 and 5
-    (:func:`~fanfit.dml.scores_quantile.pq_fold_prelim`, :func:`~fanfit.dml.scores_lpq.
+    (:func:`~fanfit.dml.scores.quantile.pq_fold_prelim`, :func:`~fanfit.dml.scores.lpq.
     lpq_fold_prelim`); ``aux`` holds the first half's preliminary propensities, shape
     (1, n_train_1) for PQ, (3, n_train_1) for LPQ."""
 
@@ -168,8 +168,8 @@ def fold_prelim(
 
 def fold_root(model: str) -> Callable[..., dict[str, float]]:
     """The ``root`` of a model's :class:`~fanfit.dml.models.FoldSplit`: step 3, the fold's IPW
-    quantile from its ``aux`` and a start value (:func:`~fanfit.dml.scores_quantile.pq_fold_root`,
-    :func:`~fanfit.dml.scores_lpq.lpq_fold_root`), as ``{'theta_ipw': float}``."""
+    quantile from its ``aux`` and a start value (:func:`~fanfit.dml.scores.quantile.pq_fold_root`,
+    :func:`~fanfit.dml.scores.lpq.lpq_fold_root`), as ``{'theta_ipw': float}``."""
 
     def root(
         spec: DMLSpec, data: DMLData, train: np.ndarray, i_treat: int, aux: np.ndarray, start: float
@@ -189,8 +189,8 @@ def fold_root(model: str) -> Callable[..., dict[str, float]]:
 
 def fold_final(model: str) -> Callable[..., dict[str, np.ndarray]]:
     """The ``final`` of a model's :class:`~fanfit.dml.models.FoldSplit`: step 4 from the fold's
-    ``theta_ipw`` (:func:`~fanfit.dml.scores_quantile.pq_fold_final`: ``ml_g``;
-    :func:`~fanfit.dml.scores_lpq.lpq_fold_final`: ``ml_g_du_z0``, ``ml_g_du_z1``)."""
+    ``theta_ipw`` (:func:`~fanfit.dml.scores.quantile.pq_fold_final`: ``ml_g``;
+    :func:`~fanfit.dml.scores.lpq.lpq_fold_final`: ``ml_g_du_z0``, ``ml_g_du_z1``)."""
 
     def final(
         spec: DMLSpec,
@@ -214,8 +214,8 @@ def fold_final(model: str) -> Callable[..., dict[str, np.ndarray]]:
 
 
 def fold_start(model: str) -> Callable[[DMLSpec, DMLData, int], float]:
-    """The first start value of a model's IPW search: :func:`~fanfit.dml.scores_quantile.
-    cvar_coef_start` (CVaR), else :func:`~fanfit.dml.scores_quantile.pq_coef_start` (PQ, LPQ)."""
+    """The first start value of a model's IPW search: :func:`~fanfit.dml.scores.quantile.
+    cvar_coef_start` (CVaR), else :func:`~fanfit.dml.scores.quantile.pq_coef_start` (PQ, LPQ)."""
     first = cvar_coef_start if model == "cvar" else pq_coef_start
 
     def start(spec: DMLSpec, data: DMLData, i_treat: int) -> float:
@@ -229,9 +229,9 @@ def fold_solve(
     model: str,
 ) -> Callable[[DMLSpec, DMLData, Preds, int, Mapping[str, float]], Solution]:
     """One repetition's ``(coef, psi, psi_deriv)``: PQ's and LPQ's root search from the mean of
-    the fold IPW quantiles (:func:`~fanfit.dml.scores_quantile.pq_solve`,
-    :func:`~fanfit.dml.scores_lpq.lpq_solve`), CVaR's linear score with that mean as the
-    quantile (:func:`~fanfit.dml.scores_quantile.cvar_score_elements`)."""
+    the fold IPW quantiles (:func:`~fanfit.dml.scores.quantile.pq_solve`,
+    :func:`~fanfit.dml.scores.lpq.lpq_solve`), CVaR's linear score with that mean as the
+    quantile (:func:`~fanfit.dml.scores.quantile.cvar_score_elements`)."""
 
     def solve(
         spec: DMLSpec, data: DMLData, p: Preds, i_treat: int, means: Mapping[str, float]
@@ -261,7 +261,7 @@ def fold_solve(
 def fold_targets(model: str) -> Callable[[DMLSpec, DMLData, Preds, int], dict[str, np.ndarray]]:
     """The targets of the nuisances fitted to a fold's IPW quantile :math:`\\theta_k` (as DoubleML
     records them, on that fold's test rows): PQ's ``ml_g`` :math:`1\\{Y \\le \\theta_k\\}`, CVaR's
-    :func:`~fanfit.dml.scores_quantile.cvar_g_target`, LPQ's ``ml_g_du_z0``/``ml_g_du_z1``
+    :func:`~fanfit.dml.scores.quantile.cvar_g_target`, LPQ's ``ml_g_du_z0``/``ml_g_du_z1``
     :math:`1\\{D = d\\}1\\{Y \\le \\theta_k\\}`; ``preds`` holds :data:`THETA_IPW` per row."""
 
     def targets(spec: DMLSpec, data: DMLData, p: Preds, i_treat: int) -> dict[str, np.ndarray]:

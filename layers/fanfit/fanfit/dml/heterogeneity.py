@@ -8,7 +8,7 @@ observational data", Econometrica 89(1); DoubleML user guide, "Heterogeneous tre
 The signals are computed here, in numpy, from the predictions a job stored, as DoubleML 0.11.4
 computes them from its own (``DoubleMLIRM.cate``: ``psi_b`` of the ATE score;
 ``DoubleMLPLR._partial_out``): no learner is fitted again. The regressions themselves are
-DoubleML's (``DoubleMLBLP``, ``DoubleMLPolicyTree``; :mod:`fanfit.client.heterogeneity`).
+DoubleML's (``DoubleMLBLP``, ``DoubleMLPolicyTree``; :mod:`fanfit.client.doubleml.heterogeneity`).
 """
 
 from __future__ import annotations
@@ -17,7 +17,7 @@ from collections.abc import Mapping
 
 import numpy as np
 
-from fanfit.dml.scores import clip_propensity, irm_score_elements
+from fanfit.dml.scores.plm_irm import clip_propensity, irm_score_elements
 from fanfit.errors import InvalidJobError
 
 __all__ = ["irm_orthogonal_signal", "plr_partialled_out"]
@@ -60,7 +60,7 @@ def irm_orthogonal_signal(
 
     with :math:`\hat m` clipped to ``[trimming_threshold, 1 - trimming_threshold]`` (and
     normalized when ``normalize_ipw``): :math:`\psi_b` of the ATE score
-    (:func:`fanfit.dml.scores.irm_score_elements`), whose conditional mean given :math:`X` is the
+    (:func:`fanfit.dml.scores.plm_irm.irm_score_elements`), whose conditional mean given :math:`X` is the
     CATE (Semenova and Chernozhukov 2021, Section 2; DoubleML ``DoubleMLIRM.cate``, which takes
     ``psi_elements['psi_b']``).
 
@@ -73,7 +73,7 @@ def irm_orthogonal_signal(
     trimming_threshold : float
         Clipping threshold of the propensities, in (0, 0.5).
     normalize_ipw : bool
-        Normalize the inverse probability weights (:func:`fanfit.dml.scores.normalize_ipw_weights`).
+        Normalize the inverse probability weights (:func:`fanfit.dml.scores.plm_irm.normalize_ipw_weights`).
 
     Returns
     -------

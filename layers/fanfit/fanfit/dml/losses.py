@@ -27,7 +27,7 @@ The table is the registry's (:attr:`fanfit.dml.models.Nuisance.target` and ``row
 :func:`nuisance_targets` reads it from there.
 
 (:math:`\tilde\theta` is the preliminary partialling-out estimate ``ml_g`` was fitted with,
-:func:`~fanfit.dml.scores.plr_theta_initial` / :func:`~fanfit.dml.scores.pliv_theta_initial`.)
+:func:`~fanfit.dml.scores.plm_irm.plr_theta_initial` / :func:`~fanfit.dml.scores.plm_irm.pliv_theta_initial`.)
 The propensity predictions of IRM, IIVM and APO (``ml_m``) are evaluated after clipping to
 ``[trimming_threshold, 1 - trimming_threshold]``, as DoubleML clips them before it computes the loss.
 """
@@ -42,7 +42,7 @@ from fanfit.dml.data import DMLData
 from fanfit.dml.model_checks import column
 from fanfit.dml.model_types import FOLD_TARGET, RESIDUAL, row_mask
 from fanfit.dml.models import model_def
-from fanfit.dml.scores import clip_propensity
+from fanfit.dml.scores.plm_irm import clip_propensity
 from fanfit.dml.spec import DMLSpec
 from fanfit.dml.units import check_preds, learner_name, prediction_keys
 from fanfit.errors import InvalidJobError

@@ -103,7 +103,7 @@ class FoldSplit:
 
     DoubleML's PQ and LPQ start repetition ``r``'s preliminary search from repetition ``r - 1``'s
     results, but only that search (cheap, given the preliminary fits) and the fits after it need
-    the start value (:mod:`fanfit.dml.scores_quantile`, "Start values"). So stage 0 runs
+    the start value (:mod:`fanfit.dml.scores.quantile`, "Start values"). So stage 0 runs
     :attr:`prelim` for every (treatment, repetition, fold) side by side; Prepare of stage 1 runs
     :attr:`root` fold after fold and repetition after repetition, each repetition starting from
     the previous one's mean when :attr:`FoldProcedure.chained` (:func:`fanfit.dml.unit_fits.

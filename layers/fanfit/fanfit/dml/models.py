@@ -15,8 +15,9 @@ Prepare, Schedule, CrossFit, Aggregate and the rest of :mod:`fanfit.dml` look a 
   clips to ``[trimming_threshold, 1 - trimming_threshold]`` and its data checks.
 
 Adding a model means one :class:`ModelDef` in :data:`REGISTRY` (its entries are in
-:mod:`fanfit.dml.registry`) plus its score function (in :mod:`fanfit.dml.scores` or a
-``scores_*.py`` of its own) and its client class (:mod:`fanfit.client.doubleml`); see
+:mod:`fanfit.dml.registry`) plus its score function (in its family's module of
+:mod:`fanfit.dml.scores`) and its client class (its family's module of
+:mod:`fanfit.client.doubleml`); see
 docs/models.md.
 
 This module is the registry's lookup (:func:`model_def`, :data:`REGISTRY`); the types a model

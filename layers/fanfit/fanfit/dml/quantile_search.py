@@ -5,9 +5,9 @@ fold's training rows; :func:`get_bracket_guess`, :func:`solve_ipw_score` and
 :func:`solve_bounded_root` are DoubleML 0.11.4's searches (``utils/_estimation.py``,
 ``NonLinearScoreMixin._est_coef``), :func:`kde_at_zero` the score derivative of PQ and LPQ. Also
 here: :class:`NonlinearSolution`, the clipped propensity of a treatment level and the labels of
-the nested fits' samples. The models are in :mod:`fanfit.dml.scores_quantile` (PQ, CVaR, QTE; its
-docstring says how the nested fits run) and :mod:`fanfit.dml.scores_lpq` (LPQ);
-:mod:`fanfit.dml.scores_quantile` re-exports this module's public names and LPQ's.
+the nested fits' samples. The models are in :mod:`fanfit.dml.scores.quantile` (PQ, CVaR, QTE; its
+docstring says how the nested fits run) and :mod:`fanfit.dml.scores.lpq` (LPQ);
+:mod:`fanfit.dml.scores.quantile` re-exports this module's public names and LPQ's.
 
 scikit-learn and SciPy's optimiser are imported when a function needs them. All arrays are 1-d of
 shape ``(n_obs,)`` unless stated.
@@ -22,7 +22,7 @@ from typing import Any
 
 import numpy as np
 
-from fanfit.dml.scores import clip_propensity, normalize_ipw_weights
+from fanfit.dml.scores.plm_irm import clip_propensity, normalize_ipw_weights
 from fanfit.errors import InvalidJobError
 
 __all__ = [

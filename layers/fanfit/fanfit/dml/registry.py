@@ -1,7 +1,7 @@
 """The model registry's entries: one :class:`~fanfit.dml.model_types.ModelDef` per DoubleML model.
 
 Each entry's nuisance fits, score function (``psi_a``, ``psi_b``; the formulas are in
-:mod:`fanfit.dml.scores` and the ``scores_*.py`` modules), preliminary estimate and checks, as
+:mod:`fanfit.dml.scores`, one module per family), preliminary estimate and checks, as
 DoubleML 0.11 declares them; :mod:`fanfit.dml.models` looks them up (:func:`fanfit.dml.models.
 model_def`) and describes what an entry holds.
 """
@@ -40,7 +40,8 @@ from fanfit.dml.model_types import (
     Nuisance,
     Preds,
 )
-from fanfit.dml.scores import (
+from fanfit.dml.scores.did import did_cs_score_elements, did_score_elements
+from fanfit.dml.scores.plm_irm import (
     apo_score_elements,
     iivm_score_elements,
     irm_score_elements,
@@ -49,8 +50,7 @@ from fanfit.dml.scores import (
     plr_score_elements,
     plr_theta_initial,
 )
-from fanfit.dml.scores_did import did_cs_score_elements, did_score_elements
-from fanfit.dml.scores_ssm import (
+from fanfit.dml.scores.ssm import (
     ssm_nonignorable_run,
     ssm_score_elements,
     ssm_solve,
@@ -121,7 +121,7 @@ def _apo_nuisances(spec: DMLSpec) -> tuple[Nuisance, ...]:
 
 
 def _did_nuisances(spec: DMLSpec) -> tuple[Nuisance, ...]:
-    # DoubleML 0.11.4 did/did.py _nuisance_est (fanfit.dml.scores_did.did_learners): ml_g0 and
+    # DoubleML 0.11.4 did/did.py _nuisance_est (fanfit.dml.scores.did.did_learners): ml_g0 and
     # ml_g1 on the rows with d == 0 / d == 1 for both scores, ml_m on all rows (observational)
     out = [
         Nuisance("ml_g0", "ml_g", "y", rows=("d", 0.0)),
@@ -133,7 +133,7 @@ def _did_nuisances(spec: DMLSpec) -> tuple[Nuisance, ...]:
 
 
 def _didcs_nuisances(spec: DMLSpec) -> tuple[Nuisance, ...]:
-    # DoubleML 0.11.4 did/did_cs.py _nuisance_est (fanfit.dml.scores_did.did_cs_learners):
+    # DoubleML 0.11.4 did/did_cs.py _nuisance_est (fanfit.dml.scores.did.did_cs_learners):
     # ml_g_d{a}_t{b} on the rows with d == a and t == b, ml_m on all rows (observational)
     out = [
         Nuisance(f"ml_g_d{a}_t{b}", "ml_g", "y", rows=("d", float(a)), also=(("t", float(b)),))
@@ -260,8 +260,8 @@ def _pliv_theta(spec: DMLSpec, data: DMLData, p: Preds, i_treat: int) -> float:
 
 
 # --------------------------------------------------------------------------- PQ, CVaR, LPQ
-# (fold procedures, fanfit.dml.fold_procedures: the nested fits of scores_quantile's module
-# docstring, one unit per fold)
+# (fold procedures, fanfit.dml.fold_procedures: the nested fits of the module docstring of
+# fanfit.dml.scores.quantile, one unit per fold)
 def _quantile_nuisances(g_stage: int) -> Callable[[DMLSpec], tuple[Nuisance, ...]]:
     # DoubleML 0.11.4 irm/pq.py and irm/cvar.py: ml_g fitted on the second half's rows with
     # d == treatment (target FOLD_TARGET: it depends on the fold's IPW quantile), ml_m on all rows;
@@ -339,7 +339,7 @@ _PQ_COMMON: dict[str, Any] = {
 
 
 #: SSM's ``'nonignorable'`` score: one unit per fold runs ml_pi on one half of the fold's
-#: training rows, then ml_m and ml_g_d0/ml_g_d1 on the other (fanfit.dml.scores_ssm).
+#: training rows, then ml_m and ml_g_d0/ml_g_d1 on the other (fanfit.dml.scores.ssm).
 _SSM_NONIGNORABLE = FoldProcedure(
     run=ssm_nonignorable_run,
     start=ssm_start,

@@ -184,7 +184,7 @@ class DMLResult:
         """
         from scipy.special import ndtr  # here: Lambda steps that never compute a result skip scipy
 
-        from fanfit.dml.scores import aggregate_coefs_and_ses
+        from fanfit.dml.scores.plm_irm import aggregate_coefs_and_ses
 
         coef, se = aggregate_coefs_and_ses(all_coef, all_se)
         t_stat = coef / se

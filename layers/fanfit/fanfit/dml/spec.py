@@ -212,8 +212,8 @@ class DMLSpec:
         empty for independent rows. With clusters the folds are drawn per cluster variable
         (:func:`~fanfit.dml.draw_cluster_folds`), there are ``n_folds ** len(cluster_cols)``
         cross-fitting folds (:attr:`n_cross_folds`), and the coefficient and its variance are
-        DoubleML's cluster-robust ones (:func:`~fanfit.dml.scores.cluster_est_coef`,
-        :func:`~fanfit.dml.scores.cluster_var_est`). Cluster ids must be numeric.
+        DoubleML's cluster-robust ones (:func:`~fanfit.dml.scores.plm_irm.cluster_est_coef`,
+        :func:`~fanfit.dml.scores.plm_irm.cluster_var_est`). Cluster ids must be numeric.
     subgroups : dict or None
         IIVM only: ``{"always_takers": bool, "never_takers": bool}`` (DoubleML's ``subgroups``);
         None means :data:`DEFAULT_SUBGROUPS`. ``always_takers=False`` (one-sided noncompliance:

@@ -278,7 +278,7 @@ def stage_inputs(
 
     Stage 0 needs nothing (``{}``). Stage 1 of the IV-type scores needs the preliminary estimate
     :math:`\\tilde\\theta` of every treatment and repetition
-    (:func:`~fanfit.dml.scores.plr_theta_initial`, :func:`~fanfit.dml.scores.pliv_theta_initial`).
+    (:func:`~fanfit.dml.scores.plm_irm.plr_theta_initial`, :func:`~fanfit.dml.scores.plm_irm.pliv_theta_initial`).
     Stage 1 of a model whose fold procedure runs in two stages (a
     :class:`~fanfit.dml.models.FoldSplit`: PQ and LPQ with ``n_rep > 1``) needs every fold's scalars: for each treatment, repetition after repetition, each fold's
     ``root`` from its stage-0 ``aux`` and the start value :math:`s_r`, with :math:`s_0` the

@@ -17,7 +17,7 @@ import numpy as np
 import pandas as pd
 
 from fanfit import errors
-from fanfit.client.doubleml_base import (
+from fanfit.client.doubleml.base import (
     _check_arguments,
     _estimator,
     _learner_spec,

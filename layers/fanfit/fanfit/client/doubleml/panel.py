@@ -14,7 +14,8 @@ row of a unit into one fold).
 (``smpls``), to a ``plr`` job clustered by ``id_col``; the job's out-of-fold predictions go back
 to DoubleML's own ``fit(external_predictions=...)``, so summary, confint and bootstrap are
 DoubleML's (DoubleML 0.11.4's bootstrap raises ``NotImplementedError`` on clustered data, and
-so does this class's). Re-exported by :mod:`fanfit` (``fanfit.DoubleMLPLPR``).
+so does this class's). Re-exported by :mod:`fanfit.client.doubleml` and :mod:`fanfit`
+(``fanfit.DoubleMLPLPR``).
 
 What a ``plr`` job cannot carry, refused by name (:class:`fanfit.errors.UnsupportedArgumentError`):
 
@@ -47,14 +48,14 @@ import numpy as np
 import pandas as pd
 
 from fanfit import errors
-from fanfit.client.doubleml import DoubleMLPLR
-from fanfit.client.doubleml_base import (
+from fanfit.client.doubleml.base import (
     _check_arguments,
     _estimator,
     _learner_spec,
     _OnStack,
     _unsupported,
 )
+from fanfit.client.doubleml.plm import DoubleMLPLR
 from fanfit.dml.interop import import_doubleml
 
 import_doubleml()  # without DoubleML: MissingDependencyError, with the pip command

@@ -1,8 +1,8 @@
 r"""Difference-in-differences scores: DoubleMLDID (panel) and DoubleMLDIDCS (repeated cross-sections).
 
 Both scores are linear in the average treatment effect on the treated (ATTE) :math:`\theta`,
-:math:`\psi = \psi_a\,\theta + \psi_b`, so :func:`fanfit.dml.scores.est_coef` and
-:func:`fanfit.dml.scores.var_est` solve them. The formulas are the doubly robust DID estimators
+:math:`\psi = \psi_a\,\theta + \psi_b`, so :func:`fanfit.dml.scores.plm_irm.est_coef` and
+:func:`fanfit.dml.scores.plm_irm.var_est` solve them. The formulas are the doubly robust DID estimators
 of Sant'Anna and Zhao (2020), "Doubly robust difference-in-differences estimators", Journal of
 Econometrics 219(1), eqs. (3.1) (panel) and (3.4) (repeated cross-sections), in the
 "in-sample normalization" (Hajek) and unnormalized forms, as DoubleML 0.11.4 writes them
@@ -10,7 +10,7 @@ Econometrics 219(1), eqs. (3.1) (panel) and (3.4) (repeated cross-sections), in 
 operations is DoubleML's so that the numbers agree bit for bit.
 
 This module also holds :class:`NuisanceLearner`, the declarative description of one nuisance
-fit that the model registry reads (used by ``scores_ssm`` and ``scores_quantile`` too).
+fit that the model registry reads (used by :mod:`~fanfit.dml.scores.ssm` and :mod:`~fanfit.dml.scores.quantile` too).
 All arrays are 1-d of shape ``(n_obs,)``.
 """
 

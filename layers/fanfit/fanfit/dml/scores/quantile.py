@@ -51,20 +51,20 @@ Only steps 3 and 4 depend on the start value, and step 3 is cheap arithmetic onc
 preliminary propensities are known. So the pipeline runs a PQ or LPQ model in **two stages for
 any** ``n_rep > 1`` (:attr:`fanfit.dml.models.FoldProcedure.split`): stage 0, one unit per
 (treatment, repetition, outer fold), runs steps 1, 2 and 5 (:func:`pq_fold_prelim`,
-:func:`~fanfit.dml.scores_lpq.lpq_fold_prelim`) and keeps the fold's preliminary propensities on
+:func:`~fanfit.dml.scores.lpq.lpq_fold_prelim`) and keeps the fold's preliminary propensities on
 :math:`I_k^1`; between the stages, Prepare runs the chain of step 3 exactly as DoubleML does,
-repetition after repetition (:func:`pq_fold_root`, :func:`~fanfit.dml.scores_lpq.lpq_fold_root`;
+repetition after repetition (:func:`pq_fold_root`, :func:`~fanfit.dml.scores.lpq.lpq_fold_root`;
 :func:`fanfit.dml.unit_fits.stage_inputs`); stage 1, again one unit per fold, runs step 4 from the
 fold's :math:`\theta^{(k)}_{\mathrm{ipw}}` (:func:`pq_fold_final`,
-:func:`~fanfit.dml.scores_lpq.lpq_fold_final`). :func:`pq_fold` and
-:func:`~fanfit.dml.scores_lpq.lpq_fold` are the three parts composed, one fold in one call;
+:func:`~fanfit.dml.scores.lpq.lpq_fold_final`). :func:`pq_fold` and
+:func:`~fanfit.dml.scores.lpq.lpq_fold` are the three parts composed, one fold in one call;
 with ``n_rep = 1`` there is no chain and each fold's unit runs them in one stage. CVaR, which
 never chains, runs :func:`pq_fold` (``cvar=True``) in one stage.
 
 Propensities are clipped to ``[c, 1 - c]`` (DoubleML's default ``PSProcessorConfig``: no
 calibration) and optionally Hajek-normalised. All arrays are 1-d of shape ``(n_obs,)`` unless stated.
 
-This module holds PQ, CVaR and QTE; it re-exports LPQ's functions (:mod:`fanfit.dml.scores_lpq`)
+This module holds PQ, CVaR and QTE; it re-exports LPQ's functions (:mod:`fanfit.dml.scores.lpq`)
 and the nested split, the searches and the kernel density (:mod:`fanfit.dml.quantile_search`).
 """
 
@@ -94,8 +94,8 @@ from fanfit.dml.quantile_search import (
     solve_ipw_score,
     split_halves,
 )
-from fanfit.dml.scores_did import NuisanceLearner, all_rows, rows_where
-from fanfit.dml.scores_lpq import (
+from fanfit.dml.scores.did import NuisanceLearner, all_rows, rows_where
+from fanfit.dml.scores.lpq import (
     lpq_comp_prob,
     lpq_fold_final,
     lpq_fold_prelim,
@@ -239,7 +239,7 @@ def pq_solve(
     searched in :math:`[\min Y, \max Y]` from ``coef_start_val`` by :func:`solve_bounded_root`
     (DoubleML ``irm/pq.py`` ``_compute_score``/``_compute_score_deriv`` and
     ``NonLinearScoreMixin._est_coef``). The standard error follows from
-    :func:`fanfit.dml.scores.var_est` (``psi``, ``psi_deriv``).
+    :func:`fanfit.dml.scores.plm_irm.var_est` (``psi``, ``psi_deriv``).
 
     Parameters
     ----------
@@ -703,7 +703,7 @@ def qte_aggregate(
         \hat\sigma_r^2 = \frac{1}{N} \overline{(\tilde\psi_{1,r} - \tilde\psi_{0,r})^2},
 
     then the median aggregation over repetitions of
-    :func:`fanfit.dml.scores.aggregate_coefs_and_ses` (DoubleML ``irm/qte.py`` ``fit`` and
+    :func:`fanfit.dml.scores.plm_irm.aggregate_coefs_and_ses` (DoubleML ``irm/qte.py`` ``fit`` and
     ``DoubleMLFramework.__sub__``; Chernozhukov et al. 2018, Section 3.4).
 
     Parameters
@@ -717,7 +717,7 @@ def qte_aggregate(
     -------
     QTEResult
     """
-    from fanfit.dml.scores import aggregate_coefs_and_ses
+    from fanfit.dml.scores.plm_irm import aggregate_coefs_and_ses
 
     scaled_1 = np.divide(psi_1, np.mean(psi_deriv_1, axis=0))
     scaled_0 = np.divide(psi_0, np.mean(psi_deriv_0, axis=0))

@@ -2,8 +2,8 @@
 
 :class:`DoubleMLPQ`, :class:`DoubleMLCVAR` and :class:`DoubleMLLPQ` run one ``pq`` / ``cvar`` /
 ``lpq`` job (models of :mod:`fanfit.dml.models` with a fold procedure: one fit unit per outer
-fold runs the fold's nested fits, :func:`fanfit.dml.scores_quantile.pq_fold`,
-:func:`fanfit.dml.scores_lpq.lpq_fold`). The job returns the out-of-fold predictions and each
+fold runs the fold's nested fits, :func:`fanfit.dml.scores.quantile.pq_fold`,
+:func:`fanfit.dml.scores.lpq.lpq_fold`). The job returns the out-of-fold predictions and each
 fold's preliminary IPW quantile (``theta_ipw``); DoubleML's own classes then compute the scores
 and the estimate from them: PQ and LPQ through their ``external_predictions``, with the root
 search started from the mean of the fold IPW quantiles as DoubleML's own fit does; CVaR (whose DoubleML class takes no external predictions) through
@@ -22,7 +22,7 @@ from typing import Any
 
 import numpy as np
 
-from fanfit.client.doubleml_base import (
+from fanfit.client.doubleml.base import (
     _check_arguments,
     _dml_data,
     _estimator,
@@ -93,7 +93,7 @@ class _QuantileOnStack(_PropensityOptions, _OnStack):
             raise _unsupported(
                 "a custom kde",
                 "fanfit's score derivative is DoubleML's default Gaussian kernel density "
-                "(fanfit.dml.scores_quantile.kde_at_zero)",
+                "(fanfit.dml.scores.quantile.kde_at_zero)",
             )
 
     def _fanfit_model_options(self) -> dict[str, Any]:
@@ -283,7 +283,7 @@ class DoubleMLLPQ(_QuantileOnStack, _TakeTheta, _doubleml.DoubleMLLPQ):  # type:
 
     As :class:`DoubleMLPQ`: each outer fold's nested fits run in one fit unit (ml_m_z cross-fitted
     and ml_m_d_z0/z1 on half the fold, the fold's IPW local quantile, ml_g_du_z0/z1 on the other
-    half, then ml_m_z, ml_m_d_z0, ml_m_d_z1 on the fold; :func:`fanfit.dml.scores_lpq.lpq_fold`),
+    half, then ml_m_z, ml_m_d_z0, ml_m_d_z1 on the fold; :func:`fanfit.dml.scores.lpq.lpq_fold`),
     repetition ``r`` as stage ``r``; DoubleML's ``fit(external_predictions=...)`` solves the score,
     its root search started from the mean of the fold IPW quantiles.
 
@@ -308,7 +308,7 @@ class DoubleMLLPQ(_QuantileOnStack, _TakeTheta, _doubleml.DoubleMLLPQ):  # type:
         )  # fmt: skip
 
     def fanfit_options(self, seed: int = 0) -> dict[str, Any]:
-        """As :meth:`fanfit.client.doubleml_base._OnStack.fanfit_options`, with the learners as
+        """As :meth:`fanfit.client.doubleml.base._OnStack.fanfit_options`, with the learners as
         ``ml_g`` and ``ml_m`` (DoubleML's LPQ keeps one clone per nuisance, ``ml_m_z`` ...)."""
         options = super().fanfit_options(seed)
         for key in self._learner:

@@ -2,7 +2,7 @@ r"""Local potential quantiles (DoubleMLLPQ), as DoubleML 0.11.4 computes them.
 
 The compliers' potential quantile with a binary instrument (Kallus, Mao and Uehara 2019,
 arXiv:1912.12945, Section 4). Its nested fits are those of the docstring of
-:mod:`fanfit.dml.scores_quantile` (which re-exports this module's names), with strata
+:mod:`fanfit.dml.scores.quantile` (which re-exports this module's names), with strata
 :math:`D + 2Z` and the preliminary propensities ``ml_m_z``, ``ml_m_d_z0`` and ``ml_m_d_z1``; the
 searches and the kernel density are :mod:`fanfit.dml.quantile_search`'s. All arrays are 1-d of
 shape ``(n_obs,)`` unless stated.
@@ -31,7 +31,7 @@ from fanfit.dml.quantile_search import (
     nested_split,
     split_halves,
 )
-from fanfit.dml.scores_did import NuisanceLearner, all_rows, rows_where
+from fanfit.dml.scores.did import NuisanceLearner, all_rows, rows_where
 from fanfit.errors import InvalidJobError
 
 __all__ = [
@@ -292,7 +292,7 @@ def lpq_fold(
     quantile : float
         In (0, 1).
     coef_start_val : float
-        Start of the IPW search (:func:`fanfit.dml.scores_quantile.pq_coef_start`, or the previous
+        Start of the IPW search (:func:`fanfit.dml.scores.quantile.pq_coef_start`, or the previous
         repetition's mean).
     n_folds : int
         Number of inner folds.

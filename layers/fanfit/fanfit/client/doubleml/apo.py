@@ -14,7 +14,7 @@ import numpy as np
 import pandas as pd
 
 from fanfit import errors
-from fanfit.client.doubleml_base import (
+from fanfit.client.doubleml.base import (
     _check_arguments,
     _dml_data,
     _estimator,
@@ -117,7 +117,7 @@ class DoubleMLAPO(_PropensityOptions, _OnStack, _doubleml.DoubleMLAPO):  # type:
     :mod:`fanfit.dml.models`). ``weights`` (an array of shape (n_obs,), or a dict of
     ``weights`` (n_obs,) and ``weights_bar`` (n_obs, n_rep)) travel to the job as data columns
     (:data:`WEIGHTS_COL`, ``weights_col``; :data:`WEIGHTS_BAR_PREFIX` ``<r>``,
-    ``weights_bar_cols``) and enter its score as DoubleML's (:func:`fanfit.dml.scores.apo_score_elements`).
+    ``weights_bar_cols``) and enter its score as DoubleML's (:func:`fanfit.dml.scores.plm_irm.apo_score_elements`).
 
     Raises
     ------

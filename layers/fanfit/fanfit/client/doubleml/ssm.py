@@ -14,7 +14,7 @@ import numpy as np
 import pandas as pd
 
 from fanfit import errors
-from fanfit.client.doubleml_base import (
+from fanfit.client.doubleml.base import (
     _check_arguments,
     _estimator,
     _OnStack,
@@ -104,7 +104,7 @@ class DoubleMLSSM(_PropensityOptions, _OnStack, _doubleml.DoubleMLSSM):  # type:
     :mod:`fanfit.dml.models`). ``'nonignorable'`` (one instrument ``z`` for selection): one fit
     unit per fold runs DoubleML's nested fits, ``ml_pi`` of ``s`` on ``(x, d, z)`` on one half of
     the fold's training rows, then ``ml_m`` and ``ml_g_d0``/``ml_g_d1`` on ``(x, pi)`` on the
-    other half (:func:`fanfit.dml.scores_ssm.ssm_nonignorable_fold`).
+    other half (:func:`fanfit.dml.scores.ssm.ssm_nonignorable_fold`).
 
     DoubleML 0.11.4's DoubleMLSSM takes no external predictions; this class lets it take the
     job's: its ``_nuisance_est`` hands them to DoubleML's own propensity processing

@@ -38,8 +38,8 @@ import numpy as np
 
 from fanfit.dml.model_checks import DMLData, DMLSpec, column
 from fanfit.dml.quantile_search import _proba_or_predict, split_halves
-from fanfit.dml.scores import clip_propensity, est_coef
-from fanfit.dml.scores_did import NuisanceLearner, all_rows, rows_where
+from fanfit.dml.scores.did import NuisanceLearner, all_rows, rows_where
+from fanfit.dml.scores.plm_irm import clip_propensity, est_coef
 from fanfit.errors import InvalidJobError
 
 __all__ = [
@@ -254,7 +254,7 @@ def ssm_solve(
 ) -> tuple[float, np.ndarray, np.ndarray]:  # fmt: skip
     r"""The ``solve`` of SSM's fold procedure: the linear score's
     :math:`\hat\theta = -\bar\psi_b / \bar\psi_a` (:func:`ssm_score_elements`,
-    :func:`fanfit.dml.scores.est_coef`), :math:`\psi = \psi_a\hat\theta + \psi_b` and
+    :func:`fanfit.dml.scores.plm_irm.est_coef`), :math:`\psi = \psi_a\hat\theta + \psi_b` and
     :math:`\psi_a`, as DoubleML's ``_est_causal_pars`` (``means`` unused).
 
     Returns
