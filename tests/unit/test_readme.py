@@ -80,3 +80,21 @@ def test_every_figure_shown_comes_from_the_benchmarks_page() -> None:
             assert re.search(rf"(?<![\d.,]){re.escape(number)}(?![\d,]|\.\d)", benchmarks), (
                 f"README's {number} ({row[:50]}...) is not in docs/benchmarks.md"
             )
+
+
+def test_every_flag_the_readme_names_exists() -> None:
+    # GIVEN the --flags README.md names (code blocks included) WHEN compared with fanfit's parsers
+    import argparse
+
+    from fanfit.cli import build_parser
+
+    known, todo = {"--guided"}, [build_parser()]  # sam deploy's own flag
+    while todo:
+        parser = todo.pop()
+        for action in parser._actions:
+            known.update(o for o in action.option_strings if o.startswith("--"))
+            if isinstance(action, argparse._SubParsersAction):
+                todo.extend(action.choices.values())
+    named = set(re.findall(r"(?<![\w-])--[a-z][a-z0-9-]*", README))
+    # THEN each is one of fanfit's options (or sam's --guided)
+    assert not named - known, f"README.md names options fanfit does not have: {named - known}"
