@@ -33,7 +33,7 @@ install-local:
 	bash scripts/install_local_stack.sh
 
 # The main job: DoubleML's 401(k) PLR (Chernozhukov et al. 2018) with its covariates, random forests,
-# 5 folds x 3 repetitions (README's Estimating shows the IRM of the same data).
+# 5 folds x 3 repetitions (README's command line shows the IRM of the same data).
 X401K := age,inc,educ,fsize,marr,twoearn,db,pira,hown
 # The two installs (pip into .venv; the local stack's two virtualenvs) run side by side.
 demo:

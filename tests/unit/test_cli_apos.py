@@ -232,11 +232,20 @@ def _cli_args(tmp_path, *extra):
             "LogisticRegression", "--n-folds", "3", "-q", *extra]  # fmt: skip
 
 
-def test_the_command_prints_doublemlapos_and_the_contrast(tmp_path, fake_stack, capsys) -> None:
-    # GIVEN a CSV with a three-level treatment WHEN fanfit estimate --model apos runs (fake stack)
-    assert cli.main(_cli_args(tmp_path)) == 0
+def test_the_command_prints_doublemlapos_and_the_contrast(
+    tmp_path, fake_stack, capsys, monkeypatch
+) -> None:
+    # GIVEN a CSV with a three-level treatment, and pandas as in a 30-column terminal
+    import pandas as pd
+
+    monkeypatch.setenv("COLUMNS", "30")
+    # WHEN fanfit estimate --model apos runs (fake stack)
+    with pd.option_context("display.max_columns", 0):
+        assert cli.main(_cli_args(tmp_path)) == 0
     out = capsys.readouterr().out
-    # THEN one job ran an apo part per level, and the printout is DoubleMLAPOS's, contrasted
+    # THEN no table is cut by pandas
+    assert "..." not in out and "rows x" not in out
+    # AND one job ran an apo part per level, and the printout is DoubleMLAPOS's, contrasted
     # with level 2
     assert [c.spec.treatment_level for c in fake_stack.parts_checked] == [2.0, 0.0]
     assert out.startswith("================== DoubleMLAPOS Object ==================")

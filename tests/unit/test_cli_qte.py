@@ -240,11 +240,18 @@ def _cli_args(tmp_path, *extra):
             "LogisticRegression", "--n-folds", "2", "-q", *extra]  # fmt: skip
 
 
-def test_the_command_prints_doublemlqte(tmp_path, fake_stack, capsys) -> None:
-    # GIVEN a CSV with a binary treatment WHEN fanfit estimate --model qte runs (fake stack)
-    assert cli.main(_cli_args(tmp_path)) == 0
+def test_the_command_prints_doublemlqte(tmp_path, fake_stack, capsys, monkeypatch) -> None:
+    # GIVEN a CSV with a binary treatment, and pandas as in a 30-column terminal (max_columns 0)
+    import pandas as pd
+
+    monkeypatch.setenv("COLUMNS", "30")
+    # WHEN fanfit estimate --model qte runs (fake stack)
+    with pd.option_context("display.max_columns", 0):
+        assert cli.main(_cli_args(tmp_path)) == 0
     out = capsys.readouterr().out
-    # THEN one job ran a pq part per (quantile, level), and the printout is DoubleMLQTE's
+    # THEN no table is cut by pandas
+    assert "..." not in out and "rows x" not in out
+    # AND one job ran a pq part per (quantile, level), and the printout is DoubleMLQTE's
     specs = [c.spec for c in fake_stack.parts_checked]
     assert [(s.model, s.quantile, s.treatment) for s in specs] == [
         ("pq", 0.4, 0), ("pq", 0.4, 1), ("pq", 0.6, 0), ("pq", 0.6, 1)]  # fmt: skip

@@ -5,8 +5,8 @@ docstring states the conventions), WHEN the unmarked ones run in-process with bo
 stack made to fail if anything touches them, THEN they succeed and print what the guide shows;
 ``parse-only`` examples parse (and dry-run where they can); the ``needs: stack`` ones are left
 to ``tests/integration/test_docs_examples_on_stack.py``. Also: the markers are known, console blocks run
-only ``fanfit``, bash blocks never do, the relative links and anchors resolve, and every
-``--flag`` the guide names exists.
+only ``fanfit``, bash blocks never do, and every ``--flag`` the guide names exists (the
+relative links and anchors: tests/unit/test_docs_links.py).
 """
 
 from __future__ import annotations
@@ -40,13 +40,16 @@ EXTERNAL_FLAGS = frozenset(
     {"--guided", "--stack-name", "--resolve-s3", "--capabilities", "--parameter-overrides",
      "--repository-name", "--username", "--password-stdin", "--collect-only", "--lint"}
 )  # fmt: skip
+#: Pages that are not about running fanfit: the generated state machines, the benchmarks' table.
+PAGES_WITHOUT_EXAMPLES = frozenset({"architecture.md", "benchmarks.md"})
+BENCHMARKS = ROOT / "benchmarks"
 
 
 def test_the_guide_has_its_documents() -> None:
     # GIVEN docs/ WHEN listed THEN every page the issue asks for is there
     names = set(DOC_IDS)
-    for page in ("index", "estimate", "train", "cli", "python", "doubleml", "deploy", "local",
-                 "limits", "architecture"):  # fmt: skip
+    for page in ("index", "install", "estimate", "train", "cli", "python", "doubleml", "deploy",
+                 "local", "limits", "architecture", "benchmarks", "scheduling", "operations"):  # fmt: skip
         assert f"{page}.md" in names
 
 
@@ -74,7 +77,7 @@ def test_examples_without_a_stack_run_and_print_what_the_guide_shows(
                 )
                 dx.check_command(command)
         ran += 1
-    if doc.name != "architecture.md":
+    if doc.name not in PAGES_WITHOUT_EXAMPLES:
         assert ran, f"docs/{doc.name} has no example that runs without a stack"
 
 
@@ -114,32 +117,6 @@ def test_examples_that_need_the_stack_are_few() -> None:
     assert python_blocks <= 6 and commands <= 6, (python_blocks, commands)
 
 
-def _slug(heading: str) -> str:
-    """GitHub's anchor of a heading."""
-    text = re.sub(r"[`*_]", "", heading.strip().lower())
-    return re.sub(r"\s", "-", re.sub(r"[^\w\s-]", "", text))
-
-
-def _anchors(path: Path) -> set[str]:
-    text = re.sub(r"```.*?```", "", path.read_text(encoding="utf-8"), flags=re.S)
-    return {_slug(m.group(1)) for m in re.finditer(r"^#+\s+(.*)$", text, flags=re.M)}
-
-
-@pytest.mark.parametrize("doc", DOCS, ids=DOC_IDS)
-def test_relative_links_and_anchors_resolve(doc) -> None:
-    # GIVEN a document's Markdown links WHEN they point into the project THEN the file exists and
-    # the anchor is one of its headings
-    text = re.sub(r"```.*?```", "", doc.read_text(encoding="utf-8"), flags=re.S)
-    for target in re.findall(r"\]\(([^)\s]+)\)", text):
-        if re.match(r"^[a-z]+:", target):
-            continue
-        path, _, anchor = target.partition("#")
-        resolved = (doc.parent / path).resolve() if path else doc
-        assert resolved.exists(), f"docs/{doc.name}: link to missing {target}"
-        if anchor and resolved.suffix == ".md":
-            assert anchor in _anchors(resolved), f"docs/{doc.name}: no heading #{anchor} in {path}"
-
-
 def _parser_flags() -> set[str]:
     import argparse
 
@@ -156,6 +133,14 @@ def _parser_flags() -> set[str]:
     return flags
 
 
+def _benchmark_flags() -> set[str]:
+    """The ``--flags`` benchmarks/*.py define (``add_argument("--name"``)."""
+    flags: set[str] = set()
+    for script in BENCHMARKS.glob("*.py"):
+        flags.update(re.findall(r"add_argument\(\s*\"(--[a-z0-9-]+)\"", script.read_text()))
+    return flags
+
+
 @pytest.mark.parametrize("doc", DOCS, ids=DOC_IDS)
 def test_every_flag_the_guide_names_exists(doc) -> None:
     # GIVEN the --flags a document names outside bash blocks WHEN compared with fanfit's parsers
@@ -165,6 +150,8 @@ def test_every_flag_the_guide_names_exists(doc) -> None:
         if block.lang == "bash":
             text = text.replace(block.code, "")
     known = _parser_flags() | EXTERNAL_FLAGS
+    if doc.name == "benchmarks.md":  # its commands run the benchmark scripts, with their flags
+        known |= _benchmark_flags()
     named = set(re.findall(r"(?<![\w-])--[a-z][a-z0-9-]*", text))
     assert not named - known, f"docs/{doc.name} names options fanfit does not have: {named - known}"
 

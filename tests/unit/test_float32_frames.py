@@ -24,9 +24,9 @@ from sklearn.linear_model import LinearRegression, LogisticRegression
 
 import fanfit
 from fanfit.client import EstimateOptions
-from fanfit.client.doubleml import base as doubleml_base
 from fanfit.client.check import check_doubleml_estimate
 from fanfit.client.data import doubleml_dtypes
+from fanfit.client.doubleml import base as doubleml_base
 from fanfit.dml import DMLSpec, draw_folds, estimate_in_process, folds_to_smpls, validate_data
 from fanfit.dml.interop import (
     external_predictions,

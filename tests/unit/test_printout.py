@@ -132,3 +132,28 @@ def test_to_dict_carries_the_nuisance_loss_in_doubleml_layout(make_frame) -> Non
         assert np.array(out["nuisance_loss"][key]).shape == (2, 1)
         np.testing.assert_array_equal(np.array(out["nuisance_loss"][key]), loss)
     assert out["nuisance_metric"] == {"ml_l": "RMSE", "ml_m": "RMSE"}
+
+
+@pytest.mark.parametrize("columns", ["30", "60", "200"])
+def test_the_summary_is_printed_whole_at_any_terminal_width(
+    make_frame, monkeypatch, columns
+) -> None:
+    # GIVEN a fitted result and pandas set as in a terminal (display.max_columns 0: as many
+    # columns as the terminal's width holds), the terminal `columns` characters wide
+    import pandas as pd
+
+    _, res = _fit(make_frame, *CASES[0])
+    monkeypatch.setenv("COLUMNS", columns)
+    with pd.option_context("display.max_columns", 0):
+        cut = str(res.summary)
+        # WHEN the result is printed
+        text = str(res)
+    # THEN the fit summary holds every column of DoubleML's summary and no pandas ellipsis or
+    # "[1 rows x 6 columns]", whatever str() of the frame gives at that width
+    head = text.split(section("Fit Summary"))[1].split(section(RUN_TITLE))[0]
+    for column in ("coef", "std err", "t", "P>|t|", "2.5 %", "97.5 %"):
+        assert column in head
+    assert "..." not in head and "rows x" not in head
+    assert head.strip("\n") == res.summary.to_string()
+    if columns == "30":  # the case it fixes: pandas alone cuts the table at this width
+        assert "..." in cut

@@ -24,7 +24,7 @@ from fanfit import dml, errors
 from fanfit.client.data import to_matrix
 from fanfit.client.options import EstimateOptions, parse_treatment_levels
 from fanfit.client.parts import CheckedParts, check_parts, submit_parts, treatment_column
-from fanfit.client.printout import section
+from fanfit.client.printout import frame_text, section
 from fanfit.dml.scores.plm_irm import aggregate_coefs_and_ses
 
 if TYPE_CHECKING:
@@ -437,13 +437,13 @@ class APOSResult:
         first level, then each level's printout as ``fanfit estimate --model apo`` prints it."""
         parts = [
             "================== DoubleMLAPOS Object ==================\n",
-            f"{section('Fit summary')}\n{self.summary}",
+            f"{section('Fit summary')}\n{frame_text(self.summary)}",
         ]
         if self.contrast is not None:
             ref = level_label(self.levels[0])
             parts.append(
                 f"\n{section('Causal contrast')}\n"
-                f"causal_contrast(reference_levels={ref})\n{self.contrast.summary}"
+                f"causal_contrast(reference_levels={ref})\n{frame_text(self.contrast.summary)}"
             )
         for level, result in zip(self.levels, self.results):
             parts.append(

@@ -14,7 +14,7 @@ from typing import Any
 
 from fanfit.dml.units import learner_name
 
-__all__ = ["DOUBLEML_CLASS", "format_estimate", "learner_text", "section"]
+__all__ = ["DOUBLEML_CLASS", "format_estimate", "frame_text", "learner_text", "section"]
 
 #: DoubleML's class of each fanfit model, named in the header.
 DOUBLEML_CLASS = {
@@ -31,6 +31,27 @@ RUN_TITLE = "Run on fanfit"
 def section(title: str) -> str:
     """A section rule as DoubleML writes it: ``'------------------ Data Summary      ------------------'``."""
     return f"------------------ {title:<17} ------------------"
+
+
+def frame_text(frame: Any) -> str:
+    """A table (DoubleML's ``summary``, a ``confint``) printed whole, at any terminal width.
+
+    ``str(frame)`` follows pandas' display options: in a terminal ``display.max_columns`` is 0,
+    i.e. as many columns as the terminal's width holds, so a narrow terminal got ``...`` in place
+    of columns and ``[1 rows x 6 columns]``. ``DataFrame.to_string`` ignores those options.
+
+    Parameters
+    ----------
+    frame : pandas.DataFrame or Any
+        The table; anything else is printed with ``str``.
+
+    Returns
+    -------
+    str
+        Every row and column, one line per row however long.
+    """
+    to_string = getattr(frame, "to_string", None)
+    return str(to_string()) if callable(to_string) else str(frame)
 
 
 def learner_text(learner: Any) -> str:
@@ -177,7 +198,7 @@ def format_estimate(result: Any) -> str:
         f"\n{section('Resampling')}\n"
         f"No. folds: {result.n_folds}\nNo. repeated sample splits: {result.n_rep}\n"
         f"\n{section('Fit Summary')}\n"
-        f"{result.summary}\n"
+        f"{frame_text(result.summary)}\n"
         f"\n{section(RUN_TITLE)}\n"
         f"{_run_section(result)}"
     )

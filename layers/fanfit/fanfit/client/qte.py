@@ -26,7 +26,7 @@ from fanfit import dml, errors
 from fanfit.client.apos import FrameworkStats, framework_summary, level_scores
 from fanfit.client.options import EstimateOptions
 from fanfit.client.parts import CheckedParts, check_parts, submit_parts, treatment_column
-from fanfit.client.printout import section
+from fanfit.client.printout import frame_text, section
 from fanfit.dml.fold_procedures import parse_quantiles
 from fanfit.dml.scores.quantile import qte_aggregate
 
@@ -442,18 +442,18 @@ class QTEResult(FrameworkStats):
         bootstrapped, then the potential quantiles (or CVaRs) of the jobs."""
         parts = [
             "================== DoubleMLQTE Object ==================\n",
-            f"{section('Fit summary')}\n{self.summary}",
+            f"{section('Fit summary')}\n{frame_text(self.summary)}",
         ]
         if self.ci_joint is not None:
             parts.append(
                 f"\n{section('Joint bands')}\nconfint(joint=True), {self.boot_method} bootstrap, "
-                f"{self.n_rep_boot} draws\n{self.confint(joint=True)}"
+                f"{self.n_rep_boot} draws\n{frame_text(self.confint(joint=True))}"
             )
         what = {"PQ": "Potential quantiles", "CVaR": "Potential CVaRs", "LPQ": "Local quantiles"}
         parts.append(
             f"\n{section(what[self.score])}\nscore {self.score}, one "
             f"{self.results[0].model if self.results else ''} job each\n"
-            f"{self.potential_quantiles()}"
+            f"{frame_text(self.potential_quantiles())}"
         )
         return "\n".join(parts)
 

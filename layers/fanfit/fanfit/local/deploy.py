@@ -513,11 +513,43 @@ class Deployer:
         os.replace(tmp, self.record_file)
 
     def _read_record(self) -> dict[str, Any]:
-        try:
-            record: dict[str, Any] = json.loads(self.record_file.read_text())
-            return record
-        except (OSError, ValueError):
-            return {}
+        return _read_json(self.record_file)
+
+
+def _read_json(path: Path) -> dict[str, Any]:
+    """The JSON object in ``path``; empty when it is missing or not JSON."""
+    try:
+        record = json.loads(path.read_text())
+    except (OSError, ValueError):
+        return {}
+    return record if isinstance(record, dict) else {}
+
+
+def deployed_record(info: StackInfo, stack_name: str = DEFAULT_STACK_NAME) -> dict[str, Any] | None:
+    """What the last deploy into this running local stack recorded, without asking the stack.
+
+    Parameters
+    ----------
+    info : StackInfo
+        The running local stack.
+    stack_name : str
+        CloudFormation stack name (default ``fanfit``).
+
+    Returns
+    -------
+    dict or None
+        ``deployed_at`` (seconds since the epoch) and ``outputs`` (``OutputKey`` to
+        ``OutputValue``) when :meth:`Deployer.run` deployed ``stack_name`` into this very stack
+        (same start time and endpoint; the default work dir); None otherwise (never deployed, or
+        deployed into an earlier run of the stack, whose resources a restart does not keep).
+    """
+    record = _read_json(Path(info.state_dir) / "deploy" / stack_name / "deployed.json")
+    if (
+        record.get("localstack_started_at") != info.started_at
+        or record.get("endpoint") != info.endpoint
+    ):
+        return None
+    return {"deployed_at": record.get("deployed_at"), "outputs": record.get("outputs") or {}}
 
 
 def _session(info: StackInfo) -> Any:

@@ -28,7 +28,7 @@ import time
 from collections.abc import Iterator
 from typing import Any
 
-from fanfit.local.deploy import Deployer
+from fanfit.local.deploy import DEFAULT_STACK_NAME, Deployer, deployed_record
 from fanfit.local.process import START_TIMEOUT_S, LocalStack, StackInfo
 
 __all__ = ["LocalStack", "StackInfo", "down", "ensure_local_stack", "status", "up"]
@@ -109,8 +109,9 @@ def up(deploy: bool = True, root: str | os.PathLike[str] | None = None) -> dict[
     Returns
     -------
     dict
-        :meth:`LocalStack.status` plus ``outputs`` (the stack outputs, when deployed) and
-        ``timings`` (seconds: ``start_s``, and ``build_s``/``deploy_s``/... when deployed).
+        :meth:`LocalStack.status` plus ``stack_name``, ``deployed`` and ``outputs`` (the stack
+        outputs) when deployed, and ``timings`` (seconds: ``start_s``, and
+        ``build_s``/``deploy_s``/... when deployed).
 
     Raises
     ------
@@ -126,6 +127,7 @@ def up(deploy: bool = True, root: str | os.PathLike[str] | None = None) -> dict[
         deployer = Deployer(info, stack.root / "template.yaml")
         result["outputs"] = deployer.run()
         timings.update(deployer.timings)
+        result.update(stack_name=deployer.stack_name, deployed=True)
     result["timings"] = timings
     return result
 
@@ -153,6 +155,18 @@ def status(root: str | os.PathLike[str] | None = None) -> dict[str, Any]:
     -------
     dict
         ``running``, ``healthy``, ``state_dir`` and, when one was started, ``pid``, ``port``,
-        ``endpoint``, ``region``, ``log_file``, ``started_at``, ``uptime_s``, ``services``.
+        ``endpoint``, ``region``, ``log_file``, ``started_at``, ``uptime_s``, ``services``,
+        ``limits`` and ``limits_apply`` (:meth:`LocalStack.status`); while it runs also
+        ``stack_name`` and ``deployed`` (whether the deploy record says the project is deployed
+        into this run of the stack: :func:`fanfit.local.deploy.deployed_record`), and when it is,
+        ``deployed_at`` (seconds since the epoch) and ``outputs``.
     """
-    return LocalStack(root=root).status()
+    stack = LocalStack(root=root)
+    result = stack.status()
+    info = stack.read_state()
+    if result["running"] and info is not None:
+        record = deployed_record(info)
+        result.update(stack_name=DEFAULT_STACK_NAME, deployed=record is not None)
+        if record is not None:
+            result.update(record)
+    return result
