@@ -1,14 +1,14 @@
-"""Several registry jobs side by side: a client model run as one job of the registry per part.
+"""A client model of several registry models: checked part by part, run as one job of several parts.
 
-``apos`` (:mod:`fanfit.client.apos`: one ``apo`` job per treatment level) and ``qte``
-(:mod:`fanfit.client.qte`: one ``pq``, ``cvar`` or ``lpq`` job per quantile and treatment level)
-are no models of the registry (:mod:`fanfit.dml.models`): each is several of its jobs on one data
-frame and one sample splitting, all started before any is awaited, their results combined on the
-client (as DoubleML's ``DoubleMLAPOS`` and ``DoubleMLQTE`` combine their models). Here the data is
-read once and every part checked once (:func:`check_parts`, with
-:func:`~fanfit.client.check.check_estimate`); :func:`submit_parts` then hands each part's
-:class:`~fanfit.client.check.CheckedEstimate` to :meth:`fanfit.client.Client.submit_estimate`,
-which uploads and starts it without checking it again.
+``apos`` (:mod:`fanfit.client.apos`: an ``apo`` part per treatment level) and ``qte``
+(:mod:`fanfit.client.qte`: a ``pq``, ``cvar`` or ``lpq`` part per quantile and treatment level)
+are no models of the registry (:mod:`fanfit.dml.models`): each is several of its models on one
+data frame and one sample splitting, their results combined on the client (as DoubleML's
+``DoubleMLAPOS`` and ``DoubleMLQTE`` combine their models). Here the data is read once and every
+part checked once (:func:`check_parts`, with :func:`~fanfit.client.check.check_estimate`);
+:func:`submit_parts` then hands the parts' :class:`~fanfit.client.check.CheckedEstimate` to
+:meth:`fanfit.client.Client.submit_parts_job`, which uploads the data once and starts one job
+whose stages fan out every part's units together.
 """
 
 from __future__ import annotations
