@@ -544,9 +544,9 @@ def _train_predict(
             per_row = ((h - target) ** 2).sum(dim=2)
         return (per_row * weight).sum()
 
-    def step() -> None:
+    def step(all_active: bool = False) -> None:
         grads = torch.autograd.grad(loss_of(buffers["idx"], buffers["weight"]), params)
-        state.update(grads, buffers["active"])
+        state.update(grads, buffers["active"], all_active)
 
     mode = "eager" if step_mode == "auto" and device.type != "cuda" else step_mode
     runner: Callable[[], None] = step
@@ -562,11 +562,15 @@ def _train_predict(
             buffers["weight"].copy_(weight_dev[0])
             buffers["active"].copy_(active_dev[0])
             mode, runner = _step_runner(torch, device, mode, step, state, fits, estimator)
+        every: np.ndarray = np.asarray(active.all(axis=1))  # host-side: does every fit step
         for s in range(idx.shape[0]):
             buffers["idx"].copy_(idx_dev[s])
             buffers["weight"].copy_(weight_dev[s])
             buffers["active"].copy_(active_dev[s])
-            runner()
+            if mode == "eager":
+                step(bool(every[s]))
+            else:  # a captured or compiled step: the general, masked update
+                runner()
     return _predict(torch, params, fits, n_out, device, dtype), mode
 
 
@@ -591,21 +595,30 @@ class _AdamState:
         """Every tensor the update changes (for a snapshot)."""
         return [*self.params, *self.m, *self.v, self.t]
 
-    def update(self, grads: Sequence[Any], active: Any) -> None:
-        """One Adam step of every active fit; inactive fits stay exactly as they are."""
+    def update(self, grads: Sequence[Any], active: Any, all_active: bool = False) -> None:
+        """One Adam step of every active fit; inactive fits stay exactly as they are.
+
+        ``all_active`` (known on the host from the epoch's plan) skips the masking: every fit
+        steps, in place.
+        """
         torch = self.torch
         with torch.no_grad():
             self.t.add_(active.to(self.t.dtype))
             # bias corrections per fit, in float64 as PyTorch's Python-float scalars
             bc1 = 1 - self.beta1**self.t
-            bc2_sqrt = (1 - self.beta2**self.t).sqrt()
             step_size = (self.lr / bc1).to(self.dtype)
-            bc2_sqrt = bc2_sqrt.to(self.dtype)
+            bc2_sqrt = (1 - self.beta2**self.t).sqrt().to(self.dtype)
             for p, g, m, v in zip(self.params, grads, self.m, self.v):
                 shape = (-1,) + (1,) * (p.dim() - 1)
-                on = active.view(shape)
                 if self.wd:
                     g = g.add(p, alpha=self.wd)
+                if all_active:
+                    m.lerp_(g, 1 - self.beta1)
+                    v.mul_(self.beta2).addcmul_(g, g, value=1 - self.beta2)
+                    denom = (v.sqrt() / bc2_sqrt.view(shape)).add_(self.eps)
+                    p.sub_(step_size.view(shape) * (m / denom))
+                    continue
+                on = active.view(shape)
                 m_new = m.lerp(g, 1 - self.beta1)
                 v_new = v.mul(self.beta2).addcmul_(g, g, value=1 - self.beta2)
                 denom = (v_new.sqrt() / bc2_sqrt.view(shape)).add_(self.eps)
@@ -619,7 +632,7 @@ def _step_runner(
     torch: Any,
     device: Any,
     mode: str,
-    step: Callable[[], None],
+    step: Callable[..., None],
     state: _AdamState,
     fits: list[_Prepared],
     estimator: Any,
@@ -661,10 +674,10 @@ def _step_runner(
     return chosen, candidates[chosen]
 
 
-def _build_mode(torch: Any, name: str, step: Callable[[], None]) -> Callable[[], None]:
+def _build_mode(torch: Any, name: str, step: Callable[..., None]) -> Callable[[], None]:
     """A warmed-up runner of ``step`` in mode ``name`` (CUDA)."""
     if name == "eager":
-        return step
+        return lambda: step(True)  # what the eager loop runs when every fit steps
     if name == "compile":
         compiled = torch.compile(step)
         for _ in range(_WARMUP_STEPS):
