@@ -554,9 +554,9 @@ def _train_predict(
         # each fit's own permutation of its rows, from its own generator (as the solo fit's)
         orders = [torch.randperm(int(n), generator=g).numpy() for n, g in zip(n_rows, generators)]
         idx, weight, active = _epoch_schedule(orders, batch_sizes, n_out, classify)
-        idx_dev = torch.as_tensor(idx, device=device)
-        weight_dev = torch.as_tensor(weight, dtype=dtype, device=device)
-        active_dev = torch.as_tensor(active, device=device)
+        idx_dev = _to_device(torch, idx, device, torch.long)
+        weight_dev = _to_device(torch, weight, device, dtype)
+        active_dev = _to_device(torch, active, device, torch.bool)
         if epoch == 0:
             buffers["idx"].copy_(idx_dev[0])
             buffers["weight"].copy_(weight_dev[0])
@@ -572,6 +572,15 @@ def _train_predict(
             else:  # a captured or compiled step: the general, masked update
                 runner()
     return _predict(torch, params, fits, n_out, device, dtype), mode
+
+
+def _to_device(torch: Any, array: np.ndarray, device: Any, dtype: Any) -> Any:
+    """A host array on the device; on CUDA through pinned memory without blocking, so the host
+    plans the next epoch while the device trains this one (the stream orders the copy)."""
+    tensor = torch.from_numpy(np.ascontiguousarray(array))
+    if device.type != "cuda":
+        return tensor.to(dtype=dtype)
+    return tensor.pin_memory().to(device=device, dtype=dtype, non_blocking=True)
 
 
 class _AdamState:
