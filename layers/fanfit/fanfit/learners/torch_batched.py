@@ -431,7 +431,9 @@ def fit_predict_batched(
     return run
 
 
-def _initial_layers(torch: Any, estimator: Any, n_features: int, n_out: int, seed: int | None):
+def _initial_layers(
+    torch: Any, estimator: Any, n_features: int, n_out: int, seed: int | None
+) -> list[tuple[Any, Any]]:
     """The solo fit's initial ``(weight, bias)`` per layer, built the same way under its seed."""
     sizes = [int(s) for s in estimator.hidden_layer_sizes]
     with torch.random.fork_rng(devices=[]):
