@@ -7,8 +7,10 @@ for its fold instead: the whole fold (``run``), or for a :class:`~fanfit.dml.mod
 start-independent fits in stage 0 (``prelim``, whose auxiliary array :func:`fit_predict_aux`
 keeps) and the fits that need the fold's scalars in stage 1 (``final``); between the stages
 :func:`stage_inputs` runs the chain of ``root`` searches (and, for the IV-type scores, the
-preliminary estimate :math:`\\tilde\\theta`). What the units are, their keys and seeds, and how
-their outputs are packed and gathered are in :mod:`fanfit.dml.units`.
+preliminary estimate :math:`\\tilde\\theta`). :func:`fit_predict_units` runs a shard's units,
+those of a TorchMLP learner trained together as one batched model (the GPU worker's path). What
+the units are, their keys and seeds, and how their outputs are packed and gathered are in
+:mod:`fanfit.dml.units`.
 """
 
 from __future__ import annotations
