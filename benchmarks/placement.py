@@ -10,10 +10,12 @@ The job: PLR on the 401(k) data (examples/data/sipp1991.dta; y = net_tfa, d = e4
   batch 256).
 
 Why this size: a g4dn.xlarge costs about 5x a 1-vCPU Lambda per second. With the MLP's GPU speed-up
-measured at batch 256 (2.0x, below) a GPU sample costs about 2.5x a Lambda one, so the GPU can only
+of one fit at a time (2.0x, below) a GPU sample costs about 2.5x a Lambda one, so the GPU could only
 pay for a stage by time (a deadline all-CPU misses), never by cost; the forests' 4x (below) make
-it nearly as dear per sample, less its 180 s start-up. ``deadline_sweep`` shows where each
-baseline stops meeting the deadline.
+it nearly as dear per sample, less its 180 s start-up. With the stage's fits batched (issue 32) a
+GPU sample is cheaper than a Lambda one once the batched speed-up passes about 5x, and the MLP
+stages (50 fits x 300 epochs) are long enough to pay for the start-up. ``deadline_sweep`` shows
+where each baseline stops meeting the deadline.
 
 A stage's samples are the training rows it processes: fits x training rows (x epochs for the MLPs).
 
