@@ -25,8 +25,8 @@ same machine and data:
   fits', largest relative difference) and ``rmse_ratio_vs_solo`` (float32 on the GPU, else the
   CPU: the median over fits of the batched fit's test-fold RMSE over its solo fit's); the two
   comparisons use the first ``min(K, --check-fits)`` fits (in float64 batched among themselves).
-  ``--max-k`` leaves out larger K (a CPU fits K = 100 in minutes). ``mlp_batched_setup`` says
-  how it was run.
+  ``--max-k`` leaves out larger K (a CPU fits K = 100 in minutes); ``--batched-only`` runs this
+  part alone (the others ``null``). ``mlp_batched_setup`` says how it was run.
 - ``kmeans_step``: :func:`fanfit.train.torch_steps.kmeans_step_torch` (a worker's E-step and
   M-step sums: the hybrid K-Means round), 200,000 x 16 rows, k = 8, against the numpy step
   :func:`fanfit.train.kmeans.kmeans_step` at one thread; numpy arrays in and out, so the GPU
@@ -312,6 +312,9 @@ def main() -> int:
     parser.add_argument(
         "--check-fits", type=int, default=10, help="fits compared with their solo fits per K"
     )
+    parser.add_argument(
+        "--batched-only", action="store_true", help="run mlp_batched only (the other parts: null)"
+    )
     args = parser.parse_args()
 
     import torch
@@ -325,8 +328,10 @@ def main() -> int:
             "device_name": torch.cuda.get_device_name(0) if cuda else None,
             "torch_version": torch.__version__,
             "cpu_threads": 1,
-            "mlp": bench_mlp(args.epochs, args.repeats, cuda),
-            "mlp_by_batch_size": {
+            "mlp": None if args.batched_only else bench_mlp(args.epochs, args.repeats, cuda),
+            "mlp_by_batch_size": None
+            if args.batched_only
+            else {
                 str(b): {
                     k: v
                     for k, v in bench_mlp(args.epochs, args.repeats, cuda, b).items()
@@ -334,8 +339,8 @@ def main() -> int:
                 }
                 for b in args.batch_sizes
             },
-            "kmeans_step": bench_kmeans(args.repeats, cuda),
-            "logreg_gradient": bench_logreg(args.repeats, cuda),
+            "kmeans_step": None if args.batched_only else bench_kmeans(args.repeats, cuda),
+            "logreg_gradient": None if args.batched_only else bench_logreg(args.repeats, cuda),
         }
         batched, setup = bench_mlp_batched(
             args.epochs, args.repeats, cuda, args.max_k, args.solo_fits, args.check_fits
