@@ -13,6 +13,20 @@ same machine and data:
   what Lambda gives at 1,769 MB); the GPU side with ``device='cuda'``. Both fits start from the
   same seed; their test predictions are compared (``prediction_rel_rmse``: RMSE between the two
   over the standard deviation of y; float32 kernels differ between devices, so not bit-equal).
+- ``mlp_batched``: K = 1, 10, 100 and 500 fits of that MLP, each on its own fold and repetition of
+  the 401(k) data (5 folds, ``ceil(K / 5)`` repetitions, seed 42; fit ``k`` is fold ``k % 5`` of
+  repetition ``k // 5`` with ``random_state=k``), trained as the GPU worker trains them: together,
+  :func:`fanfit.learners.torch_batched.fit_predict_batched` (data to the device, training,
+  test-fold predictions back, all counted). Per K: ``fits_per_s_gpu`` (batched on CUDA, float32),
+  ``fits_per_s_cpu_batched`` (batched on one CPU thread), ``fits_per_s_cpu_one_by_one`` (solo
+  fits on one CPU thread: the rate does not depend on K, so it is timed over the first
+  ``min(K, --solo-fits)`` fits), ``speedup`` (GPU batched over CPU one by one),
+  ``max_rel_diff_vs_solo_float64`` (float64 on the CPU: the batched predictions against the solo
+  fits', largest relative difference) and ``rmse_ratio_vs_solo`` (float32 on the GPU, else the
+  CPU: the median over fits of the batched fit's test-fold RMSE over its solo fit's); the two
+  comparisons use the first ``min(K, --check-fits)`` fits (in float64 batched among themselves).
+  ``--max-k`` leaves out larger K (a CPU fits K = 100 in minutes); ``--batched-only`` runs this
+  part alone (the others ``null``). ``mlp_batched_setup`` says how it was run.
 - ``kmeans_step``: :func:`fanfit.train.torch_steps.kmeans_step_torch` (a worker's E-step and
   M-step sums: the hybrid K-Means round), 200,000 x 16 rows, k = 8, against the numpy step
   :func:`fanfit.train.kmeans.kmeans_step` at one thread; numpy arrays in and out, so the GPU
@@ -119,6 +133,114 @@ def bench_mlp(epochs: int, repeats: int, cuda: bool, batch_size: int = 256) -> d
     return out
 
 
+def _batched_fits(n_fits: int) -> tuple[list[Any], list[Any]]:
+    """The first ``n_fits`` fits of the 401(k) data (fold ``k % 5`` of repetition ``k // 5``) and
+    each fit's test-fold outcomes."""
+    import numpy as np
+    import pandas as pd
+
+    from fanfit.dml import draw_folds
+    from fanfit.learners.torch_batched import BatchedFit
+
+    frame = pd.read_stata(ROOT / "examples" / "data" / "sipp1991.dta")
+    x = frame[X_COLS].to_numpy(dtype=float)
+    y = frame["net_tfa"].to_numpy(dtype=float)
+    folds = draw_folds(len(frame), 5, -(-n_fits // 5), 42)
+    fits, y_tests = [], []
+    for k in range(n_fits):
+        col = folds[:, k // 5]
+        train, test = np.flatnonzero(col != k % 5), np.flatnonzero(col == k % 5)
+        fits.append(BatchedFit(x[train], y[train], x[test], k))
+        y_tests.append(y[test])
+    return fits, y_tests
+
+
+def _timed(run: Callable[[], Any], repeats: int, warm_up: bool) -> tuple[float, Any]:
+    """Median seconds of ``run()`` over ``repeats`` runs (after an untimed one if ``warm_up``)."""
+    if warm_up:
+        return _median_seconds(run, repeats)
+    times, out = [], None
+    for _ in range(repeats):
+        t0 = time.perf_counter()
+        out = run()
+        times.append(time.perf_counter() - t0)
+    return statistics.median(times), out
+
+
+def bench_mlp_batched(
+    epochs: int, repeats: int, cuda: bool, max_k: int, solo_fits: int, check_fits: int
+) -> tuple[dict[str, Any], dict[str, Any]]:
+    """K fits trained together (GPU, CPU) against one by one on one CPU thread (issue 32)."""
+    import numpy as np
+
+    from fanfit.learners.torch_batched import fit_predict_batched
+    from fanfit.learners.torch_mlp import TorchMLPRegressor
+
+    def estimator(device: str, dtype: str = "float32") -> TorchMLPRegressor:
+        return TorchMLPRegressor(**MLP_PARAMS, epochs=epochs, device=device, dtype=dtype)
+
+    def solo(fits: list[Any], device: str, dtype: str = "float32") -> list[Any]:
+        est = estimator(device, dtype)
+        return [
+            est.set_params(random_state=f.random_state).fit(f.x_train, f.y_train).predict(f.x_test)
+            for f in fits
+        ]
+
+    def rmse(pred: Any, y_test: Any) -> float:
+        return float(np.sqrt(np.mean((np.asarray(pred) - y_test) ** 2)))
+
+    sizes = [k for k in (1, 10, 100, 500) if k <= max_k]
+    all_fits, y_tests = _batched_fits(max(sizes)) if sizes else ([], [])
+    # one by one on one CPU thread: the rate per fit does not depend on K
+    n_solo = min(max(sizes, default=1), solo_fits)
+    one_by_one_s, _ = _timed(lambda: solo(all_fits[:n_solo], "cpu"), repeats, warm_up=False)
+    one_by_one = n_solo / one_by_one_s
+    out: dict[str, Any] = {}
+    batches: dict[str, list[int]] = {}
+    for k in sizes:
+        fits = all_fits[:k]
+        cpu_s, cpu_run = _timed(
+            lambda fits=fits: fit_predict_batched(estimator("cpu"), fits), repeats, warm_up=False
+        )
+        gpu_s, gpu_run = (
+            _timed(lambda fits=fits: fit_predict_batched(estimator("cuda"), fits), repeats, True)
+            if cuda
+            else (None, None)
+        )
+        check = fits[: min(k, check_fits)]
+        exact = fit_predict_batched(estimator("cpu", "float64"), check)
+        reference = solo(check, "cpu", "float64")
+        max_rel = max(
+            float(np.max(np.abs(a - b) / np.maximum(np.abs(b), 1e-12)))
+            for a, b in zip(exact.predictions, reference)
+        )
+        device = "cuda" if cuda else "cpu"
+        batched32 = (gpu_run if cuda else cpu_run).predictions[: len(check)]
+        solo32 = solo(check, device)
+        ratios = [rmse(a, yt) / rmse(b, yt) for a, b, yt in zip(batched32, solo32, y_tests)]
+        batches[str(k)] = (gpu_run or cpu_run).batches
+        gpu_rate = None if gpu_s is None else k / gpu_s
+        out[str(k)] = {
+            "fits_per_s_gpu": None if gpu_rate is None else round(gpu_rate, 3),
+            "fits_per_s_cpu_batched": round(k / cpu_s, 3),
+            "fits_per_s_cpu_one_by_one": round(one_by_one, 3),
+            "speedup": None if gpu_rate is None else round(gpu_rate / one_by_one, 2),
+            "max_rel_diff_vs_solo_float64": float(f"{max_rel:.3g}"),
+            "rmse_ratio_vs_solo": round(float(np.median(ratios)), 5),
+        }
+    setup = {
+        "epochs": epochs,
+        "n_folds": 5,
+        "train_rows": sorted({len(f.x_train) for f in all_fits}),
+        "max_k": max_k,
+        "one_by_one_fits_timed": n_solo,
+        "check_fits": check_fits,
+        "rmse_ratio_device": "cuda" if cuda else "cpu",
+        "batches": batches,
+    }
+    return out, setup
+
+
 def bench_kmeans(repeats: int, cuda: bool) -> dict[str, Any]:
     """kmeans_step_torch on CUDA against the numpy kmeans_step, 200,000 x 16, k = 8."""
     import numpy as np
@@ -181,6 +303,18 @@ def main() -> int:
         default=[64, 1024, 4096],
         help="further MLP batch sizes, comma-separated (mlp_by_batch_size)",
     )
+    parser.add_argument(
+        "--max-k", type=int, default=500, help="largest K of mlp_batched (1, 10, 100, 500)"
+    )
+    parser.add_argument(
+        "--solo-fits", type=int, default=5, help="fits timed one by one on one CPU thread"
+    )
+    parser.add_argument(
+        "--check-fits", type=int, default=10, help="fits compared with their solo fits per K"
+    )
+    parser.add_argument(
+        "--batched-only", action="store_true", help="run mlp_batched only (the other parts: null)"
+    )
     args = parser.parse_args()
 
     import torch
@@ -194,8 +328,10 @@ def main() -> int:
             "device_name": torch.cuda.get_device_name(0) if cuda else None,
             "torch_version": torch.__version__,
             "cpu_threads": 1,
-            "mlp": bench_mlp(args.epochs, args.repeats, cuda),
-            "mlp_by_batch_size": {
+            "mlp": None if args.batched_only else bench_mlp(args.epochs, args.repeats, cuda),
+            "mlp_by_batch_size": None
+            if args.batched_only
+            else {
                 str(b): {
                     k: v
                     for k, v in bench_mlp(args.epochs, args.repeats, cuda, b).items()
@@ -203,9 +339,14 @@ def main() -> int:
                 }
                 for b in args.batch_sizes
             },
-            "kmeans_step": bench_kmeans(args.repeats, cuda),
-            "logreg_gradient": bench_logreg(args.repeats, cuda),
+            "kmeans_step": None if args.batched_only else bench_kmeans(args.repeats, cuda),
+            "logreg_gradient": None if args.batched_only else bench_logreg(args.repeats, cuda),
         }
+        batched, setup = bench_mlp_batched(
+            args.epochs, args.repeats, cuda, args.max_k, args.solo_fits, args.check_fits
+        )
+        result["mlp_batched"] = batched
+        result["mlp_batched_setup"] = setup
     print(json.dumps(result) if args.json else json.dumps(result, indent=2))
     return 0
 

@@ -10,10 +10,12 @@ The job: PLR on the 401(k) data (examples/data/sipp1991.dta; y = net_tfa, d = e4
   batch 256).
 
 Why this size: a g4dn.xlarge costs about 5x a 1-vCPU Lambda per second. With the MLP's GPU speed-up
-measured at batch 256 (2.0x, below) a GPU sample costs about 2.5x a Lambda one, so the GPU can only
+of one fit at a time (2.0x, below) a GPU sample costs about 2.5x a Lambda one, so the GPU could only
 pay for a stage by time (a deadline all-CPU misses), never by cost; the forests' 4x (below) make
-it nearly as dear per sample, less its 180 s start-up. ``deadline_sweep`` shows where each
-baseline stops meeting the deadline.
+it nearly as dear per sample, less its 180 s start-up. With the stage's fits batched (issue 32) a
+GPU sample is cheaper than a Lambda one once the batched speed-up passes about 5x, and the MLP
+stages (50 fits x 300 epochs) are long enough to pay for the start-up. ``deadline_sweep`` shows
+where each baseline stops meeting the deadline.
 
 A stage's samples are the training rows it processes: fits x training rows (x epochs for the MLPs).
 
@@ -24,13 +26,19 @@ in this process at one thread (scikit-learn n_jobs=1, BLAS and torch threads 1),
 (threads=1: no speed-up past one vCPU). The MLP's throughput is measured over ``--measure-epochs``
 epochs and counted per row-epoch. Measurements run on a shared 2-core machine, so they carry its load.
 
-GPU profiles: a speed-up over one vCPU per learner, from the table ``GPU_SPEEDUP`` below, for a
-Batch ``g4dn.xlarge`` (one NVIDIA T4, 4 vCPUs):
+GPU profiles: a speed-up over one vCPU per learner, for a Batch ``g4dn.xlarge`` (one NVIDIA T4,
+4 vCPUs):
 
-- the 3 x 256 MLP, 2.0x: MEASURED on an NVIDIA H100 (``python benchmarks/gpu_speedup.py --json``,
-  2026-11-25, median of 3 runs: 2.01x at batch 256 over one thread of the same machine; 1.7x at
-  batch 64, 8.1x at 1,024, 26x at 4,096). A step this small is bound by kernel launches, not by the
-  chip, so a T4 is not expected to do better; the figure is taken as it is;
+- the 3 x 256 MLPs: the GPU worker trains a stage's fits together as one batched model
+  (:mod:`fanfit.learners.torch_batched`, issue 32), so its rate is the BATCHED rate of the stage's
+  ``n_folds x n_rep`` fits (50 by default), per row-epoch, over one vCPU's one-by-one rate. By
+  default it is MEASURED HERE, ON THIS CPU: the stage's fits batched at one thread
+  (``--measure-epochs`` epochs) over the same fits one by one at one thread (``mlp_batched_speedup``
+  in the output; a CPU gains little from batching, so this is far below what a GPU does). Give the
+  GPU's figure with ``--mlp-gpu-speedup`` (``speedup`` of ``benchmarks/gpu_speedup.py --json``'s
+  ``mlp_batched`` at the K nearest the stage's fits, measured on the GPU) to plan with it instead.
+  Before issue 32 the table below held 2.0x, the one-by-one figure MEASURED on an NVIDIA H100
+  (``python benchmarks/gpu_speedup.py --json``, 2026-11-25, median of 3 runs: 2.01x at batch 256);
 - random forests, 4x: ASSUMED. The GPU worker runs scikit-learn's forest, which has no GPU code,
   on the instance's 4 vCPUs (cuML is not in its image), so at most 4x over one vCPU.
 
@@ -80,14 +88,16 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 X_COLS = ["age", "inc", "educ", "fsize", "marr", "twoearn", "db", "pira", "hown"]
 
-#: GPU worker (g4dn.xlarge) throughput over one vCPU, per learner: the MLP's measured on an H100,
-#: the forests' assumed (see the module doc).
+#: GPU worker (g4dn.xlarge) throughput over one vCPU, per learner: the forests' assumed; the MLPs'
+#: the batched rate, measured at run time (see the module doc: these 2.0x are the one-by-one H100
+#: figure, used only by ``--mlp-one-by-one``).
 GPU_SPEEDUP = {
     "RandomForestRegressor": 4.0,
     "RandomForestClassifier": 4.0,
     "TorchMLPRegressor": 2.0,
     "TorchMLPClassifier": 2.0,
 }
+BATCHED = ("TorchMLPRegressor", "TorchMLPClassifier")
 RF = '{"n_estimators": 100, "max_depth": 8}'
 MLP = '{{"hidden_layer_sizes": [256, 256, 256], "epochs": {epochs}, "batch_size": 256}}'
 LAMBDA_MEMORY_MB = (885, 1769, 3538)
@@ -213,6 +223,33 @@ def _measure(spec_text, x, y, train, test, repeats):
     return best
 
 
+def _measure_batched(spec_text, x, y, folds, n_fits, repeats):
+    """Best-of-``repeats`` seconds of the stage's ``n_fits`` fits trained together at one thread
+    (:func:`fanfit.learners.torch_batched.fit_predict_batched`; fit ``k`` on the rows outside
+    fold ``k % n_folds`` of repetition ``k // n_folds``, predicting that fold), and their training
+    rows."""
+    import numpy as np
+    from threadpoolctl import threadpool_limits
+
+    from fanfit.learners import LearnerSpec
+    from fanfit.learners.torch_batched import BatchedFit, fit_predict_batched
+
+    n_folds = int(folds.max()) + 1
+    fits = []
+    for k in range(n_fits):
+        col = folds[:, k // n_folds]
+        train, test = np.flatnonzero(col != k % n_folds), np.flatnonzero(col == k % n_folds)
+        fits.append(BatchedFit(x[train], y[train], x[test], k))
+    estimator = LearnerSpec.parse(spec_text).build()
+    best = float("inf")
+    for _ in range(repeats):
+        with threadpool_limits(1):
+            t0 = time.perf_counter()
+            fit_predict_batched(estimator, fits)
+            best = min(best, time.perf_counter() - t0)
+    return best, sum(len(f.x_train) for f in fits)
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--json", action="store_true", help="print one JSON object")
@@ -226,6 +263,11 @@ def main() -> int:
                         help="leave out the hybrid K-Means round (it starts a local stack)")  # fmt: skip
     parser.add_argument("--hybrid-n-obs", type=int, default=100_000)
     parser.add_argument("--hybrid-rounds", type=int, default=10)
+    parser.add_argument("--mlp-gpu-speedup", type=float, default=None,
+                        help="the GPU worker's batched MLP rate over one vCPU (gpu_speedup.py's "
+                        "mlp_batched speedup); default: the CPU-batched rate measured here")  # fmt: skip
+    parser.add_argument("--mlp-one-by-one", action="store_true",
+                        help="plan the MLPs at the one-by-one H100 figure (2.0x), as before issue 32")  # fmt: skip
     args = parser.parse_args()
 
     import numpy as np
@@ -255,18 +297,38 @@ def main() -> int:
         ("ml_m:TorchMLPClassifier", "TorchMLPClassifier:" + MLP.format(epochs=args.measure_epochs), treatment, args.epochs),
     ]  # fmt: skip
     stages, measured = [], {}
+    gpu_speedups: dict[str, object] = {k: v for k, v in GPU_SPEEDUP.items()}
     for name, spec_text, target, epochs in stages_def:
         seconds = _measure(spec_text, x, target, train, test, args.repeats)
         measured_epochs = args.measure_epochs if epochs > 1 else 1
         rate = len(train) * measured_epochs / seconds  # rows (x epochs) per second at one vCPU
         learner = name.split(":", 1)[1]
         measured[name] = {"fit_s": round(seconds, 4), "samples_per_s_1vcpu": round(rate, 1)}
+        speedup = GPU_SPEEDUP[learner]
+        if learner in BATCHED and not args.mlp_one_by_one:
+            batch_s, batch_rows = _measure_batched(
+                spec_text, x, target, folds, n_fits, args.repeats
+            )
+            batched_rate = batch_rows * args.measure_epochs / batch_s
+            measured[name].update(
+                batched_fits=n_fits,
+                batched_fit_s=round(batch_s, 4),
+                batched_samples_per_s_1vcpu=round(batched_rate, 1),
+                mlp_batched_speedup=round(batched_rate / rate, 3),
+            )
+            speedup = args.mlp_gpu_speedup or batched_rate / rate
+            gpu_speedups[learner] = {
+                "speedup": round(speedup, 3),
+                "source": "given (--mlp-gpu-speedup)"
+                if args.mlp_gpu_speedup
+                else "cpu-batched, measured here (no GPU)",
+            }
         stages.append(
             stage_from_throughput(
                 name,
                 n_fits * len(train) * epochs,
                 rate,
-                gpu_speedup=GPU_SPEEDUP[learner],
+                gpu_speedup=speedup,
                 memory_mb=LAMBDA_MEMORY_MB,
                 lambda_startup_s=LAMBDA_STARTUP_S,
                 gpu_startup_s=GPU_STARTUP_S,
@@ -325,7 +387,7 @@ def main() -> int:
         },
         "measured_cpu_1vcpu": measured,
         "assumptions": {
-            "gpu_speedup_over_1vcpu": GPU_SPEEDUP,
+            "gpu_speedup_over_1vcpu": gpu_speedups,
             "gpu_instance": "g4dn.xlarge",
             "lambda_startup_s": LAMBDA_STARTUP_S,
             "gpu_startup_s": GPU_STARTUP_S,

@@ -89,6 +89,20 @@ def test_an_estimate_with_a_torch_learner_runs_its_shards_on_batch_and_equals_do
         assert gpu["backlog_s"] > lam["backlog_s"] and split["V"] >= 0
         assert on["gpu"].count("ml_m") == gpu["units"]
         assert on["lambda"].count("ml_m") <= lam["units"]
+    # ... the GPU worker trained a shard's ml_l fits together, as one batched model (issue 32)
+    from fanfit.jobs.estimate.data import shard_stats
+
+    batched = []
+    for wave in stage["waves"]:
+        for shard in (s for s in wave["shards"] if s["placement"] == "gpu"):
+            key = storage.preds_key(job.job_id, 0, shard["shard_id"])
+            stats = shard_stats(local_client.store.get_arrays(key), key)
+            torch_units = [k for k in shard["units"] if FitUnit.from_key(k).learner == "ml_l"]
+            if len(torch_units) > 1:
+                assert stats.unit_batch == dict.fromkeys(torch_units, len(torch_units))
+            batched.append(len(torch_units))
+    # 3 folds x 1 repetition, all on the GPU worker, at least two of them in one batch
+    assert sum(batched) == 3 and max(batched) > 1
     # ... in the job record too
     assert {d["stage"] for w in schedule for d in w["placement"]["dispatch"]} == {"ml_m"}
     # ... a Batch job ran and succeeded

@@ -183,6 +183,35 @@ def test_torch_goes_to_the_gpu_because_lambda_is_infeasible_and_sklearn_to_the_c
     assert decision.predicted_cost_usd > 0
 
 
+def test_a_batched_torch_learner_is_planned_at_the_batch_it_will_run_in() -> None:
+    # GIVEN a Torch learner measured on the GPU worker at 100 fits to a batch: 80,000 rows/s
+    history = EwmaThroughput(
+        entries=[ThroughputEntry("sig-torch", GPU, 80_000.0, 5.0, 3, fits_per_batch=100.0)]
+    )
+    rates = {}
+    for n_units in (10, 100, 500):
+        group = WorkGroup("ml_l", "sig-torch", n_units, 800.0, lambda_ok=False, batched=True)
+        # WHEN a wave of 10, 100 or 500 of its units is planned
+        choice, decision = plan_placement(
+            [group], history, memory_sizes=[1769], gpu_enabled=True, job_concurrency=8
+        )
+        (gpu_input,) = [i for i in decision.inputs if i.resource == GPU]
+        rates[n_units] = gpu_input.rows_per_s
+        # THEN the GPU stage takes the start-up plus the units' rows at that rate
+        (stage,) = choice.placement.stages
+        assert stage.resource == GPU
+        assert stage.seconds == pytest.approx(5.0 + n_units * 800.0 / rates[n_units])
+    # AND the rate is the batch's: a tenth at 10 fits (one batch of 10 takes a batch's time),
+    # the measured one at 100 and at 500 (no faster than measured)
+    assert rates == {10: pytest.approx(8_000.0), 100: 80_000.0, 500: 80_000.0}
+    # AND an unbatched group's figure is the table's as it stands
+    _, plain = plan_placement(
+        [WorkGroup("ml_l", "sig-torch", 10, 800.0, lambda_ok=False)], history,
+        memory_sizes=[1769], gpu_enabled=True, job_concurrency=8,
+    )  # fmt: skip
+    assert [i.rows_per_s for i in plain.inputs if i.resource == GPU] == [80_000.0]
+
+
 def test_a_measured_size_is_kept_when_the_others_would_be_no_faster() -> None:
     # GIVEN a one-thread learner measured at 1,769 MB with a 4 s overhead per shard (a cold local
     # stack), nothing at the other sizes

@@ -18,6 +18,7 @@ from fanfit.sched.throughput import (
     ShardObservation,
     ThroughputEntry,
     ThroughputPredictor,
+    batched_throughput,
     lambda_vcpus,
     scale_throughput,
     workload_signature,
@@ -188,3 +189,40 @@ def test_ewma_serialises_to_plain_dicts() -> None:
         EwmaThroughput(alpha=0.0)
     with pytest.raises(InvalidJobError):
         EwmaThroughput.from_dict({"entries": [{"signature": SIG}]})
+
+
+def test_a_batched_throughput_scales_down_to_smaller_batches_and_not_up() -> None:
+    # GIVEN 50,000 rows/s measured with 100 fits to a batch
+    # THEN 10 fits to a batch are predicted at a tenth (a batch's seconds do not shrink), 500 at
+    # the measured figure (they grow at most in proportion), and 100 exactly
+    assert batched_throughput(50_000.0, 100, 10) == pytest.approx(5_000.0)
+    assert batched_throughput(50_000.0, 100, 500) == 50_000.0
+    assert batched_throughput(50_000.0, 100, 100) == 50_000.0
+    assert batched_throughput(800.0, 1, 1) == 800.0
+    for bad in ((0.0, 1, 1), (1.0, 0.5, 1), (1.0, 1, 0)):
+        with pytest.raises(InvalidJobError):
+            batched_throughput(*bad)
+
+
+def test_the_table_keeps_the_batch_its_gpu_figure_was_measured_at() -> None:
+    # GIVEN GPU observations of batched Torch fits: 40 fits to a batch, then 80
+    gpu = "gpu:g4dn.xlarge"
+    p = EwmaThroughput(alpha=0.5)
+    p.update(obs(40_000, 2.0, resource=gpu, fits_per_batch=40))
+    p.update(obs(80_000, 2.0, resource=gpu, fits_per_batch=80))
+    (entry,) = p.entries
+    # THEN the entry averages the batch size as it averages the throughput
+    assert entry.samples_per_s == pytest.approx(30_000.0)
+    assert entry.fits_per_batch == pytest.approx(60.0)
+    # AND predicts a smaller batch's throughput in proportion, a larger one's as measured
+    assert p.predict_batched(SIG, gpu, 6) == pytest.approx(3_000.0)
+    assert p.predict_batched(SIG, gpu, 600) == pytest.approx(30_000.0)
+    assert p.predict_batched(SIG, "gpu:other", 6) is None
+    # AND the figure survives the table (DynamoDB numbers), while unbatched entries keep their
+    # fields as before
+    q = EwmaThroughput.from_dict(json.loads(json.dumps(p.to_dict()), parse_float=Decimal))
+    assert q.entries == p.entries
+    assert "fits_per_batch" not in ThroughputEntry(SIG, "lambda-1769", 1.0, 0.1, 1).to_dict()
+    assert ShardObservation.from_dict(obs(10, 1.0).to_dict()).fits_per_batch == 1.0
+    with pytest.raises(InvalidJobError):
+        obs(10, 1.0, fits_per_batch=0.5)

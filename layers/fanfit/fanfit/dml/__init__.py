@@ -30,7 +30,13 @@ from fanfit.dml.spec import (
     DMLSpec,
     required_learners,
 )
-from fanfit.dml.unit_fits import fit_predict, fit_predict_aux, stage_inputs
+from fanfit.dml.unit_fits import (
+    UnitResult,
+    fit_predict,
+    fit_predict_aux,
+    fit_predict_units,
+    stage_inputs,
+)
 from fanfit.dml.units import (
     FitUnit,
     check_preds,
@@ -58,6 +64,7 @@ __all__ = [
     "DMLResult",
     "DMLSpec",
     "FitUnit",
+    "UnitResult",
     "aggregate",
     "check_columns",
     "check_noncompliance",
@@ -70,6 +77,7 @@ __all__ = [
     "estimate_in_process",
     "fit_predict",
     "fit_predict_aux",
+    "fit_predict_units",
     "fit_units",
     "fold_means",
     "fold_scalar_keys",

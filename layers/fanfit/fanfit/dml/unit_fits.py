@@ -7,12 +7,17 @@ for its fold instead: the whole fold (``run``), or for a :class:`~fanfit.dml.mod
 start-independent fits in stage 0 (``prelim``, whose auxiliary array :func:`fit_predict_aux`
 keeps) and the fits that need the fold's scalars in stage 1 (``final``); between the stages
 :func:`stage_inputs` runs the chain of ``root`` searches (and, for the IV-type scores, the
-preliminary estimate :math:`\\tilde\\theta`). What the units are, their keys and seeds, and how
-their outputs are packed and gathered are in :mod:`fanfit.dml.units`.
+preliminary estimate :math:`\\tilde\\theta`). :func:`fit_predict_units` runs a shard's units,
+those of a TorchMLP learner trained together as one batched model (the GPU worker's path). What
+the units are, their keys and seeds, and how their outputs are packed and gathered are in
+:mod:`fanfit.dml.units`.
 """
 
 from __future__ import annotations
 
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
@@ -33,8 +38,16 @@ from fanfit.dml.units import (
     validate_spec_folds,
 )
 from fanfit.errors import InvalidFoldsError, InvalidJobError
+from fanfit.learners.allowlist import BATCHED_LEARNERS
 
-__all__ = ["features", "fit_predict", "fit_predict_aux", "stage_inputs"]
+__all__ = [
+    "UnitResult",
+    "features",
+    "fit_predict",
+    "fit_predict_aux",
+    "fit_predict_units",
+    "stage_inputs",
+]
 
 
 def _target_and_rows(
@@ -161,16 +174,15 @@ def fit_predict_aux(
     return _fit_predict_one(spec, unit, data, folds, stage_inputs), None
 
 
-def _fit_predict_one(
+def _unit_rows(
     spec: DMLSpec, unit: FitUnit, data: DMLData, folds: np.ndarray, stage_inputs: dict | None
-) -> np.ndarray:
-    """One nuisance fit of a model without a fold procedure (:func:`fit_predict`)."""
+) -> tuple[Any, np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """A unit's learner spec, features, target, training and test rows (:func:`fit_predict`)."""
     name = learner_name(unit.learner)
     if name not in spec.learners:
         raise InvalidJobError(
             f"Unit {unit.key} needs learner {name!r}, which the spec does not define."
         )
-    lspec = spec.learners[name]
     x = features(spec, data, unit.learner, unit.i_treat)
     target, cond = _target_and_rows(spec, unit, data, stage_inputs)
     col = np.asarray(folds)[:, unit.i_rep]
@@ -187,19 +199,151 @@ def _fit_predict_one(
             + (" with the required treatment/instrument value" if cond is not None else "")
             + "; use fewer folds or check the data."
         )
+    return spec.learners[name], x, target, train, test
+
+
+def _positive_proba(proba: np.ndarray, classes: Any, n_test: int) -> np.ndarray:
+    """``predict_proba``'s column of class 1 (0 where the training rows lack it, as
+    ``cross_val_predict`` fills it)."""
+    positive = np.flatnonzero(np.asarray(classes) == 1)
+    if positive.size == 0:
+        return np.zeros(n_test, dtype=np.float64)
+    return np.asarray(proba[:, positive[0]], dtype=np.float64)
+
+
+def _fit_predict_one(
+    spec: DMLSpec, unit: FitUnit, data: DMLData, folds: np.ndarray, stage_inputs: dict | None
+) -> np.ndarray:
+    """One nuisance fit of a model without a fold procedure (:func:`fit_predict`)."""
+    lspec, x, target, train, test = _unit_rows(spec, unit, data, folds, stage_inputs)
     estimator = lspec.build(random_state=unit_seed(spec.seed, unit))
     if lspec.is_classifier:
         # cross_val_predict label-encodes the whole target column before splitting
         _, encoded = np.unique(target, return_inverse=True)
         estimator.fit(x[train], encoded[train])
-        proba = estimator.predict_proba(x[test])
-        positive = np.flatnonzero(np.asarray(estimator.classes_) == 1)
-        if positive.size == 0:
-            return np.zeros(test.size, dtype=np.float64)
-        return np.asarray(proba[:, positive[0]], dtype=np.float64)
+        return _positive_proba(estimator.predict_proba(x[test]), estimator.classes_, test.size)
     estimator.fit(x[train], target[train])
     # float64 (a learner fitted on float32 covariates may predict in float32; exact in float64)
     return np.asarray(estimator.predict(x[test]), dtype=np.float64).reshape(test.size)
+
+
+@dataclass(frozen=True)
+class UnitResult:
+    """One unit's outputs from :func:`fit_predict_units`.
+
+    Attributes
+    ----------
+    values, aux : numpy.ndarray or None
+        As :func:`fit_predict_aux` returns them.
+    fit_s : float
+        Seconds of its fit; for a unit fitted in a batch, the batch's seconds over its fits.
+    batch : int
+        Fits trained together with it (1: on its own).
+    """
+
+    values: np.ndarray
+    aux: np.ndarray | None
+    fit_s: float
+    batch: int = 1
+
+
+def _batchable(spec: DMLSpec, unit: FitUnit) -> bool:
+    """Whether a unit's fit can join a batch: a TorchMLP learner of a model without a fold
+    procedure (:mod:`fanfit.learners.torch_batched`)."""
+    if model_def(spec.model).fold_procedure_for(spec) is not None:
+        return False
+    lspec = spec.learners.get(learner_name(unit.learner))
+    return lspec is not None and lspec.name in BATCHED_LEARNERS
+
+
+def fit_predict_units(
+    spec: DMLSpec,
+    units: Sequence[FitUnit],
+    data: DMLData,
+    folds: np.ndarray,
+    stage_inputs: dict | None = None,
+    *,
+    batch_torch: bool = True,
+    memory_budget_mb: float | None = None,
+) -> list[UnitResult]:
+    """:func:`fit_predict_aux` of every unit of a shard, the TorchMLP fits of one learner together.
+
+    With ``batch_torch``, the units whose learner is a TorchMLP (:data:`BATCHED_LEARNERS`, a model
+    without a fold procedure) are grouped by learner and trained as one batched model per group
+    (:func:`fanfit.learners.torch_batched.fit_predict_batched`), each with its own training rows,
+    target, seed (``unit_seed``) and shuffling, so its predictions are its solo fit's (equal in
+    float64; as good in float32); the group is cut into batches the device's memory holds. Every
+    other unit is fitted on its own, in order.
+
+    Parameters
+    ----------
+    spec, data, folds, stage_inputs
+        As :func:`fit_predict`.
+    units : sequence of FitUnit
+    batch_torch : bool, default True
+        False: every unit on its own (:func:`fit_predict_aux`).
+    memory_budget_mb : float, optional
+        Memory one batch may use, MB (default: the device's, :func:`fanfit.learners.
+        torch_batched.fit_predict_batched`).
+
+    Returns
+    -------
+    list of UnitResult
+        In the order of ``units``.
+
+    Raises
+    ------
+    As :func:`fit_predict`.
+    """
+    out: dict[int, UnitResult] = {}
+    groups: dict[str, list[int]] = {}
+    for i, unit in enumerate(units):
+        if batch_torch and _batchable(spec, unit):
+            groups.setdefault(learner_name(unit.learner), []).append(i)
+            continue
+        t0 = time.perf_counter()
+        values, aux = fit_predict_aux(spec, unit, data, folds, stage_inputs)
+        out[i] = UnitResult(values, aux, time.perf_counter() - t0)
+    for name, members in groups.items():
+        from fanfit.learners.torch_batched import BatchedFit, fit_predict_batched
+
+        lspec = spec.learners[name]
+        fits, tests = [], []
+        for i in members:
+            unit = units[i]
+            _, x, target, train, test = _unit_rows(spec, unit, data, folds, stage_inputs)
+            if lspec.is_classifier:
+                _, target = np.unique(target, return_inverse=True)
+            # the solo fit's seed (a random_state the user gave stays as it is)
+            seed = lspec.build(random_state=unit_seed(spec.seed, unit)).random_state
+            fits.append(BatchedFit(x[train], target[train], x[test], seed))
+            tests.append(test.size)
+        run = fit_predict_batched(lspec.build(), fits, memory_budget_mb=memory_budget_mb)
+        # each unit's share of its batch's seconds
+        shares = [
+            (seconds / size, size)
+            for size, seconds in zip(run.batches, run.batch_seconds)
+            for _ in range(size)
+        ]
+        order = _batch_order(members, [f.y_train for f in fits], lspec.is_classifier)
+        for pos, j in enumerate(order):
+            i = members[j]
+            pred, classes = run.predictions[j], run.classes[j]
+            if lspec.is_classifier:
+                values = _positive_proba(pred, classes, tests[j])
+            else:
+                values = np.asarray(pred, dtype=np.float64).reshape(tests[j])
+            out[i] = UnitResult(values, None, shares[pos][0], shares[pos][1])
+    return [out[i] for i in range(len(units))]
+
+
+def _batch_order(members: list[int], targets: list[np.ndarray], classify: bool) -> list[int]:
+    """The positions of a group's fits in the order :func:`~fanfit.learners.torch_batched.
+    fit_predict_batched` batches them: by output width (the classifier's classes), then given."""
+    if not classify:
+        return list(range(len(members)))
+    width = [len(np.unique(t)) for t in targets]
+    return sorted(range(len(members)), key=lambda j: (width[j], j))
 
 
 def _run_fold_procedure(

@@ -29,6 +29,7 @@ from fanfit.errors import InvalidLearnerError
 __all__ = [
     "ALLOWED_LEARNERS",
     "ALLOWED_TRANSFORMERS",
+    "BATCHED_LEARNERS",
     "COMPOSITE_LEARNERS",
     "ClassMap",
     "EXTRA_PARAMS",
@@ -157,6 +158,9 @@ COMPOSITE_LEARNERS: ClassMap = ClassMap(
 #: Learners too heavy for Lambda (PyTorch does not fit the 250 MB unzipped code limit): a stage that
 #: uses one runs on a Batch (GPU) worker. See :attr:`LearnerSpec.requires_gpu`.
 GPU_ONLY_LEARNERS: frozenset[str] = frozenset({"TorchMLPRegressor", "TorchMLPClassifier"})
+#: Learners whose fits of one shard train together as one batched model
+#: (:mod:`fanfit.learners.torch_batched`, :func:`fanfit.dml.fit_predict_units`).
+BATCHED_LEARNERS: frozenset[str] = frozenset({"TorchMLPRegressor", "TorchMLPClassifier"})
 
 #: LightGBM parameters passed through the scikit-learn wrapper's ``**kwargs`` that a spec may set
 #: besides the constructor's named ones (the deterministic settings among them).

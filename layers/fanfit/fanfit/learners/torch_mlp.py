@@ -57,6 +57,7 @@ class _TorchMLP(BaseEstimator):
         "lr": [Interval(Real, 0, None, closed="neither")],
         "weight_decay": [Interval(Real, 0, None, closed="left")],
         "device": [StrOptions({"auto", "cpu", "cuda"})],
+        "dtype": [StrOptions({"float32", "float64"})],
         "random_state": [Interval(Integral, 0, 2**63 - 1, closed="both"), None],
     }
 
@@ -69,6 +70,7 @@ class _TorchMLP(BaseEstimator):
         weight_decay: float = 0.0,
         device: str = "auto",
         random_state: int | None = None,
+        dtype: str = "float32",
     ) -> None:
         self.hidden_layer_sizes = hidden_layer_sizes
         self.epochs = epochs
@@ -77,6 +79,7 @@ class _TorchMLP(BaseEstimator):
         self.weight_decay = weight_decay
         self.device = device
         self.random_state = random_state
+        self.dtype = dtype
 
     def _validate_params(self) -> None:
         super()._validate_params()
@@ -114,11 +117,12 @@ class _TorchMLP(BaseEstimator):
         mean = X.mean(axis=0)
         scale = X.std(axis=0)
         self.mean_, self.scale_ = mean, np.where(scale > 0, scale, 1.0)
-        xs = torch.as_tensor(self._standardise(X), dtype=torch.float32, device=device)
+        dtype = getattr(torch, self.dtype)
+        xs = torch.as_tensor(self._standardise(X), dtype=dtype, device=device)
         if classify:
             ys = torch.as_tensor(target, dtype=torch.long, device=device)
         else:
-            ys = torch.as_tensor(target, dtype=torch.float32, device=device)
+            ys = torch.as_tensor(target, dtype=dtype, device=device)
         devices = [device.index or 0] if device.type == "cuda" else []
         with torch.random.fork_rng(devices=devices, device_type=device.type):
             generator = torch.Generator()
@@ -133,7 +137,7 @@ class _TorchMLP(BaseEstimator):
                 layers += [torch.nn.Linear(width, int(size)), torch.nn.ReLU()]
                 width = int(size)
             layers.append(torch.nn.Linear(width, n_out))
-            model = torch.nn.Sequential(*layers).to(device)
+            model = torch.nn.Sequential(*layers).to(device=device, dtype=dtype)
             optimizer = torch.optim.Adam(
                 model.parameters(), lr=float(self.lr), weight_decay=float(self.weight_decay)
             )
@@ -164,7 +168,9 @@ class _TorchMLP(BaseEstimator):
         with torch.no_grad():
             for start in range(0, xs.shape[0], _PREDICT_CHUNK):
                 chunk = torch.as_tensor(
-                    xs[start : start + _PREDICT_CHUNK], dtype=torch.float32, device=device
+                    xs[start : start + _PREDICT_CHUNK],
+                    dtype=getattr(torch, self.dtype),
+                    device=device,
                 )
                 out.append(self.model_(chunk).cpu().numpy().astype(np.float64))
         if not out:
@@ -191,6 +197,9 @@ class TorchMLPRegressor(RegressorMixin, _TorchMLP):
         'auto' takes CUDA when available.
     random_state : int or None
         Seed of the initial weights and the batch order (None: not seeded).
+    dtype : {'float32', 'float64'}, default 'float32'
+        Floating-point type of the weights, data and arithmetic ('float64': for exactness checks
+        such as the batched fits' equality, :mod:`fanfit.learners.torch_batched`; slower).
 
     Attributes
     ----------

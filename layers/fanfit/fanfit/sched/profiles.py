@@ -76,6 +76,10 @@ class WorkGroup:
     lambda_ok : bool
         False when the learner cannot run on Lambda at all (PyTorch: the Lambda layers have no
         torch, over the 250 MB code limit): the group then has no Lambda profile.
+    batched : bool
+        True when the GPU worker trains the group's units together as one batched model
+        (TorchMLP, :mod:`fanfit.learners.torch_batched`; the wave's GPU units go in one shard):
+        its GPU throughput is the batch's, planned at ``n_units`` fits to a batch.
     """
 
     name: str
@@ -83,6 +87,7 @@ class WorkGroup:
     n_units: int
     rows_per_unit: float
     lambda_ok: bool = True
+    batched: bool = False
 
 
 @dataclass(frozen=True)
@@ -115,6 +120,7 @@ def wave_profiles(
     *,
     lambda_startup_s: float,
     measured: Any = None,
+    predict_batched: Any = None,
 ) -> tuple[list[StageProfile], list[ProfileInput]]:
     """Stage profiles of a wave's learner groups on the offered resources, from the throughput table.
 
@@ -144,6 +150,10 @@ def wave_profiles(
     measured : callable, optional
         ``(signature, resource) -> bool``: whether the table holds the key itself (else a figure
         from ``predict`` is recorded as 'scaled').
+    predict_batched : callable, optional
+        ``(signature, resource, fits) -> float | None``: rows/s at ``fits`` fits to a batch
+        (:meth:`fanfit.sched.throughput.EwmaThroughput.predict_batched`); used for a
+        ``batched`` group on the GPU worker, at ``n_units`` fits (without it: ``predict``).
 
     Returns
     -------
@@ -170,7 +180,10 @@ def wave_profiles(
             kind = resource_kind(resource)
             if kind == "lambda" and not g.lambda_ok:
                 continue
-            rows = predict(g.signature, resource)
+            if kind == "gpu" and g.batched and predict_batched is not None:
+                rows = predict_batched(g.signature, resource, g.n_units)
+            else:
+                rows = predict(g.signature, resource)
             source = "prior"
             if rows is not None:
                 source = (

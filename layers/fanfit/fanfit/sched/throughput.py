@@ -35,6 +35,7 @@ __all__ = [
     "ShardObservation",
     "ThroughputEntry",
     "ThroughputPredictor",
+    "batched_throughput",
     "lambda_vcpus",
     "scale_throughput",
     "workload_signature",
@@ -147,6 +148,42 @@ def scale_throughput(
     return samples_per_s * cores_to / cores_from
 
 
+def batched_throughput(samples_per_s: float, measured_fits: float, fits: float) -> float:
+    """A batched throughput measured at one batch size, at another.
+
+    Parameters
+    ----------
+    samples_per_s : float
+        Throughput measured with ``measured_fits`` fits to a batch, samples/s (the batch's rows
+        over its seconds).
+    measured_fits, fits : float
+        Fits per batch when measured and when planned (>= 1).
+
+    Returns
+    -------
+    float
+        ``samples_per_s x min(1, fits / measured_fits)``. A batch's seconds ``t(K)`` do not
+        shrink with fewer fits and grow at most in proportion with more (``t(K) <= t(K') K / K'``
+        for ``K >= K'``: a batch of K is no slower than K / K' batches of K'), so the throughput
+        ``K r / t(K)`` (``r`` rows per fit) of a smaller batch is at least ``fits / measured_fits``
+        of the measured one, and of a larger one at least the measured one: the figure is a lower
+        bound either way, exact where a step is bound by kernel launches (``t`` constant, the
+        GPU worker's small networks, issue 32) up to the measured batch.
+
+    Raises
+    ------
+    InvalidJobError
+        A throughput that is not positive, or a batch size below 1.
+    """
+    if not samples_per_s > 0:
+        raise InvalidJobError(f"samples_per_s must be positive, got {samples_per_s!r}.")
+    if not (measured_fits >= 1 and fits >= 1):
+        raise InvalidJobError(
+            f"fits per batch must be >= 1, got measured {measured_fits!r} and planned {fits!r}."
+        )
+    return samples_per_s * min(1.0, fits / measured_fits)
+
+
 def workload_signature(kind: str, learner: Any, n_features: int, **extra: Any) -> str:
     """A deterministic key for "the same work": throughput history is shared between equal keys.
 
@@ -216,6 +253,10 @@ class ShardObservation:
         True when the invocation started a fresh execution environment.
     signature : str
         The workload (:func:`workload_signature`).
+    fits_per_batch : float, default 1
+        Mean number of fits trained together as one batched model in the measured work (the GPU
+        worker's TorchMLP fits, :mod:`fanfit.learners.torch_batched`; 1: one fit at a time).
+        ``samples`` and ``compute_s`` then cover whole batches: the throughput is the batch's.
     """
 
     samples: int
@@ -225,6 +266,7 @@ class ShardObservation:
     resource: str
     cold_start: bool
     signature: str
+    fits_per_batch: float = 1.0
 
     def __post_init__(self) -> None:
         if not self.samples > 0:
@@ -237,6 +279,8 @@ class ShardObservation:
             raise InvalidJobError(f"memory_mb must be positive, got {self.memory_mb!r}.")
         if not self.resource or not self.signature:
             raise InvalidJobError("resource and signature must be non-empty strings.")
+        if not self.fits_per_batch >= 1:
+            raise InvalidJobError(f"fits_per_batch must be >= 1, got {self.fits_per_batch!r}.")
 
     @property
     def samples_per_s(self) -> float:
@@ -265,6 +309,7 @@ class ShardObservation:
                 resource=str(d["resource"]),
                 cold_start=_bool(d["cold_start"], "cold_start"),
                 signature=str(d["signature"]),
+                fits_per_batch=_num(d.get("fits_per_batch", 1.0), "fits_per_batch"),
             )
         except KeyError as exc:
             raise InvalidJobError(f"shard observation lacks the field {exc}.") from exc
@@ -289,6 +334,9 @@ class ThroughputEntry:
         EWMA of the overhead of shards that started a fresh environment (None: none seen).
     n_warm : int
         Observations from warm environments folded in.
+    fits_per_batch : float
+        EWMA of the fits trained together in the measured work (1: one at a time): the batch
+        ``samples_per_s`` was measured at (:meth:`EwmaThroughput.predict_batched`).
     """
 
     signature: str
@@ -298,11 +346,17 @@ class ThroughputEntry:
     n_observations: int
     cold_io_s: float | None = None
     n_warm: int = 0
+    fits_per_batch: float = 1.0
 
     def to_dict(self) -> dict[str, Any]:
         """Plain dict (one DynamoDB item per key, if stored that way); ``cold_io_s`` left out
-        when None (DynamoDB-safe)."""
-        return {k: v for k, v in asdict(self).items() if v is not None}
+        when None (DynamoDB-safe), ``fits_per_batch`` when 1 (the records of unbatched work keep
+        their fields)."""
+        return {
+            k: v
+            for k, v in asdict(self).items()
+            if v is not None and not (k == "fits_per_batch" and v == 1.0)
+        }
 
     @classmethod
     def from_dict(cls, d: dict[str, Any]) -> ThroughputEntry:
@@ -316,6 +370,7 @@ class ThroughputEntry:
                 n_observations=_int(d["n_observations"], "n_observations"),
                 cold_io_s=None if d.get("cold_io_s") is None else _num(d["cold_io_s"], "cold_io_s"),
                 n_warm=_int(d.get("n_warm", 0), "n_warm"),
+                fits_per_batch=_num(d.get("fits_per_batch", 1.0), "fits_per_batch"),
             )
         except KeyError as exc:
             raise InvalidJobError(f"throughput entry lacks the field {exc}.") from exc
@@ -388,7 +443,13 @@ class EwmaThroughput:
         x, io, cold = observation.samples_per_s, observation.io_s, observation.cold_start
         if old is None:
             self._entries[key] = ThroughputEntry(
-                *key, x, io, 1, cold_io_s=io if cold else None, n_warm=0 if cold else 1
+                *key,
+                x,
+                io,
+                1,
+                cold_io_s=io if cold else None,
+                n_warm=0 if cold else 1,
+                fits_per_batch=observation.fits_per_batch,
             )
             return
         a = self.alpha
@@ -412,6 +473,7 @@ class EwmaThroughput:
             old.n_observations + 1,
             cold_io_s=cold_io_s,
             n_warm=old.n_warm + (0 if cold else 1),
+            fits_per_batch=ewma(observation.fits_per_batch, old.fits_per_batch),
         )
 
     def predict(self, signature: str, resource: str) -> float | None:
@@ -437,6 +499,19 @@ class EwmaThroughput:
             return None
         _, source_mb, source = min(known, key=lambda t: (t[0], t[1]))
         return scale_throughput(source.samples_per_s, source_mb, target, self.threads)
+
+    def predict_batched(self, signature: str, resource: str, fits: float) -> float | None:
+        """Predicted throughput, samples/s, of work run ``fits`` fits to a batch.
+
+        :meth:`predict`, scaled by :func:`batched_throughput` from the batch the key's figure was
+        measured at (:attr:`ThroughputEntry.fits_per_batch`) to ``fits`` (a key without its own
+        entry: unscaled).
+        """
+        rate = self.predict(signature, resource)
+        entry = self._entries.get((signature, resource))
+        if rate is None or entry is None:
+            return rate
+        return batched_throughput(rate, entry.fits_per_batch, fits)
 
     def predict_io(self, signature: str, resource: str) -> float | None:
         """Average overhead seconds per shard of the key (no scaling: I/O is not CPU-bound): of

@@ -695,6 +695,7 @@ class ShardStats(_OmitNone):
 
     Times are epoch seconds (``started_at``, ``ended_at``) and seconds (``fit_s``, ``io_s``);
     ``unit_fit_s`` maps unit keys to fit seconds; ``resource`` is ``lambda-<MB>`` or the GPU worker's.
+    ``unit_batch`` maps unit keys to the fits trained together with the unit (absent: each alone).
     """
 
     shard_id: str
@@ -712,6 +713,7 @@ class ShardStats(_OmitNone):
     pid: int | None = None
     ended_at: float
     billed_gb_s: float | None = None
+    unit_batch: dict[str, int] | None = None
 
 
 class CrossFitOutput(ShardStats):

@@ -267,14 +267,17 @@ def _observe_wave(
         for unit_key, seconds in stats.unit_fit_s.items():
             unit = dml.FitUnit.from_key(unit_key)
             entry = by_signature.setdefault(
-                unit_signature(ctx.plan.dml, unit, ctx.n_obs, ctx.n_features), [0.0, 0.0]
+                unit_signature(ctx.plan.dml, unit, ctx.n_obs, ctx.n_features), [0.0, 0.0, 0.0, 0.0]
             )
             entry[0] += n_train(ctx.folds, unit, ctx.plan.dml)
             entry[1] += seconds
+            entry[2] += (stats.unit_batch or {}).get(unit_key, 1)  # batched fits (GPU worker)
+            entry[3] += 1
         memory_mb = stats.memory_mb or 1
-        for signature, (samples, compute_s) in by_signature.items():
+        for signature, (samples, compute_s, batch, n_units) in by_signature.items():
             observations.append(
                 ShardObservation(
+                    fits_per_batch=batch / n_units,
                     samples=int(samples),
                     compute_s=max(compute_s, 1e-6),
                     io_s=overhead,

@@ -45,6 +45,7 @@ from fanfit.jobs.estimate.data import (
     n_train,
     unit_signature,
 )
+from fanfit.learners.allowlist import BATCHED_LEARNERS
 from fanfit.prices import DEFAULT_PRICES, PriceTable
 from fanfit.sched.lyapunov import split_wave
 from fanfit.sched.profiles import (
@@ -328,6 +329,7 @@ def learner_groups(
                 n_units=len(group),
                 rows_per_unit=rows,
                 lambda_ok=not learners[dml.learner_name(name)].requires_gpu,
+                batched=learners[dml.learner_name(name)].name in BATCHED_LEARNERS,
             ),
             group,
         )
@@ -377,6 +379,7 @@ def plan_placement(
         history.predict_io,
         lambda_startup_s=DEFAULT_STARTUP_S,
         measured=lambda sig, res: (sig, res) in known,
+        predict_batched=history.predict_batched,
     )
     choice = choose_placement(
         profiles,
