@@ -177,3 +177,19 @@ class TrainJobStoppedError(JobFailedError):
     the job was cancelled (``fanfit cancel``). The worker stops at once instead of waiting for its
     group until its deadline. The message names the job, the worker, the round and the marker's
     reason (the failed worker, its round and error class, or the cancel)."""
+
+
+#: The error name Step Functions gives a Lambda invocation refused because the account's (or the
+#: function's reserved) concurrency is exhausted (HTTP 429, ``TooManyRequestsException``).
+LAMBDA_THROTTLE_ERROR = "Lambda.TooManyRequestsException"
+
+
+class LambdaThrottledError(JobFailedError):
+    """A step of a job stayed throttled by Lambda (``Lambda.TooManyRequestsException``: the
+    account's concurrent executions, 1,000 by default, were all in use) through every retry of the
+    state machines' throttle policy (:data:`fanfit.jobs.states.THROTTLE_RETRY`, at most about
+    5.5 minutes of waiting per step), so the job ended without a result. Raise the account's
+    concurrency quota (Service Quotas, "Concurrent executions"), or run fewer jobs or smaller
+    waves at once (``max_concurrency``), then ``fanfit resume JOB``. The message names the step or
+    shard that was throttled."""
+

@@ -23,6 +23,7 @@ from fanfit import errors, storage
 from fanfit.client.stack import Stack
 from fanfit.jobs.documents.estimate import EstimateResultDoc
 from fanfit.jobs.documents.record import JobRecord
+from fanfit.jobs.states import THROTTLE_RETRY, throttle_wait_bound_s
 
 if TYPE_CHECKING:
     from fanfit.cost import JobCost
@@ -248,6 +249,15 @@ class JobHandle:
         if name == "JobCancelledError" or self._cancelled():
             return errors.JobCancelledError(
                 f"job {self.job_id} was cancelled (status CANCELLED); it has no result"
+            )
+        if name == errors.LAMBDA_THROTTLE_ERROR or errors.LAMBDA_THROTTLE_ERROR in message:
+            bound = throttle_wait_bound_s()
+            return errors.LambdaThrottledError(
+                f"job {self.job_id} failed: Lambda kept refusing a step for lack of concurrency "
+                f"({errors.LAMBDA_THROTTLE_ERROR}) through {int(THROTTLE_RETRY['max_attempts'])} "
+                f"retries (up to {bound:.0f} s of waiting): {message}. Raise the account's "
+                "'Concurrent executions' quota or run fewer jobs at once, then "
+                f"`fanfit resume {self.job_id}`"
             )
         if name == "ShardFailedError":
             return self._shard_failure(message)
