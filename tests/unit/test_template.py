@@ -103,6 +103,8 @@ def test_every_lambda_task_retries_throttling_and_catches_or_ends_inside_a_map(m
         "Hand the job's partition back to the running jobs",
         # train: the stop marker that a DS-Sync segment's running workers read
         "Tell the job's running workers that it failed",
+        # estimate: the stop marker that the wave's running CrossFit shards read
+        "Tell the job's running shards that it failed",
     }
     # a failed Map of shards first names the shard that failed (estimate), then records the failure
     naming = "Name the shard that failed and its last error"
@@ -117,18 +119,20 @@ def test_every_lambda_task_retries_throttling_and_catches_or_ends_inside_a_map(m
             assert target == "Record that the job failed", name
     release = top["Hand the job's partition back to the running jobs"]
     after_record = top["Record that the job failed"]["Next"]
-    if after_record == "Tell the job's running workers that it failed":
-        # train: the stop marker is written between the record and the release; its own
-        # failure goes on to the release, and the job's $.error is left as it was
-        tell = top[after_record]
-        assert (
-            tell["Next"]
-            == tell["Catch"][0]["Next"]
-            == ("Hand the job's partition back to the running jobs")
-        )
-        assert tell["ResultPath"] is None and tell["Catch"][0]["ResultPath"] != "$.error"
-    else:
-        assert after_record == "Hand the job's partition back to the running jobs"
+    # the stop marker (train: a DS-Sync segment's workers; estimate: the wave's CrossFit shards)
+    # is written between the record and the release; its own failure goes on to the release,
+    # and the job's $.error is left as it was
+    assert after_record in (
+        "Tell the job's running workers that it failed",
+        "Tell the job's running shards that it failed",
+    )
+    tell = top[after_record]
+    assert (
+        tell["Next"]
+        == tell["Catch"][0]["Next"]
+        == ("Hand the job's partition back to the running jobs")
+    )
+    assert tell["ResultPath"] is None and tell["Catch"][0]["ResultPath"] != "$.error"
     assert release["Parameters"]["FunctionName"] == "${ReleaseFunctionArn}"
     assert release["Next"] == release["Catch"][0]["Next"] == "The job failed"
     assert release["ResultPath"] is None  # the job's own $.error reaches the Fail state

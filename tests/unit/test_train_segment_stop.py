@@ -226,7 +226,7 @@ def client(moto_stack, moto_client) -> Any:
         yield made
 
 
-def test_cancel_of_a_train_job_writes_the_marker(client) -> None:
+def test_cancel_writes_the_marker_of_the_jobs_kind(client) -> None:
     from fanfit.jobs.documents.train import TrainStop
 
     # GIVEN a running train job and a running estimate
@@ -241,11 +241,15 @@ def test_cancel_of_a_train_job_writes_the_marker(client) -> None:
     # WHEN both are cancelled
     client.job("tr-a").cancel()
     client.job("est-a").cancel()
-    # THEN the train job has its stop marker (cancelled, its execution); the estimate has none
+    # THEN the train job has its stop marker (cancelled, its execution)
     marker = TrainStop.parse(client.store.get_json(storage.train_stop_key("tr-a")))
     assert marker.reason == "cancelled" and marker.execution_arn == arns["tr-a"]
     assert marker.describe() == "the job was cancelled"
+    # AND the estimate has its own, where its CrossFit shards read it (none at the train key)
+    marker = TrainStop.parse(client.store.get_json(storage.estimate_stop_key("est-a")))
+    assert marker.reason == "cancelled" and marker.execution_arn == arns["est-a"]
     assert not client.store.exists(storage.train_stop_key("est-a"))
+    assert not client.store.exists(storage.estimate_stop_key("tr-a"))
 
 
 def test_the_failure_branch_writes_a_marker_of_the_execution_that_parses():

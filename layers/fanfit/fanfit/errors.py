@@ -193,3 +193,10 @@ class LambdaThrottledError(JobFailedError):
     waves at once (``max_concurrency``), then ``fanfit resume JOB``. The message names the step or
     shard that was throttled."""
 
+
+class ShardStoppedError(JobFailedError):
+    """A CrossFit shard (on Lambda or the GPU worker) found its estimate job's stop marker
+    (:func:`fanfit.storage.estimate_stop_key`) of its own execution between two units: the job
+    failed or was cancelled, so the shard stops at once and writes no predictions (a resume fits
+    its units again). The message names the job, the shard, the units done and the marker's
+    reason."""

@@ -429,24 +429,28 @@ def _task_job_id(batch_job: dict[str, Any]) -> str | None:
     return str(found) if found is not None else None
 
 
-def _stop_train_segments(client: StackClient, job_id: str, execution_arn: str) -> bool:
-    """After a train job's execution was stopped: write its stop marker (reason ``'cancelled'``,
-    :func:`fanfit.jobs.train.shard.stop_job`), since StopExecution does not stop a Lambda
-    invocation that runs; a DS-Sync segment's workers read it and stop within a few polls.
+def _stop_running_workers(client: StackClient, job_id: str, execution_arn: str) -> bool:
+    """After a job's execution was stopped: write its stop marker (reason ``'cancelled'``,
+    :func:`fanfit.jobs.stop.write_stop`), since StopExecution does not stop a Lambda invocation
+    (nor a GPU worker) that runs: a train job's DS-Sync segment workers read
+    :func:`fanfit.storage.train_stop_key` and stop within a few polls, an estimate's CrossFit
+    shards read :func:`fanfit.storage.estimate_stop_key` between two units and stop there.
 
     Returns
     -------
     bool
-        Whether a marker was written: False for an estimate job, or when the write failed (logged:
-        the execution is stopped either way; its running workers then end at their deadline).
+        Whether a marker was written: False when the write failed (logged: the execution is
+        stopped either way; its running workers then run to their end or deadline).
     """
-    record = client.records.get(job_id) or {}
-    if record.get("kind") != "train":
-        return False
-    from fanfit.jobs.train.shard import stop_job
+    from fanfit.jobs.stop import write_stop
 
+    record = client.records.get(job_id) or {}
+    if record.get("kind") == "train":
+        key = storage.train_stop_key(job_id)
+    else:
+        key = storage.estimate_stop_key(job_id)
     try:
-        stop_job(client.store, job_id, "cancelled", execution_arn=execution_arn)
+        write_stop(client.store, key, "cancelled", execution_arn=execution_arn)
     except Exception as exc:  # e.g. AccessDenied on s3:PutObject: the stop stands
         log.warning("job %s: cannot write its stop marker: %s", job_id, exc)
         return False
@@ -456,10 +460,12 @@ def _stop_train_segments(client: StackClient, job_id: str, execution_arn: str) -
 def cancel_job(client: StackClient, job_id: str, execution_arn: str) -> dict[str, Any]:
     """Stop a running job: its execution, its Batch jobs, its partition; status ``CANCELLED``.
 
-    A train job also gets its stop marker (:func:`fanfit.storage.train_stop_key`, reason
-    ``'cancelled'``, naming ``execution_arn``), written right after StopExecution: the workers of
-    a DS-Sync segment that still run (StopExecution does not stop a running Lambda invocation)
-    stop within a few polls instead of waiting for their group until their deadline.
+    The job also gets its stop marker (:func:`fanfit.storage.train_stop_key` of a train job,
+    :func:`fanfit.storage.estimate_stop_key` of an estimate; reason ``'cancelled'``, naming
+    ``execution_arn``), written right after StopExecution: the workers of a DS-Sync segment that
+    still run (StopExecution does not stop a running Lambda invocation) stop within a few polls
+    instead of waiting for their group until their deadline, and an estimate's running CrossFit
+    shards stop before their next unit (:mod:`fanfit.jobs.stop`).
 
     Parameters
     ----------
@@ -496,7 +502,7 @@ def cancel_job(client: StackClient, job_id: str, execution_arn: str) -> dict[str
         error="JobCancelledError",
         cause=f"job {job_id} was cancelled by the user (fanfit cancel)",
     )
-    _stop_train_segments(client, job_id, execution_arn)
+    _stop_running_workers(client, job_id, execution_arn)
     terminated = []
     try:
         batch_jobs = batch_jobs_of(client, job_id)

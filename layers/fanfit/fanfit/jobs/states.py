@@ -41,6 +41,9 @@ class EstimateState(StrEnum):
     AGGREGATE = "Aggregate the predictions into the estimate"
     NAME_FAILED_SHARD = "Name the shard that failed and its last error"
     RECORD_FAILURE = "Record that the job failed"
+    #: The failure branch's stop marker (:func:`fanfit.storage.estimate_stop_key`): the wave's
+    #: running CrossFit shards stop on it between two units (:mod:`fanfit.jobs.stop`).
+    WRITE_STOP = "Tell the job's running shards that it failed"
     RELEASE = "Hand the job's partition back to the running jobs"
     FAILED = "The job failed"
 
