@@ -429,6 +429,12 @@ def _task_job_id(batch_job: dict[str, Any]) -> str | None:
     return str(found) if found is not None else None
 
 
+#: How long ``fanfit cancel`` waits for the job's running steps to stop, seconds: they stop within
+#: about a second of the stop marker (a CrossFit shard after its current unit, a DS-Sync worker
+#: within 20 polls), so this only runs out for a unit that fits for longer.
+CANCEL_WAIT_S = 30.0
+
+
 def _stop_running_workers(client: StackClient, job_id: str, execution_arn: str) -> bool:
     """After a job's execution was stopped: write its stop marker (reason ``'cancelled'``,
     :func:`fanfit.jobs.stop.write_stop`), since StopExecution does not stop a Lambda invocation
@@ -457,7 +463,9 @@ def _stop_running_workers(client: StackClient, job_id: str, execution_arn: str) 
     return True
 
 
-def cancel_job(client: StackClient, job_id: str, execution_arn: str) -> dict[str, Any]:
+def cancel_job(
+    client: StackClient, job_id: str, execution_arn: str, wait_s: float = CANCEL_WAIT_S
+) -> dict[str, Any]:
     """Stop a running job: its execution, its Batch jobs, its partition; status ``CANCELLED``.
 
     The job also gets its stop marker (:func:`fanfit.storage.train_stop_key` of a train job,
@@ -467,18 +475,25 @@ def cancel_job(client: StackClient, job_id: str, execution_arn: str) -> dict[str
     instead of waiting for their group until their deadline, and an estimate's running CrossFit
     shards stop before their next unit (:mod:`fanfit.jobs.stop`).
 
+    Then it waits (at most ``wait_s``) until none of the job's long-running steps still runs
+    (their idempotency records: :mod:`fanfit.client.running`), and says which still do.
+
     Parameters
     ----------
     client : StackClient
     job_id, execution_arn : str
+    wait_s : float
+        Longest wait for the job's running steps to stop, seconds (0: only look once).
 
     Returns
     -------
     dict
         ``job_id``, ``status`` (``'CANCELLED'``, or the status of a job that had already ended,
         which is left as it was), ``stopped`` (whether this call stopped the execution),
-        ``batch_jobs_terminated`` (Batch job ids) and ``partition_released`` (whether the job holds
-        no partition afterwards: released here, or reclaimed by another job's barrier first).
+        ``batch_jobs_terminated`` (Batch job ids), ``partition_released`` (whether the job holds
+        no partition afterwards: released here, or reclaimed by another job's barrier first),
+        ``still_running`` (``'<function>: <step>'`` of each step still running when the wait
+        ended: empty when none; None when the client cannot see them) and ``waited_s``.
 
     Raises
     ------
@@ -488,6 +503,7 @@ def cancel_job(client: StackClient, job_id: str, execution_arn: str) -> dict[str
     from fanfit.jobs.sharing import capacity_from_env, release_job
 
     status = client.sfn.describe_execution(executionArn=execution_arn)["status"]
+    record_kind = str((client.records.get(job_id) or {}).get("kind") or "estimate")
     if status != "RUNNING":
         got = client.records.get(job_id) or {}
         return {
@@ -524,13 +540,55 @@ def cancel_job(client: StackClient, job_id: str, execution_arn: str) -> dict[str
         # execution had stopped (jobs.sharing's stale-job reclaim). Released either way.
         released = entry is not None or partitions.get(job_id) is None
     client.records.update(job_id, status=storage.JOB_STATUS_CANCELLED, ended_at=time.time())
+    still_running, waited_s = _wait_for_steps(client, job_id, record_kind, wait_s)
     return {
         "job_id": job_id,
         "status": storage.JOB_STATUS_CANCELLED,
         "stopped": True,
         "batch_jobs_terminated": terminated,
         "partition_released": released,
+        "still_running": still_running,
+        "waited_s": waited_s,
     }
+
+
+#: Seconds between two looks at a cancelled job's running steps.
+_STEPS_POLL_S = 0.25
+
+
+def _wait_for_steps(
+    client: StackClient, job_id: str, kind: str, wait_s: float
+) -> tuple[list[str] | None, float]:
+    """Poll (bounded by ``wait_s``) until none of the job's long-running steps runs
+    (:func:`fanfit.client.running.running_steps`).
+
+    Returns
+    -------
+    still_running : list of str or None
+        The steps still running when the wait ended (empty: none), or None when the client cannot
+        see them (no idempotency table output, no ``dynamodb:Scan``; logged).
+    waited_s : float
+        Seconds waited.
+    """
+    from fanfit.client.running import running_steps, step_keys
+
+    started = time.perf_counter()
+    try:
+        table = _outputs(client).get("IdempotencyTableName")
+        if not table:
+            return None, 0.0
+        keys = step_keys(client.store, job_id, kind)
+        dynamodb = client.session.client("dynamodb", endpoint_url=client.stack.endpoint_url)
+        deadline = started + max(wait_s, 0.0)
+        for _ in range(int(max(wait_s, 0.0) / _STEPS_POLL_S) + 2):  # bounded: wait_s / poll
+            running = running_steps(dynamodb, table, keys)
+            if not running or time.perf_counter() >= deadline:
+                return running, time.perf_counter() - started
+            time.sleep(_STEPS_POLL_S)
+        return running, time.perf_counter() - started
+    except Exception as exc:  # no permission, stack outputs unreadable: the cancel stands
+        log.warning("job %s: cannot see whether its steps still run: %s", job_id, exc)
+        return None, time.perf_counter() - started
 
 
 def stack_capacity(client: StackClient) -> tuple[int, int] | None:
