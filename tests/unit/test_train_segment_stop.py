@@ -59,7 +59,7 @@ def _run_segment(job: Job, items: list[dict], execution_arn: str) -> list[Any]:
 
 
 def test_a_failing_member_stops_its_group_mates_and_a_resumed_execution_is_not_stopped(
-    aws, load_handler, lambda_context, monkeypatch
+    aws, load_handler, lambda_context, monkeypatch, caplog
 ):
     from fanfit.errors import TrainJobStoppedError
     from fanfit.jobs.documents.train import TrainStop
@@ -111,6 +111,8 @@ def test_a_failing_member_stops_its_group_mates_and_a_resumed_execution_is_not_s
     assert "job failing" in message and f"worker {mate}" in message and "round 3" in message
     assert "worker 1 failed in round 2 (Boom: the learner ran out of memory)" in message
     assert elapsed < 10
+    # ... and said why in its log
+    assert message in caplog.text
     # ... while a worker of the other group, needing no partial of worker 1, ran on or stopped
     # at its round boundary (whichever came first), never with another error
     for i in set(range(4)) - {1, mate}:

@@ -181,8 +181,9 @@ def train_shard(
             )
             out = _step(store, job_id, r, worker, memory_mb, resource_name, meta, wait_s)
         return out
-    except TrainJobStoppedError:
-        raise  # the job already stopped: its marker names why
+    except TrainJobStoppedError as exc:
+        log.warning("%s", exc)  # the job already stopped: its marker names why
+        raise
     except Exception as exc:
         _mark_failed(store, job_id, worker, r, execution_arn, exc)
         raise
