@@ -360,3 +360,28 @@ def test_cancel_waits_for_the_jobs_running_steps_and_names_those_that_still_run(
     still, waited = _wait_for_steps(client, "est-w", "estimate", 5.0)
     # THEN nothing of it runs, seen at the first look
     assert still == [] and waited < 1.0
+
+
+@pytest.mark.parametrize(
+    ("still", "said"),
+    [
+        ([], "nothing of it runs any more (1.2 s after the stop)"),
+        (["fanfit-CrossFit-1: shard 00004 of stage 0"],
+         "still running after 1.2 s (they stop at their next unit or poll): "
+         "fanfit-CrossFit-1: shard 00004 of stage 0"),
+        (None, "its running steps cannot be seen (no dynamodb:Scan on the idempotency table)"),
+    ],
+)  # fmt: skip
+def test_cancel_says_whether_anything_of_the_job_still_runs(monkeypatch, capsys, still, said):
+    from fanfit.cli import common
+
+    # GIVEN a cancel that stopped the job and then saw `still` running after its wait
+    out = {"job_id": "est-x", "status": "CANCELLED", "stopped": True, "batch_jobs_terminated": [],
+           "partition_released": True, "still_running": still, "waited_s": 1.2}  # fmt: skip
+    fake = SimpleNamespace(job=lambda job_id: SimpleNamespace(cancel=lambda: out))
+    monkeypatch.setattr(common, "stack_client", lambda args: contextlib.nullcontext(fake))
+    # WHEN fanfit cancel runs THEN it exits 0 and its second line says what still runs
+    assert main(["cancel", "est-x"]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    assert lines[0].startswith("job est-x CANCELLED: execution stopped")
+    assert lines[1] == said
