@@ -36,6 +36,7 @@ def lambda_handler(event: CrossFitEvent, context: LambdaContext) -> dict:
         event.stage,
         event.shard,
         memory_mb=int(context.memory_limit_in_mb),
+        execution_arn=event.execution_arn,
     )
     metrics.add_metric(name="UnitsFitted", unit=MetricUnit.Count, value=out["n_units"])
     metrics.add_metric(name="FitSeconds", unit=MetricUnit.Seconds, value=out["fit_s"])

@@ -1,4 +1,5 @@
-"""Faults lose nothing: whole jobs on a local stack that fails a share of Lambda invocations.
+"""Faults lose nothing: whole jobs on a local stack that fails a share of Lambda invocations, and
+on one whose account runs one Lambda invocation at a time.
 
 A second local stack runs with ``FANFIT_LOCAL_FAULTS="error=0.2,timeout=0.05,crash=0.05,seed=1"``:
 a fifth of the invocations fail with ``Lambda.ServiceException`` before the handler runs, some time
@@ -6,6 +7,14 @@ out, and some crash after the handler's work is done (its S3 writes and idempote
 the response is lost). The state machines' Retry policies, the shards' deterministic S3 keys and
 Powertools Idempotency must make an estimate and a train job end with results identical to the
 same jobs on the fault-free session stack.
+
+A third local stack caps the account's Lambda concurrency at 1
+(``LAMBDA_LIMITS_CONCURRENT_EXECUTIONS=1``: LocalStack then refuses an invocation beyond it with
+``TooManyRequestsException``, as AWS does): two estimates of 8 shards each at once must wait and
+retry (``fanfit.jobs.states.THROTTLE_RETRY``) instead of failing, end with the fault-free numbers,
+and their records (the cost the client keeps there) must count the throttles their histories show
+(on the local stack the top-level steps' only: LocalStack keeps no history of a Distributed Map's
+children; on AWS the cost reads those too).
 """
 
 from __future__ import annotations
@@ -50,6 +59,37 @@ def faulty_client(
     finally:
         patch.undo()
         stack.stop()
+
+
+@pytest.fixture(scope="module")
+def throttled_client(
+    tmp_path_factory: pytest.TempPathFactory, redeploy: Any, client_of_stack: Any
+) -> Iterator[Any]:
+    """A client of a local stack whose account runs at most one Lambda invocation at a time."""
+    home = tmp_path_factory.mktemp("fanfit-throttled")
+    patch = pytest.MonkeyPatch()
+    patch.setenv("LAMBDA_LIMITS_CONCURRENT_EXECUTIONS", "1")
+    stack = LocalStack(root=ROOT, home=home)
+    try:
+        info = stack.start()
+        patch.delenv("LAMBDA_LIMITS_CONCURRENT_EXECUTIONS")  # only that stack's process has it
+        redeploy(info)
+        yield client_of_stack(info)
+    finally:
+        patch.undo()
+        stack.stop()
+
+
+def _throttles(client: Any, execution_arn: str) -> int:
+    """Task attempts of the execution that Lambda refused for lack of concurrency."""
+    pages = client.sfn.get_paginator("get_execution_history").paginate(executionArn=execution_arn)
+    return sum(
+        1
+        for page in pages
+        for event in page["events"]
+        if (event.get("taskFailedEventDetails") or {}).get("error")
+        == "Lambda.TooManyRequestsException"
+    )
 
 
 def _injected(client: Any, execution_arn: str) -> dict[str, int]:
@@ -109,3 +149,36 @@ def test_a_train_job_under_faults_equals_the_fault_free_run(local_client, faulty
     assert sum(injected.values()) > 0, (injected, time.monotonic() - started)
     assert set(injected) <= {"Lambda.ServiceException", "Sandbox.Timedout", "Runtime.ExitError"}
     print(json.dumps({"injected": injected}))
+
+
+def test_estimates_on_an_account_of_concurrency_1_wait_and_equal_the_free_run(
+    local_client, throttled_client
+):
+    # GIVEN a PLR of 2 learners x 4 folds, one unit per shard: 8 shards, up to 8 at once
+    data = pd.read_stata(ROOT / "examples" / "data" / "sipp1991.dta")
+    data = data.sample(n=1000, random_state=0).reset_index(drop=True)
+    options = dict(model="plr", y="net_tfa", d="e401", x=X_401K,
+                   ml_l='Lasso:{"alpha": 1.0}', ml_m='LogisticRegression:{"max_iter": 1000}',
+                   n_folds=4, n_rep=1, seed=3, units_per_shard=1, max_concurrency=8)  # fmt: skip
+    # WHEN it runs on the free stack, and twice at the same time on the stack whose account runs
+    # one invocation at once (each job's steps and shards compete for the one slot; the local
+    # stack keeps no history of a Distributed Map's children, so a throttle it can show is one of
+    # a job's own steps: Prepare, Schedule, Aggregate, meeting the other job's shards)
+    clean_job = local_client.submit_estimate(data, **options)
+    jobs = [throttled_client.submit_estimate(data, **options) for _ in range(2)]
+    clean = clean_job.result(timeout=600)
+    started = time.monotonic()
+    results = [job.result(timeout=900) for job in jobs]
+    # THEN both succeeded with the same numbers, every shard run once
+    for throttled in results:
+        np.testing.assert_array_equal(throttled.coef, clean.coef)
+        np.testing.assert_array_equal(throttled.se, clean.se)
+        assert len(throttled.timings["shards"]) == 8
+    # ... and Lambda did refuse invocations, which the state machines retried
+    seen = [_throttles(throttled_client, job.execution_arn) for job in jobs]
+    assert sum(seen) > 0, (seen, time.monotonic() - started)
+    # ... and each job's record shows its own (the cost the client keeps there; not billed)
+    for job, count in zip(jobs, seen, strict=True):
+        assert job.cost().throttles == count
+        assert job.record()["cost"]["throttles"] == count
+    print(json.dumps({"throttles": seen, "wall_s": round(time.monotonic() - started, 1)}))

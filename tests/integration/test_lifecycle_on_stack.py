@@ -190,3 +190,41 @@ def test_logs_show_the_functions_lines_of_a_job_and_of_one_shard(
     shard = lines("--shard", shard_id)
     assert shard and all(shard_id in e["message"] for e in shard)
     assert len(shard) < len(events)
+
+
+def test_cancel_during_a_wave_stops_its_running_shard_within_seconds(
+    local_client: Any, fanfit_outputs: dict[str, str], wait_until: Any
+) -> None:
+    import time
+
+    from fanfit.client.running import running_steps, step_keys
+
+    # GIVEN an estimate whose shards fit 20 forest units each (tens of seconds a shard on this
+    # machine), one shard at a time, and one of its shards running (its idempotency record)
+    rf = 'RandomForestRegressor:{"n_estimators": 200, "random_state": 0}'
+    job = local_client.submit_estimate(
+        _frame(13, n=3000), model="plr", y="y", d="d", x=["x0", "x1", "x2"], ml_l=rf, ml_m=rf,
+        n_folds=5, n_rep=2, seed=5, units_per_shard=20, max_concurrency=1,
+    )  # fmt: skip
+    dynamodb = local_client.session.client("dynamodb", endpoint_url=local_client.stack.endpoint_url)
+    table = fanfit_outputs["IdempotencyTableName"]
+    running: list[str] = []
+
+    def a_shard_runs() -> bool:
+        running[:] = running_steps(dynamodb, table, step_keys(local_client.store, job.job_id,
+                                                              "estimate"))  # fmt: skip
+        return bool(running)
+
+    wait_until(a_shard_runs, 180, f"a running shard of {job.job_id}", interval_s=0.2)
+    # WHEN the job is cancelled
+    cancelled_at = time.perf_counter()
+    out = job.cancel()
+    returned_s = time.perf_counter() - cancelled_at
+    # THEN the cancel returned once nothing of the job ran, within 10 s of the stop
+    assert out["stopped"] is True and out["still_running"] == [], out
+    assert returned_s < 10.0, (returned_s, out)
+    # ... and the stopped shard wrote no predictions (a resume fits its units again)
+    shard_id = running[0].rsplit("shard ", 1)[1].split(" ")[0]
+    assert not local_client.store.exists(storage.preds_key(job.job_id, 0, shard_id)), running
+    print(json.dumps({"cancel_stop_s": round(returned_s, 2), "waited_s": round(out["waited_s"], 2),
+                      "running_at_cancel": running}))  # fmt: skip

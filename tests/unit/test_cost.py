@@ -336,6 +336,35 @@ def test_collect_job_cost_reads_child_histories_where_the_api_lists_them():
     assert lam.calls == 3  # one lookup per function
 
 
+def test_throttled_invocations_are_counted_as_throttles_and_not_billed():
+    # GIVEN a child execution whose CrossFit task was throttled twice (refused for lack of
+    # concurrency, then retried by the state machine) before it ran for 2 s
+    p = json.dumps({"FunctionName": ARN + "CrossFit"})
+    throttled = {"error": "Lambda.TooManyRequestsException", "cause": "Rate Exceeded."}
+    child = [
+        _ev(1, "ExecutionStarted", 1.0),
+        _ev(2, "TaskScheduled", 1.0, 1, resourceType="lambda", parameters=p),
+        _ev(3, "TaskFailed", 1.0, 2, resourceType="lambda", **throttled),
+        _ev(4, "TaskScheduled", 1.5, 3, resourceType="lambda", parameters=p),
+        _ev(5, "TaskFailed", 1.5, 4, resourceType="lambda", **throttled),
+        _ev(6, "TaskScheduled", 2.5, 5, resourceType="lambda", parameters=p),
+        _ev(7, "TaskStarted", 2.5, 6),
+        _ev(8, "TaskSucceeded", 4.5, 7, output=json.dumps({"Payload": {}})),
+    ]
+    sfn = _FakeSfn({"arn:parent": _parent_with_map_run(), "arn:c1": child}, children=["arn:c1"])
+    lam = _FakeLambda({"Prepare": 512, "Aggregate": 1024, "CrossFit": 2048})
+    # WHEN collected
+    cost = collect_job_cost(sfn, "arn:parent", lambda_client=lam)
+    # THEN the two throttles are counted, and neither is billed (requests or seconds)
+    assert cost.throttles == 2
+    assert cost.lambda_requests == 3
+    gb = {i.name: i.quantity for i in cost.items if i.service == "lambda"}
+    assert gb == pytest.approx({"Prepare": 0.5, "Aggregate": 0.5, "CrossFit": 4.0})
+    # AND the count survives the record's round trip
+    kept = json.loads(json.dumps(cost.to_dict()))
+    assert kept["throttles"] == 2 and JobCost.from_dict(kept).throttles == 2
+
+
 def test_collect_job_cost_falls_back_to_shard_records_without_child_histories():
     # GIVEN a LocalStack-like API: no child executions listed, the map run counts 3 children
     definition = {"States": {"Map": {"Type": "Map", "ItemProcessor": {

@@ -61,8 +61,12 @@ def test_cancel_stops_the_execution_releases_the_partition_and_says_cancelled(cl
     # WHEN the first is cancelled
     out = client.job("est-a").cancel()
     # THEN its execution is stopped, its partition handed to the other job, its status CANCELLED
+    waited_s = out.pop("waited_s")
     assert out == {"job_id": "est-a", "status": "CANCELLED", "stopped": True,
-                   "batch_jobs_terminated": [], "partition_released": True}  # fmt: skip
+                   "batch_jobs_terminated": [], "partition_released": True,
+                   "still_running": None}  # fmt: skip
+    # (no idempotency table in this stack's outputs: its steps cannot be seen, nothing waited)
+    assert waited_s == 0.0
     assert client.sfn.describe_execution(executionArn=arn)["status"] == "ABORTED"
     assert client.partitions.get("est-a") is None
     assert client.partitions.get("est-b")["partition"] == 4
@@ -317,3 +321,67 @@ def test_a_batch_job_belongs_to_the_job_its_task_names() -> None:
     )
     # WHEN the Batch jobs of est-a are listed THEN only its own
     assert [j["jobId"] for j in batch_jobs_of(fake, "est-a")] == ["b1"]
+
+
+def test_cancel_waits_for_the_jobs_running_steps_and_names_those_that_still_run(client) -> None:
+    import hashlib
+    import json
+    import time
+
+    import boto3
+
+    from fanfit.client.jobs import cancel_job
+
+    # GIVEN a running estimate with 4 units in stage 0, whose shard 00001 runs (its idempotency
+    # record is in progress for another minute), on a stack that names its idempotency table
+    client.__dict__["_lifecycle_outputs"] = {
+        "outputs": {"IdempotencyTableName": "fanfit-idempotency"}
+    }
+    arn = _start(client, "est-w")
+    client.store.put_json(storage.units_key("est-w", 0), [{}, {}, {}, {}])
+    digest = hashlib.md5(json.dumps(["est-w", 0, "00001"]).encode()).hexdigest()
+    expires = int(time.time() * 1000) + 60_000
+    boto3.client("dynamodb").put_item(TableName="fanfit-idempotency", Item={
+        "id": {"S": f"fanfit-CrossFit-9.lambda_handler#{digest}"}, "status": {"S": "INPROGRESS"},
+        "in_progress_expiration": {"N": str(expires)}})  # fmt: skip
+    # WHEN it is cancelled with a wait of half a second
+    out = cancel_job(client, "est-w", arn, wait_s=0.5)
+    # THEN the cancel waited that long and names the shard that still runs
+    assert out["stopped"] is True and out["status"] == "CANCELLED"
+    assert out["still_running"] == ["fanfit-CrossFit-9: shard 00001 of stage 0"]
+    assert 0.5 <= out["waited_s"] < 5.0
+    # WHEN the shard returns (its record completes) and the job is looked at again
+    boto3.client("dynamodb").update_item(
+        TableName="fanfit-idempotency", Key={"id": {"S": f"fanfit-CrossFit-9.lambda_handler#{digest}"}},
+        UpdateExpression="SET #s = :c", ExpressionAttributeNames={"#s": "status"},
+        ExpressionAttributeValues={":c": {"S": "COMPLETED"}})  # fmt: skip
+    from fanfit.client.jobs import _wait_for_steps
+
+    still, waited = _wait_for_steps(client, "est-w", "estimate", 5.0)
+    # THEN nothing of it runs, seen at the first look
+    assert still == [] and waited < 1.0
+
+
+@pytest.mark.parametrize(
+    ("still", "said"),
+    [
+        ([], "nothing of it runs any more (1.2 s after the stop)"),
+        (["fanfit-CrossFit-1: shard 00004 of stage 0"],
+         "still running after 1.2 s (they stop at their next unit or poll): "
+         "fanfit-CrossFit-1: shard 00004 of stage 0"),
+        (None, "its running steps cannot be seen (no dynamodb:Scan on the idempotency table)"),
+    ],
+)  # fmt: skip
+def test_cancel_says_whether_anything_of_the_job_still_runs(monkeypatch, capsys, still, said):
+    from fanfit.cli import common
+
+    # GIVEN a cancel that stopped the job and then saw `still` running after its wait
+    out = {"job_id": "est-x", "status": "CANCELLED", "stopped": True, "batch_jobs_terminated": [],
+           "partition_released": True, "still_running": still, "waited_s": 1.2}  # fmt: skip
+    fake = SimpleNamespace(job=lambda job_id: SimpleNamespace(cancel=lambda: out))
+    monkeypatch.setattr(common, "stack_client", lambda args: contextlib.nullcontext(fake))
+    # WHEN fanfit cancel runs THEN it exits 0 and its second line says what still runs
+    assert main(["cancel", "est-x"]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    assert lines[0].startswith("job est-x CANCELLED: execution stopped")
+    assert lines[1] == said

@@ -103,6 +103,8 @@ def test_every_lambda_task_retries_throttling_and_catches_or_ends_inside_a_map(m
         "Hand the job's partition back to the running jobs",
         # train: the stop marker that a DS-Sync segment's running workers read
         "Tell the job's running workers that it failed",
+        # estimate: the stop marker that the wave's running CrossFit shards read
+        "Tell the job's running shards that it failed",
     }
     # a failed Map of shards first names the shard that failed (estimate), then records the failure
     naming = "Name the shard that failed and its last error"
@@ -117,22 +119,59 @@ def test_every_lambda_task_retries_throttling_and_catches_or_ends_inside_a_map(m
             assert target == "Record that the job failed", name
     release = top["Hand the job's partition back to the running jobs"]
     after_record = top["Record that the job failed"]["Next"]
-    if after_record == "Tell the job's running workers that it failed":
-        # train: the stop marker is written between the record and the release; its own
-        # failure goes on to the release, and the job's $.error is left as it was
-        tell = top[after_record]
-        assert (
-            tell["Next"]
-            == tell["Catch"][0]["Next"]
-            == ("Hand the job's partition back to the running jobs")
-        )
-        assert tell["ResultPath"] is None and tell["Catch"][0]["ResultPath"] != "$.error"
-    else:
-        assert after_record == "Hand the job's partition back to the running jobs"
+    # the stop marker (train: a DS-Sync segment's workers; estimate: the wave's CrossFit shards)
+    # is written between the record and the release; its own failure goes on to the release,
+    # and the job's $.error is left as it was
+    assert after_record in (
+        "Tell the job's running workers that it failed",
+        "Tell the job's running shards that it failed",
+    )
+    tell = top[after_record]
+    assert (
+        tell["Next"]
+        == tell["Catch"][0]["Next"]
+        == ("Hand the job's partition back to the running jobs")
+    )
+    assert tell["ResultPath"] is None and tell["Catch"][0]["ResultPath"] != "$.error"
     assert release["Parameters"]["FunctionName"] == "${ReleaseFunctionArn}"
     assert release["Next"] == release["Catch"][0]["Next"] == "The job failed"
     assert release["ResultPath"] is None  # the job's own $.error reaches the Fail state
     assert top["The job failed"]["ErrorPath"] == "$.error.Error"
+
+
+def test_a_throttled_lambda_task_waits_with_bounded_backoff_then_fails(machine, template):
+    from fanfit.jobs.states import THROTTLE_RETRY, throttle_wait_bound_s
+
+    # GIVEN every Lambda Task of the state machine outside the failure path (which ends the job
+    # quickly with its shorter policy)
+    failure_path = {
+        "Name the shard that failed and its last error",
+        "Hand the job's partition back to the running jobs",
+    }
+    tasks = [
+        (name, state)
+        for name, state in _states(machine[2])
+        if state.get("Resource") == "arn:aws:states:::lambda:invoke" and name not in failure_path
+    ]
+    assert len(tasks) >= 5
+    for name, state in tasks:
+        # THEN its first retrier takes Lambda's throttle alone, with THROTTLE_RETRY's backoff
+        first = state["Retry"][0]
+        assert first["ErrorEquals"] == ["Lambda.TooManyRequestsException"], name
+        assert first["IntervalSeconds"] == THROTTLE_RETRY["interval_s"], name
+        assert first["MaxAttempts"] == THROTTLE_RETRY["max_attempts"], name
+        assert first["BackoffRate"] == THROTTLE_RETRY["backoff_rate"], name
+        assert first["MaxDelaySeconds"] == THROTTLE_RETRY["max_delay_s"], name
+        assert first["JitterStrategy"] == "FULL", name
+        # ... and no later retrier takes it again (the first match wins; a second would be dead)
+        assert all(
+            "Lambda.TooManyRequestsException" not in r["ErrorEquals"] for r in state["Retry"][1:]
+        ), name
+    # AND a permanently throttled step gives up long before the default JobTimeoutSeconds
+    # (4 h): 1+2+4+8+16 s, then 15 waits of 20 s
+    assert throttle_wait_bound_s() == 331.0
+    default_timeout = template["Parameters"]["JobTimeoutSeconds"]["Default"]
+    assert throttle_wait_bound_s() < default_timeout / 10
 
 
 def test_policies_name_their_resources(template):

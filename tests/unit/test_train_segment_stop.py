@@ -59,7 +59,7 @@ def _run_segment(job: Job, items: list[dict], execution_arn: str) -> list[Any]:
 
 
 def test_a_failing_member_stops_its_group_mates_and_a_resumed_execution_is_not_stopped(
-    aws, load_handler, lambda_context, monkeypatch
+    aws, load_handler, lambda_context, monkeypatch, caplog
 ):
     from fanfit.errors import TrainJobStoppedError
     from fanfit.jobs.documents.train import TrainStop
@@ -111,6 +111,8 @@ def test_a_failing_member_stops_its_group_mates_and_a_resumed_execution_is_not_s
     assert "job failing" in message and f"worker {mate}" in message and "round 3" in message
     assert "worker 1 failed in round 2 (Boom: the learner ran out of memory)" in message
     assert elapsed < 10
+    # ... and said why in its log
+    assert message in caplog.text
     # ... while a worker of the other group, needing no partial of worker 1, ran on or stopped
     # at its round boundary (whichever came first), never with another error
     for i in set(range(4)) - {1, mate}:
@@ -226,7 +228,7 @@ def client(moto_stack, moto_client) -> Any:
         yield made
 
 
-def test_cancel_of_a_train_job_writes_the_marker(client) -> None:
+def test_cancel_writes_the_marker_of_the_jobs_kind(client) -> None:
     from fanfit.jobs.documents.train import TrainStop
 
     # GIVEN a running train job and a running estimate
@@ -241,11 +243,15 @@ def test_cancel_of_a_train_job_writes_the_marker(client) -> None:
     # WHEN both are cancelled
     client.job("tr-a").cancel()
     client.job("est-a").cancel()
-    # THEN the train job has its stop marker (cancelled, its execution); the estimate has none
+    # THEN the train job has its stop marker (cancelled, its execution)
     marker = TrainStop.parse(client.store.get_json(storage.train_stop_key("tr-a")))
     assert marker.reason == "cancelled" and marker.execution_arn == arns["tr-a"]
     assert marker.describe() == "the job was cancelled"
+    # AND the estimate has its own, where its CrossFit shards read it (none at the train key)
+    marker = TrainStop.parse(client.store.get_json(storage.estimate_stop_key("est-a")))
+    assert marker.reason == "cancelled" and marker.execution_arn == arns["est-a"]
     assert not client.store.exists(storage.train_stop_key("est-a"))
+    assert not client.store.exists(storage.estimate_stop_key("tr-a"))
 
 
 def test_the_failure_branch_writes_a_marker_of_the_execution_that_parses():

@@ -179,6 +179,29 @@ class TrainJobStoppedError(JobFailedError):
     reason (the failed worker, its round and error class, or the cancel)."""
 
 
+#: The error name Step Functions gives a Lambda invocation refused because the account's (or the
+#: function's reserved) concurrency is exhausted (HTTP 429, ``TooManyRequestsException``).
+LAMBDA_THROTTLE_ERROR = "Lambda.TooManyRequestsException"
+
+
+class LambdaThrottledError(JobFailedError):
+    """A step of a job stayed throttled by Lambda (``Lambda.TooManyRequestsException``: the
+    account's concurrent executions, 1,000 by default, were all in use) through every retry of the
+    state machines' throttle policy (:data:`fanfit.jobs.states.THROTTLE_RETRY`, at most about
+    5.5 minutes of waiting per step), so the job ended without a result. Raise the account's
+    concurrency quota (Service Quotas, "Concurrent executions"), or run fewer jobs or smaller
+    waves at once (``max_concurrency``), then ``fanfit resume JOB``. The message names the step or
+    shard that was throttled."""
+
+
+class ShardStoppedError(JobFailedError):
+    """A CrossFit shard (on Lambda or the GPU worker) found its estimate job's stop marker
+    (:func:`fanfit.storage.estimate_stop_key`) of its own execution between two units: the job
+    failed or was cancelled, so the shard stops at once and writes no predictions (a resume fits
+    its units again). The message names the job, the shard, the units done and the marker's
+    reason."""
+
+
 class Float32DataWarning(UserWarning):
     """A DoubleML object's data hold float32 columns, so DoubleML (and fanfit's DoubleML class,
     which must equal it) computes in float32: on columns of magnitude 1e5-1e6 (the 401(k) Stata

@@ -66,7 +66,8 @@ def add_parser(sub: Any) -> None:
     p = sub.add_parser(
         "cancel",
         help="cancel a running job: stop its execution, terminate its Batch jobs, release its "
-        "partition; its status becomes CANCELLED",
+        "partition, then wait (at most 30 s) until none of its steps runs; its status becomes "
+        "CANCELLED",
     )
     p.add_argument("job_id", metavar="JOB")
     common.add_stack_options(p)
@@ -162,6 +163,16 @@ def run_cancel(args: argparse.Namespace) -> int:
         f"job {args.job_id} CANCELLED: execution stopped, {len(batch)} Batch job(s) terminated, "
         + ("partition released" if out["partition_released"] else "no partition held")
     )
+    still = out.get("still_running")
+    if still is None:
+        print("its running steps cannot be seen (no dynamodb:Scan on the idempotency table)")
+    elif still:
+        print(
+            f"still running after {out['waited_s']:.1f} s (they stop at their next unit or "
+            f"poll): {', '.join(still)}"
+        )
+    else:
+        print(f"nothing of it runs any more ({out['waited_s']:.1f} s after the stop)")
     return 0
 
 

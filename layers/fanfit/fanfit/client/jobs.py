@@ -23,6 +23,7 @@ from fanfit import errors, storage
 from fanfit.client.stack import Stack
 from fanfit.jobs.documents.estimate import EstimateResultDoc
 from fanfit.jobs.documents.record import JobRecord
+from fanfit.jobs.states import THROTTLE_RETRY, throttle_wait_bound_s
 
 if TYPE_CHECKING:
     from fanfit.cost import JobCost
@@ -249,6 +250,15 @@ class JobHandle:
             return errors.JobCancelledError(
                 f"job {self.job_id} was cancelled (status CANCELLED); it has no result"
             )
+        if name == errors.LAMBDA_THROTTLE_ERROR or errors.LAMBDA_THROTTLE_ERROR in message:
+            bound = throttle_wait_bound_s()
+            return errors.LambdaThrottledError(
+                f"job {self.job_id} failed: Lambda kept refusing a step for lack of concurrency "
+                f"({errors.LAMBDA_THROTTLE_ERROR}) through {int(THROTTLE_RETRY['max_attempts'])} "
+                f"retries (up to {bound:.0f} s of waiting): {message}. Raise the account's "
+                "'Concurrent executions' quota or run fewer jobs at once, then "
+                f"`fanfit resume {self.job_id}`"
+            )
         if name == "ShardFailedError":
             return self._shard_failure(message)
         exc_type = self._ERRORS.get(name, errors.JobFailedError)
@@ -419,50 +429,71 @@ def _task_job_id(batch_job: dict[str, Any]) -> str | None:
     return str(found) if found is not None else None
 
 
-def _stop_train_segments(client: StackClient, job_id: str, execution_arn: str) -> bool:
-    """After a train job's execution was stopped: write its stop marker (reason ``'cancelled'``,
-    :func:`fanfit.jobs.train.shard.stop_job`), since StopExecution does not stop a Lambda
-    invocation that runs; a DS-Sync segment's workers read it and stop within a few polls.
+#: How long ``fanfit cancel`` waits for the job's running steps to stop, seconds: they stop within
+#: about a second of the stop marker (a CrossFit shard after its current unit, a DS-Sync worker
+#: within 20 polls), so this only runs out for a unit that fits for longer.
+CANCEL_WAIT_S = 30.0
+
+
+def _stop_running_workers(client: StackClient, job_id: str, execution_arn: str) -> bool:
+    """After a job's execution was stopped: write its stop marker (reason ``'cancelled'``,
+    :func:`fanfit.jobs.stop.write_stop`), since StopExecution does not stop a Lambda invocation
+    (nor a GPU worker) that runs: a train job's DS-Sync segment workers read
+    :func:`fanfit.storage.train_stop_key` and stop within a few polls, an estimate's CrossFit
+    shards read :func:`fanfit.storage.estimate_stop_key` between two units and stop there.
 
     Returns
     -------
     bool
-        Whether a marker was written: False for an estimate job, or when the write failed (logged:
-        the execution is stopped either way; its running workers then end at their deadline).
+        Whether a marker was written: False when the write failed (logged: the execution is
+        stopped either way; its running workers then run to their end or deadline).
     """
-    record = client.records.get(job_id) or {}
-    if record.get("kind") != "train":
-        return False
-    from fanfit.jobs.train.shard import stop_job
+    from fanfit.jobs.stop import write_stop
 
+    record = client.records.get(job_id) or {}
+    if record.get("kind") == "train":
+        key = storage.train_stop_key(job_id)
+    else:
+        key = storage.estimate_stop_key(job_id)
     try:
-        stop_job(client.store, job_id, "cancelled", execution_arn=execution_arn)
+        write_stop(client.store, key, "cancelled", execution_arn=execution_arn)
     except Exception as exc:  # e.g. AccessDenied on s3:PutObject: the stop stands
         log.warning("job %s: cannot write its stop marker: %s", job_id, exc)
         return False
     return True
 
 
-def cancel_job(client: StackClient, job_id: str, execution_arn: str) -> dict[str, Any]:
+def cancel_job(
+    client: StackClient, job_id: str, execution_arn: str, wait_s: float = CANCEL_WAIT_S
+) -> dict[str, Any]:
     """Stop a running job: its execution, its Batch jobs, its partition; status ``CANCELLED``.
 
-    A train job also gets its stop marker (:func:`fanfit.storage.train_stop_key`, reason
-    ``'cancelled'``, naming ``execution_arn``), written right after StopExecution: the workers of
-    a DS-Sync segment that still run (StopExecution does not stop a running Lambda invocation)
-    stop within a few polls instead of waiting for their group until their deadline.
+    The job also gets its stop marker (:func:`fanfit.storage.train_stop_key` of a train job,
+    :func:`fanfit.storage.estimate_stop_key` of an estimate; reason ``'cancelled'``, naming
+    ``execution_arn``), written right after StopExecution: the workers of a DS-Sync segment that
+    still run (StopExecution does not stop a running Lambda invocation) stop within a few polls
+    instead of waiting for their group until their deadline, and an estimate's running CrossFit
+    shards stop before their next unit (:mod:`fanfit.jobs.stop`).
+
+    Then it waits (at most ``wait_s``) until none of the job's long-running steps still runs
+    (their idempotency records: :mod:`fanfit.client.running`), and says which still do.
 
     Parameters
     ----------
     client : StackClient
     job_id, execution_arn : str
+    wait_s : float
+        Longest wait for the job's running steps to stop, seconds (0: only look once).
 
     Returns
     -------
     dict
         ``job_id``, ``status`` (``'CANCELLED'``, or the status of a job that had already ended,
         which is left as it was), ``stopped`` (whether this call stopped the execution),
-        ``batch_jobs_terminated`` (Batch job ids) and ``partition_released`` (whether the job holds
-        no partition afterwards: released here, or reclaimed by another job's barrier first).
+        ``batch_jobs_terminated`` (Batch job ids), ``partition_released`` (whether the job holds
+        no partition afterwards: released here, or reclaimed by another job's barrier first),
+        ``still_running`` (``'<function>: <step>'`` of each step still running when the wait
+        ended: empty when none; None when the client cannot see them) and ``waited_s``.
 
     Raises
     ------
@@ -472,6 +503,7 @@ def cancel_job(client: StackClient, job_id: str, execution_arn: str) -> dict[str
     from fanfit.jobs.sharing import capacity_from_env, release_job
 
     status = client.sfn.describe_execution(executionArn=execution_arn)["status"]
+    record_kind = str((client.records.get(job_id) or {}).get("kind") or "estimate")
     if status != "RUNNING":
         got = client.records.get(job_id) or {}
         return {
@@ -486,7 +518,7 @@ def cancel_job(client: StackClient, job_id: str, execution_arn: str) -> dict[str
         error="JobCancelledError",
         cause=f"job {job_id} was cancelled by the user (fanfit cancel)",
     )
-    _stop_train_segments(client, job_id, execution_arn)
+    _stop_running_workers(client, job_id, execution_arn)
     terminated = []
     try:
         batch_jobs = batch_jobs_of(client, job_id)
@@ -508,13 +540,55 @@ def cancel_job(client: StackClient, job_id: str, execution_arn: str) -> dict[str
         # execution had stopped (jobs.sharing's stale-job reclaim). Released either way.
         released = entry is not None or partitions.get(job_id) is None
     client.records.update(job_id, status=storage.JOB_STATUS_CANCELLED, ended_at=time.time())
+    still_running, waited_s = _wait_for_steps(client, job_id, record_kind, wait_s)
     return {
         "job_id": job_id,
         "status": storage.JOB_STATUS_CANCELLED,
         "stopped": True,
         "batch_jobs_terminated": terminated,
         "partition_released": released,
+        "still_running": still_running,
+        "waited_s": waited_s,
     }
+
+
+#: Seconds between two looks at a cancelled job's running steps.
+_STEPS_POLL_S = 0.25
+
+
+def _wait_for_steps(
+    client: StackClient, job_id: str, kind: str, wait_s: float
+) -> tuple[list[str] | None, float]:
+    """Poll (bounded by ``wait_s``) until none of the job's long-running steps runs
+    (:func:`fanfit.client.running.running_steps`).
+
+    Returns
+    -------
+    still_running : list of str or None
+        The steps still running when the wait ended (empty: none), or None when the client cannot
+        see them (no idempotency table output, no ``dynamodb:Scan``; logged).
+    waited_s : float
+        Seconds waited.
+    """
+    from fanfit.client.running import running_steps, step_keys
+
+    started = time.perf_counter()
+    try:
+        table = _outputs(client).get("IdempotencyTableName")
+        if not table:
+            return None, 0.0
+        keys = step_keys(client.store, job_id, kind)
+        dynamodb = client.session.client("dynamodb", endpoint_url=client.stack.endpoint_url)
+        deadline = started + max(wait_s, 0.0)
+        for _ in range(int(max(wait_s, 0.0) / _STEPS_POLL_S) + 2):  # bounded: wait_s / poll
+            running = running_steps(dynamodb, table, keys)
+            if not running or time.perf_counter() >= deadline:
+                return running, time.perf_counter() - started
+            time.sleep(_STEPS_POLL_S)
+        return running, time.perf_counter() - started
+    except Exception as exc:  # no permission, stack outputs unreadable: the cancel stands
+        log.warning("job %s: cannot see whether its steps still run: %s", job_id, exc)
+        return None, time.perf_counter() - started
 
 
 def stack_capacity(client: StackClient) -> tuple[int, int] | None:

@@ -7,6 +7,7 @@ with :func:`fanfit.cost.pricing.job_cost` (see :mod:`fanfit.cost` for how each q
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 from collections.abc import Mapping, Sequence
 from typing import Any
@@ -20,6 +21,7 @@ from fanfit.cost.history import (
     processor_state_counts,
 )
 from fanfit.cost.pricing import JobCost, job_cost
+from fanfit.errors import LAMBDA_THROTTLE_ERROR
 from fanfit.jobs.documents.estimate import ShardStats
 from fanfit.prices import DEFAULT_PRICES, PriceTable
 from fanfit.sched.resources import GPU_PREFIX
@@ -210,10 +212,14 @@ def collect_job_cost(
                 invocations.append(
                     {"function": shard_function, "memory_mb": s.memory_mb, "duration_s": seconds}
                 )
+    # A throttled invocation never ran: Lambda bills neither its request nor its duration.
+    throttles = sum(1 for i in invocations if i.get("error") == LAMBDA_THROTTLE_ERROR)
+    invocations = [i for i in invocations if i.get("error") != LAMBDA_THROTTLE_ERROR]
     billable = [i for i in invocations if i.get("memory_mb") is not None]
     # Requests are billed whatever the memory: count the unknown-memory ones at 0 MB.
     billable += [{**i, "memory_mb": 0} for i in invocations if i.get("memory_mb") is None]
-    return job_cost(billable, transitions, batch_jobs, prices, notes)
+    cost = job_cost(billable, transitions, batch_jobs, prices, notes)
+    return dataclasses.replace(cost, throttles=throttles)
 
 
 def _states_per_child(sfn: Any, execution_arn: str) -> int:

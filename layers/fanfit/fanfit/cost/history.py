@@ -125,7 +125,8 @@ def lambda_invocations_from_history(
         One per ``TaskScheduled`` event of resource type ``lambda`` (retries included):
         ``function`` (name), ``function_arn``, ``memory_mb`` (None when unknown), ``duration_s``,
         ``source`` (``'handler'`` when the payload's ``started_at``/``ended_at`` gave the duration,
-        else ``'history'``) and ``status`` (the end event type, or ``'open'``).
+        else ``'history'``), ``status`` (the end event type, or ``'open'``) and ``error`` (a failed
+        attempt's error name, e.g. ``Lambda.TooManyRequestsException`` for a throttle, else None).
     notes : list of str
         Functions whose memory is unknown.
     """
@@ -159,6 +160,7 @@ def lambda_invocations_from_history(
                 "duration_s": max(duration, 0.0),
                 "source": source,
                 "status": last.get("type") if last is not None else "open",
+                "error": event_details(last).get("error") if last is not None else None,
             }
         )
     notes = [

@@ -129,10 +129,14 @@ class JobCost:
         instance seconds per instance type.
     notes : tuple of str
         How anything not read directly was estimated (see the module docstring).
+    throttles : int
+        Lambda invocations refused for lack of concurrency (``Lambda.TooManyRequestsException``)
+        and retried by the state machine; not billed (they never ran).
     """
 
     items: tuple[CostItem, ...]
     notes: tuple[str, ...] = ()
+    throttles: int = 0
 
     @property
     def total_usd(self) -> float:
@@ -164,8 +168,8 @@ class JobCost:
 
     def to_dict(self) -> dict[str, Any]:
         """JSON-safe dict: ``total_usd``, ``billed_gb_s``, ``lambda_requests``,
-        ``state_transitions``, ``batch_instance_s``, ``items`` (each :meth:`CostItem.to_dict`) and
-        ``notes``."""
+        ``state_transitions``, ``batch_instance_s``, ``items`` (each :meth:`CostItem.to_dict`),
+        ``notes`` and ``throttles``."""
         return {
             "total_usd": self.total_usd,
             "billed_gb_s": self.billed_gb_s,
@@ -174,6 +178,7 @@ class JobCost:
             "batch_instance_s": self.batch_instance_s,
             "items": [item.to_dict() for item in self.items],
             "notes": list(self.notes),
+            "throttles": self.throttles,
         }
 
     @classmethod
@@ -190,7 +195,11 @@ class JobCost:
             )
             for i in d.get("items", [])
         )
-        return cls(items=items, notes=tuple(str(n) for n in d.get("notes", [])))
+        return cls(
+            items=items,
+            notes=tuple(str(n) for n in d.get("notes", [])),
+            throttles=int(d.get("throttles", 0)),
+        )
 
 
 def record_duration_s(inv: Mapping[str, Any]) -> float:

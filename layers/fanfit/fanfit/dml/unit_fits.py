@@ -16,7 +16,7 @@ the units are, their keys and seeds, and how their outputs are packed and gather
 from __future__ import annotations
 
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -265,6 +265,7 @@ def fit_predict_units(
     *,
     batch_torch: bool = True,
     memory_budget_mb: float | None = None,
+    before_unit: Callable[[int], None] | None = None,
 ) -> list[UnitResult]:
     """:func:`fit_predict_aux` of every unit of a shard, the TorchMLP fits of one learner together.
 
@@ -285,6 +286,9 @@ def fit_predict_units(
     memory_budget_mb : float, optional
         Memory one batch may use, MB (default: the device's, :func:`fanfit.learners.
         torch_batched.fit_predict_batched`).
+    before_unit : callable, optional
+        Called with the count of units fitted so far before each unit fitted on its own and
+        before each batched group (CrossFit reads its job's stop marker there and may raise).
 
     Returns
     -------
@@ -301,11 +305,16 @@ def fit_predict_units(
         if batch_torch and _batchable(spec, unit):
             groups.setdefault(learner_name(unit.learner), []).append(i)
             continue
+        if before_unit is not None:
+            before_unit(len(out))
         t0 = time.perf_counter()
         values, aux = fit_predict_aux(spec, unit, data, folds, stage_inputs)
         out[i] = UnitResult(values, aux, time.perf_counter() - t0)
     for name, members in groups.items():
         from fanfit.learners.torch_batched import BatchedFit, fit_predict_batched
+
+        if before_unit is not None:
+            before_unit(len(out))
 
         lspec = spec.learners[name]
         fits, tests = [], []

@@ -86,6 +86,7 @@ def run_task(kind: str, task: dict[str, Any], store: JobStore | None = None) -> 
             event.shard.model_dump(),
             memory_mb=memory_mb,
             resource_name=stack_gpu_resource(),
+            execution_arn=event.execution_arn,
         )
     from fanfit.jobs.train.shard import train_shard
 

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from enum import StrEnum
 
-__all__ = ["EstimateState", "TrainState"]
+__all__ = ["THROTTLE_RETRY", "EstimateState", "TrainState", "throttle_wait_bound_s"]
 
 
 class EstimateState(StrEnum):
@@ -41,6 +41,9 @@ class EstimateState(StrEnum):
     AGGREGATE = "Aggregate the predictions into the estimate"
     NAME_FAILED_SHARD = "Name the shard that failed and its last error"
     RECORD_FAILURE = "Record that the job failed"
+    #: The failure branch's stop marker (:func:`fanfit.storage.estimate_stop_key`): the wave's
+    #: running CrossFit shards stop on it between two units (:mod:`fanfit.jobs.stop`).
+    WRITE_STOP = "Tell the job's running shards that it failed"
     RELEASE = "Hand the job's partition back to the running jobs"
     FAILED = "The job failed"
 
@@ -76,3 +79,46 @@ class TrainState(StrEnum):
     WRITE_STOP = "Tell the job's running workers that it failed"
     RELEASE = "Hand the job's partition back to the running jobs"
     FAILED = "The job failed"
+
+
+#: The Retry policy every Lambda Task of both state machines has for a throttled invocation
+#: (``Lambda.TooManyRequestsException``, its first retrier), outside the failure path: waits of
+#: ``interval_s * backoff_rate**k`` seconds capped at ``max_delay_s`` (each drawn uniformly below
+#: that: ``JitterStrategy`` FULL), ``max_attempts`` retries. A wave that meets an account whose
+#: concurrency is exhausted so waits for a free slot instead of failing; an account that stays
+#: exhausted fails the step after at most :func:`throttle_wait_bound_s` seconds of waiting, with
+#: the error the client raises as :class:`fanfit.errors.LambdaThrottledError`.
+#: ``tests/unit/test_template.py`` checks the ASL files against it. Source: AWS Step Functions
+#: developer guide, "Handling errors in Step Functions workflows" (Retry fields, MaxDelaySeconds,
+#: JitterStrategy).
+THROTTLE_RETRY: dict[str, float] = {
+    "interval_s": 1.0,
+    "max_attempts": 20,
+    "backoff_rate": 2.0,
+    "max_delay_s": 20.0,
+}
+
+
+def throttle_wait_bound_s(policy: dict[str, float] | None = None) -> float:
+    """The longest a throttled step waits in total before it fails, seconds.
+
+    Parameters
+    ----------
+    policy : dict, optional
+        ``interval_s``, ``max_attempts``, ``backoff_rate``, ``max_delay_s`` (default
+        :data:`THROTTLE_RETRY`).
+
+    Returns
+    -------
+    float
+        :math:`\\sum_{k=0}^{n-1} \\min(i b^k, m)` for interval :math:`i`, backoff rate :math:`b`,
+        cap :math:`m` and :math:`n` attempts (FULL jitter only shortens each wait): 331 s for
+        the default policy.
+    """
+    p = THROTTLE_RETRY if policy is None else policy
+    return float(
+        sum(
+            min(p["interval_s"] * p["backoff_rate"] ** k, p["max_delay_s"])
+            for k in range(int(p["max_attempts"]))
+        )
+    )

@@ -270,6 +270,16 @@ def train_stop_key(job_id: str) -> str:
     return f"{job_prefix(job_id)}train/stop.json"
 
 
+def estimate_stop_key(job_id: str) -> str:
+    """Key of an estimate job's stop marker (``.json``, the same document as
+    :func:`train_stop_key`'s, :class:`~fanfit.jobs.documents.train.TrainStop`): written when the
+    job failed (the state machine's failure branch) or was cancelled; a CrossFit shard that finds
+    it (of its own execution) between two units stops at once and writes no predictions
+    (:mod:`fanfit.jobs.stop`). ``orchestrator/estimate.asl.json`` writes the same key in its
+    failure branch."""
+    return f"{job_prefix(job_id)}stop.json"
+
+
 def train_throughput_key(job_id: str) -> str:
     """Key of a train job's per-worker throughput averages (an ``EwmaThroughput`` dict)."""
     return f"{job_prefix(job_id)}train/throughput.json"

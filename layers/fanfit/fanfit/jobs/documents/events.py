@@ -141,6 +141,9 @@ class CrossFitEvent(BaseModel):
     plan_key: str = Field(pattern=_KEY)
     stage: int = Field(ge=0, le=16)
     shard: Shard
+    #: The execution the shard runs for (``$$.Execution.Id`` in the Map's ItemSelector): a stop
+    #: marker of another execution does not stop it (:mod:`fanfit.jobs.stop`).
+    execution_arn: str = ""
     check_keys = model_validator(mode="after")(_keys_in_job)
 
 

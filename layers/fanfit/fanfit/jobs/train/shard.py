@@ -15,7 +15,6 @@ from fanfit import storage
 from fanfit.errors import (
     GroupPartialTimeoutError,
     InvalidJobError,
-    JobNotFoundError,
     TrainJobStoppedError,
 )
 from fanfit.jobs.documents.train import (
@@ -25,6 +24,7 @@ from fanfit.jobs.documents.train import (
     StateMeta,
     TrainStop,
 )
+from fanfit.jobs.stop import StopReader, write_stop
 from fanfit.jobs.train.data import (
     get_state_groups,
     group_of,
@@ -66,8 +66,6 @@ GROUP_WAIT_S = 300.0
 #: adds about 0.06 and 0.34 ms a poll (a poll itself sleeps 30 ms and HEADs at least one
 #: partial) and stops a waiting worker within 20 polls (under 1 s) of the marker.
 STOP_CHECK_EVERY = 20
-#: Characters of a failed worker's error message kept in its stop marker.
-_STOP_MESSAGE_CHARS = 1000
 
 
 def train_shard(
@@ -183,8 +181,9 @@ def train_shard(
             )
             out = _step(store, job_id, r, worker, memory_mb, resource_name, meta, wait_s)
         return out
-    except TrainJobStoppedError:
-        raise  # the job already stopped: its marker names why
+    except TrainJobStoppedError as exc:
+        log.warning("%s", exc)  # the job already stopped: its marker names why
+        raise
     except Exception as exc:
         _mark_failed(store, job_id, worker, r, execution_arn, exc)
         raise
@@ -294,25 +293,15 @@ def stop_job(
     botocore.exceptions.ClientError
         The write was refused.
     """
-    name, message = "", ""
-    if isinstance(error, BaseException):
-        name, message = type(error).__name__, str(error)[:_STOP_MESSAGE_CHARS]
-    elif error:
-        name = str(error)
-    marker = TrainStop.parse(
-        {
-            "reason": reason,
-            "execution_arn": execution_arn,
-            "worker": worker,
-            "round": round_index,
-            "error": name,
-            "message": message,
-            "written_at": time.time(),
-        },
-        source=storage.train_stop_key(job_id),
+    return write_stop(
+        store,
+        storage.train_stop_key(job_id),
+        reason,
+        execution_arn=execution_arn,
+        worker=worker,
+        round_index=round_index,
+        error=error,
     )
-    store.put_json(storage.train_stop_key(job_id), marker.to_json_dict())
-    return marker
 
 
 class StopCheck:
@@ -341,7 +330,7 @@ class StopCheck:
         self.worker = worker
         self.execution_arn = execution_arn
         self.key = storage.train_stop_key(job_id)
-        self._ignored_etag: str | None = None
+        self._reader = StopReader(store, self.key, execution_arn)
 
     def check(self, round_index: int, waiting: bool = False) -> None:
         """Raise when the job's stop marker applies to this worker.
@@ -358,15 +347,8 @@ class StopCheck:
             The marker is there for this execution; the message names the job, the worker, the
             round and the marker's reason.
         """
-        etag = self.store.etag(self.key)
-        if etag is None or etag == self._ignored_etag:
-            return
-        try:
-            marker = TrainStop.parse(self.store.get_json(self.key), source=self.key)
-        except JobNotFoundError:  # removed between the HEAD and the GET
-            return
-        if not marker.applies_to(self.execution_arn):
-            self._ignored_etag = etag
+        marker = self._reader.read()
+        if marker is None:
             return
         doing = (
             f"waiting for its group's partials of round {round_index - 1}"
