@@ -66,6 +66,7 @@ def test_a_marker_of_the_shards_execution_stops_it_before_its_first_unit(shard, 
 
 def test_a_marker_written_during_the_shard_stops_it_at_the_next_unit(shard, monkeypatch) -> None:
     from fanfit import dml
+    from fanfit.dml import unit_fits
     from fanfit.jobs.estimate import crossfit
     from fanfit.jobs.stop import write_stop
 
@@ -83,7 +84,8 @@ def test_a_marker_written_during_the_shard_stops_it_at_the_next_unit(shard, monk
                        error="States.TaskFailed")  # fmt: skip
         return fit(plan, unit, *args, **kwargs)
 
-    monkeypatch.setattr(dml, "fit_predict_aux", fit_and_fail)
+    # (CrossFit fits a shard's units through fit_predict_units, which calls fit_predict_aux)
+    monkeypatch.setattr(unit_fits, "fit_predict_aux", fit_and_fail)
     # WHEN the shard of E1 runs
     with pytest.raises(errors.ShardStoppedError, match="after 3 of 8 units") as stopped:
         crossfit.crossfit_shard(store, job, storage.plan_key(job), 0, item, 1769, execution_arn=E1)
