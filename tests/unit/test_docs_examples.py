@@ -165,7 +165,7 @@ def test_every_flag_the_guide_names_exists(doc) -> None:
         if block.lang == "bash":
             text = text.replace(block.code, "")
     known = _parser_flags() | EXTERNAL_FLAGS
-    named = set(re.findall(r"(?<![\w-])--[a-z][a-z0-9-]*", text))
+    named = set(re.findall(r"(?<![\w-])--[a-z][a-zA-Z0-9-]*", text))
     assert not named - known, f"docs/{doc.name} names options fanfit does not have: {named - known}"
 
 
