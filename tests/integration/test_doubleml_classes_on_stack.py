@@ -1,13 +1,14 @@
 """fanfit's DoubleML classes through the local pipeline equal DoubleML 0.11 run in-process.
 
-GIVEN DoubleML's getting-started data (PLR on make_plr_CCDDHNR2018, IRM on make_irm_data; LPLR on
-make_lplr_LZZ2020 with given outer and inner folds), the
+GIVEN DoubleML's getting-started data (PLR on make_plr_CCDDHNR2018, IRM on make_irm_data), the
 learners as scikit-learn objects (IRM's ``ml_m`` a ``Pipeline``: StandardScaler then
 LogisticRegression) and the folds given with ``set_sample_splitting``, WHEN
 ``fanfit.DoubleMLPLR`` / ``fanfit.DoubleMLIRM`` are fitted on the local stack (Prepare ->
 CrossFit Lambdas -> Aggregate) and DoubleML's classes of the same names in-process, THEN coef, se,
 confint, the bootstrap from the same global seed, the sensitivity analysis and nuisance_loss agree
-to a relative 1e-9.
+to a relative 1e-9. Likewise ``fanfit.DoubleMLLPLR`` on DoubleML's LPLR generator
+(make_lplr_LZZ2020) for given outer and inner folds (one fit unit per outer fold runs the nested
+fits, ``n_folds_inner`` other than ``n_folds``).
 """
 
 from __future__ import annotations

@@ -172,3 +172,35 @@ def test_ml_M_and_ml_m_are_two_options_and_ml_a_defaults_to_ml_m() -> None:
     ).build_spec()  # fmt: skip
     assert spec.learners["ml_a"].name == "LinearRegression" and spec.n_folds_inner == 3
     assert fdml.DMLSpec.from_dict(spec.to_dict()) == spec
+
+
+def test_without_given_inner_folds_each_fold_draws_its_own_from_the_seed() -> None:
+    # GIVEN an lplr spec without inner_folds_cols (the command line's case) and drawn outer folds
+    from fanfit.dml.folds import draw_inner_smpls, folds_to_smpls, inner_smpls_to_ids
+    from fanfit.dml.units import FitUnit, unit_seed
+
+    data = _data()
+    frame = data.data
+    options = {"data": frame, "y": "y", "d": "d", "x": list(data.x_cols), "model": "lplr",
+               "ml_M": "LogisticRegression", "ml_t": "LinearRegression",
+               "ml_m": "LinearRegression", "n_folds": 3, "n_folds_inner": 2, "n_rep": 2,
+               "seed": 17}  # fmt: skip
+    checked = check_estimate(**options)
+    # WHEN it runs twice in-process
+    first = fdml.estimate_in_process(checked.spec, checked.data, checked.folds)
+    again = fdml.estimate_in_process(checked.spec, checked.data, checked.folds)
+    # THEN the results repeat, and equal a run on the inner folds drawn from each unit's seed
+    np.testing.assert_array_equal(first.coef, again.coef)
+    folds = fdml.draw_spec_folds(checked.spec, checked.data)
+    columns = {}
+    for i_rep, rep in enumerate(folds_to_smpls(folds)):
+        for i_fold, (train, _) in enumerate(rep):
+            seed = unit_seed(17, FitUnit(0, 0, i_rep, i_fold, "inner_folds"))
+            inner = draw_inner_smpls(train, 2, seed)
+            columns[f"inner_{i_rep}_{i_fold}"] = inner_smpls_to_ids(inner, len(frame))
+    given = check_estimate(**{**options, "data": frame.assign(**columns),
+                              "inner_folds_cols": list(columns)})  # fmt: skip
+    assert given.spec.inner_folds_cols == tuple(columns)
+    ours = fdml.estimate_in_process(given.spec, given.data, folds)
+    np.testing.assert_allclose(ours.coef, first.coef, rtol=1e-12, atol=0)
+    np.testing.assert_allclose(ours.se, first.se, rtol=1e-12, atol=0)
