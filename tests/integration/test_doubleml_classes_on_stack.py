@@ -6,7 +6,9 @@ LogisticRegression) and the folds given with ``set_sample_splitting``, WHEN
 ``fanfit.DoubleMLPLR`` / ``fanfit.DoubleMLIRM`` are fitted on the local stack (Prepare ->
 CrossFit Lambdas -> Aggregate) and DoubleML's classes of the same names in-process, THEN coef, se,
 confint, the bootstrap from the same global seed, the sensitivity analysis and nuisance_loss agree
-to a relative 1e-9.
+to a relative 1e-9. Likewise ``fanfit.DoubleMLLPLR`` on DoubleML's LPLR generator
+(make_lplr_LZZ2020) for given outer and inner folds (one fit unit per outer fold runs the nested
+fits, ``n_folds_inner`` other than ``n_folds``).
 """
 
 from __future__ import annotations
@@ -115,3 +117,40 @@ def test_from_doubleml_runs_an_unfitted_model_on_the_stack(local_client) -> None
     # THEN the estimates agree
     np.testing.assert_allclose(ours.coef, model.coef, rtol=RTOL, atol=0)
     np.testing.assert_allclose(ours.se, model.se, rtol=RTOL, atol=0)
+
+
+def test_lplr_on_the_stack_equals_doubleml_for_given_outer_and_inner_folds(local_client) -> None:
+    import doubleml as dml
+    from doubleml.plm.datasets import make_lplr_LZZ2020
+    from sklearn.linear_model import LinearRegression, LogisticRegression
+
+    import fanfit
+
+    # GIVEN DoubleML's LPLR generator, deterministic learners and the outer (3 x 2) and inner
+    # (4 per outer fold: n_folds_inner != n_folds) folds of one global seed, in both classes
+    np.random.seed(2718)
+    data = make_lplr_LZZ2020(n_obs=N_OBS, dim_x=14, alpha=0.5)
+    learners = (LogisticRegression(), LinearRegression(), LinearRegression())
+    kwargs = {"n_folds": 3, "n_folds_inner": 4, "n_rep": 2}
+    np.random.seed(29)
+    ours = fanfit.DoubleMLLPLR(data, *learners, **kwargs)
+    np.random.seed(29)
+    theirs = dml.DoubleMLLPLR(data, *learners, **kwargs)
+    # WHEN fanfit's runs on the local stack (one unit per outer fold) and DoubleML's in-process
+    ours.fit(client=local_client, max_concurrency=2, timeout=300)
+    theirs.fit()
+    # THEN the job ran DoubleML's inner folds, and coef, se, the predictions, the losses and the
+    # bootstrap's joint intervals are DoubleML's
+    assert ours.fanfit_options()["n_folds_inner"] == 4
+    np.testing.assert_allclose(ours.fanfit_result.coef, theirs.coef, rtol=RTOL, atol=0)
+    np.testing.assert_allclose(ours.coef, theirs.coef, rtol=RTOL, atol=0)
+    np.testing.assert_allclose(ours.se, theirs.se, rtol=RTOL, atol=0)
+    np.testing.assert_allclose(ours.all_coef, theirs.all_coef, rtol=RTOL, atol=0)
+    for key in ("ml_m", "ml_a", "ml_t", "ml_M"):
+        np.testing.assert_allclose(ours.predictions[key], theirs.predictions[key], rtol=RTOL)
+        np.testing.assert_allclose(ours.nuisance_loss[key], theirs.nuisance_loss[key], rtol=RTOL)
+    np.random.seed(31)
+    ours.bootstrap(method="normal", n_rep_boot=300)
+    np.random.seed(31)
+    theirs.bootstrap(method="normal", n_rep_boot=300)
+    np.testing.assert_allclose(ours.confint(joint=True), theirs.confint(joint=True), rtol=RTOL)

@@ -100,6 +100,7 @@ def test_from_dict_takes_the_default_score_and_defaults() -> None:
         "pq",
         "cvar",
         "lpq",
+        "lplr",
     )
 
 

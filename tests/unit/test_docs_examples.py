@@ -152,7 +152,7 @@ def test_every_flag_the_guide_names_exists(doc) -> None:
     known = _parser_flags() | EXTERNAL_FLAGS
     if doc.name == "benchmarks.md":  # its commands run the benchmark scripts, with their flags
         known |= _benchmark_flags()
-    named = set(re.findall(r"(?<![\w-])--[a-z][a-z0-9-]*", text))
+    named = set(re.findall(r"(?<![\w-])--[a-z][a-zA-Z0-9-]*", text))
     assert not named - known, f"docs/{doc.name} names options fanfit does not have: {named - known}"
 
 

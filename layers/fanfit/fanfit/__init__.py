@@ -23,6 +23,7 @@ _DOUBLEML_NAMES = (
     "DoubleMLDIDMulti",
     "DoubleMLIIVM",
     "DoubleMLIRM",
+    "DoubleMLLPLR",
     "DoubleMLLPQ",
     "DoubleMLPLIV",
     "DoubleMLPLPR",

@@ -70,7 +70,8 @@ COLUMN_ALIASES = {"y_col": "y", "d_cols": "d", "x_cols": "x", "z_cols": "z", "s_
 CLIENT_MODELS = ("apos", "qte")
 
 #: The nuisance learners an estimate job names, as DoubleML names them.
-LEARNER_KEYS = ("ml_l", "ml_m", "ml_g", "ml_r", "ml_pi")
+#: (LPLR's ``ml_M`` and ``ml_m`` differ in case only: ``--ml-M`` and ``--ml-m`` are two flags.)
+LEARNER_KEYS = ("ml_l", "ml_m", "ml_g", "ml_r", "ml_pi", "ml_M", "ml_t", "ml_a")
 
 
 @dataclass(frozen=True)
@@ -215,13 +216,21 @@ class EstimateOptions(_Options):
     weights_bar_cols : str or sequence of str, optional
         apo (and apos), with ``weights_col``: the columns of the dict's ``'weights_bar'``, one per
         repetition (``n_rep``).
-    ml_l, ml_m, ml_g, ml_r, ml_pi : str, dict, LearnerSpec or estimator, optional
-        Nuisance learners: ``"NAME"``, ``"NAME:{json params}"`` or a JSON object from the
+    ml_l, ml_m, ml_g, ml_r, ml_pi, ml_M, ml_t, ml_a : str, dict, LearnerSpec or estimator, optional
+        Nuisance learners (lplr: ``ml_M``, ``ml_t``, ``ml_m`` and optionally ``ml_a``, by default
+        ``ml_m``'s): ``"NAME"``, ``"NAME:{json params}"`` or a JSON object from the
         allow-list (:mod:`fanfit.learners`), or a scikit-learn estimator object (a ``Pipeline`` or
         ``GridSearchCV``/``RandomizedSearchCV`` of allowed steps included), converted by
         :func:`fanfit.learners.as_learner_spec`.
     n_folds, n_rep : int
         Folds and repetitions of the cross-fitting.
+    n_folds_inner : int, optional
+        lplr: the inner folds of each outer fold's training rows (DoubleML's ``n_folds_inner``,
+        default 5).
+    inner_folds_cols : str or sequence of str, optional
+        lplr: given inner folds, one column per repetition and outer fold (``i_rep * n_folds +
+        i_fold``), each training row's inner fold and -1 on the fold's test rows; default: each
+        fold draws its own from ``seed``.
     seed : int
         Seed of the sample splitting and the learners.
     folds : array or str, optional
@@ -300,8 +309,25 @@ class EstimateOptions(_Options):
     ml_g: Any = _learner("ml_g")
     ml_r: Any = _learner("ml_r")
     ml_pi: Any = _learner("ml_pi")
+    ml_M: Any = _learner("ml_M")  # noqa: N815 - DoubleMLLPLR's name
+    ml_t: Any = _learner("ml_t")
+    ml_a: Any = _learner("ml_a")
     n_folds: int = _option(5, kind="int")
     n_rep: int = _option(1, kind="int")
+    n_folds_inner: int | None = _option(
+        None,
+        kind="int",
+        help="lplr: inner folds of each outer fold's training rows (DoubleML's n_folds_inner, "
+        "default 5)",
+    )
+    inner_folds_cols: str | Sequence[str] | None = _option(
+        None,
+        kind="columns",
+        metavar="COL[,COL...]",
+        help="lplr: given inner folds, one column per repetition and outer fold (in the order "
+        "rep 0 fold 0, rep 0 fold 1, ...): each training row's inner fold, -1 on the fold's test "
+        "rows (default: drawn from --seed); needs --n-folds-inner and --folds",
+    )
     seed: int = _option(0, kind="int", help="seed of the sample splitting and learners")
     folds: Any = _option(
         None,
@@ -443,6 +469,7 @@ class EstimateOptions(_Options):
         taken.update(_as_list(getattr(self, "cluster_cols", None)))
         taken.update(_as_list(getattr(self, "t", None)))
         taken.update(_as_list(self.weights_col) + _as_list(self.weights_bar_cols))
+        taken.update(_as_list(self.inner_folds_cols))
         x = [str(c) for c in columns if str(c) not in taken]
         if not x:
             raise InvalidJobError(
@@ -476,7 +503,8 @@ class EstimateOptions(_Options):
             treatment_level=self.treatment_level,
             t=self.t, in_sample_normalization=self.in_sample_normalization, s_col=self.s,
             weights_col=self.weights_col, weights_bar_cols=self.weights_bar_cols,
-            treatment=self.treatment, quantiles=self.quantiles,
+            treatment=self.treatment, quantiles=self.quantiles, n_folds_inner=self.n_folds_inner,
+            inner_folds_cols=self.inner_folds_cols,
         )  # fmt: skip
 
     def check(self) -> tuple[dml.DMLSpec, list[str], float]:
@@ -681,6 +709,8 @@ def build_spec(
     weights_bar_cols: str | Sequence[str] | None = None,
     treatment: int | None = None,
     quantiles: str | float | Sequence[float] | None = None,
+    n_folds_inner: int | None = None,
+    inner_folds_cols: str | Sequence[str] | None = None,
 ) -> tuple[dml.DMLSpec, list[str]]:
     """Build and validate a :class:`fanfit.dml.DMLSpec` from user options.
 
@@ -713,6 +743,9 @@ def build_spec(
     for name, value in (("n_folds", n_folds), ("n_rep", n_rep), ("seed", seed),
                         ("n_rep_boot", n_rep_boot)):  # fmt: skip
         check_int(name, value)
+    if n_folds_inner is not None:
+        check_int("n_folds_inner", n_folds_inner)
+    check_columns("inner_folds_cols", inner_folds_cols, optional=True)
     check_number("trimming_threshold", trimming_threshold)
     if treatment_level is not None:
         check_number("treatment_level", treatment_level)
@@ -756,6 +789,8 @@ def build_spec(
         weights_bar_cols=None if weights_bar_cols is None else tuple(_as_list(weights_bar_cols)),
         treatment=treatment,  # the spec names a value that is not 0 or 1
         quantile=quantile,
+        n_folds_inner=None if n_folds_inner is None else int(n_folds_inner),
+        inner_folds_cols=None if inner_folds_cols is None else tuple(_as_list(inner_folds_cols)),
     )
     spec.validate()
     columns = list(spec.used_cols)

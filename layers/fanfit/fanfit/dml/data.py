@@ -53,6 +53,11 @@ class DMLData:
         DoubleML's ``weights_bar`` (``spec.weights_bar_cols``), one column per repetition; the
         score functions get the repetition's column (:func:`fanfit.dml.score_elements`); None:
         ``weights``.
+    inner_folds : numpy.ndarray of shape (n_obs, n_rep * n_folds), or None
+        The given inner folds of a model with nested sample splitting (``spec.inner_folds_cols``,
+        LPLR): column ``i_rep * n_folds + i_fold`` holds each training row's inner fold
+        (0 to ``n_folds_inner - 1``) in that outer fold and -1 on its test rows; None: each fold
+        unit draws its own (:func:`fanfit.dml.folds.unit_inner_smpls`).
     """
 
     y: np.ndarray
@@ -64,6 +69,7 @@ class DMLData:
     s: np.ndarray | None = None
     weights: np.ndarray | None = None
     weights_bar: np.ndarray | None = None
+    inner_folds: np.ndarray | None = None
 
     @property
     def n_obs(self) -> int:
@@ -226,6 +232,8 @@ def validate_data(spec: DMLSpec, columns: Sequence[str], values: np.ndarray) -> 
     if spec.weights_bar_cols is not None:
         data.weights_bar = _take(values, index, spec.weights_bar_cols)
         _check_weights(f"weights_bar_cols ({', '.join(spec.weights_bar_cols)})", data.weights_bar)
+    if spec.inner_folds_cols is not None:
+        data.inner_folds = _take(values, index, spec.inner_folds_cols)
     _check_model_data(spec, data)
     if cluster_vars is not None:
         _check_clusters(spec, cluster_vars)

@@ -25,6 +25,7 @@ from fanfit.dml.units import (
     draw_spec_folds,
     fit_units,
     fold_means,
+    fold_scalar_keys,
     init_preds,
     n_stages,
     prediction_keys,
@@ -71,9 +72,11 @@ def score_elements(
 def _clipped(
     spec: DMLSpec, preds: dict[str, np.ndarray], i_rep: int, i_treat: int
 ) -> dict[str, np.ndarray]:
-    """One repetition's and treatment's predictions, the model's :attr:`clipped` keys clipped."""
+    """One repetition's and treatment's predictions (and fold scalars), the model's :attr:`clipped`
+    keys clipped."""
     mdef = model_def(spec.model)
-    p = {k: preds[k][:, i_rep, i_treat] for k in prediction_keys(spec) if k in preds}
+    keys = (*prediction_keys(spec), *fold_scalar_keys(spec))  # a solve may need the scalars' rows
+    p = {k: preds[k][:, i_rep, i_treat] for k in keys if k in preds}
     for key in mdef.clipped:
         if key in p:  # a score without the propensity (DID 'experimental') has no such key
             p[key] = clip_propensity(p[key], spec.trimming_threshold)

@@ -11,6 +11,11 @@ product of its clusters' folds (``n_folds ** n_cluster_vars`` test sets, DoubleM
 ``DoubleMLClusterResampling`` order; :func:`cluster_fold_digits` unpacks it). The test sets still
 partition the rows, but the training rows of a fold are only those in none of its test clusters
 (:func:`cluster_train_mask`), not all other rows.
+
+A model with nested sample splitting (LPLR: DoubleML's ``double_sample_splitting``) splits each
+outer fold's training rows again into ``n_folds_inner`` inner folds (DoubleML's ``smpls_inner``).
+fanfit keeps one outer fold's inner folds as an integer array over all rows: each training row's
+inner fold, -1 on the fold's test rows (:func:`inner_smpls_to_ids`, :func:`ids_to_inner_smpls`).
 """
 
 from __future__ import annotations
@@ -25,17 +30,24 @@ import numpy as np
 from fanfit.errors import InvalidFoldsError
 
 __all__ = [
+    "DEFAULT_N_FOLDS_INNER",
     "cluster_fold_digits",
     "cluster_folds_to_smpls",
     "cluster_train_mask",
     "draw_cluster_folds",
     "draw_folds",
+    "draw_inner_smpls",
     "folds_to_smpls",
+    "ids_to_inner_smpls",
+    "inner_smpls_to_ids",
     "read_folds_csv",
     "smpls_to_folds",
     "validate_cluster_folds",
     "validate_folds",
 ]
+
+#: DoubleML's default number of inner folds (``n_folds_inner``) of nested sample splitting.
+DEFAULT_N_FOLDS_INNER = 5
 
 # first word of every SeedSequence spawn key fanfit derives from the job seed (see units.unit_seed)
 _FOLDS_STREAM = 0
@@ -578,3 +590,104 @@ def cluster_folds_to_smpls(
         all_smpls.append(smpls)
         all_smpls_cluster.append(smpls_cluster)
     return all_smpls, all_smpls_cluster
+
+
+def draw_inner_smpls(
+    train: np.ndarray, n_folds_inner: int, random_state: int
+) -> list[tuple[np.ndarray, np.ndarray]]:
+    """Inner folds of one outer fold's training rows, drawn as DoubleML draws them (scikit-learn's
+    ``KFold`` with shuffling over the rows of ``train``: ``DoubleMLDoubleResampling``), from a seed.
+
+    Parameters
+    ----------
+    train : numpy.ndarray of int
+        The outer fold's training rows, sorted.
+    n_folds_inner : int
+        At least 2 and at most ``train.size``.
+    random_state : int
+        The shuffle's seed (DoubleML uses NumPy's global state; fanfit a unit's seed).
+
+    Returns
+    -------
+    list of (train_inner, test_inner), numpy.ndarray of int
+        Sorted row indices into the data (subsets of ``train``), one pair per inner fold.
+
+    Raises
+    ------
+    InvalidFoldsError
+        ``n_folds_inner`` below 2 or above the number of training rows.
+    """
+    from sklearn.model_selection import KFold
+
+    train = np.asarray(train)
+    if not 2 <= n_folds_inner <= train.size:
+        raise InvalidFoldsError(
+            f"n_folds_inner={n_folds_inner} inner folds of {train.size} training rows: give "
+            f"n_folds_inner in [2, {train.size}]."
+        )
+    kfold = KFold(n_splits=n_folds_inner, shuffle=True, random_state=random_state)
+    return [(train[a], train[b]) for a, b in kfold.split(np.zeros(train.size))]
+
+
+def inner_smpls_to_ids(inner: Any, n_obs: int) -> np.ndarray:
+    """One outer fold's inner folds (DoubleML's ``smpls_inner[i_rep][i_fold]``) as fold ids.
+
+    Parameters
+    ----------
+    inner : sequence of (train_inner, test_inner)
+        Row indices into the data.
+    n_obs : int
+
+    Returns
+    -------
+    numpy.ndarray of int64, shape (n_obs,)
+        Each row's inner fold (the index of the pair whose ``test_inner`` holds it), -1 on rows
+        in no ``test_inner`` (the outer fold's test rows).
+    """
+    ids = np.full(n_obs, -1, dtype=np.int64)
+    for j, (_, test_inner) in enumerate(inner):
+        ids[np.asarray(test_inner, dtype=np.int64)] = j
+    return ids
+
+
+def ids_to_inner_smpls(
+    ids: np.ndarray, train: np.ndarray, n_folds_inner: int
+) -> list[tuple[np.ndarray, np.ndarray]]:
+    """One outer fold's inner folds from its fold ids (:func:`inner_smpls_to_ids`' inverse).
+
+    Parameters
+    ----------
+    ids : numpy.ndarray, shape (n_obs,)
+        Each training row's inner fold, 0 to ``n_folds_inner - 1``.
+    train : numpy.ndarray of int
+        The outer fold's training rows, sorted.
+    n_folds_inner : int
+
+    Returns
+    -------
+    list of (train_inner, test_inner), numpy.ndarray of int
+        Sorted subsets of ``train``, in inner fold order (as DoubleML's ``KFold`` gives them).
+
+    Raises
+    ------
+    InvalidFoldsError
+        A training row without an inner fold in ``[0, n_folds_inner)``, or an empty inner fold.
+    """
+    own = np.asarray(ids)[np.asarray(train)]
+    bad = ~np.isin(own, np.arange(n_folds_inner))
+    if bad.any():
+        raise InvalidFoldsError(
+            f"{int(bad.sum())} training row(s) of an outer fold have no inner fold in "
+            f"[0, {n_folds_inner}) (first: row {int(np.asarray(train)[bad][0])}, value "
+            f"{own[bad][0]!r}); every training row needs one (n_folds_inner={n_folds_inner})."
+        )
+    out = []
+    for j in range(n_folds_inner):
+        test_inner = train[own == j]
+        if test_inner.size == 0:
+            raise InvalidFoldsError(
+                f"Inner fold {j} of an outer fold is empty; each of the n_folds_inner="
+                f"{n_folds_inner} inner folds needs at least one row."
+            )
+        out.append((train[own != j], test_inner))
+    return out

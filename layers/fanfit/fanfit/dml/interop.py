@@ -291,9 +291,10 @@ def to_doubleml(
     mdef = model_def(spec.model)
     if mdef.doubleml_client_class:
         raise InvalidJobError(
-            f"DoubleML's {mdef.doubleml_class} takes no external predictions, so a {spec.model!r} "
-            f"job cannot be handed to it; fit fanfit.{mdef.doubleml_client_class} instead (a "
-            "DoubleML object whose fit() runs on the stack)."
+            f"DoubleML's {mdef.doubleml_class} takes no external predictions (or, LPLR, only with "
+            f"every inner prediction), so a {spec.model!r} job cannot be handed to it; fit "
+            f"fanfit.{mdef.doubleml_client_class} instead (a DoubleML object whose fit() runs on "
+            "the stack)."
         )
     n_obs = data.n_obs
     folds = validate_spec_folds(spec, data, folds)

@@ -182,6 +182,12 @@ class FoldProcedure:
         The scores whose fits nest inside the folds (SSM: ``('nonignorable',)``; its
         ``'missing-at-random'`` cross-fits plainly); empty for every score of the model
         (:meth:`ModelDef.fold_procedure_for`).
+    inner_folds : bool
+        The procedure splits the fold's training rows again (LPLR, DoubleML's double sample
+        splitting, ``spec.n_folds_inner`` inner folds): the unit hands :attr:`run` its inner
+        folds as ``data.inner_folds`` of shape (n_obs, 1), each training row's inner fold and -1
+        elsewhere, the given ones (``spec.inner_folds_cols``) or drawn from the unit's seed
+        (:func:`fanfit.dml.unit_fits.fit_predict`).
     """
 
     run: FoldRun
@@ -192,6 +198,7 @@ class FoldProcedure:
     targets: Callable[[DMLSpec, DMLData, Preds, int], Mapping[str, np.ndarray]]
     split: FoldSplit | None = None
     scores: tuple[str, ...] = ()
+    inner_folds: bool = False
 
     def __post_init__(self) -> None:
         if self.chained and self.split is None:
@@ -263,7 +270,8 @@ class ModelDef:
         The constructor keyword that takes ``spec.trimming_threshold`` when the model clips its
         propensity without ``ps_processor_config`` (DID: ``'clipping_threshold'``).
     doubleml_client_class : str or None
-        Set when DoubleML's class takes no external predictions (DoubleMLSSM 0.11.4): the fanfit
+        Set when DoubleML's class takes no external predictions (DoubleMLSSM 0.11.4; DoubleMLLPLR
+        only with every inner prediction, which a job does not return): the fanfit
         class (:mod:`fanfit.client.doubleml`) that feeds it the job's predictions instead;
         :func:`fanfit.dml.interop.to_doubleml` refuses such a model, naming it.
     weights : bool
@@ -271,9 +279,12 @@ class ModelDef:
         ``weights_bar_cols``, read into :attr:`DMLData.weights` and ``weights_bar`` (the score
         sees the repetition's column of ``weights_bar``, :func:`fanfit.dml.score_elements`).
     fold_procedure : FoldProcedure or None
-        Set when the model's fits nest inside each outer fold (PQ, CVaR, LPQ; SSM's
+        Set when the model's fits nest inside each outer fold (PQ, CVaR, LPQ, LPLR; SSM's
         ``'nonignorable'`` score only, :attr:`FoldProcedure.scores`); then, for the scores it
         covers, :attr:`score_elements` is not used. :meth:`fold_procedure_for` gives a spec's.
+    learner_copies : dict of str to str
+        Optional learners that default to a copy of another (``{'ml_a': 'ml_m'}``: DoubleMLLPLR
+        uses ``clone(ml_m)`` when ``ml_a`` is None); :class:`fanfit.dml.DMLSpec` fills them in.
     """
 
     name: str
@@ -299,6 +310,7 @@ class ModelDef:
     doubleml_client_class: str | None = None
     weights: bool = False
     fold_procedure: FoldProcedure | None = None
+    learner_copies: Mapping[str, str] = field(default_factory=dict)
 
     @property
     def default_score(self) -> str:

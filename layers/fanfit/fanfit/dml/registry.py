@@ -41,6 +41,15 @@ from fanfit.dml.model_types import (
     Preds,
 )
 from fanfit.dml.scores.did import did_cs_score_elements, did_score_elements
+from fanfit.dml.scores.lplr import (
+    BETA,
+    LPLR_SCORES,
+    check_lplr_spec,
+    lplr_run,
+    lplr_solve_fold_means,
+    lplr_start,
+    lplr_targets,
+)
 from fanfit.dml.scores.plm_irm import (
     apo_score_elements,
     iivm_score_elements,
@@ -351,6 +360,33 @@ _SSM_NONIGNORABLE = FoldProcedure(
 )
 
 
+# --------------------------------------------------------------------------- LPLR
+def _lplr_nuisances(spec: DMLSpec) -> tuple[Nuisance, ...]:
+    # DoubleML 0.11.4 plm/lplr.py, params_names order less the inner keys: ml_m on the training
+    # rows with y == 0 ('nuisance_space'), ml_a on all of them, ml_t on the logit of the inner
+    # ml_M predictions (FOLD_TARGET: not recorded by DoubleML), ml_M of y on (d, x); all inside
+    # one unit per fold (fanfit.dml.scores.lplr)
+    return (
+        Nuisance("ml_m", "ml_m", "d", rows=("y", 0.0)),
+        Nuisance("ml_a", "ml_a", "d"),
+        Nuisance("ml_t", "ml_t", FOLD_TARGET),
+        Nuisance("ml_M", "ml_M", "y", features="dx"),
+    )
+
+
+#: LPLR: one unit per outer fold runs its inner cross-fitting of ml_M and ml_a, then ml_t and
+#: ml_m (fanfit.dml.scores.lplr.lplr_fold); the fold's slope beta travels as a fold scalar.
+_LPLR = FoldProcedure(
+    run=lplr_run,
+    start=lplr_start,
+    scalars=(BETA,),
+    chained=False,
+    solve=lplr_solve_fold_means,
+    targets=lplr_targets,
+    inner_folds=True,
+)
+
+
 # --------------------------------------------------------------------------- the registry
 _IV_TYPE_G = "E[Y - D theta|X] (IV-type score)"
 
@@ -525,6 +561,28 @@ REGISTRY: dict[str, ModelDef] = {
             binary=("d", "z"),
             clipped=("ml_m_z",),
             propensity_group="z",
+        ),
+        ModelDef(
+            name="lplr",
+            doubleml_class="DoubleMLLPLR",
+            scores=LPLR_SCORES,
+            roles={"ml_M": "classifier", "ml_t": "regressor", "ml_m": "either", "ml_a": "either"},
+            purposes={
+                "ml_M": "P(Y=1|D,X)",
+                "ml_t": "E[logit P(Y=1|D,X)|X]",
+                "ml_m": "E[D|X] (rows with Y=0)",
+                "ml_a": "E[D|X]",
+            },
+            nuisances=_lplr_nuisances,
+            score_elements=_nonlinear_score,
+            check_spec=check_lplr_spec,
+            binary=("y",),
+            doubleml_learners=("ml_M", "ml_t", "ml_m"),
+            doubleml_optional=("ml_a",),
+            options=("n_folds_inner",),
+            doubleml_client_class="DoubleMLLPLR",
+            fold_procedure=_LPLR,
+            learner_copies={"ml_a": "ml_m"},
         ),
     )
 }

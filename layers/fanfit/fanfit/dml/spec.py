@@ -131,8 +131,9 @@ def learner_roles(model: str) -> dict[str, str]:
 
 #: The spec's model-only data columns (a model's ``ModelDef.data_options`` names which it reads):
 #: DIDCS's time indicator and SSM's selection indicator; and the weight columns of the models
-#: that take DoubleML's ``weights`` (``ModelDef.weights``: APO).
-MODEL_COLUMNS = ("t_col", "s_col", "weights_col", "weights_bar_cols")
+#: that take DoubleML's ``weights`` (``ModelDef.weights``: APO); the given inner folds of a model
+#: with nested sample splitting (option ``n_folds_inner``: LPLR).
+MODEL_COLUMNS = ("t_col", "s_col", "weights_col", "weights_bar_cols", "inner_folds_cols")
 
 #: The data roles whose dtype a spec records (:attr:`DMLSpec.dtypes`), as DoubleML names its
 #: data's arrays: ``y``, ``d``, ``x``, ``z``, ``t`` (DIDCS), ``s`` (SSM).
@@ -238,6 +239,13 @@ class DMLSpec:
     weights_bar_cols : tuple of str or None
         With ``weights_col`` only: one column per repetition (``n_rep`` of them) of the dict's
         ``'weights_bar'`` (shape (n_obs, n_rep)); None: ``weights_bar`` is ``weights``.
+    n_folds_inner : int or None
+        LPLR only (DoubleML's ``n_folds_inner``): the number of inner folds each outer fold's
+        training rows are split in, at least 2; None: DoubleML's default, 5.
+    inner_folds_cols : tuple of str or None
+        LPLR only: given inner folds, one data column per (repetition, outer fold), in the order
+        ``i_rep * n_folds + i_fold`` (:attr:`fanfit.dml.DMLData.inner_folds`); None: each fold
+        unit draws its own from the seed (:func:`fanfit.dml.folds.unit_inner_smpls`).
     treatment : int or None
         PQ and CVaR only (DoubleML's ``treatment``): the treatment level, 0 or 1, whose potential
         quantile (or conditional value at risk) is estimated.
@@ -279,6 +287,8 @@ class DMLSpec:
     s_col: str | None = None
     weights_col: str | None = None
     weights_bar_cols: tuple[str, ...] | None = None
+    n_folds_inner: int | None = None
+    inner_folds_cols: tuple[str, ...] | None = None
     treatment: int | None = None
     quantile: float | None = None
     dtypes: dict[str, str] | None = None
@@ -287,12 +297,17 @@ class DMLSpec:
         for name in ("d_cols", "x_cols", "z_cols", "cluster_cols"):
             value = getattr(self, name)
             object.__setattr__(self, name, () if value is None else _as_str_tuple(value))
-        if self.weights_bar_cols is not None:
-            object.__setattr__(self, "weights_bar_cols", _as_str_tuple(self.weights_bar_cols))
+        for name in ("weights_bar_cols", "inner_folds_cols"):
+            if getattr(self, name) is not None:
+                object.__setattr__(self, name, _as_str_tuple(getattr(self, name)))
         if isinstance(self.learners, dict):
             object.__setattr__(
                 self, "learners", {k: _as_learner(k, v) for k, v in self.learners.items()}
             )
+            mdef = REGISTRY.get(self.model) if isinstance(self.model, str) else None
+            for name, source in (mdef.learner_copies if mdef is not None else {}).items():
+                if self.learners.get(name) is None and self.learners.get(source) is not None:
+                    self.learners[name] = self.learners[source]  # DoubleML's clone(source)
 
     # ------------------------------------------------------------------ derived
     @property
@@ -306,7 +321,7 @@ class DMLSpec:
         return (
             self.y_col, *self.d_cols, *self.x_cols, *self.z_cols, *self.cluster_cols,
             *self.extra_cols, *self.model_column("weights_col"),
-            *self.model_column("weights_bar_cols"),
+            *self.model_column("weights_bar_cols"), *self.model_column("inner_folds_cols"),
         )  # fmt: skip
 
     def model_column(self, name: str) -> tuple[str, ...]:
@@ -441,7 +456,7 @@ class DMLSpec:
         own = (*mdef.options, *mdef.data_options)
         for option in (
             "subgroups", "treatment_level", "t_col", "in_sample_normalization", "s_col",
-            "treatment", "quantile",
+            "treatment", "quantile", "n_folds_inner",
         ):  # fmt: skip
             if getattr(self, option) is not None and option not in own:
                 owners = [
@@ -455,6 +470,7 @@ class DMLSpec:
                 )
         self._validate_subgroups()
         self._validate_weights(mdef.weights)
+        self._validate_inner_folds()
         if self.in_sample_normalization is not None and not isinstance(
             self.in_sample_normalization, bool
         ):
@@ -523,6 +539,29 @@ class DMLSpec:
             )
         if len(set(bar)) != len(bar):
             raise InvalidJobError(f"weights_bar_cols names a column twice: {list(bar)}.")
+
+    def _validate_inner_folds(self) -> None:
+        """``n_folds_inner`` (an integer of at least 2) and ``inner_folds_cols`` (one column per
+        repetition and outer fold, only with ``n_folds_inner``)."""
+        k = self.n_folds_inner
+        if k is not None and (not _is_int(k) or not 2 <= k <= MAX_N_FOLDS):
+            raise InvalidJobError(
+                f"n_folds_inner must be an integer in [2, {MAX_N_FOLDS}], got {k!r}."
+            )
+        cols = self.inner_folds_cols
+        if cols is None:
+            return
+        if k is None:
+            raise InvalidJobError(
+                "inner_folds_cols needs n_folds_inner (the number of inner folds they hold)."
+            )
+        if not all(isinstance(c, str) and c for c in cols) or len(set(cols)) != len(cols):
+            raise InvalidJobError(f"inner_folds_cols must be distinct column names, got {cols!r}.")
+        if len(cols) != self.n_rep * self.n_cross_folds:
+            raise InvalidJobError(
+                f"inner_folds_cols names {len(cols)} column(s); give one per repetition and outer "
+                f"fold: n_rep * n_folds = {self.n_rep * self.n_cross_folds}."
+            )
 
     def _validate_subgroups(self) -> None:
         if self.subgroups is None:
@@ -630,8 +669,10 @@ class DMLSpec:
             "cluster_cols": list(self.cluster_cols),
             "subgroups": None if self.subgroups is None else dict(self.subgroups),
         } | _set_fields(self, "treatment_level", "t_col", "in_sample_normalization", "s_col",
-                        "weights_col", "treatment", "quantile") | (
+                        "weights_col", "treatment", "quantile", "n_folds_inner") | (
             {} if self.weights_bar_cols is None else {"weights_bar_cols": list(self.weights_bar_cols)}
+        ) | (
+            {} if self.inner_folds_cols is None else {"inner_folds_cols": list(self.inner_folds_cols)}
         ) | ({"dtypes": dict(sorted(self.dtypes.items()))} if self.dtypes else {})  # fmt: skip
 
     @classmethod

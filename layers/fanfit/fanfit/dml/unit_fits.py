@@ -15,6 +15,7 @@ the units are, their keys and seeds, and how their outputs are packed and gather
 
 from __future__ import annotations
 
+import dataclasses
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -23,6 +24,7 @@ from typing import Any
 import numpy as np
 
 from fanfit.dml.data import DMLData
+from fanfit.dml.folds import DEFAULT_N_FOLDS_INNER, draw_inner_smpls, inner_smpls_to_ids
 from fanfit.dml.models import RESIDUAL, column, model_def, row_mask
 from fanfit.dml.spec import DMLSpec
 from fanfit.dml.units import (
@@ -377,6 +379,8 @@ def _run_fold_procedure(
         own = FitUnit(unit.stage, unit.i_treat, unit.i_rep, unit.i_fold, name)
         return spec.learners[name].build(random_state=unit_seed(spec.seed, own))
 
+    if fp.inner_folds:  # the fold's own inner folds, as one column (FoldProcedure.inner_folds)
+        data = dataclasses.replace(data, inner_folds=_inner_folds(spec, data, unit, train)[:, None])
     aux: np.ndarray | None = None
     if not fp.runs_split(spec):  # one stage: the whole fold from the first start value
         start = fp.start(spec, data, unit.i_treat)
@@ -395,6 +399,19 @@ def _run_fold_procedure(
         + [np.array([scalars[name] for name in names], dtype=np.float64)]
     )
     return values, aux
+
+
+def _inner_folds(spec: DMLSpec, data: DMLData, unit: FitUnit, train: np.ndarray) -> np.ndarray:
+    """A fold unit's inner folds as fold ids, shape (n_obs,): the given column of
+    ``data.inner_folds`` (``i_rep * n_folds + i_fold``), else drawn as DoubleML draws them
+    (:func:`~fanfit.dml.folds.draw_inner_smpls`) from the ``random_state`` of the unit's
+    repetition and fold (:func:`~fanfit.dml.units.unit_seed` of learner ``'inner_folds'``)."""
+    if data.inner_folds is not None:
+        return data.inner_folds[:, unit.i_rep * spec.n_cross_folds + unit.i_fold]
+    own = FitUnit(0, 0, unit.i_rep, unit.i_fold, "inner_folds")
+    n_inner = spec.n_folds_inner or DEFAULT_N_FOLDS_INNER
+    inner = draw_inner_smpls(train, n_inner, unit_seed(spec.seed, own))
+    return inner_smpls_to_ids(inner, data.n_obs).astype(np.float64)
 
 
 def _fold_rows(

@@ -23,7 +23,8 @@ This package holds :func:`from_doubleml` and re-exports the classes, one family 
 
 - :mod:`~fanfit.client.doubleml.base`: what every class shares (:class:`_OnStack`, its ``fit``
   on a stack; :func:`default_client`; the learner and data helpers);
-- :mod:`~fanfit.client.doubleml.plm`: :class:`DoubleMLPLR`, :class:`DoubleMLPLIV`;
+- :mod:`~fanfit.client.doubleml.plm`: :class:`DoubleMLPLR`, :class:`DoubleMLPLIV`,
+  :class:`DoubleMLLPLR`;
 - :mod:`~fanfit.client.doubleml.irm`: :class:`DoubleMLIRM`, :class:`DoubleMLIIVM`;
 - :mod:`~fanfit.client.doubleml.apo`: :class:`DoubleMLAPO`, :class:`DoubleMLAPOS`;
 - :mod:`~fanfit.client.doubleml.did`: :class:`DoubleMLDID`, :class:`DoubleMLDIDCS`,
@@ -49,7 +50,7 @@ from fanfit.client.doubleml.base import _OnStack, _unsupported, default_client
 from fanfit.client.doubleml.did import DoubleMLDID, DoubleMLDIDCS, DoubleMLDIDMulti
 from fanfit.client.doubleml.irm import DoubleMLIIVM, DoubleMLIRM
 from fanfit.client.doubleml.panel import DoubleMLPLPR
-from fanfit.client.doubleml.plm import DoubleMLPLIV, DoubleMLPLR
+from fanfit.client.doubleml.plm import DoubleMLLPLR, DoubleMLPLIV, DoubleMLPLR
 from fanfit.client.doubleml.quantile import DoubleMLCVAR, DoubleMLLPQ, DoubleMLPQ, DoubleMLQTE
 from fanfit.client.doubleml.ssm import DoubleMLSSM
 from fanfit.dml.interop import import_doubleml
@@ -67,6 +68,7 @@ __all__ = [
     "DoubleMLDIDMulti",
     "DoubleMLIIVM",
     "DoubleMLIRM",
+    "DoubleMLLPLR",
     "DoubleMLLPQ",
     "DoubleMLPLIV",
     "DoubleMLPLPR",
@@ -92,6 +94,7 @@ _CLASSES: dict[type, type] = {
     _doubleml.DoubleMLPQ: DoubleMLPQ,
     _doubleml.DoubleMLCVAR: DoubleMLCVAR,
     _doubleml.DoubleMLLPQ: DoubleMLLPQ,
+    _doubleml.DoubleMLLPLR: DoubleMLLPLR,
 }
 
 
@@ -131,7 +134,8 @@ def from_doubleml(model: Any, client: Any = None, **fit_options: Any) -> Any:
         raise _unsupported(
             f"a {type(model).__name__}",
             "fanfit runs DoubleMLPLR, DoubleMLIRM, DoubleMLPLIV, DoubleMLIIVM, DoubleMLAPO, "
-            "DoubleMLDID, DoubleMLDIDCS, DoubleMLSSM, DoubleMLPQ, DoubleMLCVAR and DoubleMLLPQ",
+            "DoubleMLDID, DoubleMLDIDCS, DoubleMLSSM, DoubleMLPQ, DoubleMLCVAR, DoubleMLLPQ and "
+            "DoubleMLLPLR",
         )
     kwargs: dict[str, Any] = dict(model.learner)
     cluster = bool(getattr(model._dml_data, "is_cluster_data", False))
@@ -161,8 +165,14 @@ def from_doubleml(model: Any, client: Any = None, **fit_options: Any) -> Any:
             in_sample_normalization=model.in_sample_normalization,
             clipping_threshold=model.clipping_threshold,
         )
+    if isinstance(model, _doubleml.DoubleMLLPLR):
+        kwargs["n_folds_inner"] = model.n_folds_inner
+        if not model._ml_a_provided:
+            kwargs.pop("ml_a")  # DoubleML's clone(ml_m), as the model holds it
     ours = cls(model._dml_data, **kwargs)
-    if model._smpls is not None and cluster:
+    if isinstance(model, _doubleml.DoubleMLLPLR) and model._smpls is not None:
+        ours._smpls, ours._smpls_inner = model._smpls, model._smpls_inner  # DoubleML's, unchanged
+    elif model._smpls is not None and cluster:
         ours.set_sample_splitting(model.smpls, model.smpls_cluster)
     elif model._smpls is not None:
         ours.set_sample_splitting(model.smpls)

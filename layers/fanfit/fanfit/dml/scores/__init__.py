@@ -5,7 +5,9 @@
 - :mod:`~fanfit.dml.scores.did`: difference in differences (DoubleMLDID, DoubleMLDIDCS);
 - :mod:`~fanfit.dml.scores.ssm`: sample selection (DoubleMLSSM);
 - :mod:`~fanfit.dml.scores.quantile`: PQ, CVaR and QTE;
-- :mod:`~fanfit.dml.scores.lpq`: local potential quantiles (DoubleMLLPQ).
+- :mod:`~fanfit.dml.scores.lpq`: local potential quantiles (DoubleMLLPQ);
+- :mod:`~fanfit.dml.scores.lplr`: logistic partially linear regression (DoubleMLLPLR), its nested
+  fits, nonlinear score and root search.
 
 This package re-exports :mod:`~fanfit.dml.scores.plm_irm`'s names (``fanfit.dml.scores.est_coef``,
 ``var_est``, ...), the module ``fanfit.dml.scores`` was before it became a package.
