@@ -109,6 +109,9 @@ def test_a_qte_is_one_job_whose_stages_serve_every_part(client) -> None:
     for attr in ("coef", "se", "all_coef", "all_se"):
         np.testing.assert_allclose(getattr(result, attr), getattr(theirs, attr), rtol=RTOL,
                                    err_msg=attr)  # fmt: skip
+    # AND the job's own printout (fanfit result JOB) lists every part's estimate
+    text = str(jobs.jobs[0].job.result())
+    assert "Parts of this job" in text and all(label in text for label in jobs.labels)
     # AND each part's own estimate is DoubleML's model of that (quantile, level)
     models = [m for pair in zip(theirs.modellist_0, theirs.modellist_1) for m in pair]
     for part, model in zip(jobs.jobs, models, strict=True):

@@ -199,6 +199,28 @@ def format_estimate(result: Any) -> str:
         f"No. folds: {result.n_folds}\nNo. repeated sample splits: {result.n_rep}\n"
         f"\n{section('Fit Summary')}\n"
         f"{frame_text(result.summary)}\n"
+        f"{_parts_section(result)}"
         f"\n{section(RUN_TITLE)}\n"
         f"{_run_section(result)}"
+    )
+
+
+def _parts_section(result: Any) -> str:
+    """A job of several parts (a QTE, an APOS): every part's estimate, one row per part and
+    treatment (the sections above show the first part's); empty for a job of one."""
+    parts = result.doc.parts
+    if not parts:
+        return ""
+    import pandas as pd
+
+    rows = [
+        {"part": p.label, "coef": p.coef[d], "std err": p.se[d], "2.5 %": p.ci_95[d][0],
+         "97.5 %": p.ci_95[d][1]}
+        for p in parts
+        for d in p.coef
+    ]  # fmt: skip
+    table = frame_text(pd.DataFrame(rows).set_index("part"))
+    return (
+        f"\n{section('Parts of this job')}\n"
+        f"{len(parts)} parts (the sections above show the first)\n{table}\n"
     )
