@@ -41,28 +41,11 @@ def client(moto_stack, moto_client, monkeypatch) -> Any:
 
 
 def _run_steps(client: Any, job_id: str) -> list[Any]:
-    """Prepare, Schedule, CrossFit and Aggregate of ``job_id`` as the state machine runs them;
-    returns what Prepare returned per stage."""
-    from fanfit.jobs.estimate.aggregate import aggregate_job
-    from fanfit.jobs.estimate.crossfit import crossfit_shard
-    from fanfit.jobs.estimate.prepare import prepare_stage
-    from fanfit.jobs.estimate.schedule import schedule_wave
+    """Prepare, Schedule, CrossFit and Aggregate of ``job_id`` as the state machine runs them."""
+    from pipeline_steps import run_steps
 
-    store, records = client.store, client.records
     throughput = storage.ThroughputRecords("fanfit-throughput", client.session.client("dynamodb"))
-    stage, has_next, planned = 0, True, []
-    while has_next:
-        plan = prepare_stage(store, records, job_id, storage.spec_key(job_id), stage)
-        planned.append(plan)
-        for wave in range(50):
-            out = schedule_wave(store, records, throughput, job_id, stage, wave, 1769)
-            if not out.has_wave:
-                break
-            for shard in store.get_json(out.shards_key):
-                crossfit_shard(store, job_id, plan.plan_key, stage, shard)
-        stage, has_next = plan.next_stage, plan.has_next_stage
-    aggregate_job(store, records, job_id, storage.plan_key(job_id))
-    return planned
+    return run_steps(client.store, client.records, throughput, job_id)
 
 
 def _irm_frame(n_obs: int, seed: int) -> Any:

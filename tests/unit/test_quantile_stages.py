@@ -156,10 +156,7 @@ def test_a_chained_fold_procedure_without_split_is_refused() -> None:
 # --------------------------------------------------------------------------- the steps on moto
 def _run_steps(boto3, frame, spec: dml.DMLSpec, folds: np.ndarray, job_id: str):
     """Prepare, Schedule, CrossFit and Aggregate as the state machine runs them."""
-    from fanfit.jobs.estimate.aggregate import aggregate_job
-    from fanfit.jobs.estimate.crossfit import crossfit_shard
-    from fanfit.jobs.estimate.prepare import prepare_stage
-    from fanfit.jobs.estimate.schedule import schedule_wave
+    from pipeline_steps import run_steps
 
     store = storage.JobStore("fanfit-unit", boto3.client("s3"))
     records = storage.JobRecords("fanfit-jobs", boto3.client("dynamodb"))
@@ -168,20 +165,9 @@ def _run_steps(boto3, frame, spec: dml.DMLSpec, folds: np.ndarray, job_id: str):
            "data_key": store.put_data(list(frame.data.columns), frame.data.to_numpy()),
            "folds_key": store.put_array(storage.input_folds_key(job_id), folds),
            "max_concurrency": 2, "units_per_shard": 4}  # fmt: skip
-    spec_key = store.put_json(storage.spec_key(job_id), job)
-    stage, has_next, planned = 0, True, []
-    while has_next:
-        plan = prepare_stage(store, records, job_id, spec_key, stage)
-        planned.append(plan)
-        for wave in range(50):
-            out = schedule_wave(store, records, throughput, job_id, stage, wave, 1769)
-            if not out.has_wave:
-                break
-            for shard in store.get_json(out.shards_key):
-                crossfit_shard(store, job_id, plan.plan_key, stage, shard)
-        stage, has_next = plan.next_stage, plan.has_next_stage
-    done = aggregate_job(store, records, job_id, storage.plan_key(job_id))
-    return store, planned, store.get_json(done.result_key)
+    store.put_json(storage.spec_key(job_id), job)
+    planned = run_steps(store, records, throughput, job_id)
+    return store, planned, store.get_json(storage.result_key(job_id))
 
 
 def test_pq_steps_on_moto_run_two_stages_and_equal_doubleml(moto_stack) -> None:

@@ -742,21 +742,18 @@ class EstimateTimings(Document):
     price_usd_per_request: float
 
 
+#: The optional fields of an estimate's result: left out of ``result.json`` when None.
+_RESULT_OPTIONAL = frozenset(
+    {"ci_joint_95", "boot_method", "n_rep_boot", "nuisance_loss", "nuisance_metric", "spec",
+     "propensity_overlap"}
+)  # fmt: skip
+
+
 class _EstimateFields(_OmitNone):
     """The fields of an estimate's result that each part of a job has (:class:`EstimateResultDoc`,
     :class:`PartResult`)."""
 
-    OMIT_NONE: ClassVar[frozenset[str] | None] = frozenset(
-        {
-            "ci_joint_95",
-            "boot_method",
-            "n_rep_boot",
-            "nuisance_loss",
-            "nuisance_metric",
-            "spec",
-            "propensity_overlap",
-        }
-    )
+    OMIT_NONE: ClassVar[frozenset[str] | None] = _RESULT_OPTIONAL
 
     model: str
     score: str
@@ -806,18 +803,7 @@ class EstimateResultDoc(_EstimateFields):
     (:attr:`EstimatePlan.parts`) holds every part's estimate in ``parts`` (:class:`PartResult`),
     the first part's also at the top level."""
 
-    OMIT_NONE: ClassVar[frozenset[str] | None] = frozenset(
-        {
-            "ci_joint_95",
-            "boot_method",
-            "n_rep_boot",
-            "nuisance_loss",
-            "nuisance_metric",
-            "spec",
-            "propensity_overlap",
-            "parts",
-        }
-    )
+    OMIT_NONE: ClassVar[frozenset[str] | None] = _RESULT_OPTIONAL | {"parts"}
 
     timings: EstimateTimings
     parts: list[PartResult] | None = None
