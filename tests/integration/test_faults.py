@@ -6,7 +6,9 @@ a fifth of the invocations fail with ``Lambda.ServiceException`` before the hand
 out, and some crash after the handler's work is done (its S3 writes and idempotency record land,
 the response is lost). The state machines' Retry policies, the shards' deterministic S3 keys and
 Powertools Idempotency must make an estimate and a train job end with results identical to the
-same jobs on the fault-free session stack.
+same jobs on the fault-free session stack. A QTE runs there as one job of several parts (issue 28,
+item 3): its two quantiles x two treatment levels fan out together over two stages, and every
+part's estimate must equal the fault-free run's, each unit fitted by exactly one shard.
 
 A third local stack caps the account's Lambda concurrency at 1
 (``LAMBDA_LIMITS_CONCURRENT_EXECUTIONS=1``: LocalStack then refuses an invocation beyond it with
@@ -124,6 +126,71 @@ def test_an_estimate_under_faults_equals_the_fault_free_run(local_client, faulty
     # ... and the top-level tasks did meet injected faults (the Map's children have their own)
     record = job.record()
     assert record["status"] == "SUCCEEDED"
+
+
+def _qte_frame(n: int) -> pd.DataFrame:
+    """``n`` rows of a binary treatment ``d`` (logistic in ``x0``), an outcome ``y`` with effect
+    0.5 and four covariates (seed 7): both classes of every quantile's indicator in every fold."""
+    rng = np.random.default_rng(7)
+    x = rng.normal(size=(n, 4))
+    d = (rng.uniform(size=n) < 1 / (1 + np.exp(-x[:, 0]))).astype(float)
+    y = 0.5 * d + x[:, 1] + 0.5 * x[:, 2] + rng.normal(size=n)
+    return pd.DataFrame(x, columns=["x0", "x1", "x2", "x3"]).assign(y=y, d=d)
+
+
+def _unit_counts(job: Any, n_stages: int) -> tuple[dict[str, int], set[str]]:
+    """How many shards of ``job``'s result fitted each unit (by key, which names its part and
+    stage), and the keys of the units its stages planned (each stage's ``units.json``)."""
+    from fanfit import dml, storage
+
+    fitted: dict[str, int] = {}
+    for shard in job.result().timings["shards"]:
+        for unit in shard["unit_fit_s"]:
+            fitted[unit] = fitted.get(unit, 0) + 1
+    planned = {
+        dml.FitUnit(**doc).key
+        for stage in range(n_stages)
+        for doc in job.client.store.get_json(storage.units_key(job.job_id, stage))
+    }
+    return fitted, planned
+
+
+def test_a_qte_as_one_job_under_faults_equals_the_fault_free_run(local_client, faulty_client):
+    from fanfit.client import qte as cqte
+    from fanfit.client.options import EstimateOptions
+
+    # GIVEN 1,000 rows of a binary treatment and a QTE at two quantiles (PQ: four parts, two
+    # stages each, DoubleML's start values between them), 2 folds x 2 repetitions, logistic
+    # learners, one unit per shard (32 shards)
+    options = EstimateOptions(data=_qte_frame(1000), model="qte", y="y", d="d",
+                              x=["x0", "x1", "x2", "x3"], ml_g="LogisticRegression",
+                              ml_m="LogisticRegression", quantiles="0.5,0.75", n_folds=2, n_rep=2,
+                              seed=3, units_per_shard=1)  # fmt: skip
+    # WHEN it runs as one job on the fault-free stack and on the faulty one (at the same time)
+    clean_jobs = cqte.submit_qte(local_client, options=options)
+    jobs = cqte.submit_qte(faulty_client, options=options)
+    started = time.monotonic()
+    clean = clean_jobs.result(timeout=600)
+    faulty = jobs.result(timeout=900)
+    # THEN one job each, and the effects and every part's estimate are identical
+    assert len(set(jobs.job_ids)) == 1 and len(faulty.results) == 4
+    for attr in ("coef", "se", "all_coef", "all_se"):
+        np.testing.assert_array_equal(getattr(faulty, attr), getattr(clean, attr), err_msg=attr)
+    for k, (part, clean_part) in enumerate(zip(faulty.results, clean.results, strict=True)):
+        for attr in ("coef", "se", "all_coef", "all_se"):
+            np.testing.assert_array_equal(getattr(part, attr), getattr(clean_part, attr),
+                                          err_msg=f"part {k}: {attr}")  # fmt: skip
+    # ... every unit of every part and stage was fitted by exactly one shard (one unit each)
+    job = jobs.jobs[0].job
+    n_stages = job._plan().n_stages
+    assert n_stages == 2
+    fitted, planned = _unit_counts(job, n_stages)
+    assert set(fitted) == planned and set(fitted.values()) == {1}, fitted
+    assert len(planned) == 2 * 4 * 2 * 2  # stages x parts x repetitions x folds
+    assert job.record()["status"] == "SUCCEEDED"
+    # ... and the job did meet injected faults (the top-level steps'; the Map's children too)
+    injected = _injected(faulty_client, job.execution_arn)
+    print(json.dumps({"qte_injected": injected, "wall_s": round(time.monotonic() - started, 1)}))
 
 
 def test_a_train_job_under_faults_equals_the_fault_free_run(local_client, faulty_client):
