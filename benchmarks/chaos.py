@@ -5,7 +5,8 @@ Issue 31, item 4. ``--small`` (the default, and so far the only size) runs N = 5
 - ``estimate-plr``: a PLR on 400 synthetic rows (3 covariates, ``LinearRegression`` learners),
   5 folds x 2 repetitions, one unit per shard (20 CrossFit shards);
 - ``qte``: a QTE (one job of two parts: quantiles 0.4 and 0.6 of a binary treatment, 400 rows,
-  ``LogisticRegression`` learners, 2 folds; ``client.submit_estimate(model='qte', ...)``);
+  ``LogisticRegression`` learners, 2 folds; :func:`fanfit.client.qte.submit_qte`: a
+  ``model='qte'`` estimate is refused by ``Client.submit_estimate``);
 - ``train-dssync``: multinomial logistic regression (2,000 rows x 20 features, 5 classes) by 4
   Lambda workers, DS-Sync in groups of 2, 12 rounds (segments of several rounds per invocation);
 - ``train-lbbsp``: K-Means (8 clusters) on scikit-learn's digits (1,797 x 64) by 4 workers of
@@ -271,12 +272,17 @@ def _digits() -> tuple[pd.DataFrame, np.ndarray]:
 
 def _specs() -> dict[str, tuple[str, Callable[[Any], Any]]]:
     """name -> (kind, submit(client) -> job handle)."""
+    from fanfit.client.options import EstimateOptions
+    from fanfit.client.qte import submit_qte
+
     plr = dict(model="plr", y="y", d="d", x=["x0", "x1", "x2"], ml_l="LinearRegression",
                ml_m="LinearRegression", n_folds=5, n_rep=2, seed=3, units_per_shard=1)  # fmt: skip
     rf = 'RandomForestRegressor:{"n_estimators": 200, "random_state": 0}'
     victim = dict(plr, ml_l=rf, ml_m=rf, seed=5, units_per_shard=20, max_concurrency=1)
-    qte = dict(model="qte", y="y", d="d", x=["x0", "x1", "x2"], quantiles=[0.4, 0.6],
-               ml_g="LogisticRegression", ml_m="LogisticRegression", n_folds=2, seed=3)  # fmt: skip
+    qte_frame = _qte_frame(12, 400)
+    qte = EstimateOptions(data=qte_frame, model="qte", y="y", d="d", x=["x0", "x1", "x2"],
+                          quantiles=[0.4, 0.6], ml_g="LogisticRegression",
+                          ml_m="LogisticRegression", n_folds=2, seed=3)  # fmt: skip
     logreg = _logreg_frame(0)
     digits, init = _digits()
     dssync = dict(model="logreg", features=[c for c in logreg.columns if c != "y"], target="y",
@@ -286,7 +292,7 @@ def _specs() -> dict[str, tuple[str, Callable[[Any], Any]]]:
                  workers=4, worker_memory="1769,1769,885,885", rounds=6, balance="lb-bsp")  # fmt: skip
     return {
         "estimate-plr": ("estimate", lambda c: c.submit_estimate(_plr_frame(11, 400), **plr)),
-        "qte": ("qte", lambda c: c.submit_estimate(_qte_frame(12, 400), **qte)),
+        "qte": ("qte", lambda c: submit_qte(c, qte_frame, options=qte)),
         "train-dssync": ("train", lambda c: c.submit_train(logreg, **dssync)),
         "train-lbbsp": ("train", lambda c: c.submit_train(digits, **lbbsp)),
         "cancel-victim": ("estimate", lambda c: c.submit_estimate(_plr_frame(13, 3000), **victim)),
