@@ -82,8 +82,9 @@ def fingerprint(result: Any, keys: Iterable[str]) -> dict[str, np.ndarray]:
     Parameters
     ----------
     result : mapping or object
-        An estimate's result document (nested dicts and lists; every value under one of ``keys``,
-        at any depth, is taken, its path joined by ``/``), or a train result (its attributes
+        An estimate's result document (nested dicts and lists; every numeric value under one of
+        ``keys``, at any depth, is taken, its path joined by ``/``; a mapping under such a key is
+        looked into), or a train result (its attributes
         ``keys``, those it has).
     keys : iterable of str
 
@@ -99,10 +100,13 @@ def fingerprint(result: Any, keys: Iterable[str]) -> dict[str, np.ndarray]:
         if isinstance(node, Mapping):
             for key, value in node.items():
                 sub = f"{path}/{key}" if path else str(key)
-                if key in wanted and value is not None:
-                    out[sub] = np.asarray(value, dtype=float)
-                else:
-                    walk(value, sub)
+                if key in wanted and value is not None and not isinstance(value, Mapping):
+                    try:
+                        out[sub] = np.asarray(value, dtype=float)
+                        continue
+                    except (TypeError, ValueError):  # not numbers: look inside
+                        pass
+                walk(value, sub)
         elif isinstance(node, list | tuple):
             for i, value in enumerate(node):
                 walk(value, f"{path}/{i}")

@@ -27,6 +27,7 @@ def _estimate_doc(coef: float) -> dict:
     return {
         "job_id": "est-1",
         "timings": {"wall_s": 12.5},
+        "se": {"method": "normal"},  # a mapping under a compared key: looked into, not taken
         "parts": [
             {"coef": [coef], "se": [0.1], "all_coef": [[coef, coef + 0.01]], "label": "q 0.4"},
             {"coef": [coef + 1.0], "se": [0.2], "all_coef": [[coef + 1.0, coef]], "label": "q 0.6"},
