@@ -338,8 +338,10 @@ def _running(client: Any, job: Any, kind: str) -> list[str]:
     return running_steps(dynamodb, table, step_keys(client.store, job.job_id, kind))
 
 
-def _train_shard_handlers() -> list[int]:
-    """PIDs of the local Lambda handler processes of the TrainShard functions."""
+def _train_shard_handlers(endpoint: str) -> list[int]:
+    """PIDs of the local Lambda handler processes of the TrainShard functions of the stack at
+    ``endpoint`` only (their ``AWS_ENDPOINT_URL``): other stacks on the machine are left alone."""
+    mine = f"AWS_ENDPOINT_URL={endpoint}".encode()
     pids = []
     for entry in Path("/proc").iterdir():
         if not entry.name.isdigit():
@@ -349,7 +351,8 @@ def _train_shard_handlers() -> list[int]:
             env = (entry / "environ").read_bytes()
         except OSError:
             continue
-        if b"lambda_bootstrap" in cmd and b"TrainShard" in env:
+        variables = env.split(b"\0")
+        if b"lambda_bootstrap" in cmd and b"TrainShard" in env and mine in variables:
             pids.append(int(entry.name))
     return sorted(pids)
 
@@ -470,7 +473,7 @@ def main(argv: list[str] | None = None) -> int:
         in_segment = _wait_until(
             lambda: [s for s in _running(client, dssync, "train") if "round 0" not in s], 600
         )
-        victims = _train_shard_handlers() if in_segment else []
+        victims = _train_shard_handlers(info.endpoint) if in_segment else []
         if victims:
             killed_at = time.time()
             os.kill(victims[0], signal.SIGKILL)
