@@ -41,6 +41,7 @@ __all__ = [
     "cost_or_none",
     "record_submission",
     "stack_capacity",
+    "stop_timed_out",
 ]
 
 log = logging.getLogger("fanfit")
@@ -106,8 +107,11 @@ class JobHandle:
     def status(self) -> str:
         """The execution's status: RUNNING, SUCCEEDED, FAILED, TIMED_OUT or ABORTED (also of a job
         whose execution a restarted local stack no longer has, and which had not ended); CANCELLED
-        once the job was cancelled (:meth:`cancel`; its record says so)."""
+        once the job was cancelled (:meth:`cancel`; its record says so). A job seen TIMED_OUT gets
+        its stop marker here (:func:`stop_timed_out`: a timeout runs no failure branch)."""
         status = str(self._describe_execution()["status"])
+        if status == "TIMED_OUT":
+            stop_timed_out(self.client, self.job_id, self.execution_arn, self.kind)
         if status != "RUNNING" and self._cancelled():
             return storage.JOB_STATUS_CANCELLED
         return status
@@ -182,7 +186,8 @@ class JobHandle:
         fanfit.errors.WaitTimeoutError
             If the job still runs after ``timeout`` seconds (it goes on running).
         fanfit.errors.JobFailedError
-            If the execution failed otherwise, timed out or was aborted.
+            If the execution failed otherwise, timed out or was aborted. A timed-out job first
+            gets its stop marker (:func:`stop_timed_out`), so that its running workers stop.
         """
         from fanfit.progress import PROGRESS_INTERVAL_S, ProgressTracker, make_renderer
 
@@ -206,6 +211,8 @@ class JobHandle:
                     renderer.update(tracker.snapshot(desc))
                 if status == "SUCCEEDED":
                     return self
+                if status == "TIMED_OUT":
+                    stop_timed_out(self.client, self.job_id, self.execution_arn, self.kind)
                 if status != "RUNNING":
                     raise self._failure(desc)
                 time.sleep(poll)
@@ -460,6 +467,45 @@ def _stop_running_workers(client: StackClient, job_id: str, execution_arn: str) 
     except Exception as exc:  # e.g. AccessDenied on s3:PutObject: the stop stands
         log.warning("job %s: cannot write its stop marker: %s", job_id, exc)
         return False
+    return True
+
+
+def stop_timed_out(client: StackClient, job_id: str, execution_arn: str, kind: str) -> bool:
+    """Write the stop marker of a job whose execution timed out, unless it has one for it.
+
+    An execution past its ``TimeoutSeconds`` ends ``TIMED_OUT`` without running its failure
+    branch (a Catch does not see the execution's own timeout), so nothing writes the stop marker
+    that a failure or a cancel writes (:mod:`fanfit.jobs.stop`), and its running DS-Sync workers
+    and CrossFit shards would run to their own deadlines. The client writes it instead when it sees
+    the status (:meth:`JobHandle.wait`, :meth:`JobHandle.status`): reason ``'failed'``, error
+    ``'States.Timeout'``, naming ``execution_arn`` (a later ``fanfit resume`` is not stopped by it).
+
+    Parameters
+    ----------
+    client : StackClient
+    job_id, execution_arn : str
+    kind : {'estimate', 'train'}
+        Which marker: :func:`fanfit.storage.train_stop_key` or
+        :func:`fanfit.storage.estimate_stop_key`.
+
+    Returns
+    -------
+    bool
+        Whether a marker was written: False when one for this execution (or for every execution)
+        is already there, or when the write failed (logged; the job has ended either way).
+    """
+    from fanfit.jobs.stop import StopReader, write_stop
+
+    key = storage.train_stop_key(job_id) if kind == "train" else storage.estimate_stop_key(job_id)
+    try:
+        if StopReader(client.store, key, execution_arn).read() is not None:
+            return False
+        write_stop(client.store, key, "failed", execution_arn=execution_arn,
+                   error="States.Timeout")  # fmt: skip
+    except Exception as exc:  # e.g. AccessDenied: the job has ended; its workers hit deadlines
+        log.warning("job %s: cannot write its stop marker after its timeout: %s", job_id, exc)
+        return False
+    log.info("job %s timed out: wrote its stop marker %s", job_id, key)
     return True
 
 
