@@ -18,6 +18,7 @@ import pytest
 dml = pytest.importorskip("doubleml")
 
 from doubleml.plm.datasets import make_lplr_LZZ2020  # noqa: E402
+from doubleml_helpers import submitted  # noqa: E402
 from sklearn.linear_model import LinearRegression, LogisticRegression  # noqa: E402
 
 import fanfit  # noqa: E402
@@ -53,9 +54,10 @@ class FakeClient:
     def __init__(self) -> None:
         self.submitted: list[dict] = []
 
-    def submit_estimate(self, data, **options):
-        self.submitted.append(options)
-        return FakeJob(check_estimate(data, **options))
+    def submit_estimate(self, data, options=None, **keywords):
+        checked, sent = submitted(data, options, **keywords)
+        self.submitted.append(sent)
+        return FakeJob(checked)
 
 
 def _data(treatment: str = "continuous", seed: int = 5):
