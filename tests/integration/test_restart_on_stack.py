@@ -16,6 +16,11 @@ starts it again, redeploys, and resumes the job:
   has the job's record back from its DynamoDB journal (``fanfit_localstack.dynamodb``), the same
   job table (CloudFormation names it stably), and the job's result, ``fanfit status`` and
   ``fanfit report`` work (issue 13, item 4).
+
+A QTE runs as one job of several parts (issue 28, item 3): killed while its second stage runs
+(every part's first stage done, DoubleML's start values computed from it), it keeps every
+acknowledged shard of both stages, and ``fanfit resume`` (:meth:`fanfit.client.Client.resume`)
+ends with an uninterrupted run's numbers, part by part.
 """
 
 from __future__ import annotations
@@ -41,18 +46,24 @@ pytestmark = pytest.mark.integration
 ROOT = Path(__file__).resolve().parents[2]
 
 
-def _preds(client: Any, job_id: str) -> dict[str, tuple[str, Any]]:
-    """Key -> (ETag, LastModified) of every predictions object of stage 0."""
-    pages = client.s3.get_paginator("list_objects_v2").paginate(
-        Bucket=client.stack.bucket, Prefix=f"jobs/{job_id}/stages/0/preds/"
-    )
-    return {o["Key"]: (o["ETag"], o["LastModified"]) for p in pages for o in p.get("Contents", [])}
+def _preds(client: Any, job_id: str, stages: tuple[int, ...] = (0,)) -> dict[str, tuple[str, Any]]:
+    """Key -> (ETag, LastModified) of every predictions object of ``stages``."""
+    out: dict[str, tuple[str, Any]] = {}
+    for stage in stages:
+        pages = client.s3.get_paginator("list_objects_v2").paginate(
+            Bucket=client.stack.bucket, Prefix=f"jobs/{job_id}/stages/{stage}/preds/"
+        )
+        out.update(
+            {o["Key"]: (o["ETag"], o["LastModified"]) for p in pages for o in p.get("Contents", [])}
+        )
+    return out
 
 
-def _completed_preds(client: Any, job_id: str) -> set[str]:
-    """Predictions keys of the shards whose CrossFit completed: Powertools Idempotency records an
-    invocation COMPLETED, with its response, only after the handler returned, so the write of those
-    predictions was acknowledged (a write still in flight may already be listed by S3)."""
+def _completed_preds(client: Any, job_id: str, stages: tuple[int, ...] = (0,)) -> set[str]:
+    """Predictions keys of the shards of ``stages`` whose CrossFit completed: Powertools
+    Idempotency records an invocation COMPLETED, with its response, only after the handler
+    returned, so the write of those predictions was acknowledged (a write still in flight may
+    already be listed by S3)."""
     table = _table_name(client, "IdempotencyTable")
     dynamodb = client.session.client("dynamodb", endpoint_url=client.stack.endpoint_url)
     keys: set[str] = set()
@@ -61,7 +72,7 @@ def _completed_preds(client: Any, job_id: str) -> set[str]:
             if item.get("status", {}).get("S") != "COMPLETED" or "data" not in item:
                 continue
             key = json.loads(item["data"]["S"]).get("preds_key", "")
-            if key.startswith(f"jobs/{job_id}/stages/0/preds/"):
+            if any(key.startswith(f"jobs/{job_id}/stages/{s}/preds/") for s in stages):
                 keys.add(key)
     return keys
 
@@ -198,6 +209,91 @@ def test_killing_the_stack_mid_job_loses_no_completed_shard_and_local_down_keeps
     print(json.dumps({"completed": len(completed), "listed": len(before), "restored": len(back),
                       "run_again": len(ran), "restore": restored,
                       "tables_restored": tables}))  # fmt: skip
+
+
+def test_killing_the_stack_in_a_qte_jobs_second_stage_loses_no_shard_and_resume_ends_it(
+    own_stack: LocalStack,
+    local_client: Any,
+    redeploy: Any,
+    client_of_stack: Any,
+    wait_until: Any,
+) -> None:
+    import dataclasses
+
+    from fanfit import storage
+    from fanfit.client import qte as cqte
+    from fanfit.client.options import EstimateOptions
+
+    # GIVEN a QTE at two quantiles as one job (PQ: four parts, two stages each), 2 folds x 2
+    # repetitions, one unit per shard (16 shards a stage), one at a time, on a stack of its own
+    info = own_stack.start()
+    redeploy(info)
+    client = client_of_stack(info)
+    rng = np.random.default_rng(7)
+    x = rng.normal(size=(600, 4))
+    d = (rng.uniform(size=600) < 1 / (1 + np.exp(-x[:, 0]))).astype(float)
+    frame = pd.DataFrame(x, columns=["x0", "x1", "x2", "x3"])
+    frame = frame.assign(y=0.5 * d + x[:, 1] + rng.normal(size=600), d=d)
+    options = EstimateOptions(data=frame, model="qte", y="y", d="d", x=["x0", "x1", "x2", "x3"],
+                              ml_g="LogisticRegression", ml_m="LogisticRegression",
+                              quantiles="0.5,0.75", n_folds=2, n_rep=2, seed=3, units_per_shard=1,
+                              max_concurrency=1)  # fmt: skip
+    # (the uninterrupted run, on the session's stack, runs meanwhile)
+    clean_jobs = cqte.submit_qte(local_client, options=options)
+    jobs = cqte.submit_qte(client, options=options)
+    (job_id,) = jobs.job_ids
+
+    def in_stage_1() -> set[str] | None:
+        done = _completed_preds(client, job_id, (1,))
+        if done:
+            return done
+        status = client.sfn.describe_execution(executionArn=jobs.jobs[0].execution_arn)["status"]
+        assert status == "RUNNING", f"{job_id} is {status} before the kill"
+        return None
+
+    completed: set[str] = wait_until(
+        in_stage_1,
+        600,
+        f"a completed shard of stage 1 of {job_id}",
+        interval_s=0.2,
+    )
+    # WHEN LocalStack is killed while the second stage runs (SIGKILL)
+    before = _preds(client, job_id, (0, 1))
+    _kill(info.pid)
+    stage_0 = {k for k in before if "/stages/0/" in k}
+    assert len(stage_0) == 16 and 1 <= len(completed) < 16 and completed <= set(before)
+    # ... and started again and the project redeployed
+    restarted = own_stack.start()
+    restored = own_stack.s3_restored(restarted.pid)
+    assert restored is not None and restored["skipped"] == 0
+    redeploy(restarted)
+    client = client_of_stack(restarted)
+    # THEN every predictions object of stage 0 and every acknowledged one of stage 1 is back,
+    # same bytes; a write in flight at the kill is back whole or not at all
+    back = _preds(client, job_id, (0, 1))
+    assert stage_0 | completed <= set(back)
+    assert {k: back[k][0] for k in back} == {k: before[k][0] for k in back}
+    # ... and the resumed job runs only the shards without predictions, every unit once
+    resumed = client.resume(job_id)
+    result = dataclasses.replace(jobs, jobs=[resumed.part(k) for k in range(4)]).result(600)
+    after = _preds(client, job_id, (0, 1))
+    assert len(after) == 32
+    assert {k: after[k] for k in back} == back  # nothing restored was written again
+    shards = result.results[0].timings["shards"]
+    assert len(shards) == 32
+    ran = {f"{s['stage']}/{s['shard_id']}" for s in shards}
+    kept = {f"{k.split('/stages/')[1][0]}/{storage.shard_id_of_preds_key(k)}" for k in back}
+    assert kept <= ran and len(ran - kept) == 32 - len(back)
+    # ... and every part's estimate and the effects equal an uninterrupted run's, bit for bit
+    clean = clean_jobs.result(timeout=600)
+    for attr in ("coef", "se", "all_coef", "all_se"):
+        np.testing.assert_array_equal(getattr(result, attr), getattr(clean, attr), err_msg=attr)
+    for part, clean_part in zip(result.results, clean.results, strict=True):
+        np.testing.assert_array_equal(part.all_coef, clean_part.all_coef)
+        np.testing.assert_array_equal(part.se, clean_part.se)
+    assert client.records.get(job_id)["status"] == "SUCCEEDED"
+    print(json.dumps({"qte_completed_stage_1": len(completed), "listed": len(before),
+                      "restored": len(back), "restore": restored}))  # fmt: skip
 
 
 def test_the_s3_mirror_keeps_the_latest_state_of_every_key_across_a_kill(
