@@ -135,6 +135,7 @@ def main() -> int:
         quantiles = [float(q) for q in args.quantiles.split(",")]
 
     runs = []
+    os.environ["PYTHONWARNINGS"] = "ignore"  # DoubleML's joblib workers: the same lbfgs warnings
     with warnings.catch_warnings(), ensure_local_stack():
         warnings.simplefilter(
             "ignore"
