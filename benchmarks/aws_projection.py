@@ -19,6 +19,16 @@ A simulation, not a run on AWS: no stack and no AWS call. Steps:
 4. The comparison: DoubleML in-process on this machine, ``fit seconds x n_fits / cores`` (the fits
    spread perfectly over the cores; DoubleML's own overhead left out).
 
+``--model qte --quantiles 0.5,0.7,0.9`` (issue 28, item 5): DoubleMLQTE with score PQ and
+logistic regressions for ``ml_g`` and ``ml_m`` on the same data, as ONE job of 6 parts (3 quantiles x
+2 treatment levels) of two stages (5 folds x 100 repetitions: 3,000 fold units a stage). Step 1 then
+times, in-process on one core, every fold unit of both stages of each part at ``--measure-rep``
+(default 2) repetitions (:func:`fanfit.dml.fit_predict_aux`, the chain of start values between
+the stages as Prepare computes it, :func:`fanfit.dml.stage_inputs`); steps 2-3 plan and simulate
+the job of several parts (its plan's units of every part, :meth:`EstimatePlan.units`); step 4 is
+``sum over units of the median unit seconds / cores`` (DoubleML's own score time left out: its
+default kde, ``doubleml_kde_s`` per part and repetition, runs once per part and repetition on top).
+
 Prints one JSON object: model, learners, n_folds, n_rep, n_fits, placement, predicted_wall_s,
 predicted_cost_usd, account, fit_s_measured, doubleml_inprocess.
 """
@@ -32,6 +42,9 @@ import statistics
 import sys
 import time
 from pathlib import Path
+from typing import Any
+
+from threadpoolctl import threadpool_limits
 
 ROOT = Path(__file__).resolve().parents[1]
 X_COLS = ["age", "inc", "educ", "fsize", "marr", "twoearn", "db", "pira", "hown"]
@@ -56,6 +69,128 @@ def _measure(x, y, folds, estimator_cls, repeats: int, seed: int, classifier: bo
     return times
 
 
+def _time_units(parts: list[Any], data: Any, folds: Any, unit_s: dict[str, list[float]]) -> None:
+    """Every fold unit of every stage of each part, run as CrossFit runs it; its seconds by learner
+    into ``unit_s`` (the chain of start values between the stages as Prepare computes it)."""
+    from fanfit import dml
+
+    for part in parts:
+        spec = part.dml
+        preds, aux = dml.init_preds(spec, len(data.y)), {}
+        for stage in range(dml.n_stages(spec)):
+            inputs = dml.stage_inputs(spec, stage, data, folds, preds, aux) if stage else None
+            for unit in dml.fit_units(spec, stage):
+                t0 = time.perf_counter()
+                values, aux[unit.key] = dml.fit_predict_aux(spec, unit, data, folds, inputs)
+                unit_s.setdefault(unit.learner, []).append(time.perf_counter() - t0)
+                dml.put_predictions(preds, unit, folds, values, spec)
+
+
+def _qte(args: argparse.Namespace) -> int:
+    """``--model qte``: the QTE as one job of several parts, its fold units timed here."""
+    import numpy as np
+    import pandas as pd
+    from doubleml.utils._estimation import _default_kde
+
+    from fanfit import dml
+    from fanfit.client.options import EstimateOptions
+    from fanfit.client.qte import check_qte, part_options
+    from fanfit.jobs.documents.estimate import EstimatePlan, PlanPart
+    from fanfit.jobs.estimate.data import unit_signature
+    from fanfit.jobs.estimate.projection import project_prediction
+    from fanfit.jobs.estimate.wave import plan_job
+    from fanfit.sched.shards import DEFAULT_ACCOUNT_CONCURRENCY
+    from fanfit.sched.simulate import AccountModel, cold_start_s
+    from fanfit.sched.throughput import EwmaThroughput, ThroughputEntry
+
+    frame = pd.read_stata(ROOT / "examples" / "data" / "sipp1991.dta").astype("float64")
+    learners = {"ml_g": "LogisticRegression", "ml_m": "LogisticRegression"}
+
+    def parts(n_rep: int) -> tuple[list[PlanPart], Any]:
+        options = EstimateOptions(
+            data=frame, model="qte", y="net_tfa", d="e401", x=X_COLS, quantiles=args.quantiles,
+            n_folds=args.n_folds, n_rep=n_rep, seed=args.seed, **learners,
+        )  # fmt: skip
+        checked = check_qte(options=options)
+        labels = [f"quantile {q:g} of treatment {t}" for q, t, _ in part_options(options)]
+        specs = [c.spec for c in checked.checked]
+        return [PlanPart(label=lb, dml=sp) for lb, sp in zip(labels, specs)], checked.checked[0]
+
+    # 1. every fold unit of both stages of each part, timed in-process at --measure-rep
+    measured, first = parts(args.measure_rep)
+    data = first.data
+    folds = first.folds if first.folds is not None else dml.draw_spec_folds(measured[0].dml, data)
+    unit_s: dict[str, list[float]] = {}
+    with threadpool_limits(1):  # one core, as a 1,769 MB Lambda has (BLAS threads included)
+        _time_units(measured, data, folds, unit_s)
+    fit_s = {k: statistics.median(v) for k, v in unit_s.items()}
+    u = np.asarray(frame["net_tfa"]) - np.median(frame["net_tfa"])
+    t0 = time.perf_counter()
+    _default_kde(u, np.ones(len(u)))
+    kde_s = time.perf_counter() - t0
+
+    # 2. the job of several parts at --n-rep, its throughput table and Schedule's plan
+    plan_parts, first = parts(args.n_rep)
+    spec = plan_parts[0].dml
+    n_obs = int(first.data.y.shape[0])
+    folds = first.folds if first.folds is not None else dml.draw_spec_folds(spec, first.data)
+    rows = int(np.count_nonzero(folds[:, 0] != 0))
+    account = AccountModel(lambda_concurrency=DEFAULT_ACCOUNT_CONCURRENCY)
+    overhead = cold_start_s(account, 1769) + account.shard_s3_round_trips * account.s3_round_trip_s
+    n_features = len(spec.x_cols) + spec.n_treat - 1
+    plan = EstimatePlan(
+        job_id="plan-only", dml=spec, data_key="", folds_key="", n_obs=n_obs,
+        n_stages=max(dml.n_stages(p.dml) for p in plan_parts), model="qte", parts=plan_parts,
+        max_concurrency=DEFAULT_ACCOUNT_CONCURRENCY, sharding="auto", spec_sha256="",
+    )  # fmt: skip
+    entries = {}
+    for stage in range(plan.n_stages):
+        for unit in plan.units(stage):
+            sig = unit_signature(spec, unit, n_obs, n_features)
+            entries[sig] = ThroughputEntry(
+                sig, "lambda-1769", rows / fit_s[unit.learner], overhead, 1
+            )
+    prediction = plan_job(
+        plan, folds, EwmaThroughput(entries=list(entries.values())), stack="aws (simulated)",
+        memory_sizes=[1769, 3538, 10240], gpu_enabled=False,
+        account_concurrency=DEFAULT_ACCOUNT_CONCURRENCY,
+    )  # fmt: skip
+
+    # 3. the simulation; 4. DoubleML in-process on this machine (its fits spread over the cores)
+    projected, projection = project_prediction(prediction, plan, account)
+    n_units = {s: len(plan.units(s)) for s in range(plan.n_stages)}
+    cores = os.cpu_count() or 1
+    inprocess_s = (
+        sum(fit_s[unit.learner] for s in range(plan.n_stages) for unit in plan.units(s)) / cores
+    )
+    out = {
+        "model": "qte",
+        "score": "PQ",
+        "quantiles": args.quantiles,
+        "n_parts": len(plan_parts),
+        "learners": learners,
+        "n_folds": args.n_folds,
+        "n_rep": args.n_rep,
+        "n_fits": sum(n_units.values()),
+        "units_per_stage": n_units,
+        "predicted_wall_s": round(projected.predicted_wall_s, 2),
+        "predicted_cost_usd": round(projected.predicted_cost_usd, 6),
+        "simulated_stages": [s.to_dict() for s in projection.stages],
+        "account": account.to_dict(),
+        "unit_s_measured": {k: round(v, 4) for k, v in fit_s.items()},
+        "units_timed": {k: len(v) for k, v in unit_s.items()},
+        "doubleml_kde_s": round(kde_s, 3),
+        "doubleml_inprocess": {
+            "cores": cores,
+            "predicted_wall_s": round(inprocess_s, 1),
+            "formula": "sum over units of the median unit seconds / cores (kde left out)",
+        },
+        "note": "a simulation of an AWS account, not measured on AWS; units timed on this machine",
+    }
+    print(json.dumps(out) if args.json else json.dumps(out, indent=2))
+    return 0
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--json", action="store_true", help="print one JSON object")
@@ -63,7 +198,14 @@ def main() -> int:
     parser.add_argument("--n-rep", type=int, default=100)
     parser.add_argument("--repeats", type=int, default=3, help="fits measured per learner")
     parser.add_argument("--seed", type=int, default=42)
+    parser.add_argument("--model", choices=["plr", "qte"], default="plr")
+    parser.add_argument("--quantiles", default="0.5,0.7,0.9", help="with --model qte")
+    parser.add_argument(
+        "--measure-rep", type=int, default=2, help="repetitions timed per part (--model qte)"
+    )
     args = parser.parse_args()
+    if args.model == "qte":
+        return _qte(args)
 
     import numpy as np
     import pandas as pd

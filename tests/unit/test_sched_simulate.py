@@ -207,6 +207,30 @@ def test_the_projection_simulates_schedules_own_plan() -> None:
     assert project_prediction(uneven, SPEC)[1].wall_s > projection.wall_s + 2.9
 
 
+def test_a_job_of_several_parts_is_simulated_with_every_parts_units() -> None:
+    # GIVEN the plan of a job of three parts (the same model three times, as a QTE's parts share
+    # their learners), each part 100 fits of 1 s (400 train rows at 400 rows/s)
+    from fanfit.jobs.documents.estimate import PlanPart
+
+    folds = dml.draw_folds(500, 5, 20, seed=3)
+    parts = [PlanPart(label=f"part {k}", dml=SPEC) for k in range(3)]
+    plan = EstimatePlan(job_id="plan-only", dml=SPEC, data_key="", folds_key="", n_obs=500,
+                        n_stages=1, max_concurrency=1000, sharding="auto", spec_sha256="",
+                        model="apos", parts=parts)  # fmt: skip
+    units = plan.units(0)
+    assert len(units) == 3 * len(dml.fit_units(SPEC, 0)) == 600
+    sigs = {unit_signature(SPEC, u, 500, 2) for u in units}
+    history = EwmaThroughput(entries=[ThroughputEntry(s, L1, 400.0, 0.3, 3) for s in sigs])
+    prediction = plan_job(plan, folds, history, stack="aws", memory_sizes=[1769],
+                          gpu_enabled=False, account_concurrency=1000)  # fmt: skip
+    # WHEN simulated from its plan THEN the shards carry the work of every part's units
+    (sim,) = simulated_stages(prediction, plan)
+    assert sum(s.work_s for s in sim.shards) == pytest.approx(600 * 1.0)
+    assert project_prediction(prediction, plan)[1].cost_usd > 3 * 0.99 * (
+        project_prediction(_prediction(), SPEC)[1].cost_usd
+    )
+
+
 def test_plan_only_says_the_figures_are_a_simulation(capsys) -> None:
     from fanfit.cli.estimate import print_prediction
 

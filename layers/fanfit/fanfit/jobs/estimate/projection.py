@@ -14,7 +14,7 @@ from collections import Counter
 import numpy as np
 
 from fanfit import dml
-from fanfit.jobs.documents.estimate import EstimatePrediction
+from fanfit.jobs.documents.estimate import EstimatePlan, EstimatePrediction
 from fanfit.prices import DEFAULT_PRICES, PriceTable
 from fanfit.sched.resources import resource_kind
 from fanfit.sched.shards import deal
@@ -23,7 +23,14 @@ from fanfit.sched.simulate import AccountModel, Projection, SimShard, SimStage, 
 __all__ = ["project_prediction", "simulated_stages"]
 
 
-def simulated_stages(prediction: EstimatePrediction, spec: dml.DMLSpec) -> list[SimStage]:
+def _units(job: dml.DMLSpec | EstimatePlan, stage: int) -> list[dml.FitUnit]:
+    """A stage's units: every part's for a plan (:meth:`EstimatePlan.units`), else the spec's."""
+    return job.units(stage) if isinstance(job, EstimatePlan) else dml.fit_units(job, stage)
+
+
+def simulated_stages(
+    prediction: EstimatePrediction, spec: dml.DMLSpec | EstimatePlan
+) -> list[SimStage]:
     """The simulation's stages of a plan: per stage, its Lambda shards with their predicted work.
 
     A learner group placed on a Lambda resource with ``k`` workers has the placement's billed
@@ -41,8 +48,9 @@ def simulated_stages(prediction: EstimatePrediction, spec: dml.DMLSpec) -> list[
     ----------
     prediction : EstimatePrediction
         From :func:`fanfit.jobs.estimate.wave.plan_job`.
-    spec : DMLSpec
-        The job's spec (its units per stage).
+    spec : DMLSpec or EstimatePlan
+        The job's spec (its units per stage), or its plan (a job of several parts: the units of
+        every part, :meth:`EstimatePlan.units`).
 
     Returns
     -------
@@ -53,7 +61,7 @@ def simulated_stages(prediction: EstimatePrediction, spec: dml.DMLSpec) -> list[
     for stage in prediction.stages:
         placement = stage.placement
         startup = {(i.stage, i.resource): i.startup_s for i in placement.inputs}
-        units = dml.fit_units(spec, stage.stage)
+        units = _units(spec, stage.stage)
         n_units = Counter(u.learner for u in units)
         where: dict[str, str] = {}
         per_unit: dict[str, float] = {}
@@ -95,7 +103,7 @@ def simulated_stages(prediction: EstimatePrediction, spec: dml.DMLSpec) -> list[
 
 def project_prediction(
     prediction: EstimatePrediction,
-    spec: dml.DMLSpec,
+    spec: dml.DMLSpec | EstimatePlan,
     account: AccountModel | None = None,
     prices: PriceTable = DEFAULT_PRICES,
 ) -> tuple[EstimatePrediction, Projection]:
@@ -105,8 +113,8 @@ def project_prediction(
     ----------
     prediction : EstimatePrediction
         From :func:`fanfit.jobs.estimate.wave.plan_job`.
-    spec : DMLSpec
-        The job's spec.
+    spec : DMLSpec or EstimatePlan
+        The job's spec, or its plan (a job of several parts).
     account : AccountModel, optional
         Default: AWS's defaults with the prediction's ``account_concurrency``.
     prices : PriceTable
