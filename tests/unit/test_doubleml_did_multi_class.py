@@ -3,8 +3,9 @@
 
 GIVEN DoubleML's staggered-adoption panel (make_did_CS2021, few units and periods) and the same
 global seed, WHEN fanfit's DoubleMLDIDMulti is fitted on the fake stack and DoubleML's
-in-process, THEN one ``did`` job per group-time combination ran on DoubleMLDIDBinary's subset and
-folds, all submitted before any was awaited, and coef, se, the predictions, the nuisance losses,
+in-process, THEN ONE ``did_multi`` job ran, of one ``did`` part per group-time combination on
+the one panel upload, whose rows and columns the pipeline selects as DoubleMLDIDBinary's subset,
+with its folds, and coef, se, the predictions, the nuisance losses,
 the bootstrap and the event-study, group and time aggregations are DoubleML's; bad input is
 refused by name. With ``panel=False`` (repeated cross-sections, make_did_cs_CS2021) each
 combination is one ``didcs`` job on exactly DoubleMLDIDCSBinary's subset and folds.
@@ -82,15 +83,21 @@ class OrderedClient(FakeClient):
         return job
 
 
-def _fit_side_by_side(ours, theirs) -> OrderedClient:
-    """Fit fanfit's on the fake stack and DoubleML's in-process; assert that one job per
-    combination (at least 3) was submitted before any was awaited."""
+def _fit_side_by_side(ours, theirs, one_job: bool = True) -> OrderedClient:
+    """Fit fanfit's on the fake stack and DoubleML's in-process; assert that every combination
+    (at least 3) was submitted before any was awaited: as the parts of ONE ``did_multi`` job
+    (``one_job``, panel data), else as one job per combination (``panel=False``)."""
     client = OrderedClient()
     ours.fit(client=client)
     theirs.fit()
     n_gt = theirs.n_gt_atts
     assert n_gt >= 3
     assert client.events == ["submit"] * n_gt + ["await"] * n_gt
+    submitted_parts = getattr(client, "parts_submitted", [])
+    if one_job:
+        assert submitted_parts == [("did_multi", list(theirs.gt_labels))]
+    else:
+        assert submitted_parts == []
     return client
 
 
@@ -108,14 +115,18 @@ def test_did_multi_on_the_fake_stack_is_doublemls(options) -> None:
     # GIVEN fanfit's and DoubleML's DoubleMLDIDMulti, same panel, learners, options and seed
     ours, theirs = _both(**options)
     # WHEN fanfit's is fitted on the fake stack and DoubleML's in-process
-    # THEN one did job per group-time combination, all submitted before any was awaited
+    # THEN ONE did_multi job of one did part per group-time combination (all submitted before
+    # any was awaited), each part selecting its rows from the one panel upload
     client = _fit_side_by_side(ours, theirs)
     for sent, frame, binary in zip(client.submitted, client.frames, theirs.modellist):
         assert (sent["model"], sent["y"], sent["d"]) == ("did", "y_diff", ["G_indicator"])
         assert sent["score"] == theirs.score
         assert sent["in_sample_normalization"] is theirs.in_sample_normalization
         assert sent["trimming_threshold"] == theirs.trimming_threshold
-        # AND on exactly DoubleMLDIDBinary's rows, outcome difference and folds
+        # AND the pipeline's selection is exactly DoubleMLDIDBinary's rows, covariates, outcome
+        # difference and group indicator, with its folds
+        x_cols = list(ours._dml_data.x_cols)
+        np.testing.assert_array_equal(frame[x_cols], binary.data_subset[x_cols])
         np.testing.assert_array_equal(frame["y_diff"], binary.data_subset["y_diff"])
         np.testing.assert_array_equal(frame["G_indicator"], binary.data_subset["G_indicator"])
         np.testing.assert_array_equal(
@@ -218,7 +229,7 @@ def test_did_multi_cross_sections_send_doublemls_subsets_as_didcs_jobs(options) 
     ours, theirs = _both(data, panel=False, **options)
     # WHEN fanfit's is fitted on the fake stack and DoubleML's in-process
     # THEN one didcs job per combination, all submitted before any was awaited
-    client = _fit_side_by_side(ours, theirs)
+    client = _fit_side_by_side(ours, theirs, one_job=False)
     x_cols = list(data.x_cols)
     for sent, frame, binary in zip(client.submitted, client.frames, theirs.modellist):
         assert type(binary).__name__ == "DoubleMLDIDCSBinary"

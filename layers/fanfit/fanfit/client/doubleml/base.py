@@ -515,6 +515,15 @@ class _SideBySide:
         """DoubleML's ``external_predictions`` from the parts' jobs."""
         raise NotImplementedError
 
+    def _fanfit_submit(
+        self,
+        client: Any,
+        parts: list[tuple[str, pd.DataFrame, dict[str, Any]]],
+        job_options: Mapping[str, Any],
+    ) -> list[Any]:
+        """Start the parts (:func:`_submit_parts`); each part's handle, in order."""
+        return _submit_parts(client, self._fanfit_parts_model, parts, job_options)
+
     def fit(
         self,
         client: Any = None,
@@ -547,7 +556,7 @@ class _SideBySide:
         parts = self._fanfit_parts(seed)
         if client is None:
             client = default_client()
-        jobs = _submit_parts(client, self._fanfit_parts_model, parts, job_options)
+        jobs = self._fanfit_submit(client, parts, job_options)
         results = [job.result(timeout=timeout, progress=progress) for job in jobs]
         super().fit(  # type: ignore[misc]
             store_predictions=store_predictions, external_predictions=self._fanfit_external(jobs)

@@ -11,6 +11,7 @@ docstring says how a fit works.
 from __future__ import annotations
 
 import warnings
+from collections.abc import Mapping
 from typing import Any
 
 import numpy as np
@@ -18,16 +19,19 @@ import pandas as pd
 
 from fanfit import errors
 from fanfit.client.doubleml.base import (
+    _check,
     _check_arguments,
     _estimator,
     _learner_spec,
     _OnStack,
     _PropensityOptions,
     _SideBySide,
+    _submit_parts,
     _unsupported,
     _where,
 )
 from fanfit.dml.interop import import_doubleml
+from fanfit.jobs.documents.estimate import PartSelect
 
 import_doubleml()  # without DoubleML: MissingDependencyError, with the pip command
 import doubleml as _doubleml  # noqa: E402 - after the check that names the extra
@@ -326,6 +330,61 @@ class DoubleMLDIDMulti(_SideBySide, _doubleml.did.DoubleMLDIDMulti):  # type: ig
 
     def _fanfit_parts(self, seed: int) -> list[tuple[str, pd.DataFrame, dict[str, Any]]]:
         return [(label, *part) for label, part in zip(self.gt_labels, self.fanfit_options(seed))]
+
+    def fanfit_panel(self) -> tuple[list[str], np.ndarray] | None:
+        """The panel the one job uploads: DoubleMLPanelData's ``data`` in long format, columns
+        ``id_col``, ``t_col``, ``g_col``, ``y_col`` and ``x_cols`` as float64; None where the
+        panel cannot travel as float64 without change (datetime periods, ids that are not
+        numbers): then :meth:`fit` submits one job per combination, as with ``panel=False``."""
+        data = self._dml_data
+        columns = [data.id_col, data.t_col, data.g_col, data.y_col, *data.x_cols]
+        frame = data.data[columns]
+        if not all(pd.api.types.is_numeric_dtype(frame[c]) for c in columns[:3]):
+            return None
+        values = frame.to_numpy(dtype=np.float64)
+        ids = frame[data.id_col].to_numpy()
+        if not np.array_equal(values[:, 0], ids):  # ids beyond 2**53: not exact in float64
+            return None
+        return columns, values
+
+    def fanfit_selects(self) -> list[PartSelect]:
+        """Each combination's selection from :meth:`fanfit_panel`, in ``gt_labels`` order: its
+        :math:`(g, t_{pre}, t_{eval})`, control group, anticipation and never-treated coding,
+        which the pipeline turns into DoubleMLDIDBinary's ``data_subset``
+        (:func:`fanfit.dml.gt_subsets.gt_subset`)."""
+        data = self._dml_data
+        out = []
+        for binary in self.modellist:
+            never = binary.never_treated_value
+            out.append(PartSelect(
+                id_col=data.id_col, t_col=data.t_col, g_col=data.g_col, y_col=data.y_col,
+                g_value=float(binary.g_value), t_value_pre=float(binary.t_value_pre),
+                t_value_eval=float(binary.t_value_eval), control_group=self.control_group,
+                anticipation_periods=int(self.anticipation_periods),
+                never_treated="inf" if np.isinf(never) else "zero",
+            ))  # fmt: skip
+        return out
+
+    def _fanfit_submit(
+        self,
+        client: Any,
+        parts: list[tuple[str, pd.DataFrame, dict[str, Any]]],
+        job_options: Mapping[str, Any],
+    ) -> list[Any]:
+        """One job of one ``did`` part per combination on one upload of the panel
+        (:meth:`fanfit_panel`), each part selecting its rows in the pipeline
+        (:meth:`fanfit_selects`) with its own folds; with ``panel=False`` (or a panel that
+        cannot travel as float64) one job per combination on its subset."""
+        panel = self.fanfit_panel() if self.panel else None
+        if panel is None:
+            return _submit_parts(client, None, parts, job_options)
+        pairs = [_check(frame, {**o, **job_options}) for _, frame, o in parts]
+        labels = [label for label, _, _ in parts]
+        job = client.submit_parts_job(
+            "did_multi", labels, [c for _, c in pairs], [g for g, _ in pairs],
+            selects=self.fanfit_selects(), data=panel,
+        )  # fmt: skip
+        return [job.part(k, label) for k, label in enumerate(labels)]
 
     def _fanfit_external(self, jobs: list[Any]) -> dict[Any, Any]:
         """Each job's predictions at its units' positions (DoubleML's ``id_positions``) among
