@@ -4,9 +4,9 @@
 GIVEN DoubleML's staggered-adoption panel (make_did_CS2021: 150 units, 4 periods, fixed seeds) and
 DoubleML 0.11.4's DoubleMLDIDMulti with its per-combination sample splitting, WHEN fanfit's class
 is fitted on moto and the state machine's steps (Prepare, Schedule, CrossFit, Aggregate) run in
-process, THEN there is one spec, one upload (the panel in long format), one plan, one job record
+process (panel data, and repeated cross-sections: make_did_cs_CS2021, ``panel=False``), THEN there is one spec, one upload (the panel in long format), one plan, one job record
 and one result; each part selects its rows and derives its columns in the pipeline exactly as
-DoubleMLDIDBinary builds its ``data_subset``, with its own folds (DoubleML's ``smpls``); coef,
+DoubleMLDIDBinary (DoubleMLDIDCSBinary) builds its ``data_subset``, with its own folds (DoubleML's ``smpls``); coef,
 se and all_coef of every combination and the group, time and event-study aggregations equal
 DoubleML's at 1e-9. Prepare draws stratified folds per part when none are given, and refuses a
 bad selection naming the part.
@@ -29,7 +29,7 @@ from fanfit.jobs.documents.estimate import EstimatePlan, PartSelect
 
 doubleml = pytest.importorskip("doubleml")
 
-from doubleml.did.datasets import make_did_CS2021  # noqa: E402
+from doubleml.did.datasets import make_did_CS2021, make_did_cs_CS2021  # noqa: E402
 from sklearn.linear_model import LinearRegression, LogisticRegression  # noqa: E402
 
 import fanfit  # noqa: E402
@@ -65,17 +65,16 @@ def client(moto_stack, moto_client, monkeypatch) -> Any:
         yield moto_client()
 
 
-def _panel(n_obs: int = 150, seed: int = 3) -> Any:
+def _panel(n_obs: int = 150, seed: int = 3, make: Any = make_did_CS2021) -> Any:
     np.random.seed(seed)  # DoubleML's DID generators draw from the global state
-    frame = make_did_CS2021(n_obs=n_obs, dgp_type=1, n_periods=4, n_pre_treat_periods=2,
-                            time_type="float")  # fmt: skip
+    frame = make(n_obs=n_obs, dgp_type=1, n_periods=4, n_pre_treat_periods=2, time_type="float")
     x_cols = [c for c in frame.columns if c.startswith("Z")]
     return doubleml.data.DoubleMLPanelData(frame, y_col="y", d_cols="d", id_col="id", t_col="t",
                                            x_cols=x_cols)  # fmt: skip
 
 
 def _both(**options: Any) -> tuple[Any, Any]:
-    data = _panel()
+    data = _panel() if options.get("panel", True) else _panel(200, make=make_did_cs_CS2021)
     learners = (LinearRegression(), LogisticRegression())
     np.random.seed(5)  # each DoubleMLDIDBinary draws its splitting at construction
     ours = fanfit.DoubleMLDIDMulti(data, *learners, n_folds=2, n_rep=2, **options)
@@ -86,8 +85,8 @@ def _both(**options: Any) -> tuple[Any, Any]:
 
 @pytest.mark.parametrize(
     "options",
-    [{}, {"control_group": "not_yet_treated", "anticipation_periods": 1}],
-    ids=["never-treated", "not-yet-treated-anticipation"],
+    [{}, {"control_group": "not_yet_treated", "anticipation_periods": 1}, {"panel": False}],
+    ids=["never-treated", "not-yet-treated-anticipation", "cross-sections"],
 )
 def test_did_multi_is_one_job_whose_parts_select_their_rows(client, options) -> None:
     # GIVEN fanfit's and DoubleML's DoubleMLDIDMulti, same panel, learners, options and seed
@@ -116,6 +115,7 @@ def test_did_multi_is_one_job_whose_parts_select_their_rows(client, options) -> 
         assert (part.select.g_value, part.select.t_value_pre, part.select.t_value_eval) == (
             binary.g_value, binary.t_value_pre, binary.t_value_eval)  # fmt: skip
         assert part.select.control_group == theirs.control_group
+        assert part.select.panel is theirs.panel
         assert part.n_obs == binary.n_obs_subset
         np.testing.assert_array_equal(
             ours.fanfit_jobs[k].folds(), smpls_to_folds(binary.smpls, binary.n_obs_subset)

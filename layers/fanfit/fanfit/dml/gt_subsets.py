@@ -17,7 +17,14 @@ import numpy as np
 
 from fanfit.errors import InvalidDataError
 
-__all__ = ["CONTROL_GROUPS", "GT_COLUMNS", "NEVER_TREATED", "draw_gt_folds", "gt_subset"]
+__all__ = [
+    "CONTROL_GROUPS",
+    "CS_COLUMNS",
+    "GT_COLUMNS",
+    "NEVER_TREATED",
+    "draw_gt_folds",
+    "gt_subset",
+]
 
 #: DoubleML's control groups of a combination.
 CONTROL_GROUPS = ("never_treated", "not_yet_treated")
@@ -27,6 +34,9 @@ NEVER_TREATED = ("inf", "zero")
 #: The columns a combination's subset adds to its covariates: the group indicator and the
 #: outcome difference (DoubleML's names).
 GT_COLUMNS = ("G_indicator", "y_diff")
+#: The columns a combination's rows add to the covariates and the outcome with repeated
+#: cross-sections (``panel=False``): the group indicator and the evaluation period's indicator.
+CS_COLUMNS = ("G_indicator", "t_indicator")
 
 
 def gt_subset(
@@ -44,8 +54,10 @@ def gt_subset(
     control_group: str = "never_treated",
     anticipation_periods: int = 0,
     never_treated: str = "inf",
+    panel: bool = True,
 ) -> tuple[list[str], np.ndarray]:
-    """One group-time combination's data from a panel in long format, in wide format.
+    """One group-time combination's data from a panel in long format: in wide format (panel
+    data), or the two periods' rows (repeated cross-sections, ``panel=False``).
 
     As DoubleML 0.11.4's ``DoubleMLDIDBinary._preprocess_data``: the rows of periods
     :math:`t_{pre}` and :math:`t_{eval}` of the units observed in both, sorted by unit and period;
@@ -54,7 +66,10 @@ def gt_subset(
     :math:`t_{eval + \\delta}` (``t_values[min(index(t_eval) + anticipation_periods, T - 1)]``, the
     panel's sorted periods) outside :math:`G`; the units in :math:`G` or :math:`C`, one row each
     (the covariates of the earlier of the two periods) with
-    :math:`\\Delta Y = Y_{t_{eval}} - Y_{t_{pre}}`.
+    :math:`\\Delta Y = Y_{t_{eval}} - Y_{t_{pre}}`. With ``panel=False`` as
+    ``DoubleMLDIDCSBinary._preprocess_data`` (``did/did_cs_binary.py``): every row of the two
+    periods whose unit is in :math:`G` or :math:`C`, sorted by unit and period, with the outcome,
+    :math:`G` and ``t_indicator`` (1 in :math:`t_{eval}`).
 
     Parameters
     ----------
@@ -73,13 +88,18 @@ def gt_subset(
         :math:`\\delta`, periods of anticipation (not-yet-treated control group only).
     never_treated : {'inf', 'zero'}
         The never-treated units' group value: ``inf`` or ``0``.
+    panel : bool
+        Panel data (one row per unit out), else repeated cross-sections (one row per row).
 
     Returns
     -------
     columns : list of str
-        ``[*x_cols, 'G_indicator', 'y_diff']``.
+        ``[*x_cols, 'G_indicator', 'y_diff']``; with ``panel=False``
+        ``[*x_cols, y_col, 'G_indicator', 't_indicator']``.
     values : ndarray of shape (n_units, len(x_cols) + 2), float64
-        One row per unit of the combination, in increasing unit id; ``G_indicator`` 0 or 1.
+        One row per unit of the combination, in increasing unit id (``panel=False``: one per
+        row of the two periods, shape (n_rows, len(x_cols) + 3)); ``G_indicator`` and
+        ``t_indicator`` 0 or 1.
 
     Raises
     ------
@@ -96,10 +116,11 @@ def gt_subset(
         raise InvalidDataError(
             f"never_treated must be one of {', '.join(NEVER_TREATED)}, got {never_treated!r}"
         )
-    clash = sorted(set(x_cols) & set(GT_COLUMNS))
+    derived = GT_COLUMNS if panel else CS_COLUMNS
+    clash = sorted(set(x_cols if panel else [*x_cols, y_col]) & set(derived))
     if clash:
         raise InvalidDataError(
-            f"covariate {clash[0]!r} has the name of a column DoubleML derives for a group-time "
+            f"column {clash[0]!r} has the name of a column DoubleML derives for a group-time "
             "combination; rename it"
         )
     index = {c: i for i, c in enumerate(columns)}
@@ -110,17 +131,19 @@ def gt_subset(
         )
     ids, t = values[:, index[id_col]], values[:, index[t_col]]
     g, y = values[:, index[g_col]], values[:, index[y_col]]
-    # rows of the two periods, of the units observed in both, sorted by unit then period
+    # rows of the two periods, sorted by unit then period
     rows = np.flatnonzero((t == t_value_pre) | (t == t_value_eval))
     rows = rows[np.lexsort((t[rows], ids[rows]))]
-    same = (ids[rows][1:] == ids[rows][:-1]) & (t[rows][1:] == t[rows][:-1])
-    if np.any(same):
-        raise InvalidDataError(
-            f"a unit of column {id_col!r} is observed more than once in period {t_value_pre} or "
-            f"{t_value_eval} of column {t_col!r}; the panel has one row per unit and period"
-        )
-    unit_ids, counts = np.unique(ids[rows], return_counts=True)
-    rows = rows[np.isin(ids[rows], unit_ids[counts == 2])]
+    if panel:  # only the units observed in both periods, once in each
+        same = (ids[rows][1:] == ids[rows][:-1]) & (t[rows][1:] == t[rows][:-1])
+        if np.any(same):
+            raise InvalidDataError(
+                f"a unit of column {id_col!r} is observed more than once in period "
+                f"{t_value_pre} or {t_value_eval} of column {t_col!r}; the panel has one row "
+                "per unit and period"
+            )
+        unit_ids, counts = np.unique(ids[rows], return_counts=True)
+        rows = rows[np.isin(ids[rows], unit_ids[counts == 2])]
     treated = g[rows] == g_value
     never = np.isinf(g[rows]) if never_treated == "inf" else g[rows] == 0
     control = never
@@ -137,9 +160,14 @@ def gt_subset(
     keep = treated | control
     rows, treated = rows[keep], treated[keep]
     period = t[rows]
+    x_index = [index[c] for c in x_cols]
+    if not panel:
+        x = values[np.ix_(rows, x_index)]
+        out = np.column_stack([x, y[rows], treated, period == t_value_eval])
+        return [*x_cols, y_col, *CS_COLUMNS], out.astype(np.float64)
     y_diff = y[rows[period == t_value_eval]] - y[rows[period == t_value_pre]]
     first = period == min(t_value_pre, t_value_eval)
-    x = values[np.ix_(rows[first], [index[c] for c in x_cols])]
+    x = values[np.ix_(rows[first], x_index)]
     out = np.column_stack([x, treated[first].astype(np.float64), y_diff]).astype(np.float64)
     return [*x_cols, *GT_COLUMNS], out
 
@@ -148,23 +176,22 @@ def gt_subset(
 _GT_FOLDS_STREAM = 1
 
 
-def draw_gt_folds(
-    g_indicator: np.ndarray, n_folds: int, n_rep: int, seed: int, part: int
-) -> np.ndarray:
-    """Folds of one group-time combination drawn from the job's seed, stratified by the group
-    indicator as DoubleML stratifies each ``DoubleMLDIDBinary``'s splitting (its ``_strata``),
-    each combination from its own stream.
+def draw_gt_folds(strata: np.ndarray, n_folds: int, n_rep: int, seed: int, part: int) -> np.ndarray:
+    """Folds of one group-time combination drawn from the job's seed, stratified as DoubleML
+    stratifies each combination's splitting (its ``_strata``: ``G_indicator`` for panel data,
+    ``G_indicator + 2 * t_indicator`` for repeated cross-sections), each combination from its own
+    stream.
 
     Repetition ``r`` of part ``part`` permutes the rows with ``np.random.default_rng(
-    SeedSequence(seed, spawn_key=(1, part, r)))``, orders the permutation by ``G_indicator``
-    (stably) and deals the rows to the folds in turn, so every fold holds its share of each group.
+    SeedSequence(seed, spawn_key=(1, part, r)))``, orders the permutation by stratum (stably)
+    and deals the rows to the folds in turn, so every fold holds its share of each stratum.
     DoubleML's own draw (scikit-learn's ``StratifiedKFold`` on NumPy's global state) is not
     reproduced: give its ``smpls`` as the part's folds for DoubleML's numbers.
 
     Parameters
     ----------
-    g_indicator : ndarray of shape (n_obs,)
-        0 or 1.
+    strata : ndarray of shape (n_obs,)
+        Each row's stratum (small non-negative integers).
     n_folds, n_rep, seed, part : int
 
     Returns
@@ -176,10 +203,10 @@ def draw_gt_folds(
     InvalidDataError
         Fewer rows than folds.
     """
-    n_obs = int(g_indicator.shape[0])
+    n_obs = int(strata.shape[0])
     if n_obs < n_folds:
         raise InvalidDataError(
-            f"the group-time combination has {n_obs} units, fewer than n_folds={n_folds}"
+            f"the group-time combination has {n_obs} rows, fewer than n_folds={n_folds}"
         )
     folds = np.empty((n_obs, n_rep), dtype=np.int64)
     for i_rep in range(n_rep):
@@ -187,6 +214,6 @@ def draw_gt_folds(
             np.random.SeedSequence(int(seed), spawn_key=(_GT_FOLDS_STREAM, int(part), i_rep))
         )
         order = rng.permutation(n_obs)
-        order = order[np.argsort(g_indicator[order], kind="stable")]
+        order = order[np.argsort(strata[order], kind="stable")]
         folds[order, i_rep] = np.arange(n_obs, dtype=np.int64) % n_folds
     return folds

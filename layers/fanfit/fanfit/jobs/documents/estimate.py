@@ -180,8 +180,10 @@ class PartSelect(Document):
     """How a part selects its rows and derives its columns from the job's data: one group-time
     combination :math:`(g, t_{pre}, t_{eval})` of a staggered-adoption DID (DoubleMLDIDMulti) on
     the panel in long format, as :func:`fanfit.dml.gt_subsets.gt_subset` computes it (DoubleML
-    0.11.4's ``DoubleMLDIDBinary._preprocess_data``). Plain data, validated here; the part's
-    ``dml`` runs on the derived columns (its ``x_cols``, ``G_indicator``, ``y_diff``)."""
+    0.11.4's ``DoubleMLDIDBinary._preprocess_data``; with ``panel`` false
+    ``DoubleMLDIDCSBinary``'s). Plain data, validated here; the part's ``dml`` runs on the derived
+    columns (its ``x_cols``, ``G_indicator``, ``y_diff``; or ``x_cols``, ``y_col``,
+    ``G_indicator``, ``t_indicator``)."""
 
     kind: Literal["did_gt"] = "did_gt"
     id_col: _COLUMN
@@ -195,6 +197,9 @@ class PartSelect(Document):
     anticipation_periods: Annotated[StrictInt, Field(ge=0, le=1_000)] = 0
     #: The never-treated units' group value: ``inf`` (DoubleML's for float groups) or ``0``.
     never_treated: Literal["inf", "zero"] = "inf"
+    #: Panel data (one row per unit: ``G_indicator``, ``y_diff``), else repeated cross-sections
+    #: (the two periods' rows: ``y_col``, ``G_indicator``, ``t_indicator``; a ``didcs`` part).
+    panel: bool = True
 
     @model_validator(mode="after")
     def _periods(self) -> Self:

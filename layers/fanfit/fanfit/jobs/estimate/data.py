@@ -97,13 +97,15 @@ def select_part(
 ) -> tuple[list[str], np.ndarray]:
     """The rows and columns a part selects from the job's data: one group-time combination of a
     DIDMulti (:func:`fanfit.dml.gt_subsets.gt_subset`, DoubleML 0.11.4's
-    ``DoubleMLDIDBinary._preprocess_data``), with the covariates ``x_cols`` of the part's spec.
+    ``DoubleMLDIDBinary._preprocess_data``, or ``DoubleMLDIDCSBinary``'s), with the covariates
+    ``x_cols`` of the part's spec.
 
     Returns
     -------
     columns : list of str
-        ``[*x_cols, 'G_indicator', 'y_diff']``.
-    values : ndarray of shape (n_units, len(x_cols) + 2), float64
+        ``[*x_cols, 'G_indicator', 'y_diff']``; repeated cross-sections
+        ``[*x_cols, y_col, 'G_indicator', 't_indicator']``.
+    values : ndarray of shape (n_rows, n_cols), float64
 
     Raises
     ------
@@ -115,7 +117,7 @@ def select_part(
         y_col=select.y_col, x_cols=x_cols, g_value=select.g_value,
         t_value_pre=select.t_value_pre, t_value_eval=select.t_value_eval,
         control_group=select.control_group, anticipation_periods=select.anticipation_periods,
-        never_treated=select.never_treated,
+        never_treated=select.never_treated, panel=select.panel,
     )  # fmt: skip
 
 

@@ -256,7 +256,7 @@ def _selecting_parts(
     each with its own folds and row count: its data derived (:func:`fanfit.jobs.estimate.data.
     select_part`) and validated, its folds the client's (``folds_key`` of the part, checked
     against its rows as DoubleML's ``set_sample_splitting`` checks them) or drawn from the seed,
-    stratified by the group indicator (:func:`fanfit.dml.gt_subsets.draw_gt_folds`), and written
+    stratified as DoubleML stratifies them (:func:`fanfit.dml.gt_subsets.draw_gt_folds`), and written
     to :func:`fanfit.storage.folds_key` of the part.
 
     Raises
@@ -279,8 +279,11 @@ def _selecting_parts(
                 storage.check_job_key(given.folds_key, job_id, field=f"parts[{k}].folds_key")
                 folds = dml.validate_spec_folds(spec, data, store.get_array(given.folds_key))
             else:
-                g_indicator = data.d[:, 0]
-                folds = draw_gt_folds(g_indicator, spec.n_folds, spec.n_rep, spec.seed, k)
+                # DoubleML's strata: G_indicator (+ 2 t_indicator for repeated cross-sections)
+                strata = derived[:, derived_cols.index("G_indicator")]
+                if not given.select.panel:
+                    strata = strata + 2 * derived[:, derived_cols.index("t_indicator")]
+                folds = draw_gt_folds(strata, spec.n_folds, spec.n_rep, spec.seed, k)
         except InvalidJobError as exc:  # InvalidDataError, InvalidFoldsError, ...
             raise type(exc)(f"part {part.label!r}: {exc}") from exc
         key = store.put_array(storage.folds_key(job_id, k), folds)
