@@ -124,6 +124,9 @@ def test_did_multi_is_one_job_whose_parts_select_their_rows(client, options) -> 
     units = client.store.get_json(storage.units_key(job_id, 0))
     assert sorted({u.get("part", 0) for u in units}) == list(range(n_gt))
     assert client.records.get(job_id)["status"] == "SUCCEEDED"
+    # AND the job's own printout (fanfit result JOB) lists every combination's estimate
+    text = str(ours.fanfit_jobs[0].job.result())
+    assert "Parts of this job" in text and all(label in text for label in theirs.gt_labels)
     # AND every combination's coef, se and all_coef are DoubleML's, as a whole and part by part
     for name in ("coef", "se", "all_coef"):
         np.testing.assert_allclose(getattr(ours, name), getattr(theirs, name), rtol=RTOL,
