@@ -26,6 +26,7 @@ from fanfit import errors, storage
 from fanfit.client.estimate import EstimateJob
 from fanfit.dml.folds import smpls_to_folds
 from fanfit.jobs.documents.estimate import EstimatePlan, PartSelect
+from fanfit.jobs.estimate.data import n_train, stage_folds
 
 doubleml = pytest.importorskip("doubleml")
 
@@ -123,6 +124,12 @@ def test_did_multi_is_one_job_whose_parts_select_their_rows(client, options) -> 
     # AND one stage whose units are every part's; one job record, SUCCEEDED
     units = client.store.get_json(storage.units_key(job_id, 0))
     assert sorted({u.get("part", 0) for u in units}) == list(range(n_gt))
+    # AND Schedule counts a unit's training rows among its own part's rows
+    folds = stage_folds(client.store, plan)
+    for unit in plan.units(0):
+        binary = theirs.modellist[unit.part]
+        train, _ = binary.smpls[unit.i_rep][unit.i_fold]
+        assert n_train(folds, unit, plan.dml) == len(train)
     assert client.records.get(job_id)["status"] == "SUCCEEDED"
     # AND the job's own printout (fanfit result JOB) lists every combination's estimate
     text = str(ours.fanfit_jobs[0].job.result())

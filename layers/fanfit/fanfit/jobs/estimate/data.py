@@ -7,7 +7,7 @@ from __future__ import annotations
 import dataclasses
 import json
 import resource
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from functools import lru_cache
 
@@ -29,7 +29,8 @@ class StageContext:
     job_id: str
     stage: int
     plan: EstimatePlan
-    folds: np.ndarray
+    #: the job's folds, or each part's where the parts select their rows (:func:`stage_folds`)
+    folds: np.ndarray | Mapping[int, np.ndarray]
     n_obs: int
     n_features: int
     units: list[dml.FitUnit]
@@ -253,9 +254,26 @@ def unit_signature(spec: dml.DMLSpec, unit: dml.FitUnit, n_obs: int, n_features:
     )
 
 
-def n_train(folds: np.ndarray, unit: dml.FitUnit, spec: dml.DMLSpec | None = None) -> int:
+def stage_folds(store: storage.JobStore, plan: EstimatePlan) -> np.ndarray | dict[int, np.ndarray]:
+    """The folds Schedule counts the units' training rows on (:func:`n_train`): the job's, or,
+    where the parts select their rows (DIDMulti's combinations), each part's by part index."""
+    if plan.parts and plan.parts[0].folds_key:
+        return {
+            k: cached_folds(store.bucket, plan.part_folds_key(k)) for k in range(len(plan.parts))
+        }
+    return cached_folds(store.bucket, plan.folds_key)
+
+
+def n_train(
+    folds: np.ndarray | Mapping[int, np.ndarray],
+    unit: dml.FitUnit,
+    spec: dml.DMLSpec | None = None,
+) -> int:
     """Training rows of a unit: the rows of its repetition outside its fold (with the spec's
-    ``cluster_cols``: outside its test clusters, :func:`fanfit.dml.train_mask`)."""
+    ``cluster_cols``: outside its test clusters, :func:`fanfit.dml.train_mask`); ``folds`` the
+    job's, or per part (:func:`stage_folds`)."""
+    if isinstance(folds, Mapping):
+        folds = folds[unit.part]
     if spec is not None and spec.cluster_cols:
         return int(np.count_nonzero(dml.train_mask(spec, folds, unit.i_rep, unit.i_fold)))
     return int(np.count_nonzero(folds[:, unit.i_rep] != unit.i_fold))
