@@ -232,3 +232,27 @@ def test_a_selection_is_plain_validated_data() -> None:
     ):
         with pytest.raises(errors.InvalidDocumentError, match=field):
             PartSelect.parse({**base, **bad})
+
+
+def test_a_spec_whose_parts_select_takes_folds_per_part_only() -> None:
+    from fanfit.jobs.documents.estimate import EstimateSpec
+
+    select = {"id_col": "id", "t_col": "t", "g_col": "d", "y_col": "y", "g_value": 2.0,
+              "t_value_pre": 0.0, "t_value_eval": 1.0}  # fmt: skip
+    dml_doc = {"model": "did", "y_col": "y_diff", "d_cols": ["G_indicator"]}
+    key = "data/" + "0" * 64 + ".npz"
+    part = {"label": "ATT(2.0,0,1)", "dml": dml_doc, "select": select,
+            "folds_key": "jobs/j/input-folds.npy"}  # fmt: skip
+    spec = {"dml": dml_doc, "model": "did_multi", "data_key": key, "parts": [part]}
+    # GIVEN a spec of one selecting part THEN it parses and keeps the part's folds_key
+    assert EstimateSpec.parse(spec).parts[0].folds_key == "jobs/j/input-folds.npy"
+    # AND selecting and plain parts mixed, a job-level folds_key next to selecting parts and a
+    # part's folds_key without its select are refused by name
+    plain = {"label": "other", "dml": dml_doc}
+    for bad, message in (
+        ({**spec, "parts": [part, plain]}, "every part selects its rows"),
+        ({**spec, "folds_key": "jobs/j/input-folds.npy"}, "folds per part"),
+        ({**spec, "parts": [{**plain, "folds_key": "jobs/j/f.npy"}]}, "needs its select"),
+    ):
+        with pytest.raises(errors.InvalidDocumentError, match=message):
+            EstimateSpec.parse(bad)

@@ -239,7 +239,9 @@ class EstimateSpec(Document):
     and treatment level; DoubleMLAPOS: one APO per level) is one job of several ``parts``
     (:class:`SpecPart`, at most :data:`MAX_PARTS`) named by ``model`` (``'qte'``, ``'apos'``):
     every part runs on the one data object and the one sample splitting, with the same learners;
-    ``dml`` is then the first part's.
+    ``dml`` is then the first part's. DoubleMLDIDMulti (``'did_multi'``) is one job whose parts
+    each ``select`` their rows from the one data object (:class:`PartSelect`), each with its own
+    folds (:attr:`SpecPart.folds_key`; then no ``folds_key`` of the job).
     """
 
     kind: Literal["estimate"] = "estimate"
