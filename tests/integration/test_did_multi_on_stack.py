@@ -3,12 +3,12 @@
 GIVEN DoubleML's staggered-adoption panel (make_did_CS2021: 120 units, 4 periods, groups first
 treated in periods 2 and 3 and never treated), linear/logistic learners, 2 folds x 1 repetition
 and three group-time combinations (one pre-treatment, two post-treatment), WHEN
-``fanfit.DoubleMLDIDMulti`` is fitted on the local stack (one ``did`` job per combination on
-DoubleMLDIDBinary's subset and folds, all submitted before any is awaited) and DoubleML's class
-in-process with the same seed, THEN coef, se, confint, nuisance_loss and the event-study, group
+``fanfit.DoubleMLDIDMulti`` is fitted on the local stack (ONE job of one ``did`` part per
+combination, each selecting DoubleMLDIDBinary's subset from the one panel upload, with its
+folds) and DoubleML's class in-process with the same seed, THEN coef, se, confint, nuisance_loss and the event-study, group
 and time aggregations agree to a relative 1e-9. The same with ``panel=False`` on repeated
-cross-sections (make_did_cs_CS2021, two combinations): one ``didcs`` job per combination on
-DoubleMLDIDCSBinary's subset and folds.
+cross-sections (make_did_cs_CS2021, two combinations): one job of one ``didcs`` part per
+combination, each selecting DoubleMLDIDCSBinary's subset from the one upload, with its folds.
 """
 
 from __future__ import annotations
@@ -63,7 +63,8 @@ def test_did_multi_on_the_stack_equals_doubleml(local_client) -> None:
     # WHEN fanfit's class is fitted on the stack and DoubleML's in-process
     ours, theirs = _fit_both(local_client, make_did_CS2021, gt_combinations=GT_COMBINATIONS)
 
-    # THEN one did job ran per combination, and the numbers are DoubleML's
+    # THEN ONE job ran, of one did part per combination, and the numbers are DoubleML's
+    assert len({job.job_id for job in ours.fanfit_jobs}) == 1
     assert [r.model for r in ours.fanfit_results] == ["did"] * len(GT_COMBINATIONS)
     np.testing.assert_allclose(ours.coef, theirs.coef, rtol=RTOL, atol=0)
     np.testing.assert_allclose(ours.se, theirs.se, rtol=RTOL, atol=0)
@@ -85,11 +86,14 @@ def test_did_multi_cross_sections_on_the_stack_equal_doubleml(local_client) -> N
 
     # GIVEN small repeated cross-sections (make_did_cs_CS2021) and two post-treatment
     # group-time combinations, panel=False
-    # WHEN fanfit's class is fitted on the stack (one didcs job per combination) and DoubleML's
+    # WHEN fanfit's class is fitted on the stack (one job, a didcs part per combination) and
+    # DoubleML's in-process
     ours, theirs = _fit_both(local_client, make_did_cs_CS2021, panel=False,
                              gt_combinations=[(2.0, 1, 2), (3.0, 2, 3)])  # fmt: skip
 
     # THEN per combination coef and se are DoubleML's, and so is the event-study aggregation
+    # (ONE job here too, of one didcs part per combination)
+    assert len({job.job_id for job in ours.fanfit_jobs}) == 1
     assert [r.model for r in ours.fanfit_results] == ["didcs", "didcs"]
     np.testing.assert_allclose(ours.coef, theirs.coef, rtol=RTOL, atol=0)
     np.testing.assert_allclose(ours.se, theirs.se, rtol=RTOL, atol=0)

@@ -58,12 +58,37 @@ class PartsOnFake:
     :meth:`fanfit.client.Client.submit_parts_job`, here each part through the fake client's own
     ``submit_estimate`` (``parts_submitted`` records the model and the labels)."""
 
-    def submit_parts_job(self, model: str, labels: Any, checked: Any, options: Any) -> Any:
+    def submit_parts_job(
+        self, model: str, labels: Any, checked: Any, options: Any, *, selects: Any = None,
+        data: Any = None,
+    ) -> Any:  # fmt: skip
         if not hasattr(self, "parts_submitted"):
             self.parts_submitted: list[tuple[str, list[str]]] = []
         self.parts_submitted.append((model, list(labels)))
+        if selects is not None:
+            # parts that select their rows: each runs on what the pipeline derives from the one
+            # upload (fanfit.jobs.estimate.data.select_part), with the folds it was checked with
+            checked, options = _selected(checked, options, selects, data)
         jobs = [self.submit_estimate(c, options=o) for c, o in zip(checked, options, strict=True)]  # type: ignore[attr-defined]
         return _PartsJob(jobs)
+
+
+def _selected(checked: Any, options: Any, selects: Any, data: Any) -> tuple[list[Any], list[Any]]:
+    """Each part's CheckedEstimate and options on the rows and columns it selects from ``data``
+    (``(columns, values)``), as Prepare and CrossFit derive them, with the part's folds."""
+    import pandas as pd
+
+    from fanfit.client.check import check_doubleml_estimate
+    from fanfit.jobs.estimate.data import select_part
+
+    out_checked, out_options = [], []
+    for c, o, select in zip(checked, options, selects, strict=True):
+        columns, values = select_part(select, data[0], data[1], list(c.spec.x_cols))
+        frame = pd.DataFrame(values, columns=columns)
+        given = o.replace(data=frame)
+        out_checked.append(check_doubleml_estimate(frame, given))
+        out_options.append(given)
+    return out_checked, out_options
 
 
 class _PartsJob:

@@ -3,11 +3,12 @@
 
 GIVEN DoubleML's staggered-adoption panel (make_did_CS2021, few units and periods) and the same
 global seed, WHEN fanfit's DoubleMLDIDMulti is fitted on the fake stack and DoubleML's
-in-process, THEN one ``did`` job per group-time combination ran on DoubleMLDIDBinary's subset and
-folds, all submitted before any was awaited, and coef, se, the predictions, the nuisance losses,
+in-process, THEN ONE ``did_multi`` job ran, of one ``did`` part per group-time combination on
+the one panel upload, whose rows and columns the pipeline selects as DoubleMLDIDBinary's subset,
+with its folds, and coef, se, the predictions, the nuisance losses,
 the bootstrap and the event-study, group and time aggregations are DoubleML's; bad input is
 refused by name. With ``panel=False`` (repeated cross-sections, make_did_cs_CS2021) each
-combination is one ``didcs`` job on exactly DoubleMLDIDCSBinary's subset and folds.
+combination is one ``didcs`` part selecting exactly DoubleMLDIDCSBinary's subset, with its folds.
 """
 
 from __future__ import annotations
@@ -83,14 +84,15 @@ class OrderedClient(FakeClient):
 
 
 def _fit_side_by_side(ours, theirs) -> OrderedClient:
-    """Fit fanfit's on the fake stack and DoubleML's in-process; assert that one job per
-    combination (at least 3) was submitted before any was awaited."""
+    """Fit fanfit's on the fake stack and DoubleML's in-process; assert that every combination
+    (at least 3) was submitted before any was awaited, as the parts of ONE ``did_multi`` job."""
     client = OrderedClient()
     ours.fit(client=client)
     theirs.fit()
     n_gt = theirs.n_gt_atts
     assert n_gt >= 3
     assert client.events == ["submit"] * n_gt + ["await"] * n_gt
+    assert client.parts_submitted == [("did_multi", list(theirs.gt_labels))]
     return client
 
 
@@ -108,14 +110,18 @@ def test_did_multi_on_the_fake_stack_is_doublemls(options) -> None:
     # GIVEN fanfit's and DoubleML's DoubleMLDIDMulti, same panel, learners, options and seed
     ours, theirs = _both(**options)
     # WHEN fanfit's is fitted on the fake stack and DoubleML's in-process
-    # THEN one did job per group-time combination, all submitted before any was awaited
+    # THEN ONE did_multi job of one did part per group-time combination (all submitted before
+    # any was awaited), each part selecting its rows from the one panel upload
     client = _fit_side_by_side(ours, theirs)
     for sent, frame, binary in zip(client.submitted, client.frames, theirs.modellist):
         assert (sent["model"], sent["y"], sent["d"]) == ("did", "y_diff", ["G_indicator"])
         assert sent["score"] == theirs.score
         assert sent["in_sample_normalization"] is theirs.in_sample_normalization
         assert sent["trimming_threshold"] == theirs.trimming_threshold
-        # AND on exactly DoubleMLDIDBinary's rows, outcome difference and folds
+        # AND the pipeline's selection is exactly DoubleMLDIDBinary's rows, covariates, outcome
+        # difference and group indicator, with its folds
+        x_cols = list(ours._dml_data.x_cols)
+        np.testing.assert_array_equal(frame[x_cols], binary.data_subset[x_cols])
         np.testing.assert_array_equal(frame["y_diff"], binary.data_subset["y_diff"])
         np.testing.assert_array_equal(frame["G_indicator"], binary.data_subset["G_indicator"])
         np.testing.assert_array_equal(
@@ -217,7 +223,8 @@ def test_did_multi_cross_sections_send_doublemls_subsets_as_didcs_jobs(options) 
     data = _cross_sections()
     ours, theirs = _both(data, panel=False, **options)
     # WHEN fanfit's is fitted on the fake stack and DoubleML's in-process
-    # THEN one didcs job per combination, all submitted before any was awaited
+    # THEN ONE did_multi job of one didcs part per combination (all submitted before any was
+    # awaited), each selecting its rows from the one upload
     client = _fit_side_by_side(ours, theirs)
     x_cols = list(data.x_cols)
     for sent, frame, binary in zip(client.submitted, client.frames, theirs.modellist):
@@ -225,7 +232,8 @@ def test_did_multi_cross_sections_send_doublemls_subsets_as_didcs_jobs(options) 
         assert (sent["model"], sent["y"], sent["d"], sent["t"]) == (
             "didcs", "y", ["G_indicator"], "t_indicator")  # fmt: skip
         assert sent["in_sample_normalization"] is theirs.in_sample_normalization
-        # AND on exactly DoubleMLDIDCSBinary's rows (in its order), columns and folds
+        # AND the pipeline's selection is exactly DoubleMLDIDCSBinary's rows (in its order),
+        # columns and folds
         subset = binary.data_subset
         assert len(frame) == binary.n_obs_subset
         for col in (*x_cols, "y", "G_indicator"):
@@ -281,3 +289,29 @@ def test_cs_subset_refuses_a_column_named_like_doublemls() -> None:
                                       panel=False)  # fmt: skip
     with pytest.raises(errors.InvalidDataError, match="'t_indicator'"):
         cs_subset(theirs.modellist[0], ["t_indicator"], "y")
+
+
+@pytest.mark.parametrize("panel", [True, False], ids=["panel", "cross-sections"])
+def test_did_multi_with_datetime_periods_and_string_ids_is_one_job(panel) -> None:
+    # GIVEN a panel with datetime periods (never treated: NaT) and string unit ids
+    np.random.seed(3)
+    make = make_did_CS2021 if panel else make_did_cs_CS2021
+    frame = make(n_obs=150, dgp_type=1, n_periods=4, n_pre_treat_periods=2, time_type="datetime")
+    frame["id"] = "unit-" + frame["id"].astype(str)
+    x_cols = [c for c in frame.columns if c.startswith("Z")]
+    data = dml.data.DoubleMLPanelData(frame, y_col="y", d_cols="d", id_col="id", t_col="t",
+                                      x_cols=x_cols, datetime_unit="M")  # fmt: skip
+    # WHEN fanfit's class is fitted on the fake stack and DoubleML's in-process
+    ours, theirs = _both(data, panel=panel)
+    client = _fit_side_by_side(ours, theirs)
+    # THEN the upload codes ids and periods by rank, and each part's selection from it is
+    # DoubleML's subset
+    columns, values = ours.fanfit_panel()
+    assert columns[:3] == ["id", "t", "d"] and np.all(np.isfinite(values[:, :2]))
+    assert np.isinf(values[:, 2]).any()  # the never-treated units (NaT)
+    for frame_sent, binary in zip(client.frames, theirs.modellist, strict=True):
+        assert len(frame_sent) == binary.n_obs_subset
+        np.testing.assert_array_equal(frame_sent["G_indicator"], binary.data_subset["G_indicator"])
+    # AND the effects are DoubleML's
+    np.testing.assert_allclose(ours.coef, theirs.coef, rtol=RTOL)
+    np.testing.assert_allclose(ours.se, theirs.se, rtol=RTOL)

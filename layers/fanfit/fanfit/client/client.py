@@ -19,7 +19,7 @@ import logging
 import os
 import time
 from collections.abc import Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from fanfit import errors, storage
 from fanfit.client.check import CheckedEstimate
@@ -34,8 +34,11 @@ from fanfit.client.jobs import JobHandle
 from fanfit.client.options import EstimateOptions, TrainOptions, with_option_parameters
 from fanfit.client.stack import Stack
 from fanfit.client.train import TrainJob, TrainResult, submit_train
-from fanfit.jobs.documents.estimate import EstimatePrediction
+from fanfit.jobs.documents.estimate import EstimatePrediction, PartSelect
 from fanfit.jobs.documents.record import JobRecord, SpecKind
+
+if TYPE_CHECKING:
+    import numpy as np
 
 __all__ = ["Client"]
 
@@ -166,17 +169,22 @@ class Client:
         options: Sequence[EstimateOptions],
         *,
         job_id: str | None = None,
+        selects: Sequence[PartSelect] | None = None,
+        data: tuple[Sequence[str], np.ndarray] | None = None,
     ) -> EstimateJob:
-        """Start one job of several parts (a QTE's quantiles and levels, an APOS's levels), each
-        part checked (:func:`fanfit.client.parts.check_parts`); its parts' handles are
-        :meth:`EstimateJob.part` (:func:`fanfit.client.estimate.submit_parts_job`).
+        """Start one job of several parts (a QTE's quantiles and levels, an APOS's levels; with
+        ``selects`` and ``data``, a DIDMulti's group-time combinations, each selecting its rows
+        from the one upload), each part checked (:func:`fanfit.client.parts.check_parts`); its
+        parts' handles are :meth:`EstimateJob.part` (:func:`fanfit.client.estimate.
+        submit_parts_job`).
 
         Raises
         ------
         fanfit.errors.InvalidJobError
             A label missing, or parts on other columns; then as :meth:`submit_estimate`.
         """
-        return submit_parts_job(self, model, labels, checked, options, job_id=job_id)
+        return submit_parts_job(self, model, labels, checked, options, job_id=job_id,
+                                selects=selects, data=data)  # fmt: skip
 
     def plan_estimate(
         self, data: Any = None, *, options: EstimateOptions | None = None, **kwargs: Any

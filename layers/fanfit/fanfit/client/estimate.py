@@ -32,6 +32,7 @@ from fanfit.jobs.documents.estimate import (
     EstimatePrediction,
     EstimateResultDoc,
     EstimateSpec,
+    PartSelect,
     SpecPart,
 )
 from fanfit.jobs.states import EstimateState
@@ -449,12 +450,20 @@ def submit_parts_job(
     options: Sequence[EstimateOptions],
     *,
     job_id: str | None = None,
+    selects: Sequence[PartSelect] | None = None,
+    data: tuple[Sequence[str], np.ndarray] | None = None,
 ) -> EstimateJob:
     """Start one job of several parts: a model DoubleML fits as several models (``'qte'``: one
     ``pq``/``cvar``/``lpq`` part per quantile and treatment level; ``'apos'``: one ``apo`` part
     per level) on one data upload, one sample splitting and one set of learners; its units fan out
     together, one barrier per stage serves every part (:attr:`fanfit.jobs.documents.estimate.
     EstimatePlan.parts`). :meth:`EstimateJob.part` gives each part's estimate, spec and predictions.
+
+    With ``selects`` and ``data`` (``'did_multi'``: one ``did`` part per group-time combination)
+    the job's one upload is ``data`` (the panel in long format), from which each part selects its
+    rows and derives its columns in the pipeline (:class:`~fanfit.jobs.documents.estimate.
+    PartSelect`); each part's ``checked`` is then its derived data as the client checked it, and
+    its folds (over its own rows) are uploaded per part.
 
     Parameters
     ----------
@@ -470,6 +479,10 @@ def submit_parts_job(
         Each part's options, as checked; the first part's job options (``deadline``,
         ``budget``) are the job's.
     job_id : str, optional
+    selects : sequence of PartSelect, optional
+        Each part's selection from ``data``, in the parts' order.
+    data : (columns, values), optional
+        The job's data with ``selects``: column names and an (n_rows, n_cols) float64 array.
 
     Returns
     -------
@@ -478,7 +491,8 @@ def submit_parts_job(
     Raises
     ------
     fanfit.errors.InvalidJobError
-        No part, a label missing, or parts on other columns.
+        No part, a label missing, parts on other columns, ``selects`` without ``data`` (or not one
+        per part), or a part without folds next to ``selects``.
     fanfit.errors.LambdaLimitError, fanfit.errors.GpuWorkerDisabledError
         As :func:`submit_estimate`.
     """
@@ -488,6 +502,20 @@ def submit_parts_job(
             f"{len(labels)} labels and {len(options)} options for {len(checked)} parts"
         )
     first = checked[0]
+    if selects is not None or data is not None:
+        if selects is None or data is None or len(selects) != len(checked):
+            raise errors.InvalidJobError(
+                "parts that select their rows need the data and one selection per part"
+            )
+        if any(c.folds is None for c in checked):
+            raise errors.InvalidJobError("parts that select their rows are given their folds")
+        parts = [
+            SpecPart(label=label, dml=c.spec.to_dict(), select=select)
+            for label, c, select in zip(labels, checked, selects)
+        ]
+        part_folds = [np.asarray(c.folds) for c in checked]
+        return _launch(client, first, options[0], job_id=job_id, model=model, parts=parts,
+                       data=(list(data[0]), np.asarray(data[1])), part_folds=part_folds)  # fmt: skip
     for label, part in zip(labels, checked):
         if not same_data(first, part):
             raise errors.InvalidJobError(
@@ -511,8 +539,12 @@ def _launch(
     job_id: str | None = None,
     model: str | None = None,
     parts: list[SpecPart] | None = None,
+    data: tuple[list[str], np.ndarray] | None = None,
+    part_folds: list[np.ndarray] | None = None,
 ) -> EstimateJob:
-    """Upload the checked data and folds, write the spec and start the execution."""
+    """Upload the checked data and folds, write the spec and start the execution; ``data`` in
+    place of the checked data (parts that select their rows from it), with each part's folds
+    (``part_folds``) in place of the job's."""
     deadline_s, budget_usd = check_objective(given.deadline, given.budget)
     spec, fold_array = checked.spec, checked.folds
     check_gpu_worker(client, learners=spec.learners)  # a Torch learner needs EnableGpuWorker=true
@@ -522,14 +554,22 @@ def _launch(
     if isinstance(checked, CheckedEstimate):
         # Data over a function's memory (or /tmp, or the state limit) is rejected before launch;
         # data used in place is checked by Prepare, which reads it.
-        n_rows, n_cols = checked.values.shape
+        n_rows, n_cols = (data[1] if data is not None else checked.values).shape
         client.check_limits("estimate", n_rows=int(n_rows), n_cols=int(n_cols))
 
     job_id = job_id or f"est-{time.strftime('%Y%m%d-%H%M%S')}-{uuid.uuid4().hex[:8]}"
     folds_key = None
-    if fold_array is not None:
+    if part_folds is not None and parts is not None:
+        parts = [
+            part.model_copy(update={"folds_key": client.store.put_array(
+                storage.input_folds_key(job_id, k), folds)})
+            for k, (part, folds) in enumerate(zip(parts, part_folds, strict=True))
+        ]  # fmt: skip
+    elif fold_array is not None:
         folds_key = client.store.put_array(storage.input_folds_key(job_id), fold_array)
-    if isinstance(checked, CheckedEstimate):
+    if data is not None:
+        data_key, source = client.store.put_data(*data), None
+    elif isinstance(checked, CheckedEstimate):
         data_key, source = client.store.put_data(checked.columns, checked.values), None
     else:
         data_key, source = None, checked.source
@@ -613,8 +653,10 @@ class PartJob:
         return self.job._plan().spec(self.index)
 
     def folds(self) -> np.ndarray:
-        """The job's folds (every part's), int64 of shape (n_obs, n_rep)."""
-        return self.job.folds()
+        """The part's folds, int64 of shape (n_obs, n_rep): the job's (every part's), or its own
+        where it selects its rows (a DIDMulti's group-time combination)."""
+        key = self.job._plan().part_folds_key(self.index)
+        return np.asarray(self.job.client.store.get_array(key))
 
     def predictions(self) -> dict[str, dict[str, np.ndarray]]:
         """The part's out-of-fold predictions, in DoubleML's ``external_predictions`` layout."""

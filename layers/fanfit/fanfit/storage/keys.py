@@ -109,10 +109,11 @@ def spec_key(job_id: str) -> str:
     return f"jobs/{job_id}/spec.json"
 
 
-def input_folds_key(job_id: str) -> str:
+def input_folds_key(job_id: str, part: int = 0) -> str:
     """Key of the folds the user gave an estimate job (int64, shape (n_obs, n_rep)), written by
-    the client."""
-    return f"{job_prefix(job_id)}input-folds.npy"
+    the client; of one ``part`` that selects its rows (its own folds; part 0 keeps the job's key)."""
+    name = f"input-folds-p{part}.npy" if part else "input-folds.npy"
+    return f"{job_prefix(job_id)}{name}"
 
 
 def input_init_key(job_id: str) -> str:
@@ -126,9 +127,10 @@ def plan_key(job_id: str) -> str:
     return f"jobs/{job_id}/plan.json"
 
 
-def folds_key(job_id: str) -> str:
-    """Key of the folds array, shape (n_obs, n_rep)."""
-    return f"jobs/{job_id}/folds.npy"
+def folds_key(job_id: str, part: int = 0) -> str:
+    """Key of the folds array, shape (n_obs, n_rep); of one ``part`` that selects its rows (its own
+    folds; part 0 keeps the job's key)."""
+    return f"jobs/{job_id}/folds-p{part}.npy" if part else f"jobs/{job_id}/folds.npy"
 
 
 def units_key(job_id: str, stage: int) -> str:

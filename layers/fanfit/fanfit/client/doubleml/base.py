@@ -6,8 +6,8 @@ own class: its :meth:`~_OnStack.fit` sends the data, DoubleML's sample splitting
 ``fit(external_predictions=...)`` and checks that coef and se equal the job's (relative
 :data:`RTOL`). Also here: :func:`default_client`, the learner and data helpers the constructors
 use, :class:`_PropensityOptions` (clipping, ``normalize_ipw``) of the IPW models, and
-:class:`_SideBySide`, the ``fit`` of the multi-part classes (DoubleMLAPOS, DoubleMLDIDMulti): one
-job per part, all submitted before any is awaited.
+:class:`_SideBySide`, the ``fit`` of the multi-part classes (DoubleMLQTE, DoubleMLAPOS,
+DoubleMLDIDMulti): one job of several parts.
 
 Importing this module imports DoubleML (a client extra: ``pip install 'fanfit[doubleml]'``);
 without it, :class:`fanfit.dml.interop.MissingDependencyError` gives the pip command.
@@ -97,22 +97,20 @@ def _check(frame: pd.DataFrame, options: Mapping[str, Any]) -> tuple[Any, Any]:
 
 def _submit_parts(
     client: Any,
-    model: str | None,
+    model: str,
     parts: list[tuple[str, pd.DataFrame, dict[str, Any]]],
     job_options: Mapping[str, Any],
 ) -> list[Any]:
     """Start the parts of a multi-part DoubleML class: one job of several parts
-    (:meth:`fanfit.client.Client.submit_parts_job`) when ``model`` names it and every part runs
-    on the same data, else one job per part (each on its own frame: DIDMulti's group-time
-    combinations), all before waiting for any.
+    (:meth:`fanfit.client.Client.submit_parts_job`, model ``model``) when every part runs on the
+    same data, else one job per part, all before waiting for any (DoubleMLDIDMulti's parts
+    select their rows from one upload instead: its own ``_fanfit_submit``).
 
     Returns
     -------
     list
         Each part's handle (a :class:`fanfit.client.estimate.PartJob`, or a job), in order.
     """
-    if model is None:
-        return [_submit(client, frame, {**o, **job_options}) for _, frame, o in parts]
     from fanfit.client.estimate import same_data
 
     pairs = [_check(frame, {**o, **job_options}) for _, frame, o in parts]
@@ -490,22 +488,23 @@ class _OnStack:
 
 
 class _SideBySide:
-    """What fanfit's multi-part DoubleML classes (DoubleMLAPOS, DoubleMLDIDMulti) add to
-    DoubleML's: :meth:`fit` submits one job per part, all before waiting for any, then hands the
-    jobs' predictions to DoubleML's own ``fit(external_predictions=...)``.
+    """What fanfit's multi-part DoubleML classes (DoubleMLQTE, DoubleMLAPOS, DoubleMLDIDMulti)
+    add to DoubleML's: :meth:`fit` submits one job of several parts (:meth:`_fanfit_submit`),
+    then hands the parts' predictions to DoubleML's own ``fit(external_predictions=...)``.
 
     Attributes
     ----------
     fanfit_jobs, fanfit_results : list
-        The jobs of the last fit and their results, one per part (``modellist`` order).
+        The parts of the last fit's job (:class:`fanfit.client.estimate.PartJob`, one job id)
+        and their results, one per part (``modellist`` order).
     """
 
     fanfit_jobs: list[Any]
     fanfit_results: list[Any]
     modellist: Any  # DoubleML's, one model per part
     #: The model of the one job of several parts ``fit`` submits (DoubleMLQTE ``'qte'``,
-    #: DoubleMLAPOS ``'apos'``); None: one job per part (DIDMulti: a frame per combination).
-    _fanfit_parts_model: str | None = None
+    #: DoubleMLAPOS ``'apos'``, DoubleMLDIDMulti ``'did_multi'``).
+    _fanfit_parts_model = ""
 
     def _fanfit_parts(self, seed: int) -> list[tuple[str, pd.DataFrame, dict[str, Any]]]:
         """Per part, in ``modellist`` order: its label, the data its job runs on, its options."""
@@ -514,6 +513,15 @@ class _SideBySide:
     def _fanfit_external(self, jobs: list[Any]) -> dict[Any, Any]:
         """DoubleML's ``external_predictions`` from the parts' jobs."""
         raise NotImplementedError
+
+    def _fanfit_submit(
+        self,
+        client: Any,
+        parts: list[tuple[str, pd.DataFrame, dict[str, Any]]],
+        job_options: Mapping[str, Any],
+    ) -> list[Any]:
+        """Start the parts (:func:`_submit_parts`); each part's handle, in order."""
+        return _submit_parts(client, self._fanfit_parts_model, parts, job_options)
 
     def fit(
         self,
@@ -547,7 +555,7 @@ class _SideBySide:
         parts = self._fanfit_parts(seed)
         if client is None:
             client = default_client()
-        jobs = _submit_parts(client, self._fanfit_parts_model, parts, job_options)
+        jobs = self._fanfit_submit(client, parts, job_options)
         results = [job.result(timeout=timeout, progress=progress) for job in jobs]
         super().fit(  # type: ignore[misc]
             store_predictions=store_predictions, external_predictions=self._fanfit_external(jobs)

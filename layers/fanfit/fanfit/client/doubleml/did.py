@@ -3,14 +3,16 @@ DoubleMLDIDMulti.
 
 Panel data (:class:`DoubleMLDID`, model ``did`` of :mod:`fanfit.dml.models`) and repeated
 cross-sections (:class:`DoubleMLDIDCS`, model ``didcs``), on a ``DoubleMLDIDData`` or a
-DataFrame with its columns; staggered adoption (:class:`DoubleMLDIDMulti`, one ``did`` job per
-group-time combination) on a ``DoubleMLPanelData``. All are re-exported by :mod:`fanfit.client.doubleml`, whose
+DataFrame with its columns; staggered adoption (:class:`DoubleMLDIDMulti`, one job of one ``did``
+part per group-time combination, each selecting its rows from one upload of the panel) on a
+``DoubleMLPanelData``. All are re-exported by :mod:`fanfit.client.doubleml`, whose
 docstring says how a fit works.
 """
 
 from __future__ import annotations
 
 import warnings
+from collections.abc import Mapping
 from typing import Any
 
 import numpy as np
@@ -18,6 +20,7 @@ import pandas as pd
 
 from fanfit import errors
 from fanfit.client.doubleml.base import (
+    _check,
     _check_arguments,
     _estimator,
     _learner_spec,
@@ -28,6 +31,7 @@ from fanfit.client.doubleml.base import (
     _where,
 )
 from fanfit.dml.interop import import_doubleml
+from fanfit.jobs.documents.estimate import PartSelect
 
 import_doubleml()  # without DoubleML: MissingDependencyError, with the pip command
 import doubleml as _doubleml  # noqa: E402 - after the check that names the extra
@@ -225,10 +229,12 @@ class DoubleMLDIDMulti(_SideBySide, _doubleml.did.DoubleMLDIDMulti):  # type: ig
     the control group, in DoubleML's order, with the outcome, ``G_indicator``, ``t_indicator``
     (1 in :math:`t_{eval}`) and its own ``smpls`` (stratified by both).
 
-    :meth:`fit` submits one ``did`` job (``didcs`` with ``panel=False``, time column
-    ``t_indicator``) per combination on exactly that subset, with that combination's folds, all
-    before waiting for any, so that the combinations' fits run side by side on the stack; the
-    jobs' predictions, placed at the units' (or rows') positions (DoubleML's ``id_positions``),
+    :meth:`fit` submits ONE job (model ``did_multi``): one upload of the panel in long format
+    (:meth:`fanfit_panel`) and one ``did`` part (``didcs`` with ``panel=False``, time column
+    ``t_indicator``) per combination that selects exactly that subset from it in the pipeline
+    (:meth:`fanfit_selects`, :class:`fanfit.jobs.documents.estimate.PartSelect`), with that
+    combination's folds; every combination's units fan out together. The parts' predictions,
+    placed at the units' (or rows') positions (DoubleML's ``id_positions``),
     then go to DoubleML's own ``fit(external_predictions=...)``, so coef, se,
     summary, confint, bootstrap, ``aggregate('eventstudy'|'group'|'time')`` and the plots are
     DoubleML's (Callaway and Sant'Anna 2021, J. Econometrics 225; DoubleML user guide, "Panel
@@ -243,6 +249,8 @@ class DoubleMLDIDMulti(_SideBySide, _doubleml.did.DoubleMLDIDMulti):  # type: ig
     fanfit.errors.InvalidLearnerError
         A learner outside the allow-list.
     """
+
+    _fanfit_parts_model = "did_multi"  # one job of several parts, selecting their rows
 
     def __init__(
         self, obj_dml_data: Any, ml_g: Any, ml_m: Any = None, gt_combinations: Any = "standard",
@@ -297,7 +305,9 @@ class DoubleMLDIDMulti(_SideBySide, _doubleml.did.DoubleMLDIDMulti):  # type: ig
         return one
 
     def fanfit_options(self, seed: int = 0) -> list[tuple[pd.DataFrame, dict[str, Any]]]:
-        """The data and options of the ``did`` job of each group-time combination.
+        """The data and options of the ``did`` part of each group-time combination (its data as
+        DoubleML built it, which the client checks the part on; the job's parts select it from
+        the one upload, :meth:`fanfit_panel`).
 
         Parameters
         ----------
@@ -326,6 +336,80 @@ class DoubleMLDIDMulti(_SideBySide, _doubleml.did.DoubleMLDIDMulti):  # type: ig
 
     def _fanfit_parts(self, seed: int) -> list[tuple[str, pd.DataFrame, dict[str, Any]]]:
         return [(label, *part) for label, part in zip(self.gt_labels, self.fanfit_options(seed))]
+
+    def _fanfit_period_codes(self) -> pd.Index | None:
+        """The periods as numbers where DoubleMLPanelData holds them otherwise (datetime ``t``
+        and ``g``): every period of ``t`` and ``g`` in increasing order, coded by its position
+        (order and equality are all a combination's selection compares); None for numeric
+        periods, which travel as they are."""
+        frame, data = self._dml_data.data, self._dml_data
+        if all(pd.api.types.is_numeric_dtype(frame[c]) for c in (data.t_col, data.g_col)):
+            return None
+        periods = pd.concat([frame[data.t_col], frame[data.g_col]]).dropna().unique()
+        return pd.Index(np.sort(periods))
+
+    def _fanfit_period(self, value: Any, codes: pd.Index | None) -> float:
+        """A period (``g_value``, ``t_value_pre``, ``t_value_eval``) as it travels."""
+        return float(value) if codes is None else float(codes.get_loc(value))
+
+    def fanfit_panel(self) -> tuple[list[str], np.ndarray]:
+        """The panel the one job uploads: DoubleMLPanelData's ``data`` in long format, columns
+        ``id_col``, ``t_col``, ``g_col``, ``y_col`` and ``x_cols`` as float64; the unit ids by
+        their rank (any type DoubleML takes; the selection only groups and orders them), datetime
+        periods by their rank among all periods, never-treated (NaT) as ``inf``."""
+        data = self._dml_data
+        columns = [data.id_col, data.t_col, data.g_col, data.y_col, *data.x_cols]
+        frame = data.data
+        ids = pd.factorize(frame[data.id_col], sort=True)[0].astype(np.float64)
+        codes = self._fanfit_period_codes()
+        if codes is None:
+            periods = frame[[data.t_col, data.g_col]].to_numpy(dtype=np.float64)
+        else:
+            t = codes.get_indexer(frame[data.t_col]).astype(np.float64)
+            g = codes.get_indexer(frame[data.g_col]).astype(np.float64)
+            g[frame[data.g_col].isna().to_numpy()] = np.inf  # never treated (NaT)
+            periods = np.column_stack([t, g])
+        rest = frame[[data.y_col, *data.x_cols]].to_numpy(dtype=np.float64)
+        return columns, np.column_stack([ids, periods, rest])
+
+    def fanfit_selects(self) -> list[PartSelect]:
+        """Each combination's selection from :meth:`fanfit_panel`, in ``gt_labels`` order: its
+        :math:`(g, t_{pre}, t_{eval})`, control group, anticipation and never-treated coding,
+        which the pipeline turns into DoubleMLDIDBinary's (DoubleMLDIDCSBinary's)
+        ``data_subset`` (:func:`fanfit.dml.gt_subsets.gt_subset`)."""
+        data, codes = self._dml_data, self._fanfit_period_codes()
+        out = []
+        for binary in self.modellist:
+            never = binary.never_treated_value
+            inf = codes is not None or np.isinf(never)
+            out.append(PartSelect(
+                id_col=data.id_col, t_col=data.t_col, g_col=data.g_col, y_col=data.y_col,
+                g_value=self._fanfit_period(binary.g_value, codes),
+                t_value_pre=self._fanfit_period(binary.t_value_pre, codes),
+                t_value_eval=self._fanfit_period(binary.t_value_eval, codes),
+                control_group=self.control_group,
+                anticipation_periods=int(self.anticipation_periods),
+                never_treated="inf" if inf else "zero", panel=bool(self.panel),
+            ))  # fmt: skip
+        return out
+
+    def _fanfit_submit(
+        self,
+        client: Any,
+        parts: list[tuple[str, pd.DataFrame, dict[str, Any]]],
+        job_options: Mapping[str, Any],
+    ) -> list[Any]:
+        """One job of one ``did`` part (``didcs`` with ``panel=False``) per combination on one
+        upload of the panel (:meth:`fanfit_panel`), each part selecting its rows in the
+        pipeline (:meth:`fanfit_selects`) with its own folds (its ``smpls``), all checked
+        (on DoubleML's subset) before anything is uploaded."""
+        pairs = [_check(frame, {**o, **job_options}) for _, frame, o in parts]
+        labels = [label for label, _, _ in parts]
+        job = client.submit_parts_job(
+            self._fanfit_parts_model, labels, [c for _, c in pairs], [g for g, _ in pairs],
+            selects=self.fanfit_selects(), data=self.fanfit_panel(),
+        )  # fmt: skip
+        return [job.part(k, label) for k, label in enumerate(labels)]
 
     def _fanfit_external(self, jobs: list[Any]) -> dict[Any, Any]:
         """Each job's predictions at its units' positions (DoubleML's ``id_positions``) among

@@ -72,6 +72,7 @@ __all__ = [
     "EstimateResultDoc",
     "EstimateSpec",
     "MAX_PARTS",
+    "PartSelect",
     "PlanPart",
     "SpecPart",
     "EstimateTimings",
@@ -171,13 +172,56 @@ _Placement = PlacementKind
 MAX_PARTS = 1_000
 
 
-class SpecPart(Document):
+_COLUMN = Annotated[str, Field(min_length=1, max_length=255)]
+_PERIOD = Annotated[float, Field(allow_inf_nan=False)]
+
+
+class PartSelect(Document):
+    """How a part selects its rows and derives its columns from the job's data: one group-time
+    combination :math:`(g, t_{pre}, t_{eval})` of a staggered-adoption DID (DoubleMLDIDMulti) on
+    the panel in long format, as :func:`fanfit.dml.gt_subsets.gt_subset` computes it (DoubleML
+    0.11.4's ``DoubleMLDIDBinary._preprocess_data``; with ``panel`` false
+    ``DoubleMLDIDCSBinary``'s). Plain data, validated here; the part's ``dml`` runs on the derived
+    columns (its ``x_cols``, ``G_indicator``, ``y_diff``; or ``x_cols``, ``y_col``,
+    ``G_indicator``, ``t_indicator``)."""
+
+    kind: Literal["did_gt"] = "did_gt"
+    id_col: _COLUMN
+    t_col: _COLUMN
+    g_col: _COLUMN
+    y_col: _COLUMN
+    g_value: _PERIOD
+    t_value_pre: _PERIOD
+    t_value_eval: _PERIOD
+    control_group: Literal["never_treated", "not_yet_treated"] = "never_treated"
+    anticipation_periods: Annotated[StrictInt, Field(ge=0, le=1_000)] = 0
+    #: The never-treated units' group value: ``inf`` (DoubleML's for float groups) or ``0``.
+    never_treated: Literal["inf", "zero"] = "inf"
+    #: Panel data (one row per unit: ``G_indicator``, ``y_diff``), else repeated cross-sections
+    #: (the two periods' rows: ``y_col``, ``G_indicator``, ``t_indicator``; a ``didcs`` part).
+    panel: bool = True
+
+    @model_validator(mode="after")
+    def _periods(self) -> Self:
+        if self.t_value_pre == self.t_value_eval:
+            raise ValueError("t_value_pre and t_value_eval must be two different periods")
+        return self
+
+
+class SpecPart(_OmitNone):
     """One part of a job of several parts, as the client submits it: a label (``"quantile 0.5 of
     treatment 1"``, ``"treatment level 2"``) and the part's registry model (``dml``, as
-    :attr:`EstimateSpec.dml`)."""
+    :attr:`EstimateSpec.dml`). A part that ``select`` s its rows from the job's data
+    (:class:`PartSelect`: a DIDMulti's group-time combination) has its own sample splitting:
+    ``folds_key`` (the client's folds of its rows, :func:`fanfit.storage.input_folds_key` of the
+    part), or drawn by Prepare from the seed when absent."""
+
+    OMIT_NONE: ClassVar[frozenset[str] | None] = frozenset({"select", "folds_key"})
 
     label: str = Field(min_length=1, max_length=200)
     dml: dict[str, Any]
+    select: PartSelect | None = None
+    folds_key: str | None = None
 
 
 class EstimateSpec(Document):
@@ -195,7 +239,9 @@ class EstimateSpec(Document):
     and treatment level; DoubleMLAPOS: one APO per level) is one job of several ``parts``
     (:class:`SpecPart`, at most :data:`MAX_PARTS`) named by ``model`` (``'qte'``, ``'apos'``):
     every part runs on the one data object and the one sample splitting, with the same learners;
-    ``dml`` is then the first part's.
+    ``dml`` is then the first part's. DoubleMLDIDMulti (``'did_multi'``) is one job whose parts
+    each ``select`` their rows from the one data object (:class:`PartSelect`), each with its own
+    folds (:attr:`SpecPart.folds_key`; then no ``folds_key`` of the job).
     """
 
     kind: Literal["estimate"] = "estimate"
@@ -230,6 +276,13 @@ class EstimateSpec(Document):
             raise ValueError("model and parts come together (a job of several parts), or neither")
         if self.parts is not None and self.parts[0].dml != self.dml:
             raise ValueError("dml must be the first part's dml in a job of several parts")
+        selecting = {p.select is not None for p in self.parts or ()}
+        if len(selecting) > 1:
+            raise ValueError("every part selects its rows (select), or none does")
+        if selecting == {True} and self.folds_key is not None:
+            raise ValueError("parts that select their rows take their folds per part (folds_key)")
+        if any(p.folds_key is not None and p.select is None for p in self.parts or ()):
+            raise ValueError("a part's own folds_key needs its select: else the job's folds_key")
         return self
 
     @field_validator("sharding", mode="before")
@@ -248,11 +301,18 @@ class EstimateSpec(Document):
         return check_weight(value)
 
 
-class PlanPart(Document):
-    """One part of a job of several parts in its plan: its label and validated spec."""
+class PlanPart(_OmitNone):
+    """One part of a job of several parts in its plan: its label and validated spec; a part that
+    selects its rows (:class:`PartSelect`) also its own folds (``folds_key``, (n_obs, n_rep) int64
+    over its rows) and ``n_obs``, its row count."""
+
+    OMIT_NONE: ClassVar[frozenset[str] | None] = frozenset({"select", "folds_key", "n_obs"})
 
     label: str
     dml: DMLSpecField
+    select: PartSelect | None = None
+    folds_key: str | None = None
+    n_obs: int | None = None
 
 
 class EstimatePlan(Document):
@@ -281,7 +341,9 @@ class EstimatePlan(Document):
         A job of several parts: each part's label and validated spec (``dml`` is the first's).
         The parts share the data object, the folds and the learners; ``n_stages`` is the most
         any part has, and stage ``s`` holds the units of every part that has it
-        (:meth:`units`).
+        (:meth:`units`). Parts that select their rows (DIDMulti's combinations,
+        :class:`PartSelect`) have their own folds and row counts; ``folds_key`` and ``n_obs`` are
+        then the first part's (:meth:`part_folds_key`).
     """
 
     job_id: str
@@ -322,6 +384,11 @@ class EstimatePlan(Document):
         if not 0 <= part < len(specs):
             raise InvalidJobError(f"part {part} does not exist; job {self.job_id} has {len(specs)}")
         return specs[part]
+
+    def part_folds_key(self, part: int = 0) -> str:
+        """The folds of ``part``: its own (a part that selects its rows), else the job's."""
+        own = self.parts[part].folds_key if self.parts else None
+        return own or self.folds_key
 
     def units(self, stage: int) -> list[FitUnit]:
         """The units of ``stage``: each part's (:func:`fanfit.dml.fit_units`) that has the stage,

@@ -100,9 +100,9 @@ def aggregate_job(
                 label=label,
                 job_id=job_id,
                 execution_arn=execution_arn,
-                folds_key=plan.folds_key,
+                folds_key=plan.part_folds_key(k),
             )  # fmt: skip
-            for part, label in zip(results, plan.labels, strict=True)
+            for k, (part, label) in enumerate(zip(results, plan.labels, strict=True))
         ]
     out = EstimateResultDoc(
         **results[0],

@@ -7,14 +7,16 @@ from __future__ import annotations
 import dataclasses
 import json
 import resource
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from functools import lru_cache
 
 import numpy as np
 
 from fanfit import dml, storage
+from fanfit.dml.gt_subsets import gt_subset
 from fanfit.errors import InvalidJobError
-from fanfit.jobs.documents.estimate import EstimatePlan, ShardStats, StageSchedule
+from fanfit.jobs.documents.estimate import EstimatePlan, PartSelect, ShardStats, StageSchedule
 from fanfit.sched.throughput import workload_signature
 
 
@@ -27,7 +29,8 @@ class StageContext:
     job_id: str
     stage: int
     plan: EstimatePlan
-    folds: np.ndarray
+    #: the job's folds, or each part's where the parts select their rows (:func:`stage_folds`)
+    folds: np.ndarray | Mapping[int, np.ndarray]
     n_obs: int
     n_features: int
     units: list[dml.FitUnit]
@@ -76,14 +79,79 @@ def read_schedule(store: storage.JobStore, job_id: str, stage: int) -> StageSche
     return StageSchedule.parse(store.get_json(key), source=key)
 
 
+@lru_cache(maxsize=32)
+def cached_selection(
+    bucket: str, key: str, select_json: str, x_cols: tuple[str, ...]
+) -> tuple[tuple[str, ...], np.ndarray]:
+    """``(columns, values)`` a part selects and derives from a data object (``select_json``: its
+    :class:`~fanfit.jobs.documents.estimate.PartSelect` as JSON; :func:`select_part`), read-only;
+    kept between shards of a warm environment as :func:`cached_data`."""
+    columns, values = cached_data(bucket, key)
+    select = PartSelect.parse(json.loads(select_json), source="the part's select")
+    derived_cols, derived = select_part(select, columns, values, x_cols)
+    derived.setflags(write=False)
+    return tuple(derived_cols), derived
+
+
+def select_part(
+    select: PartSelect, columns: Sequence[str], values: np.ndarray, x_cols: Sequence[str]
+) -> tuple[list[str], np.ndarray]:
+    """The rows and columns a part selects from the job's data: one group-time combination of a
+    DIDMulti (:func:`fanfit.dml.gt_subsets.gt_subset`, DoubleML 0.11.4's
+    ``DoubleMLDIDBinary._preprocess_data``, or ``DoubleMLDIDCSBinary``'s), with the covariates
+    ``x_cols`` of the part's spec.
+
+    Returns
+    -------
+    columns : list of str
+        ``[*x_cols, 'G_indicator', 'y_diff']``; repeated cross-sections
+        ``[*x_cols, y_col, 'G_indicator', 't_indicator']``.
+    values : ndarray of shape (n_rows, n_cols), float64
+
+    Raises
+    ------
+    InvalidDataError
+        As :func:`~fanfit.dml.gt_subsets.gt_subset` (a column missing, no control unit, ...).
+    """
+    return gt_subset(
+        columns, values, id_col=select.id_col, t_col=select.t_col, g_col=select.g_col,
+        y_col=select.y_col, x_cols=x_cols, g_value=select.g_value,
+        t_value_pre=select.t_value_pre, t_value_eval=select.t_value_eval,
+        control_group=select.control_group, anticipation_periods=select.anticipation_periods,
+        never_treated=select.never_treated, panel=select.panel,
+    )  # fmt: skip
+
+
+def part_data(store: storage.JobStore, plan: EstimatePlan, part: int = 0) -> dml.DMLData:
+    """The validated data of one ``part`` of a plan (its spec's columns and dtypes; part 0 in a
+    job of one): the data object's columns, or those the part selects and derives from it
+    (:attr:`~fanfit.jobs.documents.estimate.PlanPart.select`, :func:`select_part`).
+
+    Raises
+    ------
+    InvalidDataError
+        As :func:`fanfit.dml.validate_data`, or :func:`select_part`.
+    """
+    spec = plan.spec(part)
+    select = plan.parts[part].select if plan.parts else None
+    if select is None:
+        columns, values = cached_data(store.bucket, plan.data_key)
+    else:
+        select_json = json.dumps(select.to_json_dict(), sort_keys=True)
+        columns, values = cached_selection(
+            store.bucket, plan.data_key, select_json, tuple(spec.x_cols)
+        )
+    return dml.validate_data(spec, list(columns), values)
+
+
 def load(
     store: storage.JobStore, plan: EstimatePlan, part: int = 0
 ) -> tuple[dml.DMLData, np.ndarray]:
-    """The validated data of one ``part`` of a plan (its spec's columns and dtypes; part 0 in a
-    job of one) and the folds, (n_obs, n_rep)."""
-    columns, values = cached_data(store.bucket, plan.data_key)
-    data = dml.validate_data(plan.spec(part), list(columns), values)
-    return data, cached_folds(store.bucket, plan.folds_key)
+    """The validated data of one ``part`` of a plan (:func:`part_data`) and its folds,
+    (n_obs, n_rep): the job's, or the part's own where it selects its rows
+    (:meth:`~fanfit.jobs.documents.estimate.EstimatePlan.part_folds_key`)."""
+    data = part_data(store, plan, part)
+    return data, cached_folds(store.bucket, plan.part_folds_key(part))
 
 
 def shard_stats(arrays: dict[str, np.ndarray], source: str) -> ShardStats:
@@ -186,9 +254,26 @@ def unit_signature(spec: dml.DMLSpec, unit: dml.FitUnit, n_obs: int, n_features:
     )
 
 
-def n_train(folds: np.ndarray, unit: dml.FitUnit, spec: dml.DMLSpec | None = None) -> int:
+def stage_folds(store: storage.JobStore, plan: EstimatePlan) -> np.ndarray | dict[int, np.ndarray]:
+    """The folds Schedule counts the units' training rows on (:func:`n_train`): the job's, or,
+    where the parts select their rows (DIDMulti's combinations), each part's by part index."""
+    if plan.parts and plan.parts[0].folds_key:
+        return {
+            k: cached_folds(store.bucket, plan.part_folds_key(k)) for k in range(len(plan.parts))
+        }
+    return cached_folds(store.bucket, plan.folds_key)
+
+
+def n_train(
+    folds: np.ndarray | Mapping[int, np.ndarray],
+    unit: dml.FitUnit,
+    spec: dml.DMLSpec | None = None,
+) -> int:
     """Training rows of a unit: the rows of its repetition outside its fold (with the spec's
-    ``cluster_cols``: outside its test clusters, :func:`fanfit.dml.train_mask`)."""
+    ``cluster_cols``: outside its test clusters, :func:`fanfit.dml.train_mask`); ``folds`` the
+    job's, or per part (:func:`stage_folds`)."""
+    if isinstance(folds, Mapping):
+        folds = folds[unit.part]
     if spec is not None and spec.cluster_cols:
         return int(np.count_nonzero(dml.train_mask(spec, folds, unit.i_rep, unit.i_fold)))
     return int(np.count_nonzero(folds[:, unit.i_rep] != unit.i_fold))

@@ -7,6 +7,7 @@ import json
 import time
 
 from fanfit import dml, storage
+from fanfit.dml.gt_subsets import draw_gt_folds
 from fanfit.errors import InvalidDocumentError, InvalidJobError
 from fanfit.jobs import sharing
 from fanfit.jobs.documents.estimate import (
@@ -25,6 +26,7 @@ from fanfit.jobs.estimate.data import (
     load,
     peak_rss_mb,
     read_plan,
+    select_part,
     stage_outputs,
 )
 from fanfit.jobs.estimate.demand import stage_demand
@@ -202,25 +204,33 @@ def _write_plan(
         )
     else:  # EstimateSpec names exactly one of data_key and data_source
         data_key = storage.check_data_key(job.data_key)
-    columns, values = cached_data(store.bucket, data_key)
-    for part_spec in specs[1:]:  # every part's columns and values (named errors), then the first
-        dml.validate_data(part_spec, list(columns), values)
-    data = dml.validate_data(spec, list(columns), values)
-    n_obs = data.y.shape[0]
-    # with cluster_cols: multiway cluster folds (n_folds ** len(cluster_cols) of them); one
-    # sample splitting for every part, as DoubleMLQTE and DoubleMLAPOS split once
-    if job.folds_key:
-        folds = dml.validate_spec_folds(spec, data, store.get_array(job.folds_key))
+    if job.parts and job.parts[0].select is not None:
+        # DIDMulti: each part selects its rows and derives its columns, with its own folds
+        parts = _selecting_parts(store, job_id, job, parts, data_key)
+        folds_key, n_obs = parts[0].folds_key, parts[0].n_obs
+        assert folds_key is not None and n_obs is not None
     else:
-        folds = dml.draw_spec_folds(spec, data)
-    del data
+        columns, values = cached_data(store.bucket, data_key)
+        # every part's columns and values (named errors), then the first
+        for part_spec in specs[1:]:
+            dml.validate_data(part_spec, list(columns), values)
+        data = dml.validate_data(spec, list(columns), values)
+        n_obs = data.y.shape[0]
+        # with cluster_cols: multiway cluster folds (n_folds ** len(cluster_cols) of them); one
+        # sample splitting for every part, as DoubleMLQTE and DoubleMLAPOS split once
+        if job.folds_key:
+            folds = dml.validate_spec_folds(spec, data, store.get_array(job.folds_key))
+        else:
+            folds = dml.draw_spec_folds(spec, data)
+        del data
+        folds_key = store.put_array(storage.folds_key(job_id), folds)
     plan = EstimatePlan(
         job_id=job_id,
         dml=spec,
         model=job.model,
         parts=parts or None,
         data_key=data_key,
-        folds_key=store.put_array(storage.folds_key(job_id), folds),
+        folds_key=folds_key,
         n_obs=n_obs,
         n_stages=max(dml.n_stages(s) for s in specs),
         max_concurrency=job.max_concurrency or DEFAULT_ACCOUNT_CONCURRENCY,
@@ -233,6 +243,53 @@ def _write_plan(
     )
     store.put_json(storage.plan_key(job_id), plan.to_json_dict())
     return plan
+
+
+def _selecting_parts(
+    store: storage.JobStore,
+    job_id: str,
+    job: EstimateSpec,
+    parts: list[PlanPart],
+    data_key: str,
+) -> list[PlanPart]:
+    """The parts of a job whose parts select their rows (DIDMulti's group-time combinations),
+    each with its own folds and row count: its data derived (:func:`fanfit.jobs.estimate.data.
+    select_part`) and validated, its folds the client's (``folds_key`` of the part, checked
+    against its rows as DoubleML's ``set_sample_splitting`` checks them) or drawn from the seed,
+    stratified as DoubleML stratifies them (:func:`fanfit.dml.gt_subsets.draw_gt_folds`), and written
+    to :func:`fanfit.storage.folds_key` of the part.
+
+    Raises
+    ------
+    InvalidDocumentError
+        A part's ``folds_key`` outside the job.
+    InvalidDataError, InvalidFoldsError
+        ``"part '<label>': <what is wrong>"``: its rows (no control unit, a column missing), its
+        data or its folds.
+    """
+    columns, values = cached_data(store.bucket, data_key)
+    out = []
+    for k, (given, part) in enumerate(zip(job.parts or (), parts, strict=True)):
+        assert given.select is not None  # EstimateSpec: every part selects, or none
+        spec = part.dml
+        try:
+            derived_cols, derived = select_part(given.select, columns, values, spec.x_cols)
+            data = dml.validate_data(spec, derived_cols, derived)
+            if given.folds_key is not None:
+                storage.check_job_key(given.folds_key, job_id, field=f"parts[{k}].folds_key")
+                folds = dml.validate_spec_folds(spec, data, store.get_array(given.folds_key))
+            else:
+                # DoubleML's strata: G_indicator (+ 2 t_indicator for repeated cross-sections)
+                strata = derived[:, derived_cols.index("G_indicator")]
+                if not given.select.panel:
+                    strata = strata + 2 * derived[:, derived_cols.index("t_indicator")]
+                folds = draw_gt_folds(strata, spec.n_folds, spec.n_rep, spec.seed, k)
+        except InvalidJobError as exc:  # InvalidDataError, InvalidFoldsError, ...
+            raise type(exc)(f"part {part.label!r}: {exc}") from exc
+        key = store.put_array(storage.folds_key(job_id, k), folds)
+        update = {"select": given.select, "folds_key": key, "n_obs": int(data.y.shape[0])}
+        out.append(part.model_copy(update=update))
+    return out
 
 
 def _part_spec(raw: dict, label: str) -> dml.DMLSpec:
@@ -250,7 +307,9 @@ def _part_spec(raw: dict, label: str) -> dml.DMLSpec:
 
 
 def _check_parts_share(specs: list[dml.DMLSpec]) -> None:
-    """The parts of one job share the learners, the sample splitting and the seed.
+    """The parts of one job share the learners, the sample splitting and the seed (parts that
+    select their rows, DIDMulti's combinations, share ``n_folds`` and ``n_rep``, each its own
+    folds over its rows: :func:`_selecting_parts`).
 
     Raises
     ------

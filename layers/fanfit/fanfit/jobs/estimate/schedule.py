@@ -38,12 +38,12 @@ from fanfit.jobs.documents.estimate import (
 )
 from fanfit.jobs.estimate.data import (
     StageContext,
-    cached_folds,
     n_train,
     peak_rss_mb,
     read_plan,
     read_schedule,
     shard_stats,
+    stage_folds,
     unit_signature,
 )
 from fanfit.jobs.estimate.failure import map_run_children
@@ -186,7 +186,7 @@ def _stage_context(
         job_id=job_id,
         stage=stage,
         plan=plan,
-        folds=cached_folds(store.bucket, plan.folds_key),
+        folds=stage_folds(store, plan),
         n_obs=n_obs,
         n_features=n_features,
         units=units,

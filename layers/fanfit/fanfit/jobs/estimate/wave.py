@@ -20,6 +20,7 @@ The same phases plan a whole job without running it (:func:`plan_job`, ``fanfit 
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
 
 import numpy as np
@@ -308,7 +309,7 @@ def learner_groups(
     plan: EstimatePlan,
     units: list[dml.FitUnit],
     signatures: dict[str, str],
-    folds: np.ndarray,
+    folds: np.ndarray | Mapping[int, np.ndarray],
 ) -> dict[str, tuple[WorkGroup, list[dml.FitUnit]]]:
     """The units grouped by nuisance learner (the placement's stages), with their work groups.
 
