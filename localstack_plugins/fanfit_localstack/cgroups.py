@@ -38,6 +38,7 @@ from __future__ import annotations
 import contextlib
 import json
 import logging
+import math
 import os
 import threading
 import time
@@ -372,6 +373,12 @@ def vcpu_scale() -> float:
 def vcpus_of(memory_mb: int) -> float:
     """Local cores an environment of ``memory_mb`` gets: ``memory_mb / 1769 * vcpu_scale()``."""
     return memory_mb / MB_PER_VCPU * vcpu_scale()
+
+
+def pool_threads(memory_mb: int, host_cpus: int) -> int:
+    """Threads of a function's BLAS/OpenMP pools: the vCPUs ``memory_mb`` buys
+    (:func:`vcpus_of`, rounded up), at least 1, at most ``host_cpus``."""
+    return min(max(1, host_cpus), max(1, math.ceil(vcpus_of(memory_mb))))
 
 
 def cpu_quota_us(memory_mb: int, period_us: int, scale: float = 1.0) -> int:

@@ -264,3 +264,19 @@ def test_cgroups_left_by_ended_stacks_are_swept_and_busy_or_young_ones_kept(tmp_
     assert busy.is_dir() and young.is_dir()
     # ... and without limits nothing is touched
     assert cg.sweep_stale(cg.Limits("none", "off"), now=1e12) == 0 and busy.is_dir()
+
+
+@pytest.mark.parametrize(
+    ("memory_mb", "host_cpus", "scale", "threads"),
+    [(1769, 2, None, 1), (3538, 2, None, 2), (10240, 2, None, 2), (10240, 16, None, 6),
+     (128, 2, None, 1), (1769, 2, "2", 2), (1769, 1, "4", 1)],
+)  # fmt: skip
+def test_a_functions_thread_pools_are_its_vcpus_at_most_the_hosts(
+    monkeypatch, memory_mb, host_cpus, scale, threads
+) -> None:
+    # GIVEN a function's MemorySize, the host's cores and the local vCPU scale
+    if scale is not None:
+        monkeypatch.setenv(cg.SCALE_VARIABLE, scale)
+    # WHEN its BLAS/OpenMP pools are sized THEN they get the vCPUs it buys (one per 1,769 MB,
+    # rounded up, at least one), never more than the host has
+    assert cg.pool_threads(memory_mb, host_cpus) == threads
