@@ -59,7 +59,7 @@ def test_a_qte_is_one_job_whose_stages_serve_every_part(client) -> None:
     options = EstimateOptions(
         data=frame, model="qte", y="y", d="d", x=X_COLS, n_folds=2, n_rep=3, seed=4,
         ml_g="LogisticRegression", ml_m="LogisticRegression", quantiles="0.4,0.7",
-        normalize_ipw=True, units_per_shard=5,
+        normalize_ipw=True, units_per_shard=5, boot_method="wild", n_rep_boot=100,
     )  # fmt: skip
     # WHEN the client submits it and the steps run
     jobs = cqte.submit_qte(client, options=options)
@@ -89,12 +89,21 @@ def test_a_qte_is_one_job_whose_stages_serve_every_part(client) -> None:
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         theirs.fit()
-    for attr in ("coef", "se", "all_coef", "all_se"):
+    for attr in ("coef", "se", "all_coef", "all_se", "pval"):
         np.testing.assert_allclose(getattr(result, attr), getattr(theirs, attr), rtol=RTOL,
                                    err_msg=attr)  # fmt: skip
+    # AND Aggregate wrote them in result.json's combined, with the joint bands of DoubleML's
+    # bootstrap after np.random.seed(the job's seed)
+    combined = client.store.get_json(storage.result_key(job_id))["combined"]
+    assert (combined["model"], combined["quantiles"], combined["seed"]) == ("qte", [0.4, 0.7], 4)
+    np.random.seed(4)
+    theirs.bootstrap(method="wild", n_rep_boot=100)
+    np.testing.assert_allclose(combined["effects"]["ci_joint_95"],
+                               theirs.confint(joint=True).to_numpy(), rtol=RTOL)  # fmt: skip
     # AND the job's own printout (fanfit result JOB) lists every part's estimate
     text = str(jobs.jobs[0].job.result())
     assert "Parts of this job" in text and all(label in text for label in jobs.labels)
+    assert "Combined result" in text and "joint 97.5 %" in text
     # AND each part's own estimate is DoubleML's model of that (quantile, level)
     models = [m for pair in zip(theirs.modellist_0, theirs.modellist_1) for m in pair]
     for part, model in zip(jobs.jobs, models, strict=True):
@@ -134,6 +143,10 @@ def test_an_apos_is_one_job_and_its_contrast_is_doublemls(client) -> None:
     assert result.contrast is not None
     np.testing.assert_allclose(result.contrast.coef, contrast.thetas, rtol=RTOL)
     np.testing.assert_allclose(result.contrast.se, contrast.ses, rtol=RTOL)
+    # AND result.json holds them as its combined result, without joint bands (no bootstrap)
+    combined = client.store.get_json(storage.result_key(job_id))["combined"]
+    assert combined["contrasts"]["names"] == ["1 vs 0", "2 vs 0"]
+    assert "ci_joint_95" not in combined["effects"] and "boot_method" not in combined
 
 
 def test_parts_that_differ_in_learners_or_splitting_are_refused(client) -> None:

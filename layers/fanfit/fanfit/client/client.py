@@ -166,17 +166,22 @@ class Client:
         options: Sequence[EstimateOptions],
         *,
         job_id: str | None = None,
+        boot_method: str | None = None,
+        n_rep_boot: int | None = None,
     ) -> EstimateJob:
         """Start one job of several parts (a QTE's quantiles and levels, an APOS's levels), each
         part checked (:func:`fanfit.client.parts.check_parts`); its parts' handles are
-        :meth:`EstimateJob.part` (:func:`fanfit.client.estimate.submit_parts_job`).
+        :meth:`EstimateJob.part` (:func:`fanfit.client.estimate.submit_parts_job`);
+        ``boot_method`` and ``n_rep_boot`` bootstrap its combined result.
 
         Raises
         ------
         fanfit.errors.InvalidJobError
-            A label missing, or parts on other columns; then as :meth:`submit_estimate`.
+            A label missing, parts on other columns, or a bad bootstrap option; then as
+            :meth:`submit_estimate`.
         """
-        return submit_parts_job(self, model, labels, checked, options, job_id=job_id)
+        return submit_parts_job(self, model, labels, checked, options, job_id=job_id,
+                                boot_method=boot_method, n_rep_boot=n_rep_boot)  # fmt: skip
 
     def plan_estimate(
         self, data: Any = None, *, options: EstimateOptions | None = None, **kwargs: Any

@@ -204,13 +204,14 @@ class EstimateResult:
         ``n_rep`` lists of ``n_treat`` losses, DoubleML's layout, None for NaN) and
         ``nuisance_metric`` when the job has them; ``ci_joint_95``, ``boot_method`` after a
         bootstrap; ``spec`` (the job's columns, learners and seed) and ``propensity_overlap``
-        (IRM, IIVM) as ``result.json`` has them."""
+        (IRM, IIVM) as ``result.json`` has them; a job of several parts its ``parts`` and
+        ``combined`` result."""
         keys = ("coef", "se", "t_stat", "pval", "ci_95", "all_coef", "all_se", "n_obs", "n_folds",
                 "n_rep", "model", "score")  # fmt: skip
         doc = self.doc.to_json_dict()
         out = {"job_id": doc["job_id"], **{k: doc[k] for k in keys}}
         for k in ("ci_joint_95", "boot_method", "nuisance_loss", "nuisance_metric", "spec",
-                  "propensity_overlap"):  # fmt: skip
+                  "propensity_overlap", "parts", "combined"):  # fmt: skip
             if k in doc:
                 out[k] = doc[k]
         out["execution_arn"] = self.execution_arn
@@ -449,6 +450,8 @@ def submit_parts_job(
     options: Sequence[EstimateOptions],
     *,
     job_id: str | None = None,
+    boot_method: str | None = None,
+    n_rep_boot: int | None = None,
 ) -> EstimateJob:
     """Start one job of several parts: a model DoubleML fits as several models (``'qte'``: one
     ``pq``/``cvar``/``lpq`` part per quantile and treatment level; ``'apos'``: one ``apo`` part
@@ -470,6 +473,11 @@ def submit_parts_job(
         Each part's options, as checked; the first part's job options (``deadline``,
         ``budget``) are the job's.
     job_id : str, optional
+    boot_method : {'normal', 'Bayes', 'wild'} or None
+        The multiplier bootstrap of the combined result (QTE's effects, APOS's levels and
+        contrasts: their joint bands), seeded by the job's seed; None: none.
+    n_rep_boot : int, optional
+        Its draws (default 500).
 
     Returns
     -------
@@ -478,7 +486,7 @@ def submit_parts_job(
     Raises
     ------
     fanfit.errors.InvalidJobError
-        No part, a label missing, or parts on other columns.
+        No part, a label missing, parts on other columns, or a bad bootstrap option.
     fanfit.errors.LambdaLimitError, fanfit.errors.GpuWorkerDisabledError
         As :func:`submit_estimate`.
     """
@@ -494,8 +502,14 @@ def submit_parts_job(
                 f"part {label!r} runs on other data than the first part (columns {part.columns} "
                 f"against {first.columns}): the parts of one job run on one data object"
             )
+    if boot_method is not None:
+        from fanfit.dml.combined import check_bootstrap
+
+        n_rep_boot = 500 if n_rep_boot is None else n_rep_boot
+        check_bootstrap(boot_method, n_rep_boot)
     parts = [SpecPart(label=label, dml=c.spec.to_dict()) for label, c in zip(labels, checked)]
-    return _launch(client, first, options[0], job_id=job_id, model=model, parts=parts)
+    boot = (boot_method, None if boot_method is None else n_rep_boot)
+    return _launch(client, first, options[0], job_id=job_id, model=model, parts=parts, boot=boot)
 
 
 def same_data(a: CheckedEstimate, b: CheckedEstimate) -> bool:
@@ -511,6 +525,7 @@ def _launch(
     job_id: str | None = None,
     model: str | None = None,
     parts: list[SpecPart] | None = None,
+    boot: tuple[str | None, int | None] = (None, None),
 ) -> EstimateJob:
     """Upload the checked data and folds, write the spec and start the execution."""
     deadline_s, budget_usd = check_objective(given.deadline, given.budget)
@@ -547,6 +562,8 @@ def _launch(
         weight=checked.weight,
         deadline_s=deadline_s,
         budget_usd=budget_usd,
+        boot_method=boot[0],
+        n_rep_boot=boot[1],
     )
     key = client.store.put_json(storage.spec_key(job_id), job.to_json_dict())
     started = client.sfn.start_execution(

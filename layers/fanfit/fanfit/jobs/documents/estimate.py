@@ -65,6 +65,8 @@ __all__ = [
     "MAX_CONCURRENCY",
     "MAX_UNITS_PER_SHARD",
     "AggregateOutput",
+    "CombinedFramework",
+    "CombinedResult",
     "CrossFitOutput",
     "DispatchedQueue",
     "EstimatePlan",
@@ -195,7 +197,10 @@ class EstimateSpec(Document):
     and treatment level; DoubleMLAPOS: one APO per level) is one job of several ``parts``
     (:class:`SpecPart`, at most :data:`MAX_PARTS`) named by ``model`` (``'qte'``, ``'apos'``):
     every part runs on the one data object and the one sample splitting, with the same learners;
-    ``dml`` is then the first part's.
+    ``dml`` is then the first part's. ``boot_method`` and ``n_rep_boot`` are then the multiplier
+    bootstrap of the model's combined result (QTE's and APOS's joint bands,
+    :func:`fanfit.dml.combined.combine_parts`; DoubleML's ``bootstrap(method, n_rep_boot)``),
+    seeded by the first part's seed; None: no joint bands.
     """
 
     kind: Literal["estimate"] = "estimate"
@@ -213,6 +218,15 @@ class EstimateSpec(Document):
     #: or a budget, USD; neither: the least cost within 5% of the fastest plan's time.
     deadline_s: Annotated[float, Field(gt=0, allow_inf_nan=False)] | None = None
     budget_usd: Annotated[float, Field(gt=0, allow_inf_nan=False)] | None = None
+    boot_method: str | None = None
+    n_rep_boot: Annotated[StrictInt, Field(ge=1)] | None = None
+
+    @field_validator("boot_method")
+    @classmethod
+    def _boot_method(cls, value: str | None) -> str | None:
+        if value is not None and value not in dml.BOOT_METHODS:
+            raise ValueError(f"boot_method must be one of {', '.join(dml.BOOT_METHODS)}")
+        return value
 
     @field_validator("data_key", mode="before")
     @classmethod
@@ -230,6 +244,11 @@ class EstimateSpec(Document):
             raise ValueError("model and parts come together (a job of several parts), or neither")
         if self.parts is not None and self.parts[0].dml != self.dml:
             raise ValueError("dml must be the first part's dml in a job of several parts")
+        if self.parts is None and (self.boot_method or self.n_rep_boot) is not None:
+            raise ValueError(
+                "boot_method and n_rep_boot of the spec bootstrap a combined result: a job of "
+                "several parts only (a job of one takes them in dml)"
+            )
         return self
 
     @field_validator("sharding", mode="before")
@@ -790,6 +809,47 @@ class PartResult(_EstimateFields):
     label: str
 
 
+class CombinedFramework(_OmitNone):
+    """The numbers of a ``DoubleMLFramework`` (:meth:`fanfit.dml.combined.Framework.to_dict`), one
+    entry per theta (``names``): ``coef``, ``se``, ``t_stat``, ``pval`` (median of the
+    per-repetition p-values), ``ci_95`` (``[low, high]``), ``all_coef`` and ``all_se`` (n_rep
+    values each) and, after the bootstrap, ``ci_joint_95`` (the joint band)."""
+
+    names: list[str]
+    coef: list[float]
+    se: list[float]
+    t_stat: list[float]
+    pval: list[float]
+    ci_95: list[list[float]]
+    all_coef: list[list[float]]
+    all_se: list[list[float]]
+    ci_joint_95: list[list[float]] | None = None
+
+
+class CombinedResult(_OmitNone):
+    """``result.json``'s ``combined`` of a job of several parts: the model's result from its parts
+    (:func:`fanfit.dml.combined.combine_parts`, DoubleML 0.11.4's ``DoubleMLFramework``
+    arithmetic).
+
+    ``qte``: ``effects`` the quantile treatment effects (one per ``quantiles``, DoubleMLQTE's
+    ``coef``, ``se``, ``confint``, ``confint(joint=True)``); ``apos``: ``effects`` the levels'
+    average potential outcomes (DoubleMLAPOS's) and ``contrasts`` each other level minus
+    ``reference_level`` (``causal_contrast``; absent for one level). With ``boot_method`` the joint
+    bands of ``n_rep_boot`` draws seeded by ``seed``.
+    """
+
+    model: str
+    score: str
+    effects: CombinedFramework
+    contrasts: CombinedFramework | None = None
+    quantiles: list[float] | None = None
+    treatment_levels: list[float] | None = None
+    reference_level: float | None = None
+    boot_method: str | None = None
+    n_rep_boot: int | None = None
+    seed: int | None = None
+
+
 class EstimateResultDoc(_EstimateFields):
     """``result.json`` of an estimate (:func:`fanfit.storage.result_key`): the estimate as
     :meth:`fanfit.dml.DMLResult.to_dict` writes it (per treatment), with the job's keys and timings.
@@ -801,12 +861,14 @@ class EstimateResultDoc(_EstimateFields):
     ``propensity_overlap`` (:func:`fanfit.dml.overlap.propensity_overlap`) are optional, so that a
     ``result.json`` written before they existed still parses. A job of several parts
     (:attr:`EstimatePlan.parts`) holds every part's estimate in ``parts`` (:class:`PartResult`),
-    the first part's also at the top level."""
+    the first part's also at the top level, and, for ``qte`` and ``apos``, the model's combined
+    result in ``combined`` (:class:`CombinedResult`)."""
 
-    OMIT_NONE: ClassVar[frozenset[str] | None] = _RESULT_OPTIONAL | {"parts"}
+    OMIT_NONE: ClassVar[frozenset[str] | None] = _RESULT_OPTIONAL | {"parts", "combined"}
 
     timings: EstimateTimings
     parts: list[PartResult] | None = None
+    combined: CombinedResult | None = None
 
 
 class AggregateOutput(Document):
