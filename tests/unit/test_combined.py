@@ -156,10 +156,39 @@ def test_parts_that_do_not_make_the_model_are_refused() -> None:
     # AND joint bands before the bootstrap are refused
     with pytest.raises(errors.InvalidJobError, match="multiplier bootstrap"):
         Framework.of_part("a", part).confint(joint=True)
-    # AND a qte job whose parts are not level 0 then 1 of a quantile is refused by its specs
-    base = dict(score="PQ", y_col="y", d_cols=("d",), x_cols=("x",), quantile=0.5)
-    specs = [fdml.DMLSpec(model="pq", treatment=t, **base) for t in (1, 0)]
-    with pytest.raises(errors.InvalidJobError, match="treatment 0 then 1 of each quantile"):
+    # AND a qte job whose quantile lacks a level is refused by its specs
+    base = dict(score="PQ", y_col="y", d_cols=("d",), x_cols=("x",))
+    specs = [fdml.DMLSpec(model="pq", treatment=t, quantile=0.5, **base) for t in (1, 1)]
+    with pytest.raises(errors.InvalidJobError, match="one at treatment 1 of each quantile"):
         combine_parts("qte", specs, [part, part])
     # AND a model without a combined result gives none
     assert combine_parts("pq", specs[:1], [part]) is None
+
+
+def test_qte_parts_combine_in_any_order() -> None:
+    # GIVEN four parts of two quantiles, submitted level 0's first (fanfit.DoubleMLQTE's
+    # modellist order) and per quantile (fanfit estimate's order)
+    rng = np.random.default_rng(3)
+    base = dict(score="PQ", y_col="y", d_cols=("d",), x_cols=("x",))
+    keys = [(0.3, 0), (0.3, 1), (0.6, 0), (0.6, 1)]
+    scores = {
+        k: PartScores(rng.normal(size=2), rng.uniform(0.5, 1, size=2), rng.normal(size=(40, 2)),
+                      -rng.uniform(0.5, 1, size=(40, 2)))
+        for k in keys
+    }  # fmt: skip
+    per_quantile = combine_parts(
+        "qte", [fdml.DMLSpec(model="pq", quantile=q, treatment=t, **base) for q, t in keys],
+        [scores[k] for k in keys],
+    )  # fmt: skip
+    levels_first = [keys[0], keys[2], keys[1], keys[3]]
+    other = combine_parts(
+        "qte", [fdml.DMLSpec(model="pq", quantile=q, treatment=t, **base) for q, t in levels_first],
+        [scores[k] for k in levels_first],
+    )  # fmt: skip
+    # THEN both are the same effects, per quantile treated minus control
+    assert per_quantile is not None and other is not None
+    assert per_quantile.quantiles == other.quantiles == (0.3, 0.6)
+    np.testing.assert_array_equal(per_quantile.effects.all_coef, other.effects.all_coef)
+    np.testing.assert_array_equal(
+        per_quantile.effects.all_coef[1], scores[(0.6, 1)].all_coef - scores[(0.6, 0)].all_coef
+    )

@@ -147,6 +147,8 @@ def test_an_apos_is_one_job_and_its_contrast_is_doublemls(client) -> None:
     combined = client.store.get_json(storage.result_key(job_id))["combined"]
     assert combined["contrasts"]["names"] == ["1 vs 0", "2 vs 0"]
     assert "ci_joint_95" not in combined["effects"] and "boot_method" not in combined
+    # AND fanfit jobs --all lists the job once, its three levels one row
+    assert [h["job_id"] for h in client.history()] == [job_id]
 
 
 def test_parts_that_differ_in_learners_or_splitting_are_refused(client) -> None:

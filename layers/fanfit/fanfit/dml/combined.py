@@ -488,8 +488,10 @@ def combine_parts(
     """The combined result of a job of several parts (what Aggregate writes), or None for a
     model that has none here.
 
-    ``qte``: the quantiles and score from the parts' specs (``pq``/``cvar``/``lpq`` at
-    ``quantile``, ``treatment`` 0 then 1 per quantile), :func:`qte_combined`; ``apos``: the
+    ``qte``: the quantiles (in the order they first appear) and score from the parts' specs
+    (``pq``/``cvar``/``lpq`` parts, one at ``treatment`` 0 and one at 1 of each ``quantile``, in
+    any order: ``fanfit estimate`` submits them per quantile, fanfit.DoubleMLQTE level 0's
+    first), :func:`qte_combined`; ``apos``: the
     levels from ``treatment_level``, the reference the first, :func:`apos_combined`. The
     bootstrap's seed is the first part's ``seed`` (the job's).
 
@@ -511,7 +513,7 @@ def combine_parts(
     Raises
     ------
     InvalidJobError
-        Parts that do not make the model (a qte part not at level 0 then 1 of one quantile, an
+        Parts that do not make the model (a qte quantile without one part at each level, an
         apos part without a level), or as :func:`qte_combined` / :func:`apos_combined`.
     """
     if model not in COMBINED_MODELS:
@@ -520,17 +522,23 @@ def combine_parts(
     if model == "qte":
         by_model = {v: k for k, v in QTE_SCORES.items()}
         score = by_model.get(specs[0].model)
-        pairs = list(zip(specs[::2], specs[1::2], strict=False))
-        if score is None or len(specs) % 2 or any(
-            (a.model, b.model) != (specs[0].model,) * 2 or (a.treatment, b.treatment) != (0, 1)
-            or a.quantile != b.quantile or a.quantile is None
-            for a, b in pairs
-        ):  # fmt: skip
+        index: dict[tuple[float, int], int] = {}
+        for k, s in enumerate(specs):
+            key = (s.quantile, s.treatment)
+            if s.model != specs[0].model or s.quantile is None or s.treatment not in (0, 1) or (
+                key in index
+            ):  # fmt: skip
+                index = {}
+                break
+            index[(float(s.quantile), int(s.treatment))] = k  # type: ignore[arg-type]
+        quantiles = list(dict.fromkeys(q for q, _ in index))
+        if score is None or not index or len(index) != 2 * len(quantiles):
             raise InvalidJobError(
-                "model 'qte' needs pq, cvar or lpq parts at treatment 0 then 1 of each quantile"
+                "model 'qte' needs one pq, cvar or lpq part at treatment 0 and one at treatment 1 "
+                "of each quantile"
             )
-        quantiles = [float(a.quantile) for a, _ in pairs]  # type: ignore[arg-type]
-        return qte_combined(quantiles, score, parts, boot_method=boot_method,
+        ordered = [parts[index[(q, t)]] for q in quantiles for t in (0, 1)]
+        return qte_combined(quantiles, score, ordered, boot_method=boot_method,
                             n_rep_boot=n_rep_boot, seed=seed)  # fmt: skip
     if any(s.model != "apo" or s.treatment_level is None for s in specs):
         raise InvalidJobError("model 'apos' needs apo parts, each at one treatment_level")
