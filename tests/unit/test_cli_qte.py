@@ -233,6 +233,3 @@ def test_the_command_as_json_and_detached(tmp_path, fake_stack, capsys) -> None:
     assert cli.main(_cli_args(tmp_path, "--detach", "--output", "json")) == 0
     assert json.loads(capsys.readouterr().out) == {
         "job_id": "est-fake-3", "quantiles": [0.4, 0.6], "treatment_levels": [0, 1]}  # fmt: skip
-    # AND --plan-only is refused naming the single-part command
-    assert cli.main(_cli_args(tmp_path, "--plan-only")) == 2
-    assert "--plan-only plans one job" in capsys.readouterr().err

@@ -170,3 +170,57 @@ def test_parts_that_differ_in_learners_or_splitting_are_refused(client) -> None:
     # AND a label per part is required
     with pytest.raises(errors.InvalidJobError, match="one label and one options per part"):
         client.submit_parts_job("qte", ["a"], [first, other], [options, options])
+
+
+@pytest.mark.parametrize("model", ["qte", "apos"])
+def test_plan_only_plans_the_job_of_several_parts(client, monkeypatch, tmp_path, capsys,
+                                                  model) -> None:  # fmt: skip
+    # GIVEN a stack whose outputs name its CrossFit size and ThroughputTable (nothing measured),
+    # and a QTE at two quantiles (PQ, 2 folds x 2 repetitions: two stages per part) or an APOS
+    # over three levels (one stage), as a CSV
+    import contextlib
+    import json
+
+    from fanfit import cli
+    from fanfit.client import estimate as cestimate
+
+    monkeypatch.setattr(cestimate, "_stack_outputs", lambda c: {
+        "CrossFitFunctionMemorySizes": "1769", "ThroughputTableName": "fanfit-throughput",
+        "GpuWorkerEnabled": "false"})  # fmt: skip
+    monkeypatch.setattr(cli, "_client", lambda args: contextlib.nullcontext(client))
+    path = tmp_path / "data.csv"
+    if model == "qte":
+        _irm_frame(200, seed=3).to_csv(path, index=False)
+        extra = ["--quantiles", "0.4,0.7", "--ml-g", "LogisticRegression"]
+        parts, units = 4, [[4, 4]] * 4  # each part: 2 repetitions x 2 folds, per stage
+    else:
+        rng = np.random.default_rng(2)
+        import pandas as pd
+
+        frame = pd.DataFrame(rng.normal(size=(150, 4)), columns=X_COLS)
+        frame.assign(y=rng.normal(size=150), d=rng.integers(0, 3, size=150)).to_csv(
+            path, index=False
+        )
+        extra = ["--treatment-levels", "0,1,2", "--ml-g", "LinearRegression"]
+        parts, units = 3, [[12]] * 3  # each level: 3 learner keys x 2 repetitions x 2 folds
+    argv = ["estimate", "--data", str(path), "--model", model, "--y", "y", "--d", "d", "--x",
+            ",".join(X_COLS), "--ml-m", "LogisticRegression", "--n-folds", "2", "--n-rep", "2",
+            *extra, "--plan-only"]  # fmt: skip
+    # WHEN fanfit estimate --model qte|apos --plan-only runs, as JSON
+    assert cli.main([*argv, "--output", "json"]) == 0
+    doc = json.loads(capsys.readouterr().out)
+    # THEN one job of several parts is planned: each part's units per stage, and each stage's
+    # first wave holding every part's units (a probe: nothing measured)
+    assert doc["model"] == model and len(doc["parts"]) == parts
+    assert [p["n_units"] for p in doc["parts"]] == units
+    n_stages = len(units[0])
+    assert [s["n_units"] for s in doc["stages"]] == [parts * units[0][s] for s in range(n_stages)]
+    assert all(s["shards"][0]["probe"] for s in doc["stages"]) and doc["predicted_wall_s"] > 0
+    # AND nothing was started
+    assert client.records.get("plan-only") is None and not client.history()
+    # AND the printout names the parts and their units per stage, then the stages
+    assert cli.main(argv) == 0
+    out = capsys.readouterr().out
+    assert f"one job of {parts} parts (model {model})" in out
+    assert all(f"stage {s}: {parts * units[0][s]} fit(s)" in out for s in range(n_stages))
+    assert out.splitlines()[-2].startswith("predicted_wall_s: ")

@@ -45,6 +45,7 @@ __all__ = [
     "check_apos",
     "level_label",
     "level_options",
+    "plan_apos",
     "submit_apos",
 ]
 
@@ -140,6 +141,16 @@ def check_apos(data: Any = None, *, s3: Any = None, options: EstimateOptions) ->
             _check_levels_present(levels, values, d_col)
 
     return check_parts(options.data if data is None else data, s3, per_level, check_frame)
+
+
+def plan_apos(client: Any, data: Any = None, *, options: EstimateOptions) -> Any:
+    """Check (:func:`check_apos`), then plan the job of several parts on the stack without
+    running anything (:meth:`fanfit.client.Client.plan_parts_estimate`). Raises as
+    :func:`check_apos`."""
+    parts = check_apos(data, s3=client.s3, options=options)
+    labels = [f"treatment level {level_label(float(o.treatment_level))}"  # type: ignore[arg-type]
+              for o in parts.options]  # fmt: skip
+    return client.plan_parts_estimate("apos", labels, parts.checked, parts.options)
 
 
 def submit_apos(client: Any, data: Any = None, *, options: EstimateOptions) -> APOSJobs:

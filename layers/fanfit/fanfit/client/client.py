@@ -27,6 +27,7 @@ from fanfit.client.estimate import (
     EstimateJob,
     EstimateResult,
     plan_estimate,
+    plan_parts_estimate,
     submit_estimate,
     submit_parts_job,
 )
@@ -182,6 +183,26 @@ class Client:
         """
         return submit_parts_job(self, model, labels, checked, options, job_id=job_id,
                                 boot_method=boot_method, n_rep_boot=n_rep_boot)  # fmt: skip
+
+    def plan_parts_estimate(
+        self,
+        model: str,
+        labels: Sequence[str],
+        checked: Sequence[CheckedEstimate],
+        options: Sequence[EstimateOptions],
+    ) -> EstimatePrediction:
+        """Plan a job of several parts on this stack without running anything: each stage's
+        placement and shards with every part's units, and each part's units per stage
+        (:func:`fanfit.client.estimate.plan_parts_estimate`).
+
+        Raises
+        ------
+        fanfit.errors.InvalidJobError
+            A label missing, or parts on other data.
+        fanfit.errors.StackError
+            The stack's outputs cannot be read.
+        """
+        return plan_parts_estimate(self, model, labels, checked, options)
 
     def plan_estimate(
         self, data: Any = None, *, options: EstimateOptions | None = None, **kwargs: Any

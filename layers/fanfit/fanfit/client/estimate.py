@@ -32,6 +32,8 @@ from fanfit.jobs.documents.estimate import (
     EstimatePrediction,
     EstimateResultDoc,
     EstimateSpec,
+    PlannedPart,
+    PlanPart,
     SpecPart,
 )
 from fanfit.jobs.states import EstimateState
@@ -44,6 +46,7 @@ __all__ = [
     "EstimateResult",
     "PartJob",
     "plan_estimate",
+    "plan_parts_estimate",
     "same_data",
     "submit_estimate",
     "submit_parts_job",
@@ -490,6 +493,28 @@ def submit_parts_job(
     fanfit.errors.LambdaLimitError, fanfit.errors.GpuWorkerDisabledError
         As :func:`submit_estimate`.
     """
+    _check_parts(labels, checked, options)
+    first = checked[0]
+    if boot_method is not None:
+        from fanfit.dml.combined import check_bootstrap
+
+        n_rep_boot = 500 if n_rep_boot is None else n_rep_boot
+        check_bootstrap(boot_method, n_rep_boot)
+    parts = [SpecPart(label=label, dml=c.spec.to_dict()) for label, c in zip(labels, checked)]
+    boot = (boot_method, None if boot_method is None else n_rep_boot)
+    return _launch(client, first, options[0], job_id=job_id, model=model, parts=parts, boot=boot)
+
+
+def _check_parts(
+    labels: Sequence[str], checked: Sequence[CheckedEstimate], options: Sequence[EstimateOptions]
+) -> None:
+    """One label and one options per checked part, every part on the first part's data.
+
+    Raises
+    ------
+    fanfit.errors.InvalidJobError
+        No part, a label or options missing, or a part on other data (naming it).
+    """
     if not checked or not len(labels) == len(checked) == len(options):
         raise errors.InvalidJobError(
             f"a job of several parts needs one label and one options per part, got "
@@ -502,14 +527,6 @@ def submit_parts_job(
                 f"part {label!r} runs on other data than the first part (columns {part.columns} "
                 f"against {first.columns}): the parts of one job run on one data object"
             )
-    if boot_method is not None:
-        from fanfit.dml.combined import check_bootstrap
-
-        n_rep_boot = 500 if n_rep_boot is None else n_rep_boot
-        check_bootstrap(boot_method, n_rep_boot)
-    parts = [SpecPart(label=label, dml=c.spec.to_dict()) for label, c in zip(labels, checked)]
-    boot = (boot_method, None if boot_method is None else n_rep_boot)
-    return _launch(client, first, options[0], job_id=job_id, model=model, parts=parts, boot=boot)
 
 
 def same_data(a: CheckedEstimate, b: CheckedEstimate) -> bool:
@@ -693,6 +710,56 @@ def plan_estimate(
     fanfit.errors.StackError
         The stack's outputs cannot be read.
     """
+    checked = check_estimate(data, s3=client.s3, options=options, **kwargs)
+    given = options if options is not None else EstimateOptions.from_keywords(data=data, **kwargs)
+    return _plan_checked(client, checked, given)
+
+
+def plan_parts_estimate(
+    client: StackClient,
+    model: str,
+    labels: Sequence[str],
+    checked: Sequence[CheckedEstimate],
+    options: Sequence[EstimateOptions],
+) -> EstimatePrediction:
+    """Plan a job of several parts without running anything (``fanfit estimate --model qte|apos
+    --plan-only``): as :func:`plan_estimate`, with the plan the job would run (every part's units
+    in each stage's waves together, :attr:`~fanfit.jobs.documents.estimate.EstimatePlan.parts`).
+
+    Parameters
+    ----------
+    client : StackClient
+    model : str
+        ``'qte'`` or ``'apos'``.
+    labels, checked, options
+        As :func:`submit_parts_job`.
+
+    Returns
+    -------
+    EstimatePrediction
+        With ``model`` and ``parts`` (each part's units per stage).
+
+    Raises
+    ------
+    fanfit.errors.InvalidJobError
+        As :func:`submit_parts_job` (a label missing, parts on other data).
+    fanfit.errors.StackError
+        The stack's outputs cannot be read.
+    """
+    _check_parts(labels, checked, options)
+    parts = [PlanPart(label=label, dml=c.spec) for label, c in zip(labels, checked)]
+    return _plan_checked(client, checked[0], options[0], model=model, parts=parts)
+
+
+def _plan_checked(
+    client: StackClient,
+    checked: CheckedEstimate,
+    given: EstimateOptions,
+    *,
+    model: str | None = None,
+    parts: list[PlanPart] | None = None,
+) -> EstimatePrediction:
+    """The prediction of a checked job (of one, or of ``parts``) on the client's stack."""
     from fanfit.jobs.estimate.data import unit_signature
     from fanfit.jobs.estimate.projection import project_prediction
     from fanfit.jobs.estimate.wave import plan_job
@@ -700,8 +767,6 @@ def plan_estimate(
     from fanfit.sched.shards import DEFAULT_ACCOUNT_CONCURRENCY
     from fanfit.sched.throughput import EwmaThroughput, ThroughputEntry
 
-    checked = check_estimate(data, s3=client.s3, options=options, **kwargs)
-    given = options if options is not None else EstimateOptions.from_keywords(data=data, **kwargs)
     deadline_s, budget_usd = check_objective(given.deadline, given.budget)
     spec = checked.spec
     validated = checked.data
@@ -710,11 +775,13 @@ def plan_estimate(
     max_concurrency = checked.max_concurrency
     if max_concurrency is None:  # as submit_estimate and Prepare choose it
         max_concurrency = (os.cpu_count() or 1) if client.local else DEFAULT_ACCOUNT_CONCURRENCY
+    specs = [p.dml for p in parts] if parts else [spec]
     plan = EstimatePlan(
-        job_id="plan-only", dml=spec, data_key="", folds_key="", n_obs=n_obs,
-        n_stages=dml.n_stages(spec), max_concurrency=max_concurrency,
-        units_per_shard=checked.units_per_shard, sharding=checked.sharding or "auto",
-        weight=checked.weight, spec_sha256="", deadline_s=deadline_s, budget_usd=budget_usd,
+        job_id="plan-only", dml=spec, model=model, parts=parts, data_key="", folds_key="",
+        n_obs=n_obs, n_stages=max(dml.n_stages(s) for s in specs),
+        max_concurrency=max_concurrency, units_per_shard=checked.units_per_shard,
+        sharding=checked.sharding or "auto", weight=checked.weight, spec_sha256="",
+        deadline_s=deadline_s, budget_usd=budget_usd,
     )  # fmt: skip
     outputs = _stack_outputs(client)
     sizes = crossfit_memory_sizes(outputs.get("CrossFitFunctionMemorySizes") or "1769")
@@ -722,7 +789,7 @@ def plan_estimate(
     signatures = {
         unit_signature(spec, u, n_obs, n_features)
         for stage in range(plan.n_stages)
-        for u in dml.fit_units(spec, stage)
+        for u in plan.units(stage)
     }
     entries: list[ThroughputEntry] = []
     table = outputs.get("ThroughputTableName")
@@ -739,6 +806,13 @@ def plan_estimate(
         gpu_enabled=outputs.get("GpuWorkerEnabled") == "true",
         account_concurrency=_account_concurrency(client),
     )
+    if parts:
+        planned = [
+            PlannedPart(label=p.label, n_units=[sum(1 for u in plan.units(s) if u.part == k)
+                                                for s in range(plan.n_stages)])
+            for k, p in enumerate(parts)
+        ]  # fmt: skip
+        prediction = prediction.model_copy(update={"model": model, "parts": planned})
     if client.local:
         return prediction
     return project_prediction(prediction, spec)[0]

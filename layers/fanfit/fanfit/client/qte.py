@@ -47,6 +47,7 @@ __all__ = [
     "QTEResult",
     "check_qte",
     "part_options",
+    "plan_qte",
     "qte_quantiles",
     "qte_score",
     "submit_qte",
@@ -215,6 +216,14 @@ def _labels(options: EstimateOptions) -> list[str]:
     """Each part's label, in :func:`part_options`' order."""
     quantiles = qte_quantiles(options.quantiles)
     return [f"quantile {q:g} of treatment {t}" for q in quantiles for t in LEVELS]
+
+
+def plan_qte(client: Any, data: Any = None, *, options: EstimateOptions) -> Any:
+    """Check (:func:`check_qte`), then plan the job of several parts on the stack without running
+    anything (:meth:`fanfit.client.Client.plan_parts_estimate`: each stage's placement and shards
+    with every part's units, each part's units per stage). Raises as :func:`check_qte`."""
+    parts = check_qte(data, s3=client.s3, options=options)
+    return client.plan_parts_estimate("qte", _labels(options), parts.checked, parts.options)
 
 
 def submit_qte(client: Any, data: Any = None, *, options: EstimateOptions) -> QTEJobs:

@@ -75,6 +75,7 @@ __all__ = [
     "EstimateSpec",
     "MAX_PARTS",
     "PlanPart",
+    "PlannedPart",
     "SpecPart",
     "EstimateTimings",
     "FitUnitDoc",
@@ -516,6 +517,14 @@ class PlannedStage(Document):
     predicted_wall_s: float
 
 
+class PlannedPart(Document):
+    """One part of a job of several parts in ``--plan-only``: its label and its units per stage
+    (0 in a stage the part does not have)."""
+
+    label: str
+    n_units: list[int]
+
+
 class EstimatePrediction(Document):
     """What ``fanfit estimate --plan-only`` and ``Client.plan_estimate`` return: the placement and
     shards of every stage, planned by Schedule's own code (:func:`fanfit.jobs.estimate.wave.
@@ -524,7 +533,9 @@ class EstimatePrediction(Document):
     (of the placements) of the cross-fitting, Prepare and Aggregate not included. Nothing runs.
     On a stack that is not the local one the figures are an AWS account's simulation
     (:func:`fanfit.jobs.estimate.projection.project_prediction`), recorded in ``simulation``
-    (:meth:`fanfit.sched.simulate.Projection.to_dict`; None: the local model)."""
+    (:meth:`fanfit.sched.simulate.Projection.to_dict`; None: the local model). A job of several
+    parts (``model`` ``'qte'`` or ``'apos'``) is planned as it runs, every part's units in the
+    stages' waves together; ``parts`` gives each part's units per stage."""
 
     stack: str
     memory_sizes: list[int]
@@ -535,6 +546,8 @@ class EstimatePrediction(Document):
     predicted_wall_s: float
     predicted_cost_usd: float
     simulation: dict[str, Any] | None = None
+    model: str | None = None
+    parts: list[PlannedPart] | None = None
 
 
 class WaveDecision(_OmitNone):
