@@ -84,8 +84,11 @@ class PartScores:
     Attributes
     ----------
     all_coef, all_se : ndarray of shape (n_rep,)
-    psi, psi_deriv : ndarray of shape (n_obs, n_rep)
-        The score at the estimate and its derivative :math:`\\psi_a`.
+    psi : ndarray of shape (n_obs, n_rep)
+        The score at the estimate.
+    psi_deriv : ndarray of shape (n_obs, n_rep) or (1, n_rep)
+        Its derivative :math:`\\psi_a`, or only its mean over the observations (all a framework
+        reads of it).
     """
 
     all_coef: np.ndarray
@@ -95,7 +98,8 @@ class PartScores:
 
     @classmethod
     def of(cls, result: DMLResult) -> PartScores:
-        """The first treatment's scores of an aggregated part (:func:`fanfit.dml.aggregate`).
+        """The first treatment's scores of an aggregated part (:func:`fanfit.dml.aggregate`),
+        ``psi_deriv`` reduced to its mean (half the memory Aggregate holds across parts).
 
         Raises
         ------
@@ -104,10 +108,10 @@ class PartScores:
         """
         if result.psi is None or result.psi_deriv is None:
             raise InvalidJobError("a combined result needs every part's score values (psi)")
+        deriv_mean = np.mean(np.asarray(result.psi_deriv[:, :, 0], dtype=float), axis=0)
         return cls(np.asarray(result.all_coef[0], dtype=float),
                    np.asarray(result.all_se[0], dtype=float),
-                   np.asarray(result.psi[:, :, 0], dtype=float),
-                   np.asarray(result.psi_deriv[:, :, 0], dtype=float))  # fmt: skip
+                   np.asarray(result.psi[:, :, 0], dtype=float), deriv_mean[None, :])  # fmt: skip
 
 
 @dataclass(frozen=True)
