@@ -2,14 +2,14 @@
 
 GIVEN the 401(k) data (binary e401) or DoubleML's discrete-treatment data WHEN ``fanfit estimate
 --model apos`` runs as a dry run or on a fake stack THEN bad levels are refused
-naming the option, one ``apo`` job per level is started before any is awaited, and the causal
-contrast equals DoubleML 0.11.4's ``DoubleMLAPOS.causal_contrast`` at 1e-12.
+naming the option, one job with an ``apo`` part per level is started, and the causal contrast
+(Aggregate's combined result, read by the client) equals DoubleML 0.11.4's
+``DoubleMLAPOS.causal_contrast`` at 1e-12 (the maths alone: test_combined.py).
 """
 
 from __future__ import annotations
 
 import json
-import warnings
 from pathlib import Path
 
 import numpy as np
@@ -107,74 +107,10 @@ def test_level_options_are_apo_jobs_in_order() -> None:
     assert all(o.n_rep == 3 and o.ml_g == "Ridge" for o in out)
 
 
-# ------------------------------------------------------------------------- the contrast maths
+# ------------------------------------------------------------------------- data
 def _frame(n_obs: int = 300, seed: int = 3) -> pd.DataFrame:
     raw = make_irm_data_discrete_treatments(n_obs=n_obs, n_levels=3, random_state=seed)
     return pd.DataFrame(raw["x"], columns=X_COLS).assign(y=raw["y"], d=raw["d"])
-
-
-def _doubleml_apos(frame: pd.DataFrame, levels, n_rep: int = 3, normalize_ipw: bool = False):
-    data = dml.DoubleMLData(frame, "y", "d", x_cols=X_COLS)
-    np.random.seed(11)
-    obj = dml.DoubleMLAPOS(data, LinearRegression(), LogisticRegression(), levels, n_folds=3,
-                           n_rep=n_rep, normalize_ipw=normalize_ipw)  # fmt: skip
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")
-        obj.fit()
-    return obj
-
-
-def _level_scores_from_doubleml(frame, obj, normalize_ipw: bool = False):
-    """Each level's all_coef, psi and psi_deriv, by fanfit's aggregate of DoubleML's predictions."""
-    folds = fdml.smpls_to_folds(obj.smpls, len(frame))
-    coefs, psis, derivs = [], [], []
-    for level, model in zip(obj.treatment_levels, obj.modellist):
-        spec = fdml.DMLSpec(model="apo", score="APO", y_col="y", d_cols=("d",), x_cols=tuple(X_COLS),
-                            n_folds=3, n_rep=obj.n_rep, treatment_level=float(level),
-                            normalize_ipw=normalize_ipw,
-                            learners={"ml_g": "LinearRegression", "ml_m": "LogisticRegression"})  # fmt: skip
-        spec.validate()
-        data = fdml.validate_data(spec, list(frame.columns), frame.to_numpy())
-        res = fdml.aggregate(spec, data, folds, dict(model.predictions))
-        np.testing.assert_allclose(res.coef, model.coef, rtol=1e-12)
-        coefs.append(res.all_coef[0])
-        psis.append(res.psi[:, :, 0])
-        derivs.append(res.psi_deriv[:, :, 0])
-    return np.stack(coefs), np.stack(psis, axis=2), np.stack(derivs, axis=2)
-
-
-@pytest.mark.parametrize(("levels", "reference", "normalize_ipw"),
-                         [([0, 1, 2], 0, False), ([2, 0, 3, 1], 3, True)])  # fmt: skip
-def test_causal_contrast_equals_doublemls(levels, reference, normalize_ipw) -> None:
-    # GIVEN DoubleML's DoubleMLAPOS fitted in-process (three repetitions) and each level's score
-    # values rebuilt by fanfit's aggregate from DoubleML's own predictions
-    frame = _frame()
-    obj = _doubleml_apos(frame, levels, normalize_ipw=normalize_ipw)
-    all_coef, psi, psi_deriv = _level_scores_from_doubleml(frame, obj, normalize_ipw)
-    # WHEN fanfit's contrast is computed against the reference level
-    ours = capos.causal_contrast([float(v) for v in levels], all_coef, psi, psi_deriv,
-                                 reference=reference)  # fmt: skip
-    theirs = obj.causal_contrast(reference)
-    # THEN every number is DoubleML's at 1e-12
-    assert ours.names == list(theirs.treatment_names)
-    np.testing.assert_allclose(ours.all_coef, theirs.all_thetas, rtol=1e-12)
-    np.testing.assert_allclose(ours.all_se, theirs.all_ses, rtol=1e-12)
-    np.testing.assert_allclose(ours.coef, theirs.thetas, rtol=1e-12)
-    np.testing.assert_allclose(ours.se, theirs.ses, rtol=1e-12)
-    np.testing.assert_allclose(ours.summary.to_numpy(), theirs.summary.to_numpy(), rtol=1e-12,
-                               atol=1e-12)  # fmt: skip
-
-
-def test_causal_contrast_refuses_what_doubleml_refuses() -> None:
-    # GIVEN one level, or a reference that is not a level WHEN contrasted THEN a named error
-    scores = np.zeros((5, 1, 1)), -np.ones((5, 1, 1))
-    with pytest.raises(errors.InvalidJobError, match="two levels or more"):
-        capos.causal_contrast([0.0], np.zeros((1, 1)), *scores)
-    scores2 = np.zeros((5, 1, 2)), -np.ones((5, 1, 2))
-    with pytest.raises(errors.InvalidJobError, match="reference level 5 is not one of"):
-        capos.causal_contrast([0.0, 1.0], np.zeros((2, 1)), *scores2, reference=5)
-    with pytest.raises(errors.InvalidJobError, match="must be"):
-        capos.causal_contrast([0.0, 1.0], np.zeros((3, 1)), *scores2)
 
 
 # ------------------------------------------------------------------------- jobs on a fake stack
@@ -183,13 +119,14 @@ def test_submit_apos_starts_every_level_then_contrasts() -> None:
     frame = _frame(n_obs=240, seed=5)
     options = EstimateOptions(data=frame, model="apos", y="y", d="d", x=X_COLS, n_folds=3,
                               n_rep=2, seed=4, ml_g="LinearRegression",
-                              ml_m="LogisticRegression", treatment_levels="0,1,2")  # fmt: skip
+                              ml_m="LogisticRegression", treatment_levels="0,1,2",
+                              boot_method="normal", n_rep_boot=120)  # fmt: skip
     client = _FakeClient()
     # WHEN submitted on the fake stack and awaited
     jobs = capos.submit_apos(client, options=options)
     result = jobs.result()
     # THEN one job was started, its parts the levels' apo models
-    assert [kind for kind, _ in client.log] == ["submit"] + ["result"] * 6
+    assert [kind for kind, _ in client.log] == ["submit"] + ["result"] * 3  # each part read once
     assert client.parts_submitted == [("apos", [f"treatment level {v}" for v in (0, 1, 2)])]
     assert [(c.spec.model, c.spec.treatment_level) for c in client.parts_checked] == [
         ("apo", 0.0), ("apo", 1.0), ("apo", 2.0)]  # fmt: skip
@@ -208,6 +145,17 @@ def test_submit_apos_starts_every_level_then_contrasts() -> None:
     np.testing.assert_allclose(result.contrast.se, theirs.ses, rtol=1e-12)
     np.testing.assert_allclose(result.summary.to_numpy(), obj.summary.to_numpy(), rtol=1e-12,
                                atol=1e-12)  # fmt: skip
+    # AND the joint bands of the levels and of the contrasts are DoubleML's after
+    # np.random.seed(the job's seed), each level's part itself not bootstrapped
+    np.random.seed(4)
+    obj.bootstrap(method="normal", n_rep_boot=120)
+    np.testing.assert_allclose(result.effects.ci_joint_95, obj.confint(joint=True).to_numpy(),
+                               rtol=1e-12)  # fmt: skip
+    np.random.seed(4)
+    theirs.bootstrap(method="normal", n_rep_boot=120)
+    np.testing.assert_allclose(result.contrast.ci_joint_95,
+                               theirs.confint(joint=True).to_numpy(), rtol=1e-12)  # fmt: skip
+    assert all(r.doc.ci_joint_95 is None for r in result.results)
     # AND the printout is DoubleMLAPOS's, then each level's; the JSON has the contrast
     text = str(result)
     assert text.startswith("================== DoubleMLAPOS Object ==================")
@@ -216,6 +164,7 @@ def test_submit_apos_starts_every_level_then_contrasts() -> None:
     out = json.loads(json.dumps(result.to_dict()))
     assert out["treatment_levels"] == [0.0, 1.0, 2.0]
     assert out["causal_contrast"]["names"] == ["1 vs 0", "2 vs 0"]
+    assert out["boot_method"] == "normal" and len(out["causal_contrast"]["ci_joint_95"]) == 2
 
 
 @pytest.fixture

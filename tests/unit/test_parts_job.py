@@ -59,7 +59,7 @@ def test_a_qte_is_one_job_whose_stages_serve_every_part(client) -> None:
     options = EstimateOptions(
         data=frame, model="qte", y="y", d="d", x=X_COLS, n_folds=2, n_rep=3, seed=4,
         ml_g="LogisticRegression", ml_m="LogisticRegression", quantiles="0.4,0.7",
-        normalize_ipw=True, units_per_shard=5,
+        normalize_ipw=True, units_per_shard=5, boot_method="wild", n_rep_boot=100,
     )  # fmt: skip
     # WHEN the client submits it and the steps run
     jobs = cqte.submit_qte(client, options=options)
@@ -89,12 +89,21 @@ def test_a_qte_is_one_job_whose_stages_serve_every_part(client) -> None:
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         theirs.fit()
-    for attr in ("coef", "se", "all_coef", "all_se"):
+    for attr in ("coef", "se", "all_coef", "all_se", "pval"):
         np.testing.assert_allclose(getattr(result, attr), getattr(theirs, attr), rtol=RTOL,
                                    err_msg=attr)  # fmt: skip
+    # AND Aggregate wrote them in result.json's combined, with the joint bands of DoubleML's
+    # bootstrap after np.random.seed(the job's seed)
+    combined = client.store.get_json(storage.result_key(job_id))["combined"]
+    assert (combined["model"], combined["quantiles"], combined["seed"]) == ("qte", [0.4, 0.7], 4)
+    np.random.seed(4)
+    theirs.bootstrap(method="wild", n_rep_boot=100)
+    np.testing.assert_allclose(combined["effects"]["ci_joint_95"],
+                               theirs.confint(joint=True).to_numpy(), rtol=RTOL)  # fmt: skip
     # AND the job's own printout (fanfit result JOB) lists every part's estimate
     text = str(jobs.jobs[0].job.result())
     assert "Parts of this job" in text and all(label in text for label in jobs.labels)
+    assert "Combined result" in text and "joint 97.5 %" in text
     # AND each part's own estimate is DoubleML's model of that (quantile, level)
     models = [m for pair in zip(theirs.modellist_0, theirs.modellist_1) for m in pair]
     for part, model in zip(jobs.jobs, models, strict=True):
@@ -134,6 +143,12 @@ def test_an_apos_is_one_job_and_its_contrast_is_doublemls(client) -> None:
     assert result.contrast is not None
     np.testing.assert_allclose(result.contrast.coef, contrast.thetas, rtol=RTOL)
     np.testing.assert_allclose(result.contrast.se, contrast.ses, rtol=RTOL)
+    # AND result.json holds them as its combined result, without joint bands (no bootstrap)
+    combined = client.store.get_json(storage.result_key(job_id))["combined"]
+    assert combined["contrasts"]["names"] == ["1 vs 0", "2 vs 0"]
+    assert "ci_joint_95" not in combined["effects"] and "boot_method" not in combined
+    # AND fanfit jobs --all lists the job once, its three levels one row
+    assert [h["job_id"] for h in client.history()] == [job_id]
 
 
 def test_parts_that_differ_in_learners_or_splitting_are_refused(client) -> None:
@@ -155,3 +170,57 @@ def test_parts_that_differ_in_learners_or_splitting_are_refused(client) -> None:
     # AND a label per part is required
     with pytest.raises(errors.InvalidJobError, match="one label and one options per part"):
         client.submit_parts_job("qte", ["a"], [first, other], [options, options])
+
+
+@pytest.mark.parametrize("model", ["qte", "apos"])
+def test_plan_only_plans_the_job_of_several_parts(client, monkeypatch, tmp_path, capsys,
+                                                  model) -> None:  # fmt: skip
+    # GIVEN a stack whose outputs name its CrossFit size and ThroughputTable (nothing measured),
+    # and a QTE at two quantiles (PQ, 2 folds x 2 repetitions: two stages per part) or an APOS
+    # over three levels (one stage), as a CSV
+    import contextlib
+    import json
+
+    from fanfit import cli
+    from fanfit.client import estimate as cestimate
+
+    monkeypatch.setattr(cestimate, "_stack_outputs", lambda c: {
+        "CrossFitFunctionMemorySizes": "1769", "ThroughputTableName": "fanfit-throughput",
+        "GpuWorkerEnabled": "false"})  # fmt: skip
+    monkeypatch.setattr(cli, "_client", lambda args: contextlib.nullcontext(client))
+    path = tmp_path / "data.csv"
+    if model == "qte":
+        _irm_frame(200, seed=3).to_csv(path, index=False)
+        extra = ["--quantiles", "0.4,0.7", "--ml-g", "LogisticRegression"]
+        parts, units = 4, [[4, 4]] * 4  # each part: 2 repetitions x 2 folds, per stage
+    else:
+        rng = np.random.default_rng(2)
+        import pandas as pd
+
+        frame = pd.DataFrame(rng.normal(size=(150, 4)), columns=X_COLS)
+        frame.assign(y=rng.normal(size=150), d=rng.integers(0, 3, size=150)).to_csv(
+            path, index=False
+        )
+        extra = ["--treatment-levels", "0,1,2", "--ml-g", "LinearRegression"]
+        parts, units = 3, [[12]] * 3  # each level: 3 learner keys x 2 repetitions x 2 folds
+    argv = ["estimate", "--data", str(path), "--model", model, "--y", "y", "--d", "d", "--x",
+            ",".join(X_COLS), "--ml-m", "LogisticRegression", "--n-folds", "2", "--n-rep", "2",
+            *extra, "--plan-only"]  # fmt: skip
+    # WHEN fanfit estimate --model qte|apos --plan-only runs, as JSON
+    assert cli.main([*argv, "--output", "json"]) == 0
+    doc = json.loads(capsys.readouterr().out)
+    # THEN one job of several parts is planned: each part's units per stage, and each stage's
+    # first wave holding every part's units (a probe: nothing measured)
+    assert doc["model"] == model and len(doc["parts"]) == parts
+    assert [p["n_units"] for p in doc["parts"]] == units
+    n_stages = len(units[0])
+    assert [s["n_units"] for s in doc["stages"]] == [parts * units[0][s] for s in range(n_stages)]
+    assert all(s["shards"][0]["probe"] for s in doc["stages"]) and doc["predicted_wall_s"] > 0
+    # AND nothing was started
+    assert client.records.get("plan-only") is None and not client.history()
+    # AND the printout names the parts and their units per stage, then the stages
+    assert cli.main(argv) == 0
+    out = capsys.readouterr().out
+    assert f"one job of {parts} parts (model {model})" in out
+    assert all(f"stage {s}: {parts * units[0][s]} fit(s)" in out for s in range(n_stages))
+    assert out.splitlines()[-2].startswith("predicted_wall_s: ")

@@ -31,7 +31,6 @@ from fanfit.dml.scores.quantile import (
     pq_ipw_estimate,
     pq_learners,
     pq_solve,
-    qte_aggregate,
 )
 from fanfit.errors import InvalidJobError
 
@@ -163,47 +162,28 @@ def test_cvar_matches_doubleml() -> None:
     assert cvar_learners(1)[1].classifier is False
 
 
-@pytest.mark.parametrize(("score", "quantiles"), [("PQ", [0.3, 0.7]), ("CVaR", [0.5])])
-def test_qte_aggregates_as_doubleml(score: str, quantiles: list[float]) -> None:
-    # GIVEN DoubleML's QTE over one or two quantiles, two folds, two repetitions
+def test_qte_models_solve_from_their_start_values_as_doubleml() -> None:
+    # GIVEN DoubleML's PQ QTE over two quantiles, two folds, two repetitions (its effects:
+    # test_combined.py)
     data = _irm_data(23)
-    ml_g = LOGIT if score == "PQ" else LinearRegression()
-    obj = dml.DoubleMLQTE(
-        data,
-        ml_g,
-        LOGIT,
-        quantiles=quantiles,
-        n_folds=2,
-        n_rep=N_REP,
-        score=score,
-        draw_sample_splitting=False,
-    )
+    obj = dml.DoubleMLQTE(data, LOGIT, LOGIT, quantiles=[0.3, 0.7], n_folds=2, n_rep=N_REP,
+                          score="PQ", draw_sample_splitting=False)  # fmt: skip
     _fit(obj, data.n_obs, n_folds=2)
     models = {0: obj.modellist_0, 1: obj.modellist_1}
-    # WHEN fanfit aggregates the two potential-outcome models of each quantile
-    coef = {t: np.array([m.all_coef[0] for m in models[t]]) for t in (0, 1)}
-    psi = {t: np.stack([m.psi[:, :, 0] for m in models[t]], axis=1) for t in (0, 1)}
-    deriv = {t: np.stack([m.psi_deriv[:, :, 0] for m in models[t]], axis=1) for t in (0, 1)}
-    res = qte_aggregate(coef[0], coef[1], psi[0], psi[1], deriv[0], deriv[1])
-    # THEN effects and standard errors, per repetition and aggregated, are DoubleML's
-    _close(res.all_coef, obj.all_coef, "all_coef")
-    _close(res.all_se, obj.all_se, "all_se")
-    _close(res.coef, obj.coef, "coef")
-    _close(res.se, obj.se, "se")
-    if score == "PQ":
-        # AND each model's last repetition solves from its stored start value as DoubleML did
-        for t in (0, 1):
-            for i_q, m in enumerate(models[t]):
-                sol = pq_solve(
-                    data.y,
-                    data.d,
-                    m.predictions["ml_g"][:, -1, 0],
-                    m.predictions["ml_m"][:, -1, 0],
-                    t,
-                    m.quantile,
-                    m._coef_start_val,
-                )
-                _close(sol.coef, coef[t][i_q, -1], "coef")
+    # WHEN fanfit solves each model's last repetition from its stored start value
+    # THEN the estimate is DoubleML's
+    for t in (0, 1):
+        for m in models[t]:
+            sol = pq_solve(
+                data.y,
+                data.d,
+                m.predictions["ml_g"][:, -1, 0],
+                m.predictions["ml_m"][:, -1, 0],
+                t,
+                m.quantile,
+                m._coef_start_val,
+            )
+            _close(sol.coef, m.all_coef[0, -1], "coef")
 
 
 def test_lpq_nested_fits_and_solution_match_doubleml() -> None:

@@ -3,6 +3,7 @@
     fanfit estimate --data FILE --model plr --y COL --d COL[,COL] --x COL,... [--ml-l SPEC] ...
     fanfit train --data FILE --model {kmeans,logreg,linreg,mlp} --features COL,... [--target COL] ...
     fanfit report JOB --out DIR
+    fanfit cost JOB
     fanfit resume JOB
     fanfit jobs
     fanfit local up | down | status
@@ -18,7 +19,7 @@ code; exit codes: 0 done, 1 unexpected (the traceback with ``-v``), 2 bad input,
 (:mod:`fanfit.cli.common`, which maps every exception to its line and code).
 
 One module per command group (:mod:`~fanfit.cli.estimate`, :mod:`~fanfit.cli.train`,
-:mod:`~fanfit.cli.status`, :mod:`~fanfit.cli.resume`, :mod:`~fanfit.cli.jobs`,
+:mod:`~fanfit.cli.status`, :mod:`~fanfit.cli.cost`, :mod:`~fanfit.cli.resume`, :mod:`~fanfit.cli.jobs`,
 :mod:`~fanfit.cli.report`, :mod:`~fanfit.cli.local`, :mod:`~fanfit.cli.plan`), each with
 ``add_parser(sub)`` and the command's ``run(args)``; what they share is in
 :mod:`~fanfit.cli.common`, job config files in :mod:`~fanfit.cli.config`. This module builds the
@@ -35,6 +36,7 @@ from typing import Any
 
 from fanfit.cli import (
     common,
+    cost,
     doctor,
     estimate,
     jobs,
@@ -111,7 +113,8 @@ def _build(argv_parsers: dict[str, argparse.ArgumentParser] | None = None) -> co
     parser.add_argument("-v", "--verbose", action="store_true", help=common.VERBOSE_HELP)
     parser.add_argument("-q", "--quiet", action="store_true", help=common.QUIET_HELP)
     commands = _Commands(parser.add_subparsers(dest="command", required=True))
-    for group in (estimate, train, status, resume, jobs, report, local, plan, lifecycle, doctor):
+    groups = (estimate, train, status, cost, resume, jobs, report, local, plan, lifecycle, doctor)
+    for group in groups:
         group.add_parser(commands)
     if argv_parsers is not None:
         argv_parsers.update(commands.parsers)

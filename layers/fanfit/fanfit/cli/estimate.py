@@ -14,6 +14,7 @@ import sys
 from typing import Any
 
 from fanfit.cli import attach, common, config
+from fanfit.cli.jobs import table
 from fanfit.client.options import EstimateOptions, check_budget, check_deadline, check_weight
 from fanfit.errors import InvalidJobError
 from fanfit.jobs.documents.estimate import EstimatePrediction
@@ -99,14 +100,15 @@ def run_apos(args: argparse.Namespace, options: EstimateOptions) -> int:
     fit summary per level, the causal contrast against the first level, and each level's
     printout (:class:`fanfit.client.apos.APOSResult`; ``--output json``: its ``to_dict``).
 
-    ``--dry-run`` checks every level (:func:`~fanfit.client.apos.check_apos`); ``--detach``
-    prints the jobs' ids; ``--timeout`` and Ctrl-C detach as for one job. Returns the exit code.
+    ``--dry-run`` checks every level (:func:`~fanfit.client.apos.check_apos`); ``--plan-only``
+    plans the job of several parts on the stack and prints it (:func:`~fanfit.client.apos.
+    plan_apos`, :func:`print_prediction`); ``--detach`` prints the job's id; ``--timeout`` and
+    Ctrl-C detach as for one job. Returns the exit code.
 
     Raises
     ------
     fanfit.errors.InvalidJobError
-        ``--treatment-levels`` missing, malformed, repeated or not in the data (naming it);
-        ``--plan-only`` (plan one level with ``--model apo``).
+        ``--treatment-levels`` missing, malformed, repeated or not in the data (naming it).
     """
     from fanfit.client.apos import check_apos, level_label, submit_apos
 
@@ -124,10 +126,12 @@ def run_apos(args: argparse.Namespace, options: EstimateOptions) -> int:
         )
         return common.print_dry_run("estimate", args, info)
     if getattr(args, "plan_only", False):
-        raise InvalidJobError(
-            "--plan-only plans one job; with --model apos plan one level: --model apo "
-            "--treatment-level L"
-        )
+        from fanfit.client.apos import plan_apos
+
+        with common.stack_client(args) as client:
+            prediction = plan_apos(client, options=options)
+        print_prediction(prediction, args.output == "json")
+        return 0
     with common.stack_client(args) as client:
         jobs = submit_apos(client, options=options)
         labels = [f"treatment level {level_label(level)}" for level in jobs.levels]
@@ -143,14 +147,16 @@ def run_qte(args: argparse.Namespace, options: EstimateOptions) -> int:
     (with ``--boot-method`` its joint confidence bands) and each job's potential quantile
     (:class:`fanfit.client.qte.QTEResult`; ``--output json``: its ``to_dict``).
 
-    ``--dry-run`` checks every job (:func:`~fanfit.client.qte.check_qte`); ``--detach`` prints
-    the jobs' ids; ``--timeout`` and Ctrl-C detach as for one job. Returns the exit code.
+    ``--dry-run`` checks every part (:func:`~fanfit.client.qte.check_qte`); ``--plan-only`` plans
+    the job of several parts on the stack and prints it (:func:`~fanfit.client.qte.plan_qte`,
+    :func:`print_prediction`); ``--detach`` prints the job's id; ``--timeout`` and Ctrl-C detach
+    as for one job. Returns the exit code.
 
     Raises
     ------
     fanfit.errors.InvalidJobError
         ``--quantiles`` missing, malformed, out of (0, 1) or repeated, ``--treatment`` given,
-        ``--score`` not PQ/CVaR/LPQ, LPQ without one ``--z`` (naming the option); ``--plan-only``.
+        ``--score`` not PQ/CVaR/LPQ, LPQ without one ``--z`` (naming the option).
     fanfit.errors.InvalidDataError
         A treatment column that is not binary or lacks a level.
     """
@@ -177,10 +183,12 @@ def run_qte(args: argparse.Namespace, options: EstimateOptions) -> int:
         )
         return common.print_dry_run("estimate", args, info)
     if getattr(args, "plan_only", False):
-        raise InvalidJobError(
-            "--plan-only plans one job; with --model qte plan one part: --model pq (or cvar, "
-            "lpq) --treatment 0|1 --quantiles Q"
-        )
+        from fanfit.client.qte import plan_qte
+
+        with common.stack_client(args) as client:
+            prediction = plan_qte(client, options=options)
+        print_prediction(prediction, args.output == "json")
+        return 0
     with common.stack_client(args) as client:
         jobs = submit_qte(client, options=options)
         return _follow_jobs(args, jobs, jobs.labels, jobs.detached())
@@ -227,8 +235,9 @@ def print_table(result: Any) -> None:
 
 
 def print_prediction(prediction: EstimatePrediction, as_json: bool = False) -> None:
-    """The printout of ``--plan-only``: per stage its placement (:func:`fanfit.progress.renderers.
-    placement_lines`) and shards, then ``predicted_wall_s`` and ``predicted_cost_usd``; or the
+    """The printout of ``--plan-only``: for a job of several parts its parts' units per stage;
+    per stage its placement (:func:`fanfit.progress.renderers.placement_lines`) and shards, then
+    ``predicted_wall_s`` and ``predicted_cost_usd``; or the
     :class:`~fanfit.jobs.documents.estimate.EstimatePrediction` as JSON."""
     if as_json:
         print(json.dumps(prediction.to_json_dict()))
@@ -239,6 +248,16 @@ def print_prediction(prediction: EstimatePrediction, as_json: bool = False) -> N
         f"{'on' if prediction.gpu_enabled else 'off'}, account concurrency "
         f"{prediction.account_concurrency}, job concurrency {prediction.job_concurrency}"
     )
+    if prediction.parts:
+        n_stages = len(prediction.stages)
+        print(
+            f"one job of {len(prediction.parts)} parts (model {prediction.model}): every part's "
+            "units in each stage's waves, one barrier per stage; units per part and stage:"
+        )
+        header = ("part", *(f"stage {s}" for s in range(n_stages)))
+        rows = [(p.label, *(str(n) for n in p.n_units)) for p in prediction.parts]
+        for line in table(header, rows):
+            print(f"    {line}")
     for stage in prediction.stages:
         print(f"stage {stage.stage}: {stage.n_units} fit(s)")
         for line in placement_lines(stage.placement):

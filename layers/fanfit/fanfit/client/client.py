@@ -27,6 +27,7 @@ from fanfit.client.estimate import (
     EstimateJob,
     EstimateResult,
     plan_estimate,
+    plan_parts_estimate,
     submit_estimate,
     submit_parts_job,
 )
@@ -171,20 +172,44 @@ class Client:
         job_id: str | None = None,
         selects: Sequence[PartSelect] | None = None,
         data: tuple[Sequence[str], np.ndarray] | None = None,
+        boot_method: str | None = None,
+        n_rep_boot: int | None = None,
     ) -> EstimateJob:
         """Start one job of several parts (a QTE's quantiles and levels, an APOS's levels; with
         ``selects`` and ``data``, a DIDMulti's group-time combinations, each selecting its rows
         from the one upload), each part checked (:func:`fanfit.client.parts.check_parts`); its
         parts' handles are :meth:`EstimateJob.part` (:func:`fanfit.client.estimate.
-        submit_parts_job`).
+        submit_parts_job`); ``boot_method`` and ``n_rep_boot`` bootstrap its combined result.
 
         Raises
         ------
         fanfit.errors.InvalidJobError
-            A label missing, or parts on other columns; then as :meth:`submit_estimate`.
+            A label missing, parts on other columns, or a bad bootstrap option; then as
+            :meth:`submit_estimate`.
         """
         return submit_parts_job(self, model, labels, checked, options, job_id=job_id,
-                                selects=selects, data=data)  # fmt: skip
+                                selects=selects, data=data, boot_method=boot_method,
+                                n_rep_boot=n_rep_boot)  # fmt: skip
+
+    def plan_parts_estimate(
+        self,
+        model: str,
+        labels: Sequence[str],
+        checked: Sequence[CheckedEstimate],
+        options: Sequence[EstimateOptions],
+    ) -> EstimatePrediction:
+        """Plan a job of several parts on this stack without running anything: each stage's
+        placement and shards with every part's units, and each part's units per stage
+        (:func:`fanfit.client.estimate.plan_parts_estimate`).
+
+        Raises
+        ------
+        fanfit.errors.InvalidJobError
+            A label missing, or parts on other data.
+        fanfit.errors.StackError
+            The stack's outputs cannot be read.
+        """
+        return plan_parts_estimate(self, model, labels, checked, options)
 
     def plan_estimate(
         self, data: Any = None, *, options: EstimateOptions | None = None, **kwargs: Any

@@ -33,6 +33,8 @@ from fanfit.jobs.documents.estimate import (
     EstimateResultDoc,
     EstimateSpec,
     PartSelect,
+    PlannedPart,
+    PlanPart,
     SpecPart,
 )
 from fanfit.jobs.states import EstimateState
@@ -45,6 +47,7 @@ __all__ = [
     "EstimateResult",
     "PartJob",
     "plan_estimate",
+    "plan_parts_estimate",
     "same_data",
     "submit_estimate",
     "submit_parts_job",
@@ -205,13 +208,14 @@ class EstimateResult:
         ``n_rep`` lists of ``n_treat`` losses, DoubleML's layout, None for NaN) and
         ``nuisance_metric`` when the job has them; ``ci_joint_95``, ``boot_method`` after a
         bootstrap; ``spec`` (the job's columns, learners and seed) and ``propensity_overlap``
-        (IRM, IIVM) as ``result.json`` has them."""
+        (IRM, IIVM) as ``result.json`` has them; a job of several parts its ``parts`` and
+        ``combined`` result."""
         keys = ("coef", "se", "t_stat", "pval", "ci_95", "all_coef", "all_se", "n_obs", "n_folds",
                 "n_rep", "model", "score")  # fmt: skip
         doc = self.doc.to_json_dict()
         out = {"job_id": doc["job_id"], **{k: doc[k] for k in keys}}
         for k in ("ci_joint_95", "boot_method", "nuisance_loss", "nuisance_metric", "spec",
-                  "propensity_overlap"):  # fmt: skip
+                  "propensity_overlap", "parts", "combined"):  # fmt: skip
             if k in doc:
                 out[k] = doc[k]
         out["execution_arn"] = self.execution_arn
@@ -452,6 +456,8 @@ def submit_parts_job(
     job_id: str | None = None,
     selects: Sequence[PartSelect] | None = None,
     data: tuple[Sequence[str], np.ndarray] | None = None,
+    boot_method: str | None = None,
+    n_rep_boot: int | None = None,
 ) -> EstimateJob:
     """Start one job of several parts: a model DoubleML fits as several models (``'qte'``: one
     ``pq``/``cvar``/``lpq`` part per quantile and treatment level; ``'apos'``: one ``apo`` part
@@ -483,6 +489,11 @@ def submit_parts_job(
         Each part's selection from ``data``, in the parts' order.
     data : (columns, values), optional
         The job's data with ``selects``: column names and an (n_rows, n_cols) float64 array.
+    boot_method : {'normal', 'Bayes', 'wild'} or None
+        The multiplier bootstrap of the combined result (QTE's effects, APOS's levels and
+        contrasts: their joint bands), seeded by the job's seed; None: none.
+    n_rep_boot : int, optional
+        Its draws (default 500).
 
     Returns
     -------
@@ -491,18 +502,21 @@ def submit_parts_job(
     Raises
     ------
     fanfit.errors.InvalidJobError
-        No part, a label missing, parts on other columns, ``selects`` without ``data`` (or not one
-        per part), or a part without folds next to ``selects``.
+        No part, a label missing, parts on other columns, a bad bootstrap option, ``selects``
+        without ``data`` (or not one per part), or a part without folds next to ``selects``.
     fanfit.errors.LambdaLimitError, fanfit.errors.GpuWorkerDisabledError
         As :func:`submit_estimate`.
     """
-    if not checked or not len(labels) == len(checked) == len(options):
-        raise errors.InvalidJobError(
-            f"a job of several parts needs one label and one options per part, got "
-            f"{len(labels)} labels and {len(options)} options for {len(checked)} parts"
-        )
+    selecting = selects is not None or data is not None
+    _check_parts(labels, checked, options, one_data=not selecting)
     first = checked[0]
-    if selects is not None or data is not None:
+    if boot_method is not None:
+        from fanfit.dml.combined import check_bootstrap
+
+        n_rep_boot = 500 if n_rep_boot is None else n_rep_boot
+        check_bootstrap(boot_method, n_rep_boot)
+    boot = (boot_method, None if boot_method is None else n_rep_boot)
+    if selecting:
         if selects is None or data is None or len(selects) != len(checked):
             raise errors.InvalidJobError(
                 "parts that select their rows need the data and one selection per part"
@@ -515,15 +529,39 @@ def submit_parts_job(
         ]
         part_folds = [np.asarray(c.folds) for c in checked]
         return _launch(client, first, options[0], job_id=job_id, model=model, parts=parts,
-                       data=(list(data[0]), np.asarray(data[1])), part_folds=part_folds)  # fmt: skip
+                       data=(list(data[0]), np.asarray(data[1])), part_folds=part_folds,
+                       boot=boot)  # fmt: skip
+    parts = [SpecPart(label=label, dml=c.spec.to_dict()) for label, c in zip(labels, checked)]
+    return _launch(client, first, options[0], job_id=job_id, model=model, parts=parts, boot=boot)
+
+
+def _check_parts(
+    labels: Sequence[str],
+    checked: Sequence[CheckedEstimate],
+    options: Sequence[EstimateOptions],
+    *,
+    one_data: bool = True,
+) -> None:
+    """One label and one options per checked part and, with ``one_data``, every part on the first
+    part's data.
+
+    Raises
+    ------
+    fanfit.errors.InvalidJobError
+        No part, a label or options missing, or a part on other data (naming it).
+    """
+    if not checked or not len(labels) == len(checked) == len(options):
+        raise errors.InvalidJobError(
+            f"a job of several parts needs one label and one options per part, got "
+            f"{len(labels)} labels and {len(options)} options for {len(checked)} parts"
+        )
+    first = checked[0]
     for label, part in zip(labels, checked):
-        if not same_data(first, part):
+        if one_data and not same_data(first, part):
             raise errors.InvalidJobError(
                 f"part {label!r} runs on other data than the first part (columns {part.columns} "
                 f"against {first.columns}): the parts of one job run on one data object"
             )
-    parts = [SpecPart(label=label, dml=c.spec.to_dict()) for label, c in zip(labels, checked)]
-    return _launch(client, first, options[0], job_id=job_id, model=model, parts=parts)
 
 
 def same_data(a: CheckedEstimate, b: CheckedEstimate) -> bool:
@@ -541,6 +579,7 @@ def _launch(
     parts: list[SpecPart] | None = None,
     data: tuple[list[str], np.ndarray] | None = None,
     part_folds: list[np.ndarray] | None = None,
+    boot: tuple[str | None, int | None] = (None, None),
 ) -> EstimateJob:
     """Upload the checked data and folds, write the spec and start the execution; ``data`` in
     place of the checked data (parts that select their rows from it), with each part's folds
@@ -587,6 +626,8 @@ def _launch(
         weight=checked.weight,
         deadline_s=deadline_s,
         budget_usd=budget_usd,
+        boot_method=boot[0],
+        n_rep_boot=boot[1],
     )
     key = client.store.put_json(storage.spec_key(job_id), job.to_json_dict())
     started = client.sfn.start_execution(
@@ -718,6 +759,56 @@ def plan_estimate(
     fanfit.errors.StackError
         The stack's outputs cannot be read.
     """
+    checked = check_estimate(data, s3=client.s3, options=options, **kwargs)
+    given = options if options is not None else EstimateOptions.from_keywords(data=data, **kwargs)
+    return _plan_checked(client, checked, given)
+
+
+def plan_parts_estimate(
+    client: StackClient,
+    model: str,
+    labels: Sequence[str],
+    checked: Sequence[CheckedEstimate],
+    options: Sequence[EstimateOptions],
+) -> EstimatePrediction:
+    """Plan a job of several parts without running anything (``fanfit estimate --model qte|apos
+    --plan-only``): as :func:`plan_estimate`, with the plan the job would run (every part's units
+    in each stage's waves together, :attr:`~fanfit.jobs.documents.estimate.EstimatePlan.parts`).
+
+    Parameters
+    ----------
+    client : StackClient
+    model : str
+        ``'qte'`` or ``'apos'``.
+    labels, checked, options
+        As :func:`submit_parts_job`.
+
+    Returns
+    -------
+    EstimatePrediction
+        With ``model`` and ``parts`` (each part's units per stage).
+
+    Raises
+    ------
+    fanfit.errors.InvalidJobError
+        As :func:`submit_parts_job` (a label missing, parts on other data).
+    fanfit.errors.StackError
+        The stack's outputs cannot be read.
+    """
+    _check_parts(labels, checked, options)
+    parts = [PlanPart(label=label, dml=c.spec) for label, c in zip(labels, checked)]
+    return _plan_checked(client, checked[0], options[0], model=model, parts=parts)
+
+
+def _plan_checked(
+    client: StackClient,
+    checked: CheckedEstimate,
+    given: EstimateOptions,
+    *,
+    model: str | None = None,
+    parts: list[PlanPart] | None = None,
+) -> EstimatePrediction:
+    """The prediction of a checked job (of one, or of ``parts``) on the client's stack."""
     from fanfit.jobs.estimate.data import unit_signature
     from fanfit.jobs.estimate.projection import project_prediction
     from fanfit.jobs.estimate.wave import plan_job
@@ -725,8 +816,6 @@ def plan_estimate(
     from fanfit.sched.shards import DEFAULT_ACCOUNT_CONCURRENCY
     from fanfit.sched.throughput import EwmaThroughput, ThroughputEntry
 
-    checked = check_estimate(data, s3=client.s3, options=options, **kwargs)
-    given = options if options is not None else EstimateOptions.from_keywords(data=data, **kwargs)
     deadline_s, budget_usd = check_objective(given.deadline, given.budget)
     spec = checked.spec
     validated = checked.data
@@ -735,11 +824,13 @@ def plan_estimate(
     max_concurrency = checked.max_concurrency
     if max_concurrency is None:  # as submit_estimate and Prepare choose it
         max_concurrency = (os.cpu_count() or 1) if client.local else DEFAULT_ACCOUNT_CONCURRENCY
+    specs = [p.dml for p in parts] if parts else [spec]
     plan = EstimatePlan(
-        job_id="plan-only", dml=spec, data_key="", folds_key="", n_obs=n_obs,
-        n_stages=dml.n_stages(spec), max_concurrency=max_concurrency,
-        units_per_shard=checked.units_per_shard, sharding=checked.sharding or "auto",
-        weight=checked.weight, spec_sha256="", deadline_s=deadline_s, budget_usd=budget_usd,
+        job_id="plan-only", dml=spec, model=model, parts=parts, data_key="", folds_key="",
+        n_obs=n_obs, n_stages=max(dml.n_stages(s) for s in specs),
+        max_concurrency=max_concurrency, units_per_shard=checked.units_per_shard,
+        sharding=checked.sharding or "auto", weight=checked.weight, spec_sha256="",
+        deadline_s=deadline_s, budget_usd=budget_usd,
     )  # fmt: skip
     outputs = _stack_outputs(client)
     sizes = crossfit_memory_sizes(outputs.get("CrossFitFunctionMemorySizes") or "1769")
@@ -747,7 +838,7 @@ def plan_estimate(
     signatures = {
         unit_signature(spec, u, n_obs, n_features)
         for stage in range(plan.n_stages)
-        for u in dml.fit_units(spec, stage)
+        for u in plan.units(stage)
     }
     entries: list[ThroughputEntry] = []
     table = outputs.get("ThroughputTableName")
@@ -764,6 +855,13 @@ def plan_estimate(
         gpu_enabled=outputs.get("GpuWorkerEnabled") == "true",
         account_concurrency=_account_concurrency(client),
     )
+    if parts:
+        planned = [
+            PlannedPart(label=p.label, n_units=[sum(1 for u in plan.units(s) if u.part == k)
+                                                for s in range(plan.n_stages)])
+            for k, p in enumerate(parts)
+        ]  # fmt: skip
+        prediction = prediction.model_copy(update={"model": model, "parts": planned})
     if client.local:
         return prediction
     return project_prediction(prediction, spec)[0]

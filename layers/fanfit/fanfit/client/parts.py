@@ -3,12 +3,14 @@
 ``apos`` (:mod:`fanfit.client.apos`: an ``apo`` part per treatment level) and ``qte``
 (:mod:`fanfit.client.qte`: a ``pq``, ``cvar`` or ``lpq`` part per quantile and treatment level)
 are no models of the registry (:mod:`fanfit.dml.models`): each is several of its models on one
-data frame and one sample splitting, their results combined on the client (as DoubleML's
-``DoubleMLAPOS`` and ``DoubleMLQTE`` combine their models). Here the data is read once and every
-part checked once (:func:`check_parts`, with :func:`~fanfit.client.check.check_estimate`);
-:func:`submit_parts` then hands the parts' :class:`~fanfit.client.check.CheckedEstimate` to
-:meth:`fanfit.client.Client.submit_parts_job`, which uploads the data once and starts one job
-whose stages fan out every part's units together.
+data frame and one sample splitting (as DoubleML's ``DoubleMLAPOS`` and ``DoubleMLQTE`` are).
+Here the data is read once and every part checked once (:func:`check_parts`, with
+:func:`~fanfit.client.check.check_estimate`); :func:`submit_parts` then hands the parts'
+:class:`~fanfit.client.check.CheckedEstimate` to :meth:`fanfit.client.Client.submit_parts_job`,
+which uploads the data once and starts one job whose stages fan out every part's units together.
+Aggregate combines the parts as DoubleML does (:mod:`fanfit.dml.combined`) and writes the result
+in ``result.json``'s ``combined``, which the client reads (:func:`combined_of`,
+:class:`FrameworkView`).
 """
 
 from __future__ import annotations
@@ -23,11 +25,19 @@ from fanfit import errors
 from fanfit.client.check import CheckedEstimate, check_estimate
 from fanfit.client.data import read_table, to_matrix
 from fanfit.client.options import EstimateOptions
+from fanfit.jobs.documents.estimate import CombinedFramework, CombinedResult
 
 if TYPE_CHECKING:
     import pandas as pd
 
-__all__ = ["CheckedParts", "check_parts", "submit_parts", "treatment_column"]
+__all__ = [
+    "CheckedParts",
+    "FrameworkView",
+    "check_parts",
+    "combined_of",
+    "submit_parts",
+    "treatment_column",
+]
 
 
 @dataclass(frozen=True)
@@ -119,7 +129,15 @@ def check_parts(
     return CheckedParts(options=options, checked=checked, frame=frame)
 
 
-def submit_parts(client: Any, parts: CheckedParts, model: str, labels: Sequence[str]) -> list[Any]:
+def submit_parts(
+    client: Any,
+    parts: CheckedParts,
+    model: str,
+    labels: Sequence[str],
+    *,
+    boot_method: str | None = None,
+    n_rep_boot: int | None = None,
+) -> list[Any]:
     """Start the client model as one job of several parts, as checked.
 
     Parameters
@@ -132,6 +150,8 @@ def submit_parts(client: Any, parts: CheckedParts, model: str, labels: Sequence[
         ``'qte'`` or ``'apos'``.
     labels : sequence of str
         Each part's label, in the parts' order.
+    boot_method, n_rep_boot : str or None, int or None
+        The multiplier bootstrap of the combined result (its joint bands), or None.
 
     Returns
     -------
@@ -145,5 +165,84 @@ def submit_parts(client: Any, parts: CheckedParts, model: str, labels: Sequence[
     As :meth:`fanfit.client.Client.submit_parts_job` (what it checks of the stack: the data's
     size against a function's memory, the GPU worker of a Torch learner).
     """
-    job = client.submit_parts_job(model, labels, parts.checked, parts.options)
+    boot = {} if boot_method is None else {"boot_method": boot_method, "n_rep_boot": n_rep_boot}
+    job = client.submit_parts_job(model, labels, parts.checked, parts.options, **boot)
     return [job.part(k, label) for k, label in enumerate(labels)]
+
+
+def combined_of(part: Any, timeout: float = 3600.0, progress: Any = False) -> CombinedResult:
+    """The combined result of the job a part handle belongs to (``result.json``'s ``combined``,
+    written by Aggregate), once the job has ended.
+
+    Parameters
+    ----------
+    part : PartJob
+        A part's handle (:meth:`fanfit.client.EstimateJob.part`); its ``job`` is the whole job.
+    timeout : float
+        Seconds to wait for the job.
+    progress : bool or str
+        As :meth:`fanfit.client.EstimateJob.wait`.
+
+    Raises
+    ------
+    fanfit.errors.JobFailedError
+        The job failed or did not end within ``timeout``.
+    fanfit.errors.InvalidJobError
+        The job has no combined result (aggregated by a fanfit before it had one: run it again).
+    """
+    whole = part.job.result(timeout, progress=progress)
+    combined = whole.doc.combined
+    if combined is None:
+        raise errors.InvalidJobError(
+            f"job {part.job_id} has no combined result in its result.json (aggregated by an "
+            "older fanfit); run it again"
+        )
+    return combined
+
+
+class FrameworkView:
+    """A combined framework's numbers as arrays and DoubleML's summary table (read from a
+    :class:`~fanfit.jobs.documents.estimate.CombinedFramework`; computed by Aggregate,
+    :class:`fanfit.dml.combined.Framework`).
+
+    Attributes
+    ----------
+    names : list of str
+    coef, se, t_stat, pval : ndarray of shape (n_thetas,)
+    all_coef, all_se : ndarray of shape (n_thetas, n_rep)
+    ci_95 : ndarray of shape (n_thetas, 2)
+    ci_joint_95 : ndarray of shape (n_thetas, 2) or None
+        The joint band, when the job was bootstrapped.
+    """
+
+    def __init__(self, doc: CombinedFramework) -> None:
+        self.doc = doc
+        self.names = list(doc.names)
+        self.coef, self.se = np.array(doc.coef), np.array(doc.se)
+        self.t_stat, self.pval = np.array(doc.t_stat), np.array(doc.pval)
+        self.all_coef, self.all_se = np.array(doc.all_coef), np.array(doc.all_se)
+        self.ci_95 = np.array(doc.ci_95).reshape(-1, 2)
+        self.ci_joint_95 = None if doc.ci_joint_95 is None else np.array(doc.ci_joint_95)
+
+    @property
+    def summary(self) -> pd.DataFrame:
+        """DoubleMLFramework's summary: ``coef, std err, t, P>|t|, 2.5 %, 97.5 %`` by name."""
+        import pandas as pd
+
+        return pd.DataFrame(
+            {"coef": self.coef, "std err": self.se, "t": self.t_stat, "P>|t|": self.pval,
+             "2.5 %": self.ci_95[:, 0], "97.5 %": self.ci_95[:, 1]},
+            index=self.names,
+        )  # fmt: skip
+
+    def joint(self) -> pd.DataFrame | None:
+        """The joint 95 % bands (``confint(joint=True)``) by name, or None without a bootstrap."""
+        import pandas as pd
+
+        if self.ci_joint_95 is None:
+            return None
+        return pd.DataFrame(self.ci_joint_95, index=self.names, columns=["2.5 %", "97.5 %"])
+
+    def to_dict(self) -> dict[str, Any]:
+        """The framework's JSON (:class:`~fanfit.jobs.documents.estimate.CombinedFramework`)."""
+        return self.doc.to_json_dict()

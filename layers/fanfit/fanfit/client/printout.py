@@ -14,7 +14,14 @@ from typing import Any
 
 from fanfit.dml.units import learner_name
 
-__all__ = ["DOUBLEML_CLASS", "format_estimate", "frame_text", "learner_text", "section"]
+__all__ = [
+    "DOUBLEML_CLASS",
+    "combined_text",
+    "format_estimate",
+    "frame_text",
+    "learner_text",
+    "section",
+]
 
 #: DoubleML's class of each fanfit model, named in the header.
 DOUBLEML_CLASS = {
@@ -223,4 +230,37 @@ def _parts_section(result: Any) -> str:
     return (
         f"\n{section('Parts of this job')}\n"
         f"{len(parts)} parts (the sections above show the first)\n{table}\n"
+        f"{combined_text(result.doc.combined)}"
     )
+
+
+def combined_text(combined: Any) -> str:
+    """The combined result of a job of several parts (``result.json``'s ``combined``): its
+    effects (a QTE's quantile treatment effects, an APOS's levels) and an APOS's contrasts, each
+    as DoubleMLFramework's summary with the joint bands when bootstrapped; empty for None."""
+    if combined is None:
+        return ""
+    from fanfit.client.parts import FrameworkView
+
+    what = {"qte": "quantile treatment effects (DoubleMLQTE)",
+            "apos": "average potential outcomes (DoubleMLAPOS)"}  # fmt: skip
+    boot = (
+        f"; joint bands: {combined.boot_method} bootstrap, {combined.n_rep_boot} draws, seed "
+        f"{combined.seed}"
+        if combined.boot_method
+        else ""
+    )
+    blocks = [f"{section('Combined result')}\n{what.get(combined.model, combined.model)}, "
+              f"score {combined.score}{boot}"]  # fmt: skip
+    frames = [("", combined.effects)]
+    if combined.contrasts is not None:
+        frames.append((f"causal contrasts against level {combined.reference_level:g}",
+                       combined.contrasts))  # fmt: skip
+    for title, doc in frames:
+        view = FrameworkView(doc)
+        table = view.summary
+        joint = view.joint()
+        if joint is not None:
+            table = table.assign(**{"joint 2.5 %": joint["2.5 %"], "joint 97.5 %": joint["97.5 %"]})
+        blocks.append(f"{title}\n{frame_text(table)}" if title else frame_text(table))
+    return "\n" + "\n".join(blocks) + "\n"

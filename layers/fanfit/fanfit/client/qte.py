@@ -3,32 +3,37 @@
 DoubleML's ``DoubleMLQTE`` fits, on one sample splitting, two models per quantile (treatment
 level 0 and 1; ``DoubleMLPQ``, ``DoubleMLCVAR`` or ``DoubleMLLPQ`` by its ``score``) and takes
 each quantile's effect as ``modellist_1[i].framework - modellist_0[i].framework``, the frameworks
-concatenated over the quantiles (DoubleML 0.11.4 ``irm/qte.py``, ``fit``). Here each
-(quantile, level) is one ``pq``, ``cvar`` or ``lpq`` job (:func:`part_options`), all submitted
-before any is awaited (:func:`submit_qte`); the folds are the same in every job (drawn from the
-one seed, or the one ``folds`` file). The effects are computed on the client from each job's
-score values, recomputed from its stored out-of-fold predictions by :func:`fanfit.dml.aggregate`
-(the function Aggregate runs; :func:`fanfit.client.apos.level_scores`), by
-:func:`fanfit.dml.scores.quantile.qte_aggregate`; the joint confidence bands (``boot_method``) by
-the multiplier bootstrap of :meth:`fanfit.dml.DMLResult.bootstrap` on the effects' scaled scores.
-Python users with DoubleML installed have :class:`fanfit.DoubleMLQTE` instead, which hands the
-jobs' predictions to DoubleML itself.
+concatenated over the quantiles (DoubleML 0.11.4 ``irm/qte.py``, ``fit``). Here the model is
+one job whose parts are the (quantile, level) ``pq``, ``cvar`` or ``lpq`` models
+(:func:`part_options`, :func:`submit_qte`), on one data upload and one sample splitting (drawn
+from the one seed, or the one ``folds`` file). Aggregate computes the effects as DoubleML does
+(:func:`fanfit.dml.combined.qte_combined`) and, with ``boot_method``, their joint confidence
+bands (the multiplier bootstrap seeded by the job's seed); the client reads them from
+``result.json``'s ``combined`` (:class:`QTEResult`). Python users with DoubleML installed have
+:class:`fanfit.DoubleMLQTE` instead, which hands the parts' predictions to DoubleML itself.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from fanfit import dml, errors
-from fanfit.client.apos import FrameworkStats, framework_summary, level_scores
+from fanfit import errors
 from fanfit.client.options import EstimateOptions
-from fanfit.client.parts import CheckedParts, check_parts, submit_parts, treatment_column
+from fanfit.client.parts import (
+    CheckedParts,
+    FrameworkView,
+    check_parts,
+    combined_of,
+    submit_parts,
+    treatment_column,
+)
 from fanfit.client.printout import frame_text, section
+from fanfit.dml.combined import QTE_SCORES
 from fanfit.dml.fold_procedures import parse_quantiles
-from fanfit.dml.scores.quantile import qte_aggregate
+from fanfit.jobs.documents.estimate import CombinedResult
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -42,13 +47,14 @@ __all__ = [
     "QTEResult",
     "check_qte",
     "part_options",
+    "plan_qte",
     "qte_quantiles",
     "qte_score",
     "submit_qte",
 ]
 
-#: DoubleMLQTE's scores and the model of each (quantile, level) job.
-SCORES = {"PQ": "pq", "CVaR": "cvar", "LPQ": "lpq"}
+#: DoubleMLQTE's scores and the model of each (quantile, level) part.
+SCORES = QTE_SCORES
 
 #: The treatment levels of every quantile, in DoubleML's order (``modellist_0``, ``modellist_1``).
 LEVELS = (0, 1)
@@ -212,52 +218,56 @@ def _labels(options: EstimateOptions) -> list[str]:
     return [f"quantile {q:g} of treatment {t}" for q in quantiles for t in LEVELS]
 
 
+def plan_qte(client: Any, data: Any = None, *, options: EstimateOptions) -> Any:
+    """Check (:func:`check_qte`), then plan the job of several parts on the stack without running
+    anything (:meth:`fanfit.client.Client.plan_parts_estimate`: each stage's placement and shards
+    with every part's units, each part's units per stage). Raises as :func:`check_qte`."""
+    parts = check_qte(data, s3=client.s3, options=options)
+    return client.plan_parts_estimate("qte", _labels(options), parts.checked, parts.options)
+
+
 def submit_qte(client: Any, data: Any = None, *, options: EstimateOptions) -> QTEJobs:
     """Check (:func:`check_qte`, before anything is uploaded), then start one job whose parts are
-    the (quantile, treatment level) models (:func:`fanfit.client.parts.submit_parts`).
+    the (quantile, treatment level) models (:func:`fanfit.client.parts.submit_parts`), its
+    combined result bootstrapped with ``options.boot_method`` and ``n_rep_boot``.
 
     ``client`` is a :class:`fanfit.client.Client`; ``data`` (default ``options.data``) is read
-    once and uploaded once (its content hash is the same for every job); ``options`` has
-    ``model='qte'`` and ``quantiles``. Raises as :func:`check_qte`, then as
-    :meth:`fanfit.client.Client.submit_estimate` for each job.
+    once and uploaded once; ``options`` has ``model='qte'`` and ``quantiles``. Raises as
+    :func:`check_qte`, then as :meth:`fanfit.client.Client.submit_parts_job`.
     """
     parts = check_qte(data, s3=client.s3, options=options)
+    boot = options.boot_method
     return QTEJobs(
         quantiles=qte_quantiles(options.quantiles),
         score=qte_score(options.score),
-        jobs=submit_parts(client, parts, "qte", _labels(options)),
-        frame=parts.frame,
-        boot_method=options.boot_method,
-        n_rep_boot=int(options.n_rep_boot),
-        seed=int(options.seed),
+        jobs=submit_parts(
+            client,
+            parts,
+            "qte",
+            _labels(options),
+            boot_method=boot,
+            n_rep_boot=int(options.n_rep_boot) if boot else None,
+        ),  # fmt: skip
     )
 
 
 @dataclass
 class QTEJobs:
-    """The jobs of a ``qte`` job, one per (quantile, treatment level) (:func:`submit_qte`).
+    """The one job of a ``qte`` model and its parts, one per (quantile, treatment level)
+    (:func:`submit_qte`).
 
     Attributes
     ----------
     quantiles : tuple of float
     score : str
         ``'PQ'``, ``'CVaR'`` or ``'LPQ'``.
-    jobs : list of EstimateJob
-        Per quantile, level 0 then level 1 (:func:`part_options`' order).
-    frame : DataFrame
-        The data they ran on (for the score values).
-    boot_method : str or None
-        The effects' multiplier bootstrap, ``n_rep_boot`` draws seeded by ``seed``.
-    n_rep_boot, seed : int
+    jobs : list of PartJob
+        The parts' handles: per quantile, level 0 then level 1 (:func:`part_options`' order).
     """
 
     quantiles: tuple[float, ...]
     score: str
     jobs: list[Any]
-    frame: Any = field(repr=False)
-    boot_method: str | None = None
-    n_rep_boot: int = 500
-    seed: int = 0
 
     @property
     def job_ids(self) -> list[str]:
@@ -275,132 +285,64 @@ class QTEJobs:
                 "treatment_levels": list(LEVELS)}  # fmt: skip
 
     def result(self, timeout: float = 3600.0, progress: Any = False) -> QTEResult:
-        """Wait for every job (each within ``timeout`` seconds), then compute the effects.
+        """Wait for the job (within ``timeout`` seconds), then read every part's estimate and the
+        effects Aggregate combined (:func:`fanfit.client.parts.combined_of`).
 
         Raises
         ------
         fanfit.errors.JobFailedError
-            A job failed or did not end within ``timeout`` (``WaitTimeoutError``).
-        fanfit.errors.ParityError
-            As :func:`fanfit.client.apos.level_scores`.
+            The job failed or did not end within ``timeout`` (``WaitTimeoutError``).
+        fanfit.errors.InvalidJobError
+            The job has no combined result (aggregated by an older fanfit).
         """
+        combined = combined_of(self.jobs[0], timeout, progress)
         results = [job.result(timeout=timeout, progress=progress) for job in self.jobs]
-        scores = [level_scores(job, self.frame) for job in self.jobs]
-        return qte_result(self.quantiles, self.score, scores, results,
-                          boot_method=self.boot_method, n_rep_boot=self.n_rep_boot,
-                          seed=self.seed)  # fmt: skip
-
-
-def qte_result(
-    quantiles: tuple[float, ...],
-    score: str,
-    scores: list[tuple[np.ndarray, np.ndarray, np.ndarray]],
-    results: list[Any] | None = None,
-    *,
-    boot_method: str | None = None,
-    n_rep_boot: int = 500,
-    seed: int = 0,
-) -> QTEResult:
-    r"""DoubleMLQTE's effects from each (quantile, level) job's estimates and score values.
-
-    :func:`fanfit.dml.scores.quantile.qte_aggregate` (per repetition the difference of the levels'
-    estimates, its variance from the difference of their scaled scores, then DoubleML's median
-    aggregation); with ``boot_method`` the multiplier bootstrap of the concatenated effects
-    (:meth:`fanfit.dml.DMLResult.bootstrap`, DoubleML's ``DoubleMLFramework.bootstrap`` after
-    ``np.random.seed(seed)``), for the joint confidence bands.
-
-    Parameters
-    ----------
-    quantiles : tuple of float, length n_quantiles
-    score : str
-    scores : list of (all_coef, psi, psi_deriv), length 2 * n_quantiles
-        Each job's per-repetition estimates, shape (n_rep,), and score values and derivatives,
-        shape (n_obs, n_rep) (:func:`fanfit.client.apos.level_scores`), in
-        :func:`part_options`' order (per quantile, level 0 then 1).
-    results : list of EstimateResult, length 2 * n_quantiles, optional
-        The jobs' results, in the same order (for the printout and the JSON).
-    boot_method : {'normal', 'Bayes', 'wild'} or None
-    n_rep_boot, seed : int
-
-    Returns
-    -------
-    QTEResult
-
-    Raises
-    ------
-    fanfit.errors.InvalidJobError
-        ``scores`` (or ``results``) does not hold two parts per quantile; a bad
-        ``boot_method`` or ``n_rep_boot``.
-    """
-    n_q = len(quantiles)
-    results = [] if results is None else list(results)
-    if len(scores) != 2 * n_q or len(results) not in (0, 2 * n_q):
-        raise errors.InvalidJobError(
-            f"model 'qte' needs 2 jobs per quantile ({2 * n_q}), got {len(scores)} score sets "
-            f"and {len(results)} results"
-        )
-
-    def stacked(level: int, i: int, axis: int) -> np.ndarray:
-        return np.stack([scores[2 * k + level][i] for k in range(n_q)], axis=axis)
-
-    effects = qte_aggregate(
-        stacked(0, 0, 0), stacked(1, 0, 0), stacked(0, 1, 1), stacked(1, 1, 1),
-        stacked(0, 2, 1), stacked(1, 2, 1),
-    )  # fmt: skip
-    boot = None
-    if boot_method is not None:
-        boot = dml.DMLResult.from_estimates(
-            d_cols=tuple(f"{q:g}" for q in quantiles), all_coef=effects.all_coef,
-            all_se=effects.all_se, psi=np.transpose(effects.scaled_psi, (0, 2, 1)),
-            psi_deriv=np.ones_like(np.transpose(effects.scaled_psi, (0, 2, 1))),
-            n_obs=effects.scaled_psi.shape[0], n_folds=0, model="qte", score=score,  # n_folds: unused
-        ).bootstrap(boot_method, n_rep_boot, seed)  # fmt: skip
-    return QTEResult(
-        quantiles=tuple(quantiles), score=score, results=results,
-        all_coef=effects.all_coef, all_se=effects.all_se, coef=effects.coef, se=effects.se,
-        ci_joint=None if boot is None else boot.confint(joint=True),
-        boot_method=boot_method, n_rep_boot=None if boot is None else n_rep_boot,
-    )  # fmt: skip
+        return QTEResult(quantiles=self.quantiles, score=self.score, results=results,
+                         combined=combined)  # fmt: skip
 
 
 @dataclass
-class QTEResult(FrameworkStats):
-    """The result of a ``qte`` job: the quantile treatment effects, as DoubleMLQTE's (``t_stat``,
-    ``pval``: :class:`fanfit.client.apos.FrameworkStats`).
+class QTEResult:
+    """The result of a ``qte`` job: the quantile treatment effects as DoubleMLQTE's, read from
+    ``result.json``'s ``combined`` (computed by Aggregate,
+    :func:`fanfit.dml.combined.qte_combined`).
 
     Attributes
     ----------
     quantiles : tuple of float
     score : str
     results : list of EstimateResult
-        Each (quantile, level) job's result, per quantile level 0 then 1.
-    all_coef, all_se : ndarray of shape (n_quantiles, n_rep)
-        The effects per repetition (DoubleMLQTE's ``all_coef``, ``all_se``).
-    coef, se : ndarray of shape (n_quantiles,)
-        Aggregated over the repetitions.
-    ci_joint : ndarray of shape (n_quantiles, 2) or None
-        The joint 95 % confidence bands (``confint(joint=True)``), with ``boot_method``.
-    boot_method : str or None
-    n_rep_boot : int or None
+        Each (quantile, level) part's estimate, per quantile level 0 then 1.
+    combined : CombinedResult
+        The job's combined result.
+    effects : FrameworkView
+        Its effects: ``coef``, ``se``, ``t_stat``, ``pval`` of shape (n_quantiles,), ``all_coef``,
+        ``all_se`` of shape (n_quantiles, n_rep), and ``ci_joint_95`` with a bootstrap.
     """
 
     quantiles: tuple[float, ...]
     score: str
     results: list[EstimateResult]
-    all_coef: np.ndarray
-    all_se: np.ndarray
-    coef: np.ndarray
-    se: np.ndarray
-    ci_joint: np.ndarray | None = None
-    boot_method: str | None = None
-    n_rep_boot: int | None = None
+    combined: CombinedResult
+
+    def __post_init__(self) -> None:
+        self.effects = FrameworkView(self.combined.effects)
+
+    coef = property(lambda self: self.effects.coef, doc="Effects, shape (n_quantiles,).")
+    se = property(lambda self: self.effects.se, doc="Standard errors, shape (n_quantiles,).")
+    t_stat = property(lambda self: self.effects.t_stat, doc="coef / se.")
+    pval = property(lambda self: self.effects.pval, doc="DoubleMLFramework's p-values.")
+    all_coef = property(lambda self: self.effects.all_coef, doc="Shape (n_quantiles, n_rep).")
+    all_se = property(lambda self: self.effects.all_se, doc="Shape (n_quantiles, n_rep).")
+    ci_joint = property(lambda self: self.effects.ci_joint_95, doc="Joint bands or None.")
+    boot_method = property(lambda self: self.combined.boot_method, doc="The bootstrap, or None.")
+    n_rep_boot = property(lambda self: self.combined.n_rep_boot, doc="Its draws, or None.")
 
     @property
     def summary(self) -> pd.DataFrame:
         """DoubleMLQTE's summary: ``coef, std err, t, P>|t|, 2.5 %, 97.5 %``, indexed by the
-        quantiles (:func:`fanfit.client.apos.framework_summary`)."""
-        table = framework_summary([f"{q:g}" for q in self.quantiles], self.coef, self.se,
-                                  self.all_coef, self.all_se)  # fmt: skip
+        quantiles."""
+        table = self.effects.summary
         table.index = list(self.quantiles)
         return table
 
@@ -424,7 +366,7 @@ class QTEResult(FrameworkStats):
         return pd.DataFrame(self.ci_joint, index=list(self.quantiles), columns=["2.5 %", "97.5 %"])
 
     def potential_quantiles(self) -> pd.DataFrame:
-        """Each job's estimate: ``coef, std err, job`` indexed by (quantile, treatment)."""
+        """Each part's estimate: ``coef, std err, job`` indexed by (quantile, treatment)."""
         import pandas as pd
 
         index = pd.MultiIndex.from_tuples(
@@ -439,7 +381,7 @@ class QTEResult(FrameworkStats):
 
     def __str__(self) -> str:
         """DoubleMLQTE's printout (its fit summary), the joint confidence bands when
-        bootstrapped, then the potential quantiles (or CVaRs) of the jobs."""
+        bootstrapped, then the potential quantiles (or CVaRs) of the parts."""
         parts = [
             "================== DoubleMLQTE Object ==================\n",
             f"{section('Fit summary')}\n{frame_text(self.summary)}",
@@ -452,7 +394,7 @@ class QTEResult(FrameworkStats):
         what = {"PQ": "Potential quantiles", "CVaR": "Potential CVaRs", "LPQ": "Local quantiles"}
         parts.append(
             f"\n{section(what[self.score])}\nscore {self.score}, one "
-            f"{self.results[0].model if self.results else ''} job each\n"
+            f"{self.results[0].model if self.results else ''} part each\n"
             f"{frame_text(self.potential_quantiles())}"
         )
         return "\n".join(parts)
@@ -461,7 +403,7 @@ class QTEResult(FrameworkStats):
         """The ``--output json`` object: ``model``, ``score``, ``quantiles``, ``coef``, ``se``,
         ``t_stat``, ``pval``, ``ci_95`` (``[low, high]`` per quantile), ``all_coef``,
         ``all_se``; with a bootstrap ``ci_joint_95``, ``boot_method`` and ``n_rep_boot``; and
-        ``parts``: each job's :meth:`EstimateResult.to_dict` with its ``quantile`` and
+        ``parts``: each part's :meth:`EstimateResult.to_dict` with its ``quantile`` and
         ``treatment``."""
         ci = self.confint().to_numpy()
         out: dict[str, Any] = {

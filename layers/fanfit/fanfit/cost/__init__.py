@@ -38,7 +38,8 @@ Batch (https://aws.amazon.com/batch/pricing/)
     ``gpu_instance_type``). An instance shared by several jobs is charged to each for its run time.
 
 The package: :mod:`~fanfit.cost.pricing` (the arithmetic), :mod:`~fanfit.cost.history` (what one
-execution history holds) and :mod:`~fanfit.cost.collect` (reading them from AWS). Every public name
+execution history holds), :mod:`~fanfit.cost.collect` (reading them from AWS) and
+:mod:`~fanfit.cost.parts` (each part's share of a job of several parts). Every public name
 is re-exported here; a Lambda function imports the submodule it needs (``fanfit.cost.pricing``).
 """
 
@@ -51,6 +52,7 @@ from fanfit.cost.history import (
     lambda_invocations_from_history,
     processor_state_counts,
 )
+from fanfit.cost.parts import PartCost, part_costs
 from fanfit.cost.pricing import (
     LAMBDA_USD_PER_GB_SECOND,
     LAMBDA_USD_PER_REQUEST,
@@ -66,6 +68,7 @@ __all__ = [
     "LAMBDA_USD_PER_REQUEST",
     "CostItem",
     "JobCost",
+    "PartCost",
     "batch_jobs_from_history",
     "billed_seconds",
     "collect_job_cost",
@@ -73,5 +76,6 @@ __all__ = [
     "job_cost",
     "lambda_cost_usd",
     "lambda_invocations_from_history",
+    "part_costs",
     "processor_state_counts",
 ]

@@ -20,10 +20,12 @@ from pydantic import ConfigDict, Field, field_validator
 
 from fanfit.errors import InvalidJobError
 from fanfit.jobs.documents import Document
+from fanfit.jobs.documents.estimate import CombinedResult
 from fanfit.jobs.documents.train import RoundRecord
 
 __all__ = [
     "EstimateReportInput",
+    "PartInput",
     "PropensityOverlapInput",
     "ReportCost",
     "ReportCostItem",
@@ -120,6 +122,16 @@ class _Timings(_Input):
     shards: list[Any] = Field(default_factory=list)
 
 
+class PartInput(_Input):
+    """One part of a job of several parts as ``result.json``'s ``parts`` has it: its label and
+    estimate per treatment (``coef``, ``se``, ``ci_95``)."""
+
+    label: str
+    coef: dict[str, float]
+    se: dict[str, float]
+    ci_95: dict[str, list[float]] | None = None
+
+
 class EstimateReportInput(_Input):
     """What the report of an estimate reads (``result.json`` or ``EstimateResult.to_dict()``).
 
@@ -127,6 +139,8 @@ class EstimateReportInput(_Input):
     ``pval``, ``ci_95`` ([low, high]) and ``ci_joint_95`` after a bootstrap; per repetition
     ``all_coef`` and ``all_se``. The sections an older ``result.json`` lacks (``nuisance_loss``,
     ``nuisance_metric``, ``spec``, ``propensity_overlap``, ``cost``) are None when absent or empty.
+    A job of several parts has ``parts`` (each part's estimate) and, for ``qte`` and ``apos``,
+    ``combined`` (:class:`fanfit.jobs.documents.estimate.CombinedResult`).
     """
 
     model: str = ""
@@ -151,10 +165,13 @@ class EstimateReportInput(_Input):
     execution_arn: str = ""
     timings: _Timings = Field(default_factory=_Timings)
     cost: ReportCost | None = None
+    parts: list[PartInput] | None = None
+    combined: CombinedResult | None = None
 
     _empty_is_none = field_validator(
-        "nuisance_loss", "nuisance_metric", "spec", "propensity_overlap", "cost", mode="before"
-    )(_none_if_empty)
+        "nuisance_loss", "nuisance_metric", "spec", "propensity_overlap", "cost", "parts",
+        "combined", mode="before",
+    )(_none_if_empty)  # fmt: skip
 
     @property
     def names(self) -> list[str]:

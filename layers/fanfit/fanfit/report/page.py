@@ -98,6 +98,55 @@ def _estimate_summary(r: EstimateReportInput) -> str:
     return facts + table
 
 
+def _parts_section(r: EstimateReportInput) -> str:
+    """A job of several parts: every part's estimate, one line per part (and treatment), then
+    the combined result: its effects (a QTE's, an APOS's levels) and an APOS's contrasts with
+    their pointwise intervals and, bootstrapped, their joint bands; then, with the job's cost,
+    each part's share (:func:`fanfit.cost.part_costs`)."""
+    if not r.parts:
+        return ""
+    rows = [
+        [p.label, p.coef[d], p.se[d], *(p.ci_95 or {}).get(d, [None, None])]
+        for p in r.parts
+        for d in p.coef
+    ]
+    out = (
+        f"<h2>Parts of this job</h2>\n<p>{len(r.parts)} parts, one execution; the summary above is "
+        f"the first part's.</p>\n{_table(['part', 'coef', 'std err', '2.5 %', '97.5 %'], rows)}"
+    )
+    c = r.combined
+    if c is not None:
+        what = {"qte": "quantile treatment effects (DoubleMLQTE)",
+                "apos": "average potential outcomes (DoubleMLAPOS)"}.get(c.model, c.model)  # fmt: skip
+        boot = (
+            f"; joint bands: {c.boot_method} multiplier bootstrap, {c.n_rep_boot} draws, seed {c.seed}"
+            if c.boot_method else "; no bootstrap (no joint bands)"
+        )  # fmt: skip
+        out += f"\n<h2>Combined result</h2>\n<p>{html.escape(what)}, score {html.escape(c.score)}{html.escape(boot)}.</p>"
+        frames = [("effects", c.effects)]
+        if c.contrasts is not None:
+            frames.append((f"causal contrasts against level {c.reference_level:g}", c.contrasts))
+        for title, f in frames:
+            joint: list[list[Any]] = [[None, None]] * len(f.names)
+            joint = list(f.ci_joint_95 or joint)
+            rows = [[n, f.coef[i], f.se[i], f.t_stat[i], f.pval[i], *f.ci_95[i], *joint[i]]
+                    for i, n in enumerate(f.names)]  # fmt: skip
+            header = ["", "coef", "std err", "t", "P>|t|", "2.5 %", "97.5 %", "joint 2.5 %",
+                      "joint 97.5 %"]  # fmt: skip
+            out += f"\n<h3>{html.escape(title)}</h3>\n{_table(header, rows)}"
+    if r.cost is not None:
+        from fanfit.cost.parts import part_costs
+
+        costs = part_costs(r.timings.shards, [p.label for p in r.parts], r.cost.total_usd)
+        rows = [[c.label, c.n_units, c.fit_s, c.billed_gb_s, 100 * c.share, c.usd] for c in costs]
+        out += (
+            "\n<h3>Cost per part</h3>\n<p>Each shard's billed GB-seconds split among the parts "
+            "whose units it fitted, by their fit seconds; the job's total in that proportion.</p>\n"
+            + _table(["part", "units", "fit s", "billed GB-s", "share %", "USD"], rows)
+        )
+    return out
+
+
 def _learner_text(learner: Any) -> str:
     """A learner as fanfit writes it (``NAME:{json}``), from the spec's ``{"name", "params"}``."""
     from fanfit.learners import LearnerSpec
@@ -205,7 +254,9 @@ def write_report(
     propensity score overlap, :func:`~fanfit.report.figures.overlap_figure`) and ``timeline.png``
     (the shards, when there are shard records); the page also lists the job's columns, learners
     and seed and every nuisance learner's out-of-sample loss (RMSE or log loss, as DoubleML's
-    ``nuisance_loss``). Train: ``progress.png`` (loss or inertia), ``workers.png`` (batch and compute
+    ``nuisance_loss``); for a job of several parts every part's estimate (a line each), the
+    combined result (a QTE's effects, an APOS's levels and contrasts, with their joint bands when
+    bootstrapped) and each part's share of the cost. Train: ``progress.png`` (loss or inertia), ``workers.png`` (batch and compute
     time per worker and round) and ``timeline.png`` (the worker steps). The page holds the summary
     table, the cost table and every image as a ``data:image/png;base64`` URI: it loads nothing
     from anywhere (no scripts, no external links) and can be mailed as one file.
@@ -248,7 +299,7 @@ def write_report(
     priced = r.cost if cost is None else (ReportCost.parse(cost, source="cost") if cost else None)
     figures: list[tuple[str, str, Figure]] = []
     if isinstance(r, EstimateReportInput):
-        summary = _estimate_summary(r)
+        summary = _estimate_summary(r) + _parts_section(r)
         figures.append(("coef.png", "Coefficient and 95 % confidence interval", coef_figure(r)))
         figures.append(("thetas.png", "Per-repetition estimates", thetas_figure(r)))
         if r.propensity_overlap is not None:

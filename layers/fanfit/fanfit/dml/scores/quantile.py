@@ -64,7 +64,8 @@ never chains, runs :func:`pq_fold` (``cvar=True``) in one stage.
 Propensities are clipped to ``[c, 1 - c]`` (DoubleML's default ``PSProcessorConfig``: no
 calibration) and optionally Hajek-normalised. All arrays are 1-d of shape ``(n_obs,)`` unless stated.
 
-This module holds PQ, CVaR and QTE; it re-exports LPQ's functions (:mod:`fanfit.dml.scores.lpq`)
+This module holds PQ and CVaR (QTE's effects, differences of its parts' frameworks:
+:func:`fanfit.dml.combined.qte_combined`); it re-exports LPQ's functions (:mod:`fanfit.dml.scores.lpq`)
 and the nested split, the searches and the kernel density (:mod:`fanfit.dml.quantile_search`).
 """
 
@@ -107,7 +108,6 @@ from fanfit.dml.scores.lpq import (
 
 __all__ = [
     "NonlinearSolution",
-    "QTEResult",
     "PQPrelim",
     "QuantileFold",
     "cvar_coef_start",
@@ -132,7 +132,6 @@ __all__ = [
     "pq_ipw_estimate",
     "pq_learners",
     "pq_solve",
-    "qte_aggregate",
     "solve_bounded_root",
     "solve_ipw_score",
     "split_halves",
@@ -658,72 +657,3 @@ def cvar_learners(treatment: int = 1) -> tuple[NuisanceLearner, ...]:
     return _localized_learners(
         treatment, False, "max(theta_ipw_k, (y - quantile * theta_ipw_k) / (1 - quantile))"
     )
-
-
-# ----------------------------------------------------------------------------------------------
-# QTE
-# ----------------------------------------------------------------------------------------------
-
-
-@dataclass(frozen=True)
-class QTEResult:
-    """Quantile treatment effects over quantiles and repetitions.
-
-    Attributes
-    ----------
-    all_coef, all_se : numpy.ndarray, shape (n_quantiles, n_rep)
-    coef, se : numpy.ndarray, shape (n_quantiles,)
-    scaled_psi : numpy.ndarray, shape (n_obs, n_quantiles, n_rep)
-    """
-
-    all_coef: np.ndarray
-    all_se: np.ndarray
-    coef: np.ndarray
-    se: np.ndarray
-    scaled_psi: np.ndarray
-
-
-def qte_aggregate(
-    all_coef_0: np.ndarray,
-    all_coef_1: np.ndarray,
-    psi_0: np.ndarray,
-    psi_1: np.ndarray,
-    psi_deriv_0: np.ndarray,
-    psi_deriv_1: np.ndarray,
-) -> QTEResult:
-    r"""DoubleMLQTE's effects: treated minus control per quantile, with the difference's standard error.
-
-    Each quantile's two models (treatment 1 and 0; PQ, LPQ or CVaR, fitted on the same folds) give
-    :math:`\hat\theta_{d,r}` and the scaled scores :math:`\tilde\psi_{d,r} = \psi_{d,r} / \overline{\partial\psi_{d,r}}`.
-    Per repetition :math:`r`:
-
-    .. math::
-
-        \hat\Delta_r = \hat\theta_{1,r} - \hat\theta_{0,r}, \qquad
-        \hat\sigma_r^2 = \frac{1}{N} \overline{(\tilde\psi_{1,r} - \tilde\psi_{0,r})^2},
-
-    then the median aggregation over repetitions of
-    :func:`fanfit.dml.scores.plm_irm.aggregate_coefs_and_ses` (DoubleML ``irm/qte.py`` ``fit`` and
-    ``DoubleMLFramework.__sub__``; Chernozhukov et al. 2018, Section 3.4).
-
-    Parameters
-    ----------
-    all_coef_0, all_coef_1 : numpy.ndarray, shape (n_quantiles, n_rep)
-        Per-repetition estimates of the control (0) and treated (1) models.
-    psi_0, psi_1, psi_deriv_0, psi_deriv_1 : numpy.ndarray, shape (n_obs, n_quantiles, n_rep)
-        Their scores and score derivatives (for CVaR, :math:`\psi_a` is the derivative).
-
-    Returns
-    -------
-    QTEResult
-    """
-    from fanfit.dml.scores.plm_irm import aggregate_coefs_and_ses
-
-    scaled_1 = np.divide(psi_1, np.mean(psi_deriv_1, axis=0))
-    scaled_0 = np.divide(psi_0, np.mean(psi_deriv_0, axis=0))
-    scaled_psi = scaled_1 - scaled_0
-    all_coef = all_coef_1 - all_coef_0
-    n_obs = scaled_psi.shape[0]
-    all_se = np.sqrt(np.divide(np.mean(np.square(scaled_psi), axis=0), n_obs))
-    coef, se = aggregate_coefs_and_ses(all_coef, all_se)
-    return QTEResult(all_coef, all_se, coef, se, scaled_psi)

@@ -65,6 +65,8 @@ __all__ = [
     "MAX_CONCURRENCY",
     "MAX_UNITS_PER_SHARD",
     "AggregateOutput",
+    "CombinedFramework",
+    "CombinedResult",
     "CrossFitOutput",
     "DispatchedQueue",
     "EstimatePlan",
@@ -74,6 +76,7 @@ __all__ = [
     "MAX_PARTS",
     "PartSelect",
     "PlanPart",
+    "PlannedPart",
     "SpecPart",
     "EstimateTimings",
     "FitUnitDoc",
@@ -241,7 +244,10 @@ class EstimateSpec(Document):
     every part runs on the one data object and the one sample splitting, with the same learners;
     ``dml`` is then the first part's. DoubleMLDIDMulti (``'did_multi'``) is one job whose parts
     each ``select`` their rows from the one data object (:class:`PartSelect`), each with its own
-    folds (:attr:`SpecPart.folds_key`; then no ``folds_key`` of the job).
+    folds (:attr:`SpecPart.folds_key`; then no ``folds_key`` of the job). ``boot_method`` and
+    ``n_rep_boot`` of a job of several parts are the multiplier bootstrap of the model's combined
+    result (QTE's and APOS's joint bands, :func:`fanfit.dml.combined.combine_parts`; DoubleML's
+    ``bootstrap(method, n_rep_boot)``), seeded by the first part's seed; None: no joint bands.
     """
 
     kind: Literal["estimate"] = "estimate"
@@ -259,6 +265,15 @@ class EstimateSpec(Document):
     #: or a budget, USD; neither: the least cost within 5% of the fastest plan's time.
     deadline_s: Annotated[float, Field(gt=0, allow_inf_nan=False)] | None = None
     budget_usd: Annotated[float, Field(gt=0, allow_inf_nan=False)] | None = None
+    boot_method: str | None = None
+    n_rep_boot: Annotated[StrictInt, Field(ge=1)] | None = None
+
+    @field_validator("boot_method")
+    @classmethod
+    def _boot_method(cls, value: str | None) -> str | None:
+        if value is not None and value not in dml.BOOT_METHODS:
+            raise ValueError(f"boot_method must be one of {', '.join(dml.BOOT_METHODS)}")
+        return value
 
     @field_validator("data_key", mode="before")
     @classmethod
@@ -283,6 +298,11 @@ class EstimateSpec(Document):
             raise ValueError("parts that select their rows take their folds per part (folds_key)")
         if any(p.folds_key is not None and p.select is None for p in self.parts or ()):
             raise ValueError("a part's own folds_key needs its select: else the job's folds_key")
+        if self.parts is None and (self.boot_method or self.n_rep_boot) is not None:
+            raise ValueError(
+                "boot_method and n_rep_boot of the spec bootstrap a combined result: a job of "
+                "several parts only (a job of one takes them in dml)"
+            )
         return self
 
     @field_validator("sharding", mode="before")
@@ -564,6 +584,14 @@ class PlannedStage(Document):
     predicted_wall_s: float
 
 
+class PlannedPart(Document):
+    """One part of a job of several parts in ``--plan-only``: its label and its units per stage
+    (0 in a stage the part does not have)."""
+
+    label: str
+    n_units: list[int]
+
+
 class EstimatePrediction(Document):
     """What ``fanfit estimate --plan-only`` and ``Client.plan_estimate`` return: the placement and
     shards of every stage, planned by Schedule's own code (:func:`fanfit.jobs.estimate.wave.
@@ -572,7 +600,9 @@ class EstimatePrediction(Document):
     (of the placements) of the cross-fitting, Prepare and Aggregate not included. Nothing runs.
     On a stack that is not the local one the figures are an AWS account's simulation
     (:func:`fanfit.jobs.estimate.projection.project_prediction`), recorded in ``simulation``
-    (:meth:`fanfit.sched.simulate.Projection.to_dict`; None: the local model)."""
+    (:meth:`fanfit.sched.simulate.Projection.to_dict`; None: the local model). A job of several
+    parts (``model`` ``'qte'`` or ``'apos'``) is planned as it runs, every part's units in the
+    stages' waves together; ``parts`` gives each part's units per stage."""
 
     stack: str
     memory_sizes: list[int]
@@ -583,6 +613,8 @@ class EstimatePrediction(Document):
     predicted_wall_s: float
     predicted_cost_usd: float
     simulation: dict[str, Any] | None = None
+    model: str | None = None
+    parts: list[PlannedPart] | None = None
 
 
 class WaveDecision(_OmitNone):
@@ -857,6 +889,47 @@ class PartResult(_EstimateFields):
     label: str
 
 
+class CombinedFramework(_OmitNone):
+    """The numbers of a ``DoubleMLFramework`` (:meth:`fanfit.dml.combined.Framework.to_dict`), one
+    entry per theta (``names``): ``coef``, ``se``, ``t_stat``, ``pval`` (median of the
+    per-repetition p-values), ``ci_95`` (``[low, high]``), ``all_coef`` and ``all_se`` (n_rep
+    values each) and, after the bootstrap, ``ci_joint_95`` (the joint band)."""
+
+    names: list[str]
+    coef: list[float]
+    se: list[float]
+    t_stat: list[float]
+    pval: list[float]
+    ci_95: list[list[float]]
+    all_coef: list[list[float]]
+    all_se: list[list[float]]
+    ci_joint_95: list[list[float]] | None = None
+
+
+class CombinedResult(_OmitNone):
+    """``result.json``'s ``combined`` of a job of several parts: the model's result from its parts
+    (:func:`fanfit.dml.combined.combine_parts`, DoubleML 0.11.4's ``DoubleMLFramework``
+    arithmetic).
+
+    ``qte``: ``effects`` the quantile treatment effects (one per ``quantiles``, DoubleMLQTE's
+    ``coef``, ``se``, ``confint``, ``confint(joint=True)``); ``apos``: ``effects`` the levels'
+    average potential outcomes (DoubleMLAPOS's) and ``contrasts`` each other level minus
+    ``reference_level`` (``causal_contrast``; absent for one level). With ``boot_method`` the joint
+    bands of ``n_rep_boot`` draws seeded by ``seed``.
+    """
+
+    model: str
+    score: str
+    effects: CombinedFramework
+    contrasts: CombinedFramework | None = None
+    quantiles: list[float] | None = None
+    treatment_levels: list[float] | None = None
+    reference_level: float | None = None
+    boot_method: str | None = None
+    n_rep_boot: int | None = None
+    seed: int | None = None
+
+
 class EstimateResultDoc(_EstimateFields):
     """``result.json`` of an estimate (:func:`fanfit.storage.result_key`): the estimate as
     :meth:`fanfit.dml.DMLResult.to_dict` writes it (per treatment), with the job's keys and timings.
@@ -868,12 +941,14 @@ class EstimateResultDoc(_EstimateFields):
     ``propensity_overlap`` (:func:`fanfit.dml.overlap.propensity_overlap`) are optional, so that a
     ``result.json`` written before they existed still parses. A job of several parts
     (:attr:`EstimatePlan.parts`) holds every part's estimate in ``parts`` (:class:`PartResult`),
-    the first part's also at the top level."""
+    the first part's also at the top level, and, for ``qte`` and ``apos``, the model's combined
+    result in ``combined`` (:class:`CombinedResult`)."""
 
-    OMIT_NONE: ClassVar[frozenset[str] | None] = _RESULT_OPTIONAL | {"parts"}
+    OMIT_NONE: ClassVar[frozenset[str] | None] = _RESULT_OPTIONAL | {"parts", "combined"}
 
     timings: EstimateTimings
     parts: list[PartResult] | None = None
+    combined: CombinedResult | None = None
 
 
 class AggregateOutput(Document):

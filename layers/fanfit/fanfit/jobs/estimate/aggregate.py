@@ -10,13 +10,16 @@ import numpy as np
 from fanfit import dml, storage
 from fanfit.cost import LAMBDA_USD_PER_GB_SECOND, LAMBDA_USD_PER_REQUEST, lambda_cost_usd
 from fanfit.dml import overlap
+from fanfit.dml.combined import PartScores, combine_parts
 from fanfit.dml.interop import predictions_to_arrays
 from fanfit.jobs import sharing
 from fanfit.jobs.documents.estimate import (
     AggregateOutput,
     AggregateStats,
+    CombinedResult,
     EstimatePlan,
     EstimateResultDoc,
+    EstimateSpec,
     EstimateTimings,
     PartResult,
     ShardStats,
@@ -53,7 +56,10 @@ def aggregate_job(
     with the nuisance losses (:func:`fanfit.dml.losses.nuisance_loss`, computed there), plus ``job_id``,
     ``execution_arn``, ``predictions_key``, ``folds_key``, ``spec``, the propensity overlap of IRM
     and IIVM (:func:`fanfit.dml.overlap.propensity_overlap`) and ``timings``: per-shard
-    statistics, billed GB-seconds and the estimated Lambda cost in USD), then marks the job record
+    statistics, billed GB-seconds and the estimated Lambda cost in USD; in a job of several parts
+    every part's estimate in ``parts`` and, for ``qte`` and ``apos``, the model's combined result
+    in ``combined``: :func:`fanfit.dml.combined.combine_parts` of the parts' scores, bootstrapped
+    with the spec's ``boot_method`` and ``n_rep_boot``), then marks the job record
     SUCCEEDED and, given the stack's ``partitions``, releases the job's partition to the jobs
     still running (:func:`fanfit.jobs.sharing.release_job`).
 
@@ -70,10 +76,16 @@ def aggregate_job(
     started = time.time()
     plan = read_plan(store, plan_key)
     outputs = stage_outputs(store, job_id, range(plan.n_stages))
-    results = [
-        _aggregate_part(store, job_id, plan, part, outputs) for part in range(len(plan.specs))
-    ]
+    results, scores = [], []
+    for part in range(len(plan.specs)):
+        doc, res = _aggregate_part(store, job_id, plan, part, outputs)
+        results.append(doc)
+        if plan.parts:
+            scores.append(PartScores.of(res))
+        del res
     del outputs
+    combined = _combined(store, job_id, plan, scores) if plan.parts else None
+    del scores
 
     shards: list[ShardStats] = []
     gb_s = usd = 0.0
@@ -110,6 +122,7 @@ def aggregate_job(
         execution_arn=execution_arn,
         folds_key=plan.folds_key,
         parts=parts,
+        combined=combined,
         timings=EstimateTimings(
             shards=shards,
             billed_gb_s=gb_s,
@@ -125,13 +138,25 @@ def aggregate_job(
     return AggregateOutput(job_id=job_id, result_key=key)
 
 
+def _combined(
+    store: storage.JobStore, job_id: str, plan: EstimatePlan, scores: list[PartScores]
+) -> CombinedResult | None:
+    """The model's combined result of a job of several parts, bootstrapped as its spec
+    (``spec.json``: ``boot_method``, ``n_rep_boot``) says; None for a model without one."""
+    key = storage.spec_key(job_id)
+    spec = EstimateSpec.parse(store.get_json(key), source=key)
+    combined = combine_parts(plan.model, plan.specs, scores, boot_method=spec.boot_method,
+                             n_rep_boot=spec.n_rep_boot or 500)  # fmt: skip
+    return None if combined is None else CombinedResult.parse(combined.to_dict(), source="combined")
+
+
 def _aggregate_part(
     store: storage.JobStore,
     job_id: str,
     plan: EstimatePlan,
     part: int,
     outputs: dict[int, dict[str, np.ndarray]],
-) -> dict[str, Any]:
+) -> tuple[dict[str, Any], dml.DMLResult]:
     """One part's estimate (the job's one in a job of one): :func:`fanfit.dml.aggregate` of its
     predictions, which it writes to :func:`fanfit.storage.predictions_key` of the part.
 
@@ -141,6 +166,8 @@ def _aggregate_part(
         :meth:`fanfit.dml.DMLResult.to_dict` with ``predictions_key``, ``spec`` and
         ``propensity_overlap`` (the fields of :class:`~fanfit.jobs.documents.estimate.
         EstimateResultDoc` that are the part's own).
+    DMLResult
+        The estimate, with its score values (for the combined result).
     """
     spec = plan.spec(part)
     data, folds = load(store, plan, part)
@@ -158,4 +185,4 @@ def _aggregate_part(
         "predictions_key": key,
         "spec": spec.to_dict(),
         "propensity_overlap": overlap.propensity_overlap(spec, data, predictions),
-    }
+    }, result
