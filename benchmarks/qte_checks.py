@@ -44,6 +44,17 @@ class _ChecksOnlyClient:
         self.submitted += 1
         return argparse.Namespace(job_id=f"est-checks-{self.submitted}")
 
+    def submit_parts_job(
+        self, model: str, labels: Any, checked: Any, options: Any, **_: Any
+    ) -> Any:
+        """One job of several parts, already checked (:func:`fanfit.client.parts.check_parts`):
+        nothing more to check; a handle whose ``part(k, label)`` names the part."""
+        self.submitted += 1
+        job_id = f"est-checks-{self.submitted}"
+        return argparse.Namespace(
+            job_id=job_id, part=lambda k, label: argparse.Namespace(job_id=job_id, label=label)
+        )
+
 
 def _count_to_matrix() -> list[int]:
     """Count every call of ``to_matrix`` from the ``fanfit.client`` modules (imported by name)."""
