@@ -92,7 +92,9 @@ def test_the_report_of_a_qte_job_lists_every_part_and_the_combined_bands(tmp_pat
     combined = whole.doc.combined
     assert combined is not None and combined.effects.ci_joint_95 is not None
     # WHEN its report is written
-    text = write_report(whole, tmp_path / "rep").read_text()
+    shares = part_costs(whole.raw["timings"]["shards"], [p.label for p in whole.doc.parts],
+                        whole.cost["total_usd"])  # fmt: skip
+    text = write_report(whole, tmp_path / "rep", part_costs=shares).read_text()
     # THEN every part has its line, and the combined effects their intervals and joint bands
     labels = [p.label for p in whole.doc.parts]
     assert len(labels) == 4 and all(text.count(f"<td>{label}</td>") == 2 for label in labels)
@@ -158,3 +160,21 @@ def test_fanfit_cost_of_a_qte_job_gives_each_part_and_the_total(
     # AND a failed job's cost is printed without parts, with exit code 3
     assert _run_cost(monkeypatch, _Job(whole, cost, "FAILED"), "--output", "json") == 3
     assert json.loads(capsys.readouterr().out)["parts"] is None
+
+
+def test_fanfit_report_of_a_qte_job_shows_each_parts_share(monkeypatch, capsys, tmp_path, qte_job):
+    # GIVEN the QTE job of four parts whose shards took 1, 2, 3 and 4 GB-s
+    whole, cost = qte_job
+
+    class _Client:
+        def job(self, job_id: str) -> Any:
+            return _Job(whole, cost)
+
+    monkeypatch.setattr(cli, "_client", lambda args: contextlib.nullcontext(_Client()))
+    # WHEN fanfit report JOB --out DIR
+    assert cli.main(["report", "est-fake-1", "--out", str(tmp_path / "rep")]) == 0
+    # THEN the page has the cost per part the CLI computed (fanfit.cost.part_costs): 40 % last
+    text = (tmp_path / "rep" / "report.html").read_text()
+    label = whole.doc.parts[3].label
+    assert "<h3>Cost per part</h3>" in text
+    assert f"<td>{label}</td><td>1</td><td>4</td><td>4</td><td>40</td>" in text

@@ -60,8 +60,16 @@ def run(args: argparse.Namespace) -> int:
         result: Any = job.result(timeout=60.0)  # the handle of the job's kind (Client.job)
         if prices is not None:
             result.cost = job.cost(prices).to_dict()
+    part_costs = None
+    raw = getattr(result, "raw", None) or {}
+    if result.cost is not None and raw.get("parts"):
+        from fanfit.cost import part_costs as costs_of_parts
+
+        total = float(result.cost["total_usd"])
+        shards = raw.get("timings", {}).get("shards", [])
+        part_costs = costs_of_parts(shards, [p["label"] for p in raw["parts"]], total)
     try:
-        path = write_report(result, out, job_id=args.job_id)
+        path = write_report(result, out, job_id=args.job_id, part_costs=part_costs)
     except OSError as exc:
         raise errors.InvalidJobError(
             f"cannot write the report to --out {args.out!r}: {exc}"

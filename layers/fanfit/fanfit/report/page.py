@@ -98,11 +98,11 @@ def _estimate_summary(r: EstimateReportInput) -> str:
     return facts + table
 
 
-def _parts_section(r: EstimateReportInput) -> str:
+def _parts_section(r: EstimateReportInput, part_costs: Sequence[Any] | None = None) -> str:
     """A job of several parts: every part's estimate, one line per part (and treatment), then
     the combined result: its effects (a QTE's, an APOS's levels) and an APOS's contrasts with
-    their pointwise intervals and, bootstrapped, their joint bands; then, with the job's cost,
-    each part's share (:func:`fanfit.cost.part_costs`)."""
+    their pointwise intervals and, bootstrapped, their joint bands; then, when given, each part's
+    share of the cost (``part_costs``: :func:`fanfit.cost.part_costs`)."""
     if not r.parts:
         return ""
     rows = [
@@ -134,11 +134,9 @@ def _parts_section(r: EstimateReportInput) -> str:
             header = ["", "coef", "std err", "t", "P>|t|", "2.5 %", "97.5 %", "joint 2.5 %",
                       "joint 97.5 %"]  # fmt: skip
             out += f"\n<h3>{html.escape(title)}</h3>\n{_table(header, rows)}"
-    if r.cost is not None:
-        from fanfit.cost.parts import part_costs
-
-        costs = part_costs(r.timings.shards, [p.label for p in r.parts], r.cost.total_usd)
-        rows = [[c.label, c.n_units, c.fit_s, c.billed_gb_s, 100 * c.share, c.usd] for c in costs]
+    if part_costs:
+        rows = [[c.label, c.n_units, c.fit_s, c.billed_gb_s, 100 * c.share, c.usd]
+                for c in part_costs]  # fmt: skip
         out += (
             "\n<h3>Cost per part</h3>\n<p>Each shard's billed GB-seconds split among the parts "
             "whose units it fitted, by their fit seconds; the job's total in that proportion.</p>\n"
@@ -246,6 +244,7 @@ def write_report(
     job_id: str | None = None,
     shards: Sequence[Mapping[str, Any]] | None = None,
     cost: Mapping[str, Any] | None = None,
+    part_costs: Sequence[Any] | None = None,
 ) -> Path:
     """Write the PNGs of a job's figures and ``report.html``, which inlines them.
 
@@ -274,6 +273,9 @@ def write_report(
         :class:`fanfit.jobs.documents.estimate.ShardStats` (``EstimateJob.stats()`` gives them).
     cost : dict, optional
         :meth:`fanfit.cost.JobCost.to_dict` (default: the result's ``cost``).
+    part_costs : sequence of fanfit.cost.PartCost, optional
+        A job of several parts: each part's share of the cost (:func:`fanfit.cost.part_costs`,
+        which ``fanfit report`` passes), shown as a table; none without.
 
     Returns
     -------
@@ -299,7 +301,7 @@ def write_report(
     priced = r.cost if cost is None else (ReportCost.parse(cost, source="cost") if cost else None)
     figures: list[tuple[str, str, Figure]] = []
     if isinstance(r, EstimateReportInput):
-        summary = _estimate_summary(r) + _parts_section(r)
+        summary = _estimate_summary(r) + _parts_section(r, part_costs)
         figures.append(("coef.png", "Coefficient and 95 % confidence interval", coef_figure(r)))
         figures.append(("thetas.png", "Per-repetition estimates", thetas_figure(r)))
         if r.propensity_overlap is not None:
