@@ -59,6 +59,7 @@ import argparse
 import contextlib
 import json
 import os
+import shutil
 import signal
 import sys
 import time
@@ -525,6 +526,11 @@ def main(argv: list[str] | None = None) -> int:
     stack = LocalStack(root=ROOT, home=home)
     if stack.running() is not None:
         stack.stop()
+    # a fresh stack state: the S3 and DynamoDB mirrors of earlier runs (restored at every start;
+    # thousands of objects after a few runs outlast the start's health wait) and the Lambda
+    # environments' files; the deploy cache stays
+    for name in ("s3", "dynamodb", "tmp"):
+        shutil.rmtree(home / name, ignore_errors=True)
     reference: dict[str, dict[str, np.ndarray]] = {}
     try:
         # Reference: every job but the victim, fault-free, at the same time.
