@@ -8,7 +8,8 @@ Issue 31, item 4. ``--small`` (the default, and so far the only size) runs N = 5
   ``LogisticRegression`` learners, 2 folds; :func:`fanfit.client.qte.submit_qte`: a
   ``model='qte'`` estimate is refused by ``Client.submit_estimate``);
 - ``train-dssync``: multinomial logistic regression (2,000 rows x 20 features, 5 classes) by 4
-  Lambda workers, DS-Sync in groups of 2, 12 rounds (segments of several rounds per invocation);
+  Lambda workers, DS-Sync in groups of 2, 40 rounds of 800 rows (round 0 alone, then rounds 1-39
+  as one segment: each worker runs them in one invocation);
 - ``train-lbbsp``: K-Means (8 clusters) on scikit-learn's digits (1,797 x 64) by 4 workers of
   1,769, 1,769, 885 and 885 MB, LB-BSP batches, 6 rounds;
 - ``cancel-victim``: a PLR whose shards fit 20 random-forest units each, one shard at a time: it is
@@ -19,18 +20,21 @@ First every job except the victim runs once on a fault-free local stack (state d
 ``FANFIT_LOCAL_FAULTS`` (``--faults``, default ``error=0.1,timeout=0.03,crash=0.03,seed=7``: Lambda
 service errors, timeouts and crashes after the handler's work) and the chaos phase runs:
 
-1. ``estimate-plr``, ``qte``, ``train-dssync`` and ``cancel-victim`` are submitted together;
-2. once a shard of the victim runs, the victim is cancelled (``job.cancel()``, which returns when
+1. ``train-dssync``, ``estimate-plr``, ``qte`` and ``cancel-victim`` are submitted together;
+2. once a worker of ``train-dssync`` recorded round :data:`KILL_AT_ROUND` of its segment, that
+   worker's handler process (its record's ``pid``, checked to be a ``lambda_bootstrap`` of a
+   TrainShard function of this stack: the handler's child of the environment's init) is
+   SIGKILLed: the invocation fails with ``Runtime.ExitError``, and its retry, finding the step's
+   record INPROGRESS, writes the job's stop marker (:func:`fanfit.jobs.train.shard.
+   stop_on_unfinished_attempt`). ``kill_stop_s`` is the seconds from the kill until the last
+   TrainShard invocation that was running at the kill or started after it returned (its
+   ``REPORT`` line in CloudWatch Logs; :func:`stop_after`), read once the job's execution has
+   ended; ``billed_after_kill_s`` the Lambda seconds those invocations were billed after the kill
+   (:func:`billed_after`). Only the DS-Sync job runs TrainShard then, so those lines are its;
+3. then, once a shard of the victim runs, the victim is cancelled (``job.cancel()``, which returns when
    none of the job's steps runs any more): ``cancel_stop_s`` is the seconds from the cancel call
    until it returned (:func:`fanfit.client.jobs.cancel_job`'s wait on the idempotency records);
-3. once ``train-dssync`` runs a segment (a worker of round >= 1 in progress), one TrainShard
-   handler process is SIGKILLed (``lambda_bootstrap``, the handler's child of the environment's
-   init): the invocation fails with ``Runtime.ExitError``. ``kill_stop_s`` is the seconds from the
-   kill until the last TrainShard invocation that was running at the kill or started after it
-   returned (its ``REPORT`` line in CloudWatch Logs; :func:`stop_after`), read once the job's
-   execution has ended; ``billed_after_kill_s`` the Lambda seconds those invocations were billed
-   after the kill (:func:`billed_after`). Only the DS-Sync job runs TrainShard then, so those lines are its;
-4. ``train-lbbsp`` is submitted, and once its round 2 runs LocalStack is SIGKILLed (its whole
+4. ``train-lbbsp`` is submitted, and once its round 2 runs (3 models in S3) LocalStack is SIGKILLed (its whole
    process group), started again with the same faults and state dir, and the project redeployed
    (S3 and DynamoDB come back from their mirrors; the running executions do not);
 5. every job that was not cancelled and has not succeeded is resumed once (``client.resume``);
@@ -41,8 +45,10 @@ service errors, timeouts and crashes after the handler's work) and the chaos pha
 
 Output (``--json``: one line): ``jobs`` (a list of ``{name, kind, status, resumed,
 equal_to_fault_free}``), ``cancel_stop_s``, ``kill_stop_s``, ``billed_after_kill_s``, and
-``faults``, ``n_jobs``, ``wall_s``, ``notes`` (what did not happen as planned). A few minutes on a
-2-core machine (two stack starts, three deploys, the jobs twice).
+``faults``, ``n_jobs``, ``wall_s``, ``notes`` (what did not happen as planned). Every wait is bounded
+and ends early, naming why, once the job it waits on has ended (:func:`_wait_until`). About 7 to
+18 minutes on a 2-core machine shared with other work (416 s, 617 s and 1,081 s measured: two
+stack starts, three deploys, the jobs twice).
 
     python benchmarks/chaos.py --json
 """
@@ -53,6 +59,7 @@ import argparse
 import contextlib
 import json
 import os
+import shutil
 import signal
 import sys
 import time
@@ -82,10 +89,10 @@ def fingerprint(result: Any, keys: Iterable[str]) -> dict[str, np.ndarray]:
     Parameters
     ----------
     result : mapping or object
-        An estimate's result document (nested dicts and lists; every numeric value under one of
-        ``keys``, at any depth, is taken, its path joined by ``/``; a mapping under such a key is
-        looked into), or a train result (its attributes
-        ``keys``, those it has).
+        An estimate's result document (nested dicts and lists; every number under one of
+        ``keys``, at any depth, is taken, its path joined by ``/``: under such a key a mapping's
+        numbers are taken by their keys, as ``coef/d``, and its strings left out), or a train
+        result (its attributes ``keys``, those it has).
     keys : iterable of str
 
     Returns
@@ -96,16 +103,25 @@ def fingerprint(result: Any, keys: Iterable[str]) -> dict[str, np.ndarray]:
     wanted = tuple(keys)
     out: dict[str, np.ndarray] = {}
 
+    def take(node: Any, path: str) -> None:
+        # under a compared key: its numbers, at any depth (result.json holds ``coef`` as
+        # ``{treatment: value}`` and ``all_coef`` as ``{treatment: [per repetition]}``)
+        if isinstance(node, Mapping):
+            for key, value in node.items():
+                take(value, f"{path}/{key}")
+            return
+        if node is None or isinstance(node, str | bool):
+            return
+        with contextlib.suppress(TypeError, ValueError):  # not numbers: left out
+            out[path] = np.asarray(node, dtype=float)
+
     def walk(node: Any, path: str) -> None:
         if isinstance(node, Mapping):
             for key, value in node.items():
                 sub = f"{path}/{key}" if path else str(key)
-                if key in wanted and value is not None and not isinstance(value, Mapping):
-                    try:
-                        out[sub] = np.asarray(value, dtype=float)
-                        continue
-                    except (TypeError, ValueError):  # not numbers: look inside
-                        pass
+                if key in wanted:
+                    take(value, sub)
+                    continue
                 walk(value, sub)
         elif isinstance(node, list | tuple):
             for i, value in enumerate(node):
@@ -290,7 +306,7 @@ def _specs() -> dict[str, tuple[str, Callable[[Any], Any]]]:
     logreg = _logreg_frame(0)
     digits, init = _digits()
     dssync = dict(model="logreg", features=[c for c in logreg.columns if c != "y"], target="y",
-                  workers=4, global_batch=2000, rounds=12, lr=0.5, seed=0, sync="ds-sync",
+                  workers=4, global_batch=800, rounds=DSSYNC_ROUNDS, lr=0.5, seed=0, sync="ds-sync",
                   group_size=2)  # fmt: skip
     lbbsp = dict(model="kmeans", features=list(digits.columns), n_clusters=8, init=init,
                  workers=4, worker_memory="1769,1769,885,885", rounds=6, balance="lb-bsp")  # fmt: skip
@@ -318,43 +334,97 @@ def _fingerprint_of(kind: str, job: Any, timeout: float) -> dict[str, np.ndarray
     return fingerprint(handle.result(timeout=timeout).raw, ESTIMATE_KEYS)
 
 
-def _wait_until(predicate: Callable[[], Any], timeout_s: float) -> Any:
-    """Poll ``predicate`` every POLL_S seconds (bounded: at most timeout_s / POLL_S + 1 polls);
-    its first truthy value, or None."""
-    for _ in range(int(timeout_s / POLL_S) + 1):
+def _wait_until(
+    predicate: Callable[[], Any],
+    timeout_s: float,
+    ended: Callable[[], str | None] | None = None,
+    poll_s: float = POLL_S,
+) -> tuple[Any, str]:
+    """Poll ``predicate`` every ``poll_s`` seconds (bounded: at most timeout_s / poll_s + 1 polls).
+
+    Returns
+    -------
+    value : object or None
+        Its first truthy value; None when the wait ended without one.
+    why : str
+        Empty on success; else why the wait ended: ``ended()``'s answer (a job's status once it is
+        no longer RUNNING: waiting on for it is pointless) or ``'timed out after N s'``.
+    """
+    for i in range(int(timeout_s / poll_s) + 1):
         value = predicate()
         if value:
-            return value
-        time.sleep(POLL_S)
-    return None
+            return value, ""
+        if ended is not None and i % 5 == 0:
+            why = ended()
+            if why:
+                value = predicate()  # once more: it may have happened just before the end
+                return (value, "") if value else (None, why)
+        time.sleep(poll_s)
+    return None, f"timed out after {timeout_s:.0f} s"
+
+
+def _ended(job: Any) -> Callable[[], str | None]:
+    """``ended()`` for :func:`_wait_until`: the job's status once it is not RUNNING, else None."""
+
+    def ended() -> str | None:
+        status = job.status()
+        return None if status == "RUNNING" else f"the job ended {status}"
+
+    return ended
 
 
 def _running(client: Any, job: Any, kind: str) -> list[str]:
+    """The job's steps in progress (:func:`fanfit.client.running.running_steps`; a train job's
+    workers of its current execution)."""
     from fanfit.client.jobs import _outputs
     from fanfit.client.running import running_steps, step_keys
 
     table = _outputs(client).get("IdempotencyTableName")
     dynamodb = client.session.client("dynamodb", endpoint_url=client.stack.endpoint_url)
-    return running_steps(dynamodb, table, step_keys(client.store, job.job_id, kind))
+    keys = step_keys(client.store, job.job_id, kind, (job.execution_arn,))
+    return running_steps(dynamodb, table, keys)
 
 
-def _train_shard_handlers(endpoint: str) -> list[int]:
-    """PIDs of the local Lambda handler processes of the TrainShard functions of the stack at
-    ``endpoint`` only (their ``AWS_ENDPOINT_URL``): other stacks on the machine are left alone."""
+def _is_handler_of(pid: int, endpoint: str) -> bool:
+    """Whether ``pid`` is a local Lambda handler process (``lambda_bootstrap``, the handler's
+    child of the environment's init) of a TrainShard function of the stack at ``endpoint`` (its
+    ``AWS_ENDPOINT_URL``): other stacks on the machine are never touched."""
+    try:
+        cmd = Path(f"/proc/{pid}/cmdline").read_bytes()
+        env = Path(f"/proc/{pid}/environ").read_bytes()
+    except OSError:
+        return False
     mine = f"AWS_ENDPOINT_URL={endpoint}".encode()
-    pids = []
-    for entry in Path("/proc").iterdir():
-        if not entry.name.isdigit():
-            continue
-        try:
-            cmd = (entry / "cmdline").read_bytes()
-            env = (entry / "environ").read_bytes()
-        except OSError:
-            continue
-        variables = env.split(b"\0")
-        if b"lambda_bootstrap" in cmd and b"TrainShard" in env and mine in variables:
-            pids.append(int(entry.name))
-    return sorted(pids)
+    return b"lambda_bootstrap" in cmd and b"TrainShard" in env and mine in env.split(b"\0")
+
+
+def _segment_worker(
+    client: Any, job: Any, endpoint: str, min_round: int, last_round: int
+) -> tuple[int, int] | None:
+    """(worker, pid) of a DS-Sync worker that recorded round ``min_round`` or later of its segment
+    but none after ``last_round - 3`` (it still runs: its segment ends at ``last_round``), from its
+    record's ``stats.pid`` (the handler process running the segment), when that process is a
+    TrainShard handler of this stack; else None."""
+    from fanfit import storage
+
+    pages = client.s3.get_paginator("list_objects_v2").paginate(
+        Bucket=client.stack.bucket, Prefix=storage.train_rounds_prefix(job.job_id)
+    )
+    found = []
+    for page in pages:
+        for item in page.get("Contents", []):
+            parts = item["Key"].split("/")
+            if item["Key"].endswith(".json") and parts[-2] == "workers":
+                found.append((int(parts[-3]), int(parts[-1].split(".")[0]), item["Key"]))
+    latest: dict[int, int] = {}
+    for r, worker, _ in found:
+        latest[worker] = max(r, latest.get(worker, -1))
+    for r, worker, key in sorted(found):
+        if r >= min_round and latest[worker] <= last_round - 3:
+            pid = int(client.store.get_json(key)["stats"]["pid"])
+            if _is_handler_of(pid, endpoint):
+                return worker, pid
+    return None
 
 
 def _reports(client: Any, since_s: float) -> list[tuple[float, float]]:
@@ -370,6 +440,20 @@ def _reports(client: Any, since_s: float) -> list[tuple[float, float]]:
         )
         events += [(e["timestamp"], e["message"]) for p in pages for e in p.get("events", [])]
     return report_lines(events)
+
+
+#: Rounds of the DS-Sync job.
+DSSYNC_ROUNDS = 40
+#: The DS-Sync worker killed is one that recorded this round of its segment (rounds 1 ..) or later.
+KILL_AT_ROUND = 3
+
+
+def _n_models(client: Any, job: Any) -> int:
+    """Reduced models of a train job in S3 (``train/state/<r>``: round ``r``'s model)."""
+    pages = client.s3.get_paginator("list_objects_v2").paginate(
+        Bucket=client.stack.bucket, Prefix=f"jobs/{job.job_id}/train/state/"
+    )
+    return sum(len(page.get("Contents", [])) for page in pages)
 
 
 #: Seconds without a new TrainShard REPORT line after which the killed job's invocations are over.
@@ -442,6 +526,11 @@ def main(argv: list[str] | None = None) -> int:
     stack = LocalStack(root=ROOT, home=home)
     if stack.running() is not None:
         stack.stop()
+    # a fresh stack state: the S3 and DynamoDB mirrors of earlier runs (restored at every start;
+    # thousands of objects after a few runs outlast the start's health wait) and the Lambda
+    # environments' files; the deploy cache stays
+    for name in ("s3", "dynamodb", "tmp"):
+        shutil.rmtree(home / name, ignore_errors=True)
     reference: dict[str, dict[str, np.ndarray]] = {}
     try:
         # Reference: every job but the victim, fault-free, at the same time.
@@ -455,46 +544,58 @@ def main(argv: list[str] | None = None) -> int:
         # Chaos.
         info = _start(stack, args.faults)
         client = Client.local_stack()
-        jobs = {n: specs[n][1](client) for n in ("estimate-plr", "qte", "train-dssync",
+        jobs = {n: specs[n][1](client) for n in ("train-dssync", "estimate-plr", "qte",
                                                   "cancel-victim")}  # fmt: skip
+
+        # Kill one DS-Sync worker's handler process in the middle of its segment.
+        dssync = _handle(jobs["train-dssync"])
+        kill_stop_s = billed_s = None
+        target, why = _wait_until(
+            lambda: _segment_worker(client, dssync, info.endpoint, KILL_AT_ROUND, DSSYNC_ROUNDS - 1),
+            600, _ended(dssync), poll_s=0.05,
+        )  # fmt: skip
+        killed_at = None
+        if target is not None:
+            worker, pid = target
+            killed_at = time.time()
+            os.kill(pid, signal.SIGKILL)
+            notes.append(f"kill: worker {worker} (pid {pid}) of train-dssync in round >= "
+                         f"{KILL_AT_ROUND}")  # fmt: skip
+        else:
+            notes.append(f"kill: no DS-Sync segment worker was seen running ({why})")
+
+        # Cancel the victim while one of its shards runs (meanwhile the killed job stops).
         victim = _handle(jobs["cancel-victim"])
         cancel_stop_s: float | None = None
-        if _wait_until(lambda: _running(client, victim, "estimate"), 300):
+        running, why = _wait_until(lambda: _running(client, victim, "estimate"), 300,
+                                   _ended(victim))  # fmt: skip
+        if running:
             t0 = time.perf_counter()
             out = victim.cancel()
             cancel_stop_s = time.perf_counter() - t0
             if out.get("still_running"):
                 notes.append(f"cancel: still running {out['still_running']}")
         else:
-            notes.append("cancel: no shard of the victim was seen running")
+            notes.append(f"cancel: no shard of the victim was seen running ({why})")
 
-        dssync = _handle(jobs["train-dssync"])
-        kill_stop_s = billed_s = None
-        in_segment = _wait_until(
-            lambda: [s for s in _running(client, dssync, "train") if "round 0" not in s], 600
-        )
-        victims = _train_shard_handlers(info.endpoint) if in_segment else []
-        if victims:
-            killed_at = time.time()
-            os.kill(victims[0], signal.SIGKILL)
-            _wait_until(lambda: dssync.status() != "RUNNING", 600)
+        if killed_at is not None:
+            _, why = _wait_until(lambda: dssync.status() != "RUNNING", 600)
+            if why:
+                notes.append(f"kill: train-dssync still running: {why}")
             # a worker still running when the execution ended returns up to its deadline later;
             # its REPORT line then comes: wait until no new one came for REPORT_QUIET_S
             _quiet_reports(client, killed_at)
             reports = _reports(client, killed_at - 900)
             kill_stop_s = stop_after(reports, killed_at)
             billed_s = billed_after(reports, killed_at)
-            notes.append(f"kill: train-dssync {dssync.status()} after the kill")
-        else:
-            notes.append("kill: no DS-Sync segment worker was seen running")
+            notes.append(f"kill: train-dssync then {dssync.status()}")
 
         # Restart the stack mid-job.
         jobs["train-lbbsp"] = specs["train-lbbsp"][1](client)
         lbbsp = _handle(jobs["train-lbbsp"])
-        if not _wait_until(
-            lambda: [s for s in _running(client, lbbsp, "train") if "round 2" in s], 600
-        ):
-            notes.append("restart: train-lbbsp's round 2 was not seen running")
+        _, why = _wait_until(lambda: _n_models(client, lbbsp) >= 3, 600, _ended(lbbsp))
+        if why:
+            notes.append(f"restart: train-lbbsp's round 2 was not seen ({why})")
         _kill_stack(info.pid)
         _start(stack, args.faults)
         client = Client.local_stack()
@@ -508,8 +609,9 @@ def main(argv: list[str] | None = None) -> int:
                 entries.append(job_entry(name, kind, handle.status(), False, None))
                 continue
             resumed = False
-            with contextlib.suppress(Exception):
-                handle.wait(timeout=600)
+            if handle.status() == "RUNNING":  # started before the restart: not on this stack
+                with contextlib.suppress(Exception):
+                    handle.wait(timeout=600)
             if handle.status() != "SUCCEEDED":
                 handle, resumed = client.resume(handle.job_id), True
             try:

@@ -13,7 +13,7 @@ from aws_lambda_powertools.utilities.idempotency import (
 from aws_lambda_powertools.utilities.typing import LambdaContext
 
 from fanfit.jobs.documents.events import TrainShardEvent, parse_event
-from fanfit.jobs.train.shard import train_shard
+from fanfit.jobs.train.shard import stop_on_unfinished_attempt, train_shard
 from fanfit.storage import JobStore
 
 logger = Logger()
@@ -30,6 +30,8 @@ DEADLINE_MARGIN_S = 10.0
 @logger.inject_lambda_context
 @tracer.capture_lambda_handler
 @metrics.log_metrics
+# a retry finding its earlier attempt INPROGRESS (that process died) stops the job's segment
+@stop_on_unfinished_attempt(store)
 @idempotent(persistence_store=persistence, config=idempotency)
 @parse_event(TrainShardEvent)
 def lambda_handler(event: TrainShardEvent, context: LambdaContext) -> dict:

@@ -124,16 +124,26 @@ def test_logreg_on_401k_classifies_as_well_as_sklearn(local_client, split_401k, 
         assert TrainState.REDUCE not in entered and TrainState.ADVANCE_ROUND in entered
 
 
-def test_ds_sync_runs_the_rounds_after_the_first_as_one_segment(local_client, split_401k):
+#: A DS-Sync job of 8 workers in groups of 2 whose rounds 1-23 run as one segment: the segment
+#: test runs it uninterrupted, the kill test kills one of its workers and resumes it.
+DSSYNC_8 = dict(model="logreg", features=X_401K, target="p401", workers=8, global_batch=400,
+                rounds=24, lr=1.0, sync="ds-sync", group_size=2, standardize=True, seed=0)  # fmt: skip
+
+
+@pytest.fixture(scope="module")
+def dssync_8(local_client, split_401k):
+    """:data:`DSSYNC_8` run once, uninterrupted, on the 401(k) train part: its result."""
+    train, _ = split_401k
+    return local_client.train(train, **DSSYNC_8, timeout=300)
+
+
+def test_ds_sync_runs_the_rounds_after_the_first_as_one_segment(local_client, dssync_8):
     from fanfit.jobs.states import TrainState
 
-    # GIVEN the 401(k) train part, 4 workers in groups of 2, uniform batches (segments allowed)
-    train, _ = split_401k
-    # WHEN a 4-round DS-Sync job runs on the stack
-    res = local_client.train(train, model="logreg", features=X_401K, target="p401", workers=4,
-                             global_batch=1000, rounds=4, lr=1.0, sync="ds-sync", group_size=2,
-                             standardize=True, seed=0, timeout=300)  # fmt: skip
-    # THEN round 0 ran alone and rounds 1-3 as one segment: two Maps, not four
+    # GIVEN the 401(k) train part, 8 workers in groups of 2, uniform batches (segments allowed)
+    # WHEN a 24-round DS-Sync job runs on the stack
+    res = dssync_8
+    # THEN round 0 ran alone and rounds 1-23 as one segment: two Maps, not 24
     pages = local_client.sfn.get_paginator("get_execution_history").paginate(
         executionArn=res.raw["execution_arn"]
     )
@@ -142,10 +152,110 @@ def test_ds_sync_runs_the_rounds_after_the_first_as_one_segment(local_client, sp
     assert len(maps) == 2
     # ... every round was recorded, each worker once, the segment's later rounds with the
     # seconds each worker waited for its group, and the loss fell
-    assert [r["round"] for r in res.rounds] == [0, 1, 2, 3]
-    assert all(sorted(w["worker"] for w in r["workers"]) == [0, 1, 2, 3] for r in res.rounds)
+    assert [r["round"] for r in res.rounds] == list(range(24))
+    assert all(sorted(w["worker"] for w in r["workers"]) == list(range(8)) for r in res.rounds)
     assert all(w["wait_s"] >= 0 for r in res.rounds[2:] for w in r["workers"])
     assert res.raw["loss"][-1] < res.raw["loss"][0]
+
+
+def _handler_pid(pid: int, endpoint: str) -> bool:
+    """Whether ``pid`` is a local Lambda handler process (``lambda_bootstrap``) of the stack at
+    ``endpoint``: other stacks on the machine are never touched."""
+    try:
+        cmd = Path(f"/proc/{pid}/cmdline").read_bytes()
+        env = Path(f"/proc/{pid}/environ").read_bytes().split(b"\0")
+    except OSError:
+        return False
+    return b"lambda_bootstrap" in cmd and f"AWS_ENDPOINT_URL={endpoint}".encode() in env
+
+
+def test_a_killed_ds_sync_worker_stops_its_segment_within_seconds_and_resume_equals_the_run(
+    local_client, split_401k, dssync_8, fanfit_outputs, wait_until
+):
+    import os
+    import signal
+    import time
+
+    from fanfit import storage
+    from fanfit.client.running import running_steps, step_keys
+    from fanfit.jobs.documents.train import TrainStop
+
+    client = local_client
+    train, _ = split_401k
+    dynamodb = client.session.client("dynamodb", endpoint_url=client.stack.endpoint_url)
+    table = fanfit_outputs["IdempotencyTableName"]
+
+    def records(job_id: str) -> dict[tuple[int, int], str]:
+        pages = client.s3.get_paginator("list_objects_v2").paginate(
+            Bucket=client.stack.bucket, Prefix=storage.train_rounds_prefix(job_id)
+        )
+        keys = [o["Key"] for p in pages for o in p.get("Contents", [])
+                if o["Key"].endswith(".json") and "/workers/" in o["Key"]]  # fmt: skip
+        return {(int(k.split("/")[-3]), int(k.split("/")[-1].split(".")[0])): k for k in keys}
+
+    # GIVEN the 8-worker DS-Sync job, its segment (rounds 1-23) past round 3
+    job = client.submit_train(train, **DSSYNC_8)
+    seen = wait_until(lambda: {k: v for k, v in records(job.job_id).items() if k[0] >= 3}, 180,
+                      f"round 3 of {job.job_id}", interval_s=0.05)  # fmt: skip
+    (_, worker), key = min(seen.items())
+    pid = int(client.store.get_json(key)["stats"]["pid"])
+    assert _handler_pid(pid, client.stack.endpoint_url), (pid, key)
+    keys = step_keys(client.store, job.job_id, "train", (job.execution_arn,))
+    mine = f"worker {worker} of round 1"
+    running_at_kill = set(running_steps(dynamodb, table, keys))
+    assert any(s.endswith(mine) for s in running_at_kill), running_at_kill
+    # WHEN that worker's handler process is SIGKILLed in the middle of the segment
+    os.kill(pid, signal.SIGKILL)
+    killed_at = time.time()
+    ended: dict[str, float] = {}  # step -> epoch s it was first seen over
+    stop_key = storage.train_stop_key(job.job_id)
+    first: list[tuple[float, TrainStop]] = []  # the first stop marker seen, and when
+
+    def over() -> bool:
+        if not first and client.store.exists(stop_key):
+            first.append((time.time(), TrainStop.parse(client.store.get_json(stop_key))))
+        # a killed process leaves its step INPROGRESS (until its timeout): it runs no more
+        now = {s for s in running_steps(dynamodb, table, keys) if not s.endswith(mine)}
+        for step in running_at_kill - now:
+            ended.setdefault(step, time.time())
+        status = client.sfn.describe_execution(executionArn=job.execution_arn)["status"]
+        return status != "RUNNING" and not now
+
+    wait_until(over, 60, lambda: f"{job.job_id}: its workers stopped; ended {ended}",
+               interval_s=0.05)  # fmt: skip
+    last = max(ended.values(), default=killed_at)
+    # THEN the job failed: the killed worker's retry found its step's record INPROGRESS and wrote
+    # the job's stop marker, naming the worker and that error (the state machine's failure branch
+    # writes it again once the Map failed: then naming the group-mate's TrainJobStoppedError,
+    # whose message names the killed worker's error)
+    assert client.sfn.describe_execution(executionArn=job.execution_arn)["status"] == "FAILED"
+    assert first, "no stop marker was seen"
+    seen_at, marker = first[0]
+    assert (marker.reason, marker.execution_arn) == ("failed", job.execution_arn), marker
+    assert (marker.worker, marker.error) == (worker, "IdempotencyAlreadyInProgressError") or (
+        marker.error == "TrainJobStoppedError"
+        and f"worker {worker} failed" in marker.message
+        and "IdempotencyAlreadyInProgressError" in marker.message
+    ), marker
+    # ... and every other worker's invocation returned within 10 s of that marker (none waited
+    # for the dead member until its deadline), and within 30 s of the kill (the retry runs in a
+    # fresh runtime: its init takes seconds on a loaded 2-core machine)
+    assert last - seen_at <= 10.0 and last - killed_at <= 30.0, (killed_at, seen_at, ended)
+    done = max(r for r, _ in records(job.job_id))
+    assert done < 23, done
+
+    # WHEN the failed job is resumed (a new execution; the dead step's record does not block it)
+    resumed = client.resume(job.job_id)
+    res = resumed.result(timeout=300)
+    # THEN it ends with the uninterrupted run's model, bit for bit
+    assert np.array_equal(res.coef, dssync_8.coef) and np.array_equal(
+        res.intercept, dssync_8.intercept
+    )
+    assert [r["round"] for r in res.rounds] == list(range(24))
+    print(json.dumps({"kill_stop_s": round(last - killed_at, 2),
+                      "marker_seen_after_kill_s": round(seen_at - killed_at, 2),
+                      "billed_after_kill_s_at_most": round(sum(t - killed_at for t in ended.values()), 2),
+                      "last_round_recorded": done}))  # fmt: skip
 
 
 def test_cli_train_prints_one_json_object(local_client, local_stack_env, tmp_path):

@@ -27,12 +27,27 @@ def _estimate_doc(coef: float) -> dict:
     return {
         "job_id": "est-1",
         "timings": {"wall_s": 12.5},
-        "se": {"method": "normal"},  # a mapping under a compared key: looked into, not taken
+        "se": {"method": "normal"},  # a string under a compared key: not a number, not taken
         "parts": [
             {"coef": [coef], "se": [0.1], "all_coef": [[coef, coef + 0.01]], "label": "q 0.4"},
             {"coef": [coef + 1.0], "se": [0.2], "all_coef": [[coef + 1.0, coef]], "label": "q 0.6"},
         ],
     }
+
+
+def test_a_result_documents_numbers_by_treatment_are_taken() -> None:
+    bench = _bench()
+    # GIVEN a result.json as Aggregate writes it: coef/se by treatment, all_coef/all_se by
+    # treatment and repetition, and fields that are not compared
+    doc = {"coef": {"d": 0.5}, "se": {"d": 0.1}, "all_coef": {"d": [0.5, 0.49]},
+           "all_se": {"d": [0.1, 0.11]}, "pval": {"d": 0.01}, "job_id": "e"}  # fmt: skip
+    # WHEN fingerprinted THEN the four are taken by treatment, nothing else
+    ref = bench.fingerprint(doc, bench.ESTIMATE_KEYS)
+    assert sorted(ref) == ["all_coef/d", "all_se/d", "coef/d", "se/d"]
+    assert ref["all_se/d"].tolist() == [0.1, 0.11]
+    # AND another treatment effect is not equal
+    moved = bench.fingerprint({**doc, "coef": {"d": 0.51}}, bench.ESTIMATE_KEYS)
+    assert not bench.equal_to_fault_free(moved, ref)
 
 
 def test_an_estimates_numbers_are_compared_bit_for_bit_and_nothing_else() -> None:
@@ -128,3 +143,19 @@ def test_the_json_holds_the_issues_fields_and_judges_the_targets() -> None:
     missed = bench.assemble(jobs, 1.0, None, None)
     assert missed["targets_met"] == {"jobs_equal_fault_free": False, "stopped_within_10_s": False}
     assert bench.assemble(jobs[:2], 1.0, 10.5, 2.0)["targets_met"]["stopped_within_10_s"] is False
+
+
+def test_a_wait_on_a_job_that_ended_returns_at_once_naming_why() -> None:
+    bench = _bench()
+    calls: list[int] = []
+
+    def never() -> None:
+        calls.append(1)
+
+    # GIVEN a condition that never holds on a job that has ended
+    # WHEN the benchmark waits for it, however long its bound
+    value, why = bench._wait_until(never, 600, lambda: "the job ended FAILED")
+    # THEN it returns at once (the condition looked at once more after the end), naming the end
+    assert (value, why) == (None, "the job ended FAILED") and len(calls) == 2
+    # AND a condition that holds returns its value with no reason
+    assert bench._wait_until(lambda: [3], 600, lambda: "ended") == ([3], "")

@@ -100,11 +100,19 @@ def test_a_train_jobs_workers_are_keyed_by_round_and_worker(job_storage) -> None
     store.put_json(
         storage.spec_key("tr-run"), {"kind": "train", "spec": {"workers": 3, "rounds": 5}}
     )
-    # WHEN its steps' keys are listed
-    keys = step_keys(store, "tr-run", "train")
-    # THEN every (round, worker) is there, hashed as Powertools hashes TrainShard's key
-    assert len(keys) == 6 * 3
-    digest = hashlib.md5(json.dumps(["tr-run", 4, 2]).encode()).hexdigest()
-    assert keys[digest] == "worker 2 of round 4"
+    # WHEN its steps' keys of two executions are listed
+    arns = (
+        "arn:aws:states:us-east-1:1:execution:t:tr-run",
+        "arn:aws:states:us-east-1:1:execution:t:r",
+    )
+    keys = step_keys(store, "tr-run", "train", arns)
+    # THEN every (round, worker, execution) is there, hashed as Powertools hashes TrainShard's key
+    assert len(keys) == 2 * 6 * 3
+    for arn in arns:
+        digest = hashlib.md5(json.dumps(["tr-run", 4, 2, arn]).encode()).hexdigest()
+        assert keys[digest] == "worker 2 of round 4"
+    # AND without an execution: the workers invoked without one
+    digest = hashlib.md5(json.dumps(["tr-run", 4, 2, ""]).encode()).hexdigest()
+    assert step_keys(store, "tr-run", "train")[digest] == "worker 2 of round 4"
     # AND a job without objects has none (nothing to wait for)
     assert step_keys(store, "nothing", "estimate") == {}

@@ -422,3 +422,64 @@ def test_batch_worker_rejects_a_bad_task_with_exit_2(aws):
     assert main(["evaluate", "{}"]) == 2
     assert main(["train_shard", json.dumps({"job_id": "example-train", "round": 0})]) == 2
     assert main(["only-one-argument"]) == 2
+
+
+class _Killed(BaseException):
+    """Stands in for a SIGKILL: not an Exception, so Powertools neither deletes the step's record
+    nor stores a response (the record stays INPROGRESS, as a dead process leaves it)."""
+
+
+def test_a_retry_of_a_killed_worker_stops_the_job_and_a_resumed_execution_is_not_blocked(
+    aws, load_handler, lambda_context, monkeypatch
+):
+    import sys
+
+    from aws_lambda_powertools.utilities.idempotency.exceptions import (
+        IdempotencyAlreadyInProgressError,
+    )
+
+    from fanfit import storage
+    from fanfit.errors import TrainJobStoppedError
+    from fanfit.jobs.documents.train import TrainStop
+    from fanfit.jobs.train.shard import StopCheck
+
+    # GIVEN a linreg job through Init and Schedule of round 0, and worker 0's step of round 0 in
+    # execution A whose process died mid-step (its idempotency record left INPROGRESS)
+    rng = np.random.default_rng(3)
+    frame = pd.DataFrame(rng.normal(size=(50, 3)), columns=["a", "b", "y"])
+    store = storage.JobStore("fanfit-unit")
+    _upload(store, frame, model="linreg", features="a,b", target="y", workers=2, global_batch=20)
+    load_handler("train_init")(_event("train_init"), lambda_context())
+    load_handler("train_schedule")(_event("train_schedule"), lambda_context())
+    shard = load_handler("train_shard")
+    module = sys.modules["fanfit_fn_train_shard"]
+    arn_a = "arn:aws:states:us-east-1:123456789012:execution:fanfit-Train:example-train"
+    arn_b = f"{arn_a}-r1"
+    event_a = {**_event("train_shard"), "execution_arn": arn_a}
+    real_step = module.train_shard
+
+    def killed(*args, **kwargs):
+        raise _Killed()
+
+    monkeypatch.setattr(module, "train_shard", killed)
+    with pytest.raises(_Killed):
+        shard(event_a, lambda_context())
+    monkeypatch.setattr(module, "train_shard", real_step)
+    assert not store.exists(storage.train_stop_key("example-train"))
+
+    # WHEN Step Functions retries that step in the same execution
+    with pytest.raises(IdempotencyAlreadyInProgressError):
+        shard(event_a, lambda_context())
+    # THEN the retry wrote the job's stop marker for execution A, naming the worker, the round
+    # and the error, and a group-mate of that execution stops on it
+    marker = TrainStop.parse(store.get_json(storage.train_stop_key("example-train")))
+    assert (marker.reason, marker.execution_arn, marker.worker, marker.round, marker.error) == (
+        "failed", arn_a, 0, 0, "IdempotencyAlreadyInProgressError")  # fmt: skip
+    with pytest.raises(TrainJobStoppedError, match="worker 0 failed in round 0"):
+        StopCheck(store, "example-train", 1, arn_a).check(1)
+
+    # WHEN the job is resumed: the same step in a new execution B
+    out = shard({**event_a, "execution_arn": arn_b}, lambda_context())
+    # THEN the dead record of execution A does not block it: the step ran and wrote its partial
+    assert store.exists(out["partial_key"]) and out["batch"] == 10
+    StopCheck(store, "example-train", 1, arn_b).check(1)  # A's marker does not stop B

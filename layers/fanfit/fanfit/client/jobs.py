@@ -586,7 +586,7 @@ def cancel_job(
         # execution had stopped (jobs.sharing's stale-job reclaim). Released either way.
         released = entry is not None or partitions.get(job_id) is None
     client.records.update(job_id, status=storage.JOB_STATUS_CANCELLED, ended_at=time.time())
-    still_running, waited_s = _wait_for_steps(client, job_id, record_kind, wait_s)
+    still_running, waited_s = _wait_for_steps(client, job_id, record_kind, wait_s, execution_arn)
     return {
         "job_id": job_id,
         "status": storage.JOB_STATUS_CANCELLED,
@@ -603,10 +603,10 @@ _STEPS_POLL_S = 0.25
 
 
 def _wait_for_steps(
-    client: StackClient, job_id: str, kind: str, wait_s: float
+    client: StackClient, job_id: str, kind: str, wait_s: float, execution_arn: str = ""
 ) -> tuple[list[str] | None, float]:
-    """Poll (bounded by ``wait_s``) until none of the job's long-running steps runs
-    (:func:`fanfit.client.running.running_steps`).
+    """Poll (bounded by ``wait_s``) until none of the job's long-running steps of execution
+    ``execution_arn`` runs (:func:`fanfit.client.running.running_steps`).
 
     Returns
     -------
@@ -623,7 +623,7 @@ def _wait_for_steps(
         table = _outputs(client).get("IdempotencyTableName")
         if not table:
             return None, 0.0
-        keys = step_keys(client.store, job_id, kind)
+        keys = step_keys(client.store, job_id, kind, (execution_arn,))
         dynamodb = client.session.client("dynamodb", endpoint_url=client.stack.endpoint_url)
         deadline = started + max(wait_s, 0.0)
         for _ in range(int(max(wait_s, 0.0) / _STEPS_POLL_S) + 2):  # bounded: wait_s / poll

@@ -8,7 +8,9 @@ timeout) after which a crashed invocation's record no longer counts. The record'
 ``<function>.<handler>#<md5 of the event's idempotency key>`` (each event model's
 ``IDEMPOTENCY_KEY``, :mod:`fanfit.jobs.documents.events`), so the client recognises a job's
 long-running steps by hashing the keys they can have: an estimate's CrossFit shards
-``[job_id, stage, shard_id]`` and a train job's workers ``[job_id, round, worker]``. Source of the
+``[job_id, stage, shard_id]`` and a train job's workers ``[job_id, round, worker, execution_arn]``
+(the execution, since a resumed job's new execution must not wait for a dead worker's record of an
+earlier one: :attr:`fanfit.jobs.documents.events.TrainShardEvent.IDEMPOTENCY_KEY`). Source of the
 key's layout: Powertools for AWS Lambda (Python), ``BasePersistenceLayer._get_hashed_idempotency_key``
 (``json.dumps(data, sort_keys=True)``, MD5).
 
@@ -42,7 +44,9 @@ def _hash(key: list[Any]) -> str:
     return hashlib.md5(json.dumps(key, sort_keys=True).encode(), usedforsecurity=False).hexdigest()
 
 
-def step_keys(store: storage.JobStore, job_id: str, kind: str) -> dict[str, str]:
+def step_keys(
+    store: storage.JobStore, job_id: str, kind: str, execution_arns: tuple[str, ...] = ("",)
+) -> dict[str, str]:
     """The idempotency hashes a job's long-running steps can have, with what each step is.
 
     Parameters
@@ -50,6 +54,9 @@ def step_keys(store: storage.JobStore, job_id: str, kind: str) -> dict[str, str]
     store : JobStore
     job_id : str
     kind : {'estimate', 'train'}
+    execution_arns : tuple of str
+        A train job's executions whose workers are looked for (their ``$$.Execution.Id``; the
+        default, ``""``: workers invoked without one). Not used for an estimate.
 
     Returns
     -------
@@ -64,9 +71,10 @@ def step_keys(store: storage.JobStore, job_id: str, kind: str) -> dict[str, str]
         if kind == "train":
             spec = store.get_json(storage.spec_key(job_id)).get("spec", {})
             workers, rounds = int(spec.get("workers", 0)), int(spec.get("rounds", 0))
-            for r in range(rounds + 1):
-                for w in range(workers):
-                    keys[_hash([job_id, r, w])] = f"worker {w} of round {r}"
+            for arn in execution_arns:
+                for r in range(rounds + 1):
+                    for w in range(workers):
+                        keys[_hash([job_id, r, w, arn])] = f"worker {w} of round {r}"
             return keys
         for stage in range(_MAX_STAGES):
             units_key = storage.units_key(job_id, stage)

@@ -194,10 +194,15 @@ class TrainShardEvent(BaseModel):
     Batch); the worker itself uses neither.
     """
 
-    #: Idempotency key of TrainShard: the worker's identity in the job, one step per worker and
-    #: round, so a Step Functions retry of a Map item returns the stored partial's statistics and
-    #: its throughput is not counted twice. ``function_arn`` and ``placement`` are not part of it.
-    IDEMPOTENCY_KEY: ClassVar[str] = "[job_id, round, worker]"
+    #: Idempotency key of TrainShard: the worker's identity in the job and the execution, one step
+    #: per worker, round and execution, so a Step Functions retry of a Map item returns the stored
+    #: partial's statistics and its throughput is not counted twice. The execution is part of it
+    #: because a worker whose process died (SIGKILL, out of memory) leaves its record INPROGRESS
+    #: until its invocation's timeout (up to 900 s, Powertools' ``in_progress_expiration``): a
+    #: resumed job's new execution must not wait for it (the retry in the same execution stops the
+    #: job instead, :func:`fanfit.jobs.train.shard.stop_on_unfinished_attempt`).
+    #: ``function_arn`` and ``placement`` are not part of it.
+    IDEMPOTENCY_KEY: ClassVar[str] = "[job_id, round, worker, execution_arn]"
     model_config = ConfigDict(extra="forbid")
     job_id: str = Field(pattern=_ID)
     round: int = Field(ge=0, le=20_000)

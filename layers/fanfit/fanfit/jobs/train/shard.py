@@ -2,14 +2,20 @@
 
 from __future__ import annotations
 
+import functools
 import json
 import logging
 import math
 import os
 import resource
 import time
+from collections.abc import Callable
+from typing import Any
 
 import numpy as np
+from aws_lambda_powertools.utilities.idempotency.exceptions import (
+    IdempotencyAlreadyInProgressError,
+)
 
 from fanfit import storage
 from fanfit.errors import (
@@ -17,6 +23,7 @@ from fanfit.errors import (
     InvalidJobError,
     TrainJobStoppedError,
 )
+from fanfit.jobs.documents.events import TrainShardEvent
 from fanfit.jobs.documents.train import (
     ShardOutput,
     ShardRecord,
@@ -47,6 +54,7 @@ __all__ = [
     "STOP_CHECK_EVERY",
     "StopCheck",
     "stop_job",
+    "stop_on_unfinished_attempt",
     "train_shard",
     "wait_for_group",
 ]
@@ -187,6 +195,65 @@ def train_shard(
     except Exception as exc:
         _mark_failed(store, job_id, worker, r, execution_arn, exc)
         raise
+
+
+def stop_on_unfinished_attempt(
+    store: storage.JobStore,
+) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
+    """Decorator of TrainShard's handler: a retry that finds its step's earlier attempt unfinished
+    stops the job (its stop marker) instead of letting its group wait for it.
+
+    Powertools Idempotency keeps a step's record ``INPROGRESS`` from the handler's start until it
+    returns; a process that dies in between (SIGKILL, out of memory: ``Runtime.ExitError``) leaves
+    it so until the invocation's timeout (``in_progress_expiration``, up to 900 s). Step Functions
+    retries the Map item, and the retry fails with ``IdempotencyAlreadyInProgressError`` (key:
+    :attr:`fanfit.jobs.documents.events.TrainShardEvent.IDEMPOTENCY_KEY`, the execution included,
+    so this is the same execution's earlier attempt). Within a DS-Sync segment the worker's
+    group-mates would wait for its partials until their deadline; so the retry writes the job's
+    stop marker (reason ``'failed'``, the worker, the round, the error; :func:`stop_job`, which
+    the group-mates read within :data:`STOP_CHECK_EVERY` polls) and re-raises the error unchanged.
+    ``fanfit resume`` then continues the job in a new execution, which the dead record does not
+    block. The marker is written only for a job that exists (:func:`_mark_failed`) and a write that
+    fails is logged, never raised in the error's place.
+
+    Parameters
+    ----------
+    store : JobStore
+        The job bucket.
+
+    Returns
+    -------
+    callable
+        A decorator of ``handler(event: dict, context) -> dict``, placed outside Powertools'
+        ``@idempotent`` (which raises the error before the event is parsed).
+    """
+
+    def decorate(handler: Callable[..., Any]) -> Callable[..., Any]:
+        @functools.wraps(handler)
+        def wrapper(event: Any, context: Any, *args: Any, **kwargs: Any) -> Any:
+            try:
+                return handler(event, context, *args, **kwargs)
+            except IdempotencyAlreadyInProgressError as exc:
+                try:
+                    step = TrainShardEvent.model_validate(event)
+                except Exception:  # not a worker's event: nothing to stop
+                    raise exc from None
+                log.warning(
+                    "job %s: worker %d's step of round %d in execution %s has an earlier attempt "
+                    "that did not return (its process died, or it still runs): the job stops "
+                    "(stop marker %s); `fanfit resume` continues it",
+                    step.job_id,
+                    step.worker,
+                    step.round,
+                    step.execution_arn or "(none named)",
+                    storage.train_stop_key(step.job_id),
+                )
+                _mark_failed(store, step.job_id, step.worker, step.round, step.execution_arn, exc)
+                raise
+
+        return wrapper
+
+    return decorate
 
 
 def wait_for_group(
