@@ -31,6 +31,7 @@ SECOND_STACK_MODULES = frozenset(
 )
 
 
+@pytest.hookimpl(tryfirst=True)  # before xdist's, which reads the mark into the node id
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     for item in items:
         if item.get_closest_marker("integration"):
