@@ -11,9 +11,9 @@ its ``_score_elements`` with that mean as the potential quantile. So coef, se, s
 and bootstrap are DoubleML's numbers, checked against the job's.
 
 :class:`DoubleMLQTE` builds its per-quantile models as fanfit's :class:`DoubleMLPQ`,
-:class:`DoubleMLCVAR` or :class:`DoubleMLLPQ` and submits one job per (quantile, treatment level), all before waiting for
-any, so they run side by side on the stack; DoubleML's framework difference and concatenation then
-give the effects. Re-exported by :mod:`fanfit.client.doubleml`.
+:class:`DoubleMLCVAR` or :class:`DoubleMLLPQ` and submits ONE job whose parts are the (quantile,
+treatment level) models, their units fanned out together; DoubleML's framework difference and
+concatenation then give the effects. Re-exported by :mod:`fanfit.client.doubleml`.
 """
 
 from __future__ import annotations
