@@ -32,9 +32,13 @@ import statistics
 import sys
 import time
 import warnings
+from pathlib import Path
 from typing import Any
 
 import numpy as np
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from qte import _waves  # noqa: E402 - Schedule's waves of a job, as the QTE benchmark counts them
 
 #: The combinations the benchmark needs at least (issue 28, item 5).
 MIN_COMBINATIONS = 6
@@ -170,17 +174,6 @@ def summary(runs: list[dict[str, Any]], args: Any, n_combinations: int) -> dict[
         "runs": runs,
         "load_average_1m": round(os.getloadavg()[0], 2),
     }
-
-
-def _waves(client: Any, job_id: str) -> int:
-    """The waves Schedule planned for a job, over its stages."""
-    from fanfit import storage
-
-    n, stage = 0, 0
-    while client.store.exists(storage.schedule_key(job_id, stage)):
-        n += len(client.store.get_json(storage.schedule_key(job_id, stage))["waves"])
-        stage += 1
-    return n
 
 
 def _run(client: Any, data: Any, args: Any) -> dict[str, Any]:
