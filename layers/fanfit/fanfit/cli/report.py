@@ -61,13 +61,13 @@ def run(args: argparse.Namespace) -> int:
         if prices is not None:
             result.cost = job.cost(prices).to_dict()
     part_costs = None
-    raw = getattr(result, "raw", None) or {}
-    if result.cost is not None and raw.get("parts"):
+    doc = result.doc  # result.json, as fanfit cost reads it; a train job's has no parts
+    parts = getattr(doc, "parts", None)
+    if result.cost is not None and parts:
         from fanfit.cost import part_costs as costs_of_parts
 
-        total = float(result.cost["total_usd"])
-        shards = raw.get("timings", {}).get("shards", [])
-        part_costs = costs_of_parts(shards, [p["label"] for p in raw["parts"]], total)
+        labels = [p.label for p in parts]
+        part_costs = costs_of_parts(doc.timings.shards, labels, float(result.cost["total_usd"]))
     try:
         path = write_report(result, out, job_id=args.job_id, part_costs=part_costs)
     except OSError as exc:
