@@ -101,22 +101,23 @@ def _submit_parts(
     parts: list[tuple[str, pd.DataFrame, dict[str, Any]]],
     job_options: Mapping[str, Any],
 ) -> list[Any]:
-    """Start the parts of a multi-part DoubleML class: one job of several parts
-    (:meth:`fanfit.client.Client.submit_parts_job`, model ``model``) when every part runs on the
-    same data, else one job per part, all before waiting for any (DoubleMLDIDMulti's parts
-    select their rows from one upload instead: its own ``_fanfit_submit``).
+    """Start the parts of a multi-part DoubleML class as one job of several parts
+    (:meth:`fanfit.client.Client.submit_parts_job`, model ``model``), every part on the same data
+    (DoubleMLDIDMulti's parts select their rows from one upload instead: its own
+    ``_fanfit_submit``).
 
     Returns
     -------
-    list
-        Each part's handle (a :class:`fanfit.client.estimate.PartJob`, or a job), in order.
-    """
-    from fanfit.client.estimate import same_data
+    list of PartJob
+        Each part's handle (:class:`fanfit.client.estimate.PartJob`), in order.
 
+    Raises
+    ------
+    fanfit.errors.InvalidJobError
+        A part on other data than the first (:func:`fanfit.client.estimate.submit_parts_job`).
+    """
     pairs = [_check(frame, {**o, **job_options}) for _, frame, o in parts]
     given, checked = [g for g, _ in pairs], [c for _, c in pairs]
-    if not all(same_data(checked[0], c) for c in checked[1:]):
-        return [client.submit_estimate(c, options=g) for g, c in pairs]
     labels = [label for label, _, _ in parts]
     job = client.submit_parts_job(model, labels, checked, given)
     return [job.part(k, label) for k, label in enumerate(labels)]
