@@ -25,8 +25,12 @@ same machine and data:
   fits', largest relative difference) and ``rmse_ratio_vs_solo`` (float32 on the GPU, else the
   CPU: the median over fits of the batched fit's test-fold RMSE over its solo fit's); the two
   comparisons use the first ``min(K, --check-fits)`` fits (in float64 batched among themselves).
-  ``--max-k`` leaves out larger K (a CPU fits K = 100 in minutes); ``--batched-only`` runs this
-  part alone (the others ``null``). ``mlp_batched_setup`` says how it was run.
+  ``--max-k`` leaves out larger K (a CPU fits K = 100 in minutes); ``--cpu-batched-max-k`` times
+  the CPU's batched fits only up to that K (``fits_per_s_cpu_batched`` ``null`` above it: K = 500
+  on one CPU thread takes most of an hour); ``--batched-only`` runs this part alone (the others
+  ``null``). ``mlp_batched_setup`` says how it was run, with each K's ``step_modes`` on CUDA (the
+  mode chosen and every mode's measured seconds per step, from the untimed warm-up run). Each K's
+  row also goes to stderr as soon as it is measured.
 - ``kmeans_step``: :func:`fanfit.train.torch_steps.kmeans_step_torch` (a worker's E-step and
   M-step sums: the hybrid K-Means round), 200,000 x 16 rows, k = 8, against the numpy step
   :func:`fanfit.train.kmeans.kmeans_step` at one thread; numpy arrays in and out, so the GPU
@@ -168,7 +172,13 @@ def _timed(run: Callable[[], Any], repeats: int, warm_up: bool) -> tuple[float, 
 
 
 def bench_mlp_batched(
-    epochs: int, repeats: int, cuda: bool, max_k: int, solo_fits: int, check_fits: int
+    epochs: int,
+    repeats: int,
+    cuda: bool,
+    max_k: int,
+    solo_fits: int,
+    check_fits: int,
+    cpu_batched_max_k: int,
 ) -> tuple[dict[str, Any], dict[str, Any]]:
     """K fits trained together (GPU, CPU) against one by one on one CPU thread (issue 32)."""
     import numpy as np
@@ -189,6 +199,7 @@ def bench_mlp_batched(
     def rmse(pred: Any, y_test: Any) -> float:
         return float(np.sqrt(np.mean((np.asarray(pred) - y_test) ** 2)))
 
+    t_start = time.perf_counter()
     sizes = [k for k in (1, 10, 100, 500) if k <= max_k]
     all_fits, y_tests = _batched_fits(max(sizes)) if sizes else ([], [])
     # one by one on one CPU thread: the rate per fit does not depend on K
@@ -196,18 +207,33 @@ def bench_mlp_batched(
     solo(all_fits[:1], "cpu")  # untimed warm-up: torch initialises its kernels on the first fit
     one_by_one_s, _ = _timed(lambda: solo(all_fits[:n_solo], "cpu"), repeats, warm_up=False)
     one_by_one = n_solo / one_by_one_s
+    print(json.dumps({"fits_per_s_cpu_one_by_one": round(one_by_one, 3),
+                      "elapsed_s": round(time.perf_counter() - t_start, 1)}),
+          file=sys.stderr, flush=True)  # fmt: skip
     out: dict[str, Any] = {}
     batches: dict[str, list[int]] = {}
+    step_modes: dict[str, dict[str, Any]] = {}
     for k in sizes:
         fits = all_fits[:k]
-        cpu_s, cpu_run = _timed(
-            lambda fits=fits: fit_predict_batched(estimator("cpu"), fits), repeats, warm_up=False
-        )
-        gpu_s, gpu_run = (
-            _timed(lambda fits=fits: fit_predict_batched(estimator("cuda"), fits), repeats, True)
-            if cuda
+        cpu_s, cpu_run = (
+            _timed(
+                lambda fits=fits: fit_predict_batched(estimator("cpu"), fits),
+                repeats,
+                warm_up=False,
+            )
+            if k <= cpu_batched_max_k
             else (None, None)
         )
+        gpu_s, gpu_run = None, None
+        if cuda:
+            # untimed warm-up: CUDA context, kernels, and the step mode measured for this shape
+            first = fit_predict_batched(estimator("cuda"), fits)
+            step_modes[str(k)] = {"chosen": first.step_mode, "s_per_step": first.step_timings}
+            gpu_s, gpu_run = _timed(
+                lambda fits=fits: fit_predict_batched(estimator("cuda"), fits),
+                repeats,
+                warm_up=False,
+            )
         check = fits[: min(k, check_fits)]
         exact = fit_predict_batched(estimator("cpu", "float64"), check)
         reference = solo(check, "cpu", "float64")
@@ -216,19 +242,24 @@ def bench_mlp_batched(
             for a, b in zip(exact.predictions, reference)
         )
         device = "cuda" if cuda else "cpu"
-        batched32 = (gpu_run if cuda else cpu_run).predictions[: len(check)]
+        float32_run = gpu_run or cpu_run or fit_predict_batched(estimator("cpu"), check)
+        batched32 = float32_run.predictions[: len(check)]
         solo32 = solo(check, device)
         ratios = [rmse(a, yt) / rmse(b, yt) for a, b, yt in zip(batched32, solo32, y_tests)]
-        batches[str(k)] = (gpu_run or cpu_run).batches
+        batches[str(k)] = float32_run.batches
         gpu_rate = None if gpu_s is None else k / gpu_s
         out[str(k)] = {
             "fits_per_s_gpu": None if gpu_rate is None else round(gpu_rate, 3),
-            "fits_per_s_cpu_batched": round(k / cpu_s, 3),
+            "fits_per_s_cpu_batched": None if cpu_s is None else round(k / cpu_s, 3),
             "fits_per_s_cpu_one_by_one": round(one_by_one, 3),
             "speedup": None if gpu_rate is None else round(gpu_rate / one_by_one, 2),
             "max_rel_diff_vs_solo_float64": float(f"{max_rel:.3g}"),
             "rmse_ratio_vs_solo": round(float(np.median(ratios)), 5),
         }
+        # each K's row as it is measured (stderr), so a run stopped at a time limit keeps it
+        row = {"k": k, **out[str(k)], "step_modes": step_modes.get(str(k))}
+        print(json.dumps({**row, "elapsed_s": round(time.perf_counter() - t_start, 1)}),
+              file=sys.stderr, flush=True)  # fmt: skip
     setup = {
         "epochs": epochs,
         "n_folds": 5,
@@ -237,7 +268,9 @@ def bench_mlp_batched(
         "one_by_one_fits_timed": n_solo,
         "check_fits": check_fits,
         "rmse_ratio_device": "cuda" if cuda else "cpu",
+        "cpu_batched_max_k": cpu_batched_max_k,
         "batches": batches,
+        "step_modes": step_modes,
     }
     return out, setup
 
@@ -314,6 +347,12 @@ def main() -> int:
         "--check-fits", type=int, default=10, help="fits compared with their solo fits per K"
     )
     parser.add_argument(
+        "--cpu-batched-max-k",
+        type=int,
+        default=500,
+        help="largest K timed batched on the CPU (larger K: fits_per_s_cpu_batched null)",
+    )
+    parser.add_argument(
         "--batched-only", action="store_true", help="run mlp_batched only (the other parts: null)"
     )
     args = parser.parse_args()
@@ -344,7 +383,13 @@ def main() -> int:
             "logreg_gradient": None if args.batched_only else bench_logreg(args.repeats, cuda),
         }
         batched, setup = bench_mlp_batched(
-            args.epochs, args.repeats, cuda, args.max_k, args.solo_fits, args.check_fits
+            args.epochs,
+            args.repeats,
+            cuda,
+            args.max_k,
+            args.solo_fits,
+            args.check_fits,
+            args.cpu_batched_max_k,
         )
         result["mlp_batched"] = batched
         result["mlp_batched_setup"] = setup

@@ -202,6 +202,56 @@ def test_the_step_mode_is_the_fastest_measured() -> None:
         choose_step_mode({"compile": broken})
 
 
+CUDA = pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")
+
+
+@CUDA
+def test_on_cuda_float64_batched_fits_equal_their_solo_fits() -> None:
+    # GIVEN the ten cross-fitting fits of the float64 test, on the GPU
+    fits = _fold_fits()
+    est = TorchMLPRegressor(**SMALL, weight_decay=1e-3, dtype="float64", device="cuda")
+    # WHEN they are trained as one batched model on the GPU (the mode the worker would choose)
+    run = fit_predict_batched(est, fits)
+    # THEN each fit's predictions equal its solo fit's on the GPU to 1e-9 relative
+    assert run.device == "cuda" and run.batches == [len(fits)]
+    for fit, pred in zip(fits, run.predictions):
+        assert _max_rel(pred, _solo(est, fit)) < 1e-9
+
+
+@CUDA
+@pytest.mark.parametrize("mode", ["eager", "cuda_graph", "compile"])
+def test_on_cuda_every_step_mode_trains_fits_as_good_as_their_solo_fits(mode) -> None:
+    # GIVEN float32 fits predicting new rows, on the GPU
+    fits = _fold_fits(n_obs=641, seed=5)
+    est = TorchMLPRegressor(**SMALL, device="cuda")
+    rng = np.random.default_rng(5)
+    X_new = rng.normal(size=(400, 4))
+    y_new = np.sin(2 * X_new[:, 0]) + X_new[:, 1] ** 2 + 0.1 * rng.normal(size=400)
+    fits = [BatchedFit(f.x_train, f.y_train, X_new, f.random_state) for f in fits]
+    # WHEN batched in this step mode (eager, a captured CUDA graph, torch.compile)
+    run = fit_predict_batched(est, fits, step_mode=mode)
+    # THEN it ran in that mode, and the median out-of-sample RMSE is within 1% of the solo fits'
+    assert run.device == "cuda" and run.step_mode == mode
+    ratios = [
+        np.sqrt(np.mean((pred - y_new) ** 2)) / np.sqrt(np.mean((_solo(est, fit) - y_new) ** 2))
+        for fit, pred in zip(fits, run.predictions)
+    ]
+    assert abs(float(np.median(ratios)) - 1) < 0.01
+
+
+@CUDA
+def test_on_cuda_auto_runs_the_fastest_measured_step_mode() -> None:
+    # GIVEN fits of a shape this process has not measured yet
+    fits = _fold_fits(n_obs=203, n_rep=1, seed=8)
+    est = TorchMLPRegressor(**{**SMALL, "hidden_layer_sizes": (24, 8)}, device="cuda")
+    # WHEN batched with step_mode='auto'
+    run = fit_predict_batched(est, fits)
+    # THEN the modes that ran here were timed and the fastest of them trained the fits
+    assert "eager" in run.step_timings and set(run.step_timings) <= {"eager", "cuda_graph", "compile"}
+    assert run.step_mode == min(run.step_timings, key=lambda k: (run.step_timings[k], k))
+    assert all(np.isfinite(p).all() for p in run.predictions)
+
+
 def test_invalid_batches_are_named_errors() -> None:
     fits = _fold_fits(n_obs=50, n_rep=1)
     est = TorchMLPRegressor(**SMALL, device="cpu")

@@ -122,6 +122,9 @@ class BatchedRun:
         Wall seconds of each batch (data to the device, training, predictions back).
     step_mode : str
         The step mode of the last batch (one of :data:`STEP_MODES`).
+    step_timings : dict of str to float
+        Seconds per step of each mode measured to choose ``step_mode`` (CUDA with
+        ``step_mode='auto'``, the first batch of a shape in this process); else empty.
     device : str
         'cpu' or 'cuda'.
     """
@@ -131,6 +134,7 @@ class BatchedRun:
     batches: list[int] = field(default_factory=list)
     batch_seconds: list[float] = field(default_factory=list)
     step_mode: str = "eager"
+    step_timings: dict[str, float] = field(default_factory=dict)
     device: str = "cpu"
 
 
@@ -410,7 +414,7 @@ def fit_predict_batched(
             t0 = time.perf_counter()
             outs, mode = _train_predict(
                 torch, estimator, [prepared[i] for i in chunk], n_out, classify, device, dtype,
-                step_mode,
+                step_mode, run.step_timings,
             )  # fmt: skip
             for i, out in zip(chunk, outs):
                 results[i] = out
@@ -491,8 +495,10 @@ def _train_predict(
     device: Any,
     dtype: Any,
     step_mode: str,
+    timings: dict[str, float],
 ) -> tuple[list[np.ndarray], str]:
-    """Train one batch and return each fit's raw outputs on its test rows, shape (n_test, n_out)."""
+    """Train one batch and return each fit's raw outputs on its test rows, shape (n_test, n_out);
+    the step modes' measured seconds per step, if measured, go into ``timings``."""
     k = len(fits)
     n_features = fits[0].x_train.shape[1]
     n_rows = np.array([len(f.x_train) for f in fits])
@@ -563,7 +569,7 @@ def _train_predict(
             buffers["idx"].copy_(idx_dev[0])
             buffers["weight"].copy_(weight_dev[0])
             buffers["active"].copy_(active_dev[0])
-            mode, runner = _step_runner(torch, device, mode, step, state, fits, estimator)
+            mode, runner = _step_runner(torch, device, mode, step, state, fits, estimator, timings)
         every: np.ndarray = np.asarray(active.all(axis=1))  # host-side: does every fit step
         for s in range(idx.shape[0]):
             buffers["idx"].copy_(idx_dev[s])
@@ -647,9 +653,11 @@ def _step_runner(
     state: _AdamState,
     fits: list[_Prepared],
     estimator: Any,
+    timings: dict[str, float],
 ) -> tuple[str, Callable[[], None]]:
     """The step to run, eager or (CUDA) graph-captured or compiled; 'auto' measures them once per
-    shape. Training state is restored after warm-ups and measurements, so they change nothing."""
+    shape (their seconds per step into ``timings``). Training state is restored after warm-ups and
+    measurements, so they change nothing."""
     if device.type != "cuda":
         return "eager", step
     snapshot = [t.clone() for t in state.tensors()]
@@ -679,7 +687,8 @@ def _step_runner(
     if len(candidates) == 1:
         chosen = next(iter(candidates))
     else:
-        chosen, _ = choose_step_mode(candidates, sync=torch.cuda.synchronize)
+        chosen, measured = choose_step_mode(candidates, sync=torch.cuda.synchronize)
+        timings.update(measured)
         _MODE_CACHE[shape] = chosen
     restore()
     return chosen, candidates[chosen]
