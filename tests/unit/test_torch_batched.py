@@ -8,6 +8,7 @@ import pytest
 
 from fanfit.errors import InvalidLearnerError
 from fanfit.learners.torch_batched import (
+    STEP_MODES,
     BatchedFit,
     choose_step_mode,
     fit_bytes,
@@ -247,7 +248,7 @@ def test_on_cuda_auto_runs_the_fastest_measured_step_mode() -> None:
     # WHEN batched with step_mode='auto'
     run = fit_predict_batched(est, fits)
     # THEN the modes that ran here were timed and the fastest of them trained the fits
-    assert "eager" in run.step_timings and set(run.step_timings) <= {"eager", "cuda_graph", "compile"}
+    assert "eager" in run.step_timings and set(run.step_timings) <= set(STEP_MODES)
     assert run.step_mode == min(run.step_timings, key=lambda k: (run.step_timings[k], k))
     assert all(np.isfinite(p).all() for p in run.predictions)
 
