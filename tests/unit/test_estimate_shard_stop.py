@@ -5,12 +5,15 @@ shard of every unit, WHEN the job's stop marker (``jobs/<id>/stop.json``) of the
 appears before its first unit or between two units, THEN the shard stops there with
 ShardStoppedError naming the job, the shard, the units done and the reason, writes no predictions
 (a resume must not take a partial shard for a finished one) and logs why; a marker of another
-execution (the one ``fanfit resume`` replaced) does not stop it.
+execution (the one ``fanfit resume`` replaced) does not stop it. A marker written during a long
+unit stops the shard within about UNIT_WATCH_S (the StopWatch), not at the unit's end.
 """
 
 from __future__ import annotations
 
 import logging
+import threading
+import time
 
 import pytest
 
@@ -95,6 +98,37 @@ def test_a_marker_written_during_the_shard_stops_it_at_the_next_unit(shard, monk
     assert not store.exists(storage.preds_key(job, 0, item["shard_id"]))
 
 
+def test_a_marker_written_during_a_long_unit_stops_it_within_seconds(shard, monkeypatch) -> None:
+    from fanfit.dml import unit_fits
+    from fanfit.jobs.estimate import crossfit
+    from fanfit.jobs.stop import write_stop
+
+    store, job, item = shard
+    monkeypatch.setattr(crossfit, "UNIT_WATCH_S", 0.05)
+    # GIVEN a first unit whose fit runs a minute of Python (a forest of many trees), and a job
+    # cancelled 0.3 s into it
+    cancel = threading.Timer(
+        0.3, write_stop, (store, storage.estimate_stop_key(job), "cancelled"), {"execution_arn": E1}
+    )
+
+    def minute_long_fit(*args, **kwargs):
+        cancel.start()
+        end = time.perf_counter() + 60.0
+        while time.perf_counter() < end:
+            sum(range(100))
+        raise AssertionError("the unit was not interrupted")
+
+    monkeypatch.setattr(unit_fits, "fit_predict_aux", minute_long_fit)
+    # WHEN the shard of E1 runs
+    t0 = time.perf_counter()
+    with pytest.raises(errors.ShardStoppedError, match="during a unit after 0 of 8") as stopped:
+        crossfit.crossfit_shard(store, job, storage.plan_key(job), 0, item, 1769, execution_arn=E1)
+    # THEN it stopped within seconds of the cancel, naming it, and wrote nothing
+    assert time.perf_counter() - t0 < 10.0
+    assert "the job was cancelled" in str(stopped.value)
+    assert not store.exists(storage.preds_key(job, 0, item["shard_id"]))
+
+
 @pytest.mark.parametrize(("spacing_s", "expected_reads"), [(60.0, 1), (0.0, 8)])
 def test_checks_are_spaced_by_stop_check_s(shard, monkeypatch, spacing_s, expected_reads) -> None:
     from fanfit.jobs.estimate import crossfit
@@ -103,6 +137,7 @@ def test_checks_are_spaced_by_stop_check_s(shard, monkeypatch, spacing_s, expect
     store, job, item = shard
     # GIVEN a shard of 8 quick units and a spacing of the marker's checks
     monkeypatch.setattr(crossfit, "STOP_CHECK_S", spacing_s)
+    monkeypatch.setattr(crossfit, "UNIT_WATCH_S", 60.0)  # the watch reads only in a long unit
     reads: list[str] = []
     read = StopReader.read
 

@@ -437,8 +437,8 @@ def _task_job_id(batch_job: dict[str, Any]) -> str | None:
 
 
 #: How long ``fanfit cancel`` waits for the job's running steps to stop, seconds: they stop within
-#: about a second of the stop marker (a CrossFit shard after its current unit, a DS-Sync worker
-#: within 20 polls), so this only runs out for a unit that fits for longer.
+#: about a second of the stop marker (a CrossFit shard between units or, in its Lambda's or the
+#: GPU worker's main thread, within its current unit; a DS-Sync worker within 5 polls).
 CANCEL_WAIT_S = 30.0
 
 

@@ -15,8 +15,9 @@ import numpy as np
 from fanfit import dml, storage
 from fanfit.errors import InvalidJobError, ShardStoppedError
 from fanfit.jobs.documents.estimate import CrossFitOutput, Shard, ShardStats, StageInputs, fit_unit
+from fanfit.jobs.documents.train import TrainStop
 from fanfit.jobs.estimate.data import load, peak_rss_mb, read_plan
-from fanfit.jobs.stop import StopReader
+from fanfit.jobs.stop import StopReader, StopWatch
 from fanfit.sched.resources import lambda_resource, resource_kind
 
 log = logging.getLogger("fanfit")
@@ -28,6 +29,10 @@ _COLD = True
 #: shard of many short units (a lasso unit fits in about 25 ms) pays at most about 1 % for it,
 #: and a stopped job's shard ends within this plus one unit's fit.
 STOP_CHECK_S = 1.0
+#: During a unit, a watch thread (:class:`fanfit.jobs.stop.StopWatch`, main thread only) HEADs
+#: the marker every this many seconds and interrupts the unit's fit when it is there: a unit that
+#: fits for minutes stops within about this plus one tree or solver iteration.
+UNIT_WATCH_S = 1.0
 
 
 def crossfit_shard(
@@ -66,7 +71,9 @@ def crossfit_shard(
         The execution the shard runs for: before its first unit and between two units (at most
         every :data:`STOP_CHECK_S` seconds) the shard reads the job's stop marker
         (:func:`fanfit.storage.estimate_stop_key`, :mod:`fanfit.jobs.stop`) and stops when it is
-        there for this execution (empty: for any execution).
+        there for this execution (empty: for any execution); during a unit, in the main thread,
+        a :class:`~fanfit.jobs.stop.StopWatch` reads it every :data:`UNIT_WATCH_S` seconds and
+        interrupts the unit.
 
     Returns
     -------
@@ -115,31 +122,46 @@ def crossfit_shard(
     # before every unit (or batch), at most every STOP_CHECK_S seconds, the job's stop marker
     stop = StopReader(store, storage.estimate_stop_key(job_id), execution_arn)
     checked = -math.inf
-    done_before = 0
+    done_before = 0  # units of the parts before this one
+    done_now = 0  # units fitted when last checked (named in the stop's message)
+
+    def stopped(marker: TrainStop, during: str = "after") -> ShardStoppedError:
+        message = (
+            f"job {job_id}: shard {shard.shard_id} (stage {stage}) stopped {during} "
+            f"{done_now} of {len(shard.units)} units, writing no predictions: "
+            f"{marker.describe()}; stop marker {stop.key}"
+        )
+        log.warning("%s", message)
+        return ShardStoppedError(message)
 
     def check_stop(done: int) -> None:
-        nonlocal checked
+        nonlocal checked, done_now
+        done_now = done_before + done
         if time.perf_counter() - checked < STOP_CHECK_S:
             return
         checked = time.perf_counter()
         marker = stop.read()
         if marker is not None:
-            message = (
-                f"job {job_id}: shard {shard.shard_id} (stage {stage}) stopped after "
-                f"{done_before + done} of {len(shard.units)} units, writing no predictions: "
-                f"{marker.describe()}; stop marker {stop.key}"
-            )
-            log.warning("%s", message)
-            raise ShardStoppedError(message)
+            raise stopped(marker)
 
     batched: dict[str, int] = {}
-    for part, (data, folds, inputs) in parts.items():
+    results_by_part: dict[int, list[Any]] = {}
+    # a unit that runs long is interrupted by the watch when the marker appears during it
+    watch = StopWatch(
+        StopReader(store, stop.key, execution_arn),
+        UNIT_WATCH_S,
+        lambda marker: stopped(marker, "during a unit after"),
+    )
+    with watch:
+        for part, (data, folds, inputs) in parts.items():
+            members = [u for u in units if u.part == part]
+            results_by_part[part] = dml.fit_predict_units(
+                plan.spec(part), members, data, folds, inputs, before_unit=check_stop
+            )
+            done_before += len(members)
+    for part in parts:
         members = [u for u in units if u.part == part]
-        results = dml.fit_predict_units(
-            plan.spec(part), members, data, folds, inputs, before_unit=check_stop
-        )
-        done_before += len(members)
-        for unit, result in zip(members, results, strict=True):
+        for unit, result in zip(members, results_by_part[part], strict=True):
             arrays[unit.key] = result.values
             if result.aux is not None:  # PQ/LPQ stage 0: the fold's preliminary propensities
                 arrays[storage.aux_array_name(unit.key)] = result.aux

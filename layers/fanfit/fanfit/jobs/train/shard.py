@@ -70,10 +70,11 @@ GROUP_POLL_S = 0.03
 GROUP_WAIT_S = 300.0
 #: DS-Sync segments: a waiting worker HEADs the job's stop marker (:func:`fanfit.storage.
 #: train_stop_key`) once at each round boundary and every this many polls while it waits. One
-#: HEAD costs about 1.2 ms on moto and 6.8 ms on the local stack (docs/train.md): every 20th poll
-#: adds about 0.06 and 0.34 ms a poll (a poll itself sleeps 30 ms and HEADs at least one
-#: partial) and stops a waiting worker within 20 polls (under 1 s) of the marker.
-STOP_CHECK_EVERY = 20
+#: HEAD costs about 1.2 ms on moto and 6.8 ms on the local stack (docs/train.md): every 5th poll
+#: adds about 0.24 and 1.4 ms a poll (a poll itself sleeps 30 ms and HEADs at least one partial;
+#: the waiting worker has nothing else to do) and stops a waiting worker within 5 polls (about
+#: 0.2 s, 0.5 s on a loaded machine) of the marker.
+STOP_CHECK_EVERY = 5
 
 
 def train_shard(
