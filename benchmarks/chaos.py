@@ -46,8 +46,8 @@ service errors, timeouts and crashes after the handler's work) and the chaos pha
 Output (``--json``: one line): ``jobs`` (a list of ``{name, kind, status, resumed,
 equal_to_fault_free}``), ``cancel_stop_s``, ``kill_stop_s``, ``billed_after_kill_s``, and
 ``faults``, ``n_jobs``, ``wall_s``, ``notes`` (what did not happen as planned). Every wait is bounded
-and ends early, naming why, once the job it waits on has ended (:func:`_wait_until`). About 7 to
-18 minutes on a 2-core machine shared with other work (416 s, 617 s and 1,081 s measured: two
+and ends early, naming why, once the job it waits on has ended (:func:`_wait_until`). About 5 minutes
+on an idle 2-core machine (273 s to 338 s measured), 7 to 18 minutes shared with other work (two
 stack starts, three deploys, the jobs twice).
 
     python benchmarks/chaos.py --json
