@@ -551,17 +551,13 @@ def sweep_stale(
     cutoff = (time.time() if now is None else now) - stale_after_s
     removed = 0
     for parent in {Path(found.memory_parent), Path(found.cpu_parent)}:
-        try:
-            children = [c for c in parent.iterdir() if c.is_dir()]
-        except OSError:
-            continue
-        for child in children:
+        for child in _subdirs(parent):
             try:
                 if child.stat().st_mtime > cutoff:
                     continue
-            except OSError:
+            except OSError:  # another stack's sweep removed it meanwhile
                 continue
-            for leaf in (c for c in child.iterdir() if c.is_dir()):
+            for leaf in _subdirs(child):
                 _rmdir(leaf)
             removed += _rmdir(child)
     return removed
@@ -574,13 +570,20 @@ def cleanup() -> None:
         return
     for parent in {Path(found.memory_parent), Path(found.cpu_parent)}:
         if parent.is_dir():
-            for child in parent.iterdir():
-                if child.is_dir():
-                    for leaf in child.iterdir():
-                        if leaf.is_dir():
-                            _rmdir(leaf)
-                    _rmdir(child)
+            for child in _subdirs(parent):
+                for leaf in _subdirs(child):
+                    _rmdir(leaf)
+                _rmdir(child)
             _rmdir(parent)
+
+
+def _subdirs(directory: Path) -> list[Path]:
+    """The directories in ``directory``; none when it is gone: every stack on the machine sweeps
+    the shared parents, so a directory listed a moment ago may have been removed by another."""
+    try:
+        return [c for c in directory.iterdir() if c.is_dir()]
+    except OSError:
+        return []
 
 
 def _rmdir(directory: Path) -> bool:

@@ -266,6 +266,37 @@ def test_cgroups_left_by_ended_stacks_are_swept_and_busy_or_young_ones_kept(tmp_
     assert cg.sweep_stale(cg.Limits("none", "off"), now=1e12) == 0 and busy.is_dir()
 
 
+def test_a_cgroup_another_stacks_sweep_removes_meanwhile_is_skipped(tmp_path, monkeypatch) -> None:
+    # GIVEN two old environments' cgroups, and another stack starting beside this one whose sweep
+    # removes the first right after this sweep looked at its age (both session stacks of make
+    # test start together)
+    root, proc = _v1_tree(tmp_path)
+    found = cg.probe(root, proc)
+    cpu = Path(found.cpu_parent)
+    gone, kept = cpu / "gone", cpu / "kept"
+    for d in (gone / "leaf", kept / "leaf"):
+        d.mkdir(parents=True)
+    for d in (gone, kept):
+        os.utime(d, (1_000.0, 1_000.0))
+    stat = Path.stat
+    looks: list[Path] = []
+
+    def stat_then_removed(self, *args, **kwargs):
+        out = stat(self, *args, **kwargs)
+        if self == gone:
+            looks.append(self)
+            if len(looks) == 2:  # the sweep's look at its age (the first: is it a directory)
+                (gone / "leaf").rmdir()
+                gone.rmdir()
+        return out
+
+    monkeypatch.setattr(Path, "stat", stat_then_removed)
+    # WHEN this stack sweeps THEN it does not fail (LocalStack would not start): it removes the
+    # other one and skips the one that vanished
+    assert cg.sweep_stale(found, now=1_000.0 + cg.STALE_AFTER_S + 1) == 1
+    assert not gone.exists() and not kept.exists()
+
+
 @pytest.mark.parametrize(
     ("memory_mb", "host_cpus", "scale", "threads"),
     [(1769, 2, None, 1), (3538, 2, None, 2), (10240, 2, None, 2), (10240, 16, None, 6),
