@@ -160,7 +160,8 @@ class StopWatch:
     signal reaches the process from outside). The interrupt is raised at the main thread's next
     Python bytecode (between two trees of a forest, two iterations of a solver; not inside one C
     call) and the block ends with the exception ``on_stop(marker)`` returns, chained to whatever
-    the interrupted code raised. A block that ends before the interrupt arrives ends as it would
+    the interrupted code raised (an error the block raised without being interrupted, such as the
+    caller's own stop between units, passes unchanged). A block that ends before the interrupt arrives ends as it would
     have; the marker stays in :attr:`marker` (callers check it again between units anyway).
 
     Outside the main thread (a handler run in a worker thread: tests, some local runners) the
@@ -196,6 +197,7 @@ class StopWatch:
         self.on_stop = on_stop
         self.marker: TrainStop | None = None
         self._armed = False
+        self._interrupted = False  # the block was interrupted (else an error passes unchanged)
         self._lock = threading.Lock()
         self._done = threading.Event()
         self._thread: threading.Thread | None = None
@@ -214,6 +216,7 @@ class StopWatch:
         # runs in the main thread, as __exit__ does: once __exit__ disarmed it, nothing is raised
         if self._armed and self.marker is not None:
             self._armed = False
+            self._interrupted = True
             raise _Interrupted()
 
     def _watch(self) -> None:
@@ -243,5 +246,5 @@ class StopWatch:
             self._done.set()
         self._thread.join()
         signal.signal(self.SIGNAL, signal.SIG_DFL if self._previous is None else self._previous)
-        if exc is not None and self.marker is not None:
+        if self._interrupted and exc is not None and self.marker is not None:
             raise self.on_stop(self.marker) from (None if isinstance(exc, _Interrupted) else exc)
