@@ -18,12 +18,12 @@ from __future__ import annotations
 import pytest
 
 #: Integration modules of the second group (the first takes the others): the slow modules that
-#: start LocalStacks of their own (faults, restart), the GPU worker's, the train jobs' and the
-#: sharing jobs' (2026-11-28, --durations=0: the first group 1,332 s against 917 s without it).
+#: start LocalStacks of their own (faults, restart), the GPU worker's, and the train jobs'.
+#: (test_sharing_on_stack.py, moved here to balance the groups on 2026-11-28, failed in one of two
+#: runs beside them: a listing of its jobs' partitions summed over the capacity; it stays first.)
 SECOND_STACK_MODULES = frozenset(
     {
         "test_faults.py",
-        "test_sharing_on_stack.py",
         "test_restart_on_stack.py",
         "test_train_mlp_on_stack.py",
         "test_batch_pipeline.py",
