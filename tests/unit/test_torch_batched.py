@@ -87,22 +87,32 @@ def test_batched_classifier_probabilities_equal_their_solo_fits_in_float64() -> 
         assert _max_rel(proba, _solo(est, fit, proba=True)) < 1e-9
 
 
-def test_batched_float32_fits_are_as_good_as_their_solo_fits() -> None:
-    # GIVEN the same fits in float32 (matrix kernels sum in another order: not bit-equal)
-    fits = _fold_fits(n_obs=641, seed=5)
-    est = TorchMLPRegressor(**SMALL, device="cpu")
+def _fits_predicting_new_rows():
+    """Cross-fitting's fits (641 rows), each predicting the same 400 new rows; and their y."""
     rng = np.random.default_rng(5)
     X_new = rng.normal(size=(400, 4))
     y_new = np.sin(2 * X_new[:, 0]) + X_new[:, 1] ** 2 + 0.1 * rng.normal(size=400)
-    fits = [BatchedFit(f.x_train, f.y_train, X_new, f.random_state) for f in fits]
+    fits = _fold_fits(n_obs=641, seed=5)
+    return [BatchedFit(f.x_train, f.y_train, X_new, f.random_state) for f in fits], y_new
+
+
+def _median_rmse_ratio(est, fits, predictions, y_new) -> float:
+    """The median over fits of the batched fit's out-of-sample RMSE over its solo fit's."""
+
+    def rmse(pred):
+        return np.sqrt(np.mean((pred - y_new) ** 2))
+
+    return float(np.median([rmse(p) / rmse(_solo(est, f)) for f, p in zip(fits, predictions)]))
+
+
+def test_batched_float32_fits_are_as_good_as_their_solo_fits() -> None:
+    # GIVEN the same fits in float32 (matrix kernels sum in another order: not bit-equal)
+    fits, y_new = _fits_predicting_new_rows()
+    est = TorchMLPRegressor(**SMALL, device="cpu")
     # WHEN batched and solo
     run = fit_predict_batched(est, fits)
-    ratios = []
-    for fit, pred in zip(fits, run.predictions):
-        solo = _solo(est, fit)
-        ratios.append(np.sqrt(np.mean((pred - y_new) ** 2)) / np.sqrt(np.mean((solo - y_new) ** 2)))
     # THEN the median out-of-sample RMSE ratio is within 1% of 1
-    assert abs(float(np.median(ratios)) - 1) < 0.01
+    assert abs(_median_rmse_ratio(est, fits, run.predictions, y_new) - 1) < 0.01
     assert run.predictions[0].dtype == np.float64
 
 
@@ -223,21 +233,13 @@ def test_on_cuda_float64_batched_fits_equal_their_solo_fits() -> None:
 @pytest.mark.parametrize("mode", ["eager", "cuda_graph", "compile"])
 def test_on_cuda_every_step_mode_trains_fits_as_good_as_their_solo_fits(mode) -> None:
     # GIVEN float32 fits predicting new rows, on the GPU
-    fits = _fold_fits(n_obs=641, seed=5)
+    fits, y_new = _fits_predicting_new_rows()
     est = TorchMLPRegressor(**SMALL, device="cuda")
-    rng = np.random.default_rng(5)
-    X_new = rng.normal(size=(400, 4))
-    y_new = np.sin(2 * X_new[:, 0]) + X_new[:, 1] ** 2 + 0.1 * rng.normal(size=400)
-    fits = [BatchedFit(f.x_train, f.y_train, X_new, f.random_state) for f in fits]
     # WHEN batched in this step mode (eager, a captured CUDA graph, torch.compile)
     run = fit_predict_batched(est, fits, step_mode=mode)
     # THEN it ran in that mode, and the median out-of-sample RMSE is within 1% of the solo fits'
     assert run.device == "cuda" and run.step_mode == mode
-    ratios = [
-        np.sqrt(np.mean((pred - y_new) ** 2)) / np.sqrt(np.mean((_solo(est, fit) - y_new) ** 2))
-        for fit, pred in zip(fits, run.predictions)
-    ]
-    assert abs(float(np.median(ratios)) - 1) < 0.01
+    assert abs(_median_rmse_ratio(est, fits, run.predictions, y_new) - 1) < 0.01
 
 
 @CUDA
