@@ -161,8 +161,9 @@ class StopWatch:
     Python bytecode (between two trees of a forest, two iterations of a solver; not inside one C
     call) and the block ends with the exception ``on_stop(marker)`` returns, chained to whatever
     the interrupted code raised (an error the block raised without being interrupted, such as the
-    caller's own stop between units, passes unchanged). A block that ends before the interrupt arrives ends as it would
-    have; the marker stays in :attr:`marker` (callers check it again between units anyway).
+    caller's own stop between units, passes unchanged). A block that ends before the interrupt
+    arrives ends as it would have; the marker stays in :attr:`marker` (callers check it again
+    between units anyway).
 
     Outside the main thread (a handler run in a worker thread: tests, some local runners) the
     watch does nothing, as a signal handler can only be set in the main thread: the caller's

@@ -145,8 +145,9 @@ def crossfit_shard(
             raise stopped(marker)
 
     batched: dict[str, int] = {}
-    results_by_part: dict[int, list[Any]] = {}
-    # a unit that runs long is interrupted by the watch when the marker appears during it
+    fitted: list[tuple[list[Any], list[Any]]] = []  # each part's units and their results
+    # a unit that runs long is interrupted by the watch when the marker appears during it (its
+    # own reader: the watch thread reads while the main thread's check_stop may read too)
     watch = StopWatch(
         StopReader(store, stop.key, execution_arn),
         UNIT_WATCH_S,
@@ -155,13 +156,13 @@ def crossfit_shard(
     with watch:
         for part, (data, folds, inputs) in parts.items():
             members = [u for u in units if u.part == part]
-            results_by_part[part] = dml.fit_predict_units(
+            results = dml.fit_predict_units(
                 plan.spec(part), members, data, folds, inputs, before_unit=check_stop
             )
+            fitted.append((members, results))
             done_before += len(members)
-    for part in parts:
-        members = [u for u in units if u.part == part]
-        for unit, result in zip(members, results_by_part[part], strict=True):
+    for members, results in fitted:
+        for unit, result in zip(members, results, strict=True):
             arrays[unit.key] = result.values
             if result.aux is not None:  # PQ/LPQ stage 0: the fold's preliminary propensities
                 arrays[storage.aux_array_name(unit.key)] = result.aux
