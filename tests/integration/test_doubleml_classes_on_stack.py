@@ -57,8 +57,8 @@ def test_plr_and_irm_on_the_stack_equal_doubleml(local_client) -> None:
 
     import fanfit
 
-    # GIVEN DoubleML's simulated data, fast deterministic learners (one a Pipeline) and given
-    # folds (3 x 2)
+    # GIVEN DoubleML's simulated data, fast deterministic learners (one a Pipeline), given
+    # folds (3 x 2) and per-fold nuisance parameters
     np.random.seed(3141)
     plr_data = dml.DoubleMLData(
         make_plr_CCDDHNR2018(n_obs=N_OBS, dim_x=10, return_type="DataFrame"), "y", "d"
@@ -82,13 +82,26 @@ def test_plr_and_irm_on_the_stack_equal_doubleml(local_client) -> None:
         theirs = getattr(dml, cls)(data, *learners, n_folds=3, n_rep=2, draw_sample_splitting=False)
         ours.set_sample_splitting(smpls)
         theirs.set_sample_splitting(smpls)
+        for model in (ours, theirs):  # nuisance parameters, per fold (a Pipeline's step's too)
+            if cls == "DoubleMLPLR":
+                model.set_ml_nuisance_params(
+                    "ml_l", "d", [[{"alpha": a} for a in (0.01, 0.1, 0.3)]] * 2
+                )
+            else:
+                model.set_ml_nuisance_params(
+                    "ml_m",
+                    "d",
+                    [[{"logisticregression__C": 0.1}] * 3, [{"logisticregression__C": 2.0}] * 3],
+                )
         runs.append((ours, theirs))
     # WHEN fanfit's run on the local stack and DoubleML's in-process
     for ours, theirs in runs:
         ours.fit(client=local_client, max_concurrency=2, timeout=300)
         theirs.fit()
-    # THEN the Pipeline travelled as an allow-listed spec
+    # THEN the Pipeline travelled as an allow-listed spec, the parameters as the job's
     assert runs[1][0].fanfit_options()["ml_m"].name == "Pipeline"
+    for ours, _ in runs:
+        assert ours.fanfit_job.spec().learner_params == ours.fanfit_options()["learner_params"]
     # AND every number is DoubleML's, and the job's own result is the one checked in fit()
     for ours, theirs in runs:
         _check_equal(ours, theirs)

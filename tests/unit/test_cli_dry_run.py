@@ -48,6 +48,22 @@ def test_estimate_dry_run_prints_the_plan(capsys) -> None:
     assert "learner ml_l: LassoCV:{}" in out and "learner ml_m: LogisticRegression:{}" in out
 
 
+def test_estimate_dry_run_shows_and_checks_the_learner_params(capsys, tmp_path) -> None:
+    # GIVEN DoubleML's nuisance parameters in a YAML file, one of them misspelt in a second
+    good, bad = tmp_path / "params.yaml", tmp_path / "bad.json"
+    good.write_text("ml_l:\n  e401: {alpha: 0.5}\nml_m:\n  e401: {C: 0.1}\n")
+    bad.write_text('{"ml_m": {"e401": {"Cee": 0.1}}}')
+    cmd = [*BASE, "--ml-l", "Lasso", "--ml-m", "LogisticRegression"]
+    # WHEN dry-run THEN the good file's parameters are shown with the plan
+    assert main([*cmd, "--learner-params", str(good)]) == 0
+    out = capsys.readouterr().out
+    assert "learner_params: {'ml_l': {'e401': {'alpha': 0.5}}, 'ml_m': {'e401': {'C': 0.1}}}" in out
+    # AND the misspelt parameter exits 2 naming the nuisance and the parameter
+    assert main([*cmd, "--learner-params", str(bad)]) == 2
+    err = capsys.readouterr().err
+    assert "--learner-params['ml_m']['e401']" in err and "Cee" in err
+
+
 def test_estimate_dry_run_json_from_the_example_config(capsys) -> None:
     # WHEN the example file is dry-run with a flag overriding it, as JSON
     code = main(["estimate", "--config", EXAMPLE, "--dry-run", "--n-rep", "2", "--output", "json"])

@@ -188,7 +188,7 @@ def test_lpq_fold_procedure_equals_doubleml() -> None:
     thetas = []
     for train, test in obj.smpls[0]:
         out = lpq_fold(x, y, d, z, train, test, 1, 0.5, start, N_FOLDS,
-                       LogisticRegression, LogisticRegression)  # fmt: skip
+                       lambda _k: LogisticRegression(), lambda _k: LogisticRegression())  # fmt: skip
         for k in LPQ_KEYS:
             got[k][test] = out.preds[k]
         thetas.append(out.theta_ipw)

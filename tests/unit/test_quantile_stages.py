@@ -82,9 +82,10 @@ def test_two_stages_and_the_chain_equal_the_one_call_fold_procedure(model: str) 
             test = np.flatnonzero(folds[:, i_rep] == i_fold)
             train = np.flatnonzero(folds[:, i_rep] != i_fold)
             common = (N_FOLDS, LogisticRegression, LogisticRegression)
-            if model == "lpq":
+            if model == "lpq":  # its builders take the nuisance's key
                 z = data.z[:, 0]
-                out = lpq_fold(x, y, d, z, train, test, 1, q, start, *common)
+                keyed = (N_FOLDS, lambda _k: LogisticRegression(), lambda _k: LogisticRegression())
+                out = lpq_fold(x, y, d, z, train, test, 1, q, start, *keyed)
                 want, theta = out.preds, out.theta_ipw
             else:
                 pq = pq_fold(x, y, d, train, test, 1, q, start, *common)

@@ -65,8 +65,8 @@ def _redo(obj, m_learner) -> tuple[list, list, list]:
         for i_fold, (train, test) in enumerate(obj.smpls[i_rep]):
             fold = lplr_fold(
                 x, y, d, train, test, obj.smpls_inner[i_rep][i_fold], obj.n_folds,
-                "nuisance_space", LogisticRegression, LinearRegression, m_learner, m_learner,
-                proba, proba,
+                "nuisance_space", lambda _k: LogisticRegression(), LinearRegression, m_learner,
+                lambda _k: m_learner(), proba, proba,
             )  # fmt: skip
             for key, values in fold.preds.items():
                 preds[key][test] = values
@@ -149,7 +149,8 @@ def test_instrument_score_is_refused_by_a_fold_and_an_unknown_score_by_name() ->
     x, y, d = (np.asarray(v, dtype=float) for v in (data.x, data.y, data.d))
     train, test = np.arange(100, y.size), np.arange(100)
     inner = draw_inner_smpls(train, 3, random_state=0)
-    builders = (LogisticRegression, LinearRegression, LinearRegression, LinearRegression)
+    builders = (lambda _k: LogisticRegression(), LinearRegression, LinearRegression,
+                lambda _k: LinearRegression())  # fmt: skip
     # WHEN the fold runs score 'instrument' or an unknown one THEN InvalidJobError says why
     with pytest.raises(InvalidJobError, match="every fold's ml_M"):
         lplr_fold(x, y, d, train, test, inner, 5, "instrument", *builders, False, False)

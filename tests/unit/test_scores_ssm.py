@@ -95,7 +95,7 @@ def test_ssm_nonignorable_two_step_fits_match_doubleml(normalize_ipw: bool) -> N
             # WHEN fanfit runs each outer fold's nested fits
             fold = ssm_nonignorable_fold(
                 x, y, d, s, z, train, test, LogisticRegression, LogisticRegression,
-                LinearRegression,
+                lambda _key: LinearRegression(),
             )  # fmt: skip
             for name in SSM_KEYS:
                 preds[name][test] = fold[name]
@@ -127,7 +127,7 @@ def test_ssm_nonignorable_fold_uses_each_learners_random_state() -> None:
         fold = ssm_nonignorable_fold(
             x, data.y, data.d, data.s, z, train, test,
             lambda: RandomForestClassifier(**forest), lambda: RandomForestClassifier(**forest),
-            lambda: RandomForestRegressor(**forest),
+            lambda _key: RandomForestRegressor(**forest),
         )  # fmt: skip
         # THEN its test-row predictions are DoubleML's
         for name in SSM_KEYS:

@@ -140,6 +140,7 @@ class CheckedEstimate:
             "treatment": spec.treatment,
             "quantile": spec.quantile,
             "dtypes": spec.dtypes,
+            "learner_params": spec.learner_params,
         }
 
 

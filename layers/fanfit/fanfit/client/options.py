@@ -18,6 +18,7 @@ import dataclasses
 import inspect
 import math
 import numbers
+import os
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Self
@@ -59,6 +60,7 @@ __all__ = [
     "check_objective",
     "check_weight",
     "parse_treatment_levels",
+    "read_learner_params",
 ]
 
 
@@ -339,6 +341,14 @@ class EstimateOptions(_Options):
     normalize_ipw: bool = _option(
         False, kind="bool", help="irm, iivm: normalize the inverse probability weights"
     )
+    learner_params: Any = _option(
+        None,
+        kind="path",
+        metavar="FILE",
+        help="JSON or YAML: DoubleML's nuisance parameters (set_ml_nuisance_params), "
+        "{nuisance: {treatment column: params}}, params one object for every fold or n_rep "
+        "lists of n_folds objects",
+    )
     subgroups: str | Mapping[str, bool] | None = _option(
         None,
         metavar="always_takers=BOOL,never_takers=BOOL",
@@ -505,6 +515,7 @@ class EstimateOptions(_Options):
             weights_col=self.weights_col, weights_bar_cols=self.weights_bar_cols,
             treatment=self.treatment, quantiles=self.quantiles, n_folds_inner=self.n_folds_inner,
             inner_folds_cols=self.inner_folds_cols,
+            learner_params=read_learner_params(self.learner_params),
         )  # fmt: skip
 
     def check(self) -> tuple[dml.DMLSpec, list[str], float]:
@@ -711,6 +722,7 @@ def build_spec(
     quantiles: str | float | Sequence[float] | None = None,
     n_folds_inner: int | None = None,
     inner_folds_cols: str | Sequence[str] | None = None,
+    learner_params: Mapping[str, Any] | None = None,
 ) -> tuple[dml.DMLSpec, list[str]]:
     """Build and validate a :class:`fanfit.dml.DMLSpec` from user options.
 
@@ -791,10 +803,55 @@ def build_spec(
         quantile=quantile,
         n_folds_inner=None if n_folds_inner is None else int(n_folds_inner),
         inner_folds_cols=None if inner_folds_cols is None else tuple(_as_list(inner_folds_cols)),
+        learner_params=None if learner_params is None else dict(learner_params),
     )
     spec.validate()
     columns = list(spec.used_cols)
     return spec, columns
+
+
+def read_learner_params(value: Any) -> dict[str, Any] | None:
+    """The ``learner_params`` option as :attr:`fanfit.dml.DMLSpec.learner_params` takes it.
+
+    Parameters
+    ----------
+    value : mapping, str, os.PathLike or None
+        The parameters themselves (Python), or a JSON or YAML file of them (the command line,
+        job files): ``{nuisance: {treatment column: params}}``, DoubleML's names
+        (``set_ml_nuisance_params``).
+
+    Returns
+    -------
+    dict or None
+        The parameters (checked against the model by :meth:`fanfit.dml.DMLSpec.validate`).
+
+    Raises
+    ------
+    fanfit.errors.InvalidJobError
+        A file that cannot be read or parsed, or one whose top level is not an object, naming it.
+    """
+    if value is None or isinstance(value, Mapping):
+        return None if value is None else dict(value)
+    if not isinstance(value, str | os.PathLike):
+        raise InvalidJobError(
+            "learner_params must be an object {nuisance: {treatment column: params}} or a JSON "
+            f"or YAML file of one, got {shown_value(value)}"
+        )
+    import yaml  # a JSON document is YAML too
+
+    try:
+        with open(value, encoding="utf-8") as fh:
+            loaded = yaml.safe_load(fh)
+    except OSError as exc:
+        raise InvalidJobError(f"learner_params: cannot read {value}: {exc.strerror}") from exc
+    except yaml.YAMLError as exc:
+        raise InvalidJobError(f"learner_params: {value} is not JSON or YAML: {exc}") from exc
+    if not isinstance(loaded, Mapping):
+        raise InvalidJobError(
+            f"learner_params: {value} must hold an object {{nuisance: {{treatment column: "
+            f"params}}}}, got {type(loaded).__name__}"
+        )
+    return dict(loaded)
 
 
 def with_option_parameters(function: Any, options: type[_Options]) -> inspect.Signature:

@@ -127,9 +127,12 @@ def fold_run(model: str) -> Callable[..., tuple[dict[str, np.ndarray], dict[str,
         x, y, d = data.xd(i_treat), data.y, data.d[:, i_treat]
         common = (spec.n_folds, lambda: build("ml_g"), lambda: build("ml_m"))
         ipw = (spec.normalize_ipw, spec.trimming_threshold)
-        if model == "lpq":
+        if model == "lpq":  # LPQ's builders take the nuisance (ml_m_z, ..., ml_g_du_z1)
             z = column(spec, data, "z", i_treat)
-            lpq = lpq_fold(x, y, d, z, train, test, treatment, quantile, start, *common, *ipw)
+            lpq = lpq_fold(
+                x, y, d, z, train, test, treatment, quantile, start, spec.n_folds, build, build,
+                *ipw,
+            )  # fmt: skip
             return dict(lpq.preds), {THETA_IPW: lpq.theta_ipw}
         out = pq_fold(
             x, y, d, train, test, treatment, quantile, start, *common, *ipw, cvar=model == "cvar"
@@ -156,11 +159,10 @@ def fold_prelim(
         build: Callable[[str], Any],
     ) -> tuple[dict[str, np.ndarray], np.ndarray]:
         x, d = data.xd(i_treat), data.d[:, i_treat]
-        build_m = lambda: build("ml_m")  # noqa: E731
         if model == "lpq":
             z = column(spec, data, "z", i_treat)
-            return lpq_fold_prelim(x, d, z, train, test, spec.n_folds, build_m)
-        out = pq_fold_prelim(x, d, train, test, spec.n_folds, build_m)
+            return lpq_fold_prelim(x, d, z, train, test, spec.n_folds, build)
+        out = pq_fold_prelim(x, d, train, test, spec.n_folds, lambda: build("ml_m"))
         return {"ml_m": out.m_hat}, out.m_prelim[None, :]
 
     return prelim
@@ -204,10 +206,10 @@ def fold_final(model: str) -> Callable[..., dict[str, np.ndarray]]:
         treatment, quantile = _options(spec)
         x, y, d = data.xd(i_treat), data.y, data.d[:, i_treat]
         theta = np.float64(scalars[THETA_IPW])
-        build_g = lambda: build("ml_g")  # noqa: E731
         if model == "lpq":
             z = column(spec, data, "z", i_treat)
-            return lpq_fold_final(x, y, d, z, train, test, treatment, theta, build_g)
+            return lpq_fold_final(x, y, d, z, train, test, treatment, theta, build)
+        build_g = lambda: build("ml_g")  # noqa: E731
         return {"ml_g": pq_fold_final(x, y, d, train, test, treatment, quantile, theta, build_g)}
 
     return final

@@ -17,7 +17,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Protocol
 
 import numpy as np
 
@@ -26,6 +26,7 @@ from fanfit.dml.model_checks import DMLData, DMLSpec, column
 __all__ = [
     "FOLD_TARGET",
     "RESIDUAL",
+    "Build",
     "FoldProcedure",
     "FoldRun",
     "FoldSplit",
@@ -90,9 +91,19 @@ class Nuisance:
 #: :math:`1\{Y \le \theta^{(k)}_{\mathrm{ipw}}\}`); :attr:`FoldProcedure.targets` gives it.
 FOLD_TARGET = "fold"
 
+
+class Build(Protocol):
+    """A fold procedure's builder: ``build(key)`` is a new unfitted estimator of nuisance ``key``
+    (``ml_m``, ``ml_m_d_z0``) with its learner's seed and the unit's fold's nuisance parameters
+    (:mod:`fanfit.dml.nuisance_params`); ``build(key, k)`` takes fold ``k``'s parameters instead
+    (DoubleMLLPLR's inner fits)."""
+
+    def __call__(self, key: str, params_fold: int | None = None, /) -> Any: ...
+
+
 #: ``(spec, data, train, test, i_treat, build, start) -> (predictions, scalars)`` (:class:`FoldProcedure`).
 FoldRun = Callable[
-    [DMLSpec, DMLData, np.ndarray, np.ndarray, int, Callable[[str], Any], float],
+    [DMLSpec, DMLData, np.ndarray, np.ndarray, int, Build, float],
     tuple[dict[str, np.ndarray], dict[str, float]],
 ]
 
@@ -125,12 +136,12 @@ class FoldSplit:
     """
 
     prelim: Callable[
-        [DMLSpec, DMLData, np.ndarray, np.ndarray, int, Callable[[str], Any]],
+        [DMLSpec, DMLData, np.ndarray, np.ndarray, int, Build],
         tuple[dict[str, np.ndarray], np.ndarray],
     ]
     root: Callable[[DMLSpec, DMLData, np.ndarray, int, np.ndarray, float], dict[str, float]]
     final: Callable[
-        [DMLSpec, DMLData, np.ndarray, np.ndarray, int, Callable[[str], Any], Mapping[str, float]],
+        [DMLSpec, DMLData, np.ndarray, np.ndarray, int, Build, Mapping[str, float]],
         dict[str, np.ndarray],
     ]
 

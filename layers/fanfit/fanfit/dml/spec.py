@@ -8,12 +8,14 @@ rule, ``normalize_ipw=False``, ``n_folds=5``, ``n_rep=1``, ``n_rep_boot=500``.
 
 from __future__ import annotations
 
+import copy
 import numbers
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
 from fanfit.dml.models import REGISTRY, model_def
+from fanfit.dml.nuisance_params import check_learner_params
 from fanfit.errors import InvalidJobError, InvalidLearnerError
 from fanfit.learners import LearnerSpec, as_learner_spec
 
@@ -251,6 +253,11 @@ class DMLSpec:
         quantile (or conditional value at risk) is estimated.
     quantile : float or None
         PQ and CVaR only (DoubleML's ``quantile``): the quantile level, in (0, 1).
+    learner_params : dict or None
+        DoubleML's nuisance parameters (``set_ml_nuisance_params``, ``tune``):
+        ``{nuisance: {treatment column: params}}``, params a dict (every repetition and fold) or
+        ``n_rep`` lists of ``n_cross_folds`` dicts; every fit unit's learner gets its fold's
+        (:mod:`fanfit.dml.nuisance_params`). None: the learners as given.
     dtypes : dict of str to str, or None
         The dtype each data role computes in, for the roles where it is not float64. Only jobs
         of fanfit's DoubleML classes set it, to the dtypes DoubleML computes their frame in
@@ -292,6 +299,7 @@ class DMLSpec:
     treatment: int | None = None
     quantile: float | None = None
     dtypes: dict[str, str] | None = None
+    learner_params: dict[str, Any] | None = None
 
     def __post_init__(self) -> None:
         for name in ("d_cols", "x_cols", "z_cols", "cluster_cols"):
@@ -373,9 +381,11 @@ class DMLSpec:
             ``subgroups`` for a model other than IIVM or not of the form
             ``{"always_takers": bool, "never_takers": bool}``; a learner missing for the model and score (the message names it and
             what it estimates) or one the model does not use; ``dtypes`` not an object of the
-            spec's roles (:attr:`dtype_roles`) to ``'float32'``/``'float64'``.
+            spec's roles (:attr:`dtype_roles`) to ``'float32'``/``'float64'``; ``learner_params``
+            not of the form :func:`fanfit.dml.nuisance_params.check_learner_params` checks.
         InvalidLearnerError
-            A classifier where the model needs a regressor, or the reverse.
+            A classifier where the model needs a regressor, or the reverse; a nuisance
+            parameter its learner does not have or rejects.
         """
         mdef = model_def(self.model)
         valid_scores = mdef.scores
@@ -392,6 +402,7 @@ class DMLSpec:
         self._validate_dtypes()
         mdef.check_spec(self)
         self._validate_learners()
+        check_learner_params(self)
 
     def _validate_columns(self) -> None:
         if not isinstance(self.y_col, str) or not self.y_col:
@@ -673,7 +684,9 @@ class DMLSpec:
             {} if self.weights_bar_cols is None else {"weights_bar_cols": list(self.weights_bar_cols)}
         ) | (
             {} if self.inner_folds_cols is None else {"inner_folds_cols": list(self.inner_folds_cols)}
-        ) | ({"dtypes": dict(sorted(self.dtypes.items()))} if self.dtypes else {})  # fmt: skip
+        ) | ({"dtypes": dict(sorted(self.dtypes.items()))} if self.dtypes else {}) | (
+            {"learner_params": copy.deepcopy(self.learner_params)} if self.learner_params else {}
+        )  # fmt: skip
 
     @classmethod
     def from_dict(cls, d: dict) -> DMLSpec:

@@ -26,6 +26,7 @@ import numpy as np
 from fanfit.dml.data import DMLData
 from fanfit.dml.folds import DEFAULT_N_FOLDS_INNER, draw_inner_smpls, inner_smpls_to_ids
 from fanfit.dml.models import RESIDUAL, column, model_def, row_mask
+from fanfit.dml.nuisance_params import unit_learner
 from fanfit.dml.spec import DMLSpec
 from fanfit.dml.units import (
     FitUnit,
@@ -104,8 +105,9 @@ def fit_predict(
     """Fit a unit's learner on its training rows and predict its fold's test rows.
 
     What DoubleML's ``_dml_cv_predict`` (through scikit-learn's ``cross_val_predict``) computes for
-    that fold, bit for bit: the learner ``spec.learners[...].build(random_state=unit_seed(...))``
-    is fitted on ``X[train]`` where ``train`` are the sorted rows outside fold ``i_fold`` of
+    that fold, bit for bit: the learner ``spec.learners[...].build(random_state=unit_seed(...))``,
+    with the nuisance parameters DoubleML sets for that (nuisance, treatment, repetition, fold)
+    (:func:`fanfit.dml.nuisance_params.unit_learner`), is fitted on ``X[train]`` where ``train`` are the sorted rows outside fold ``i_fold`` of
     repetition ``i_rep`` (for ``ml_g0``/``ml_g1``/``ml_r0``/``ml_r1`` only those with ``d`` (IRM) or
     ``z`` (IIVM) equal to 0 / 1; with ``cluster_cols`` only the rows in none of the fold's test
     clusters, :func:`~fanfit.dml.units.train_mask`), ``X`` being the covariates plus the other
@@ -185,6 +187,7 @@ def _unit_rows(
         raise InvalidJobError(
             f"Unit {unit.key} needs learner {name!r}, which the spec does not define."
         )
+    lspec = unit_learner(spec, unit.learner, unit.i_treat, unit.i_rep, unit.i_fold, name)
     x = features(spec, data, unit.learner, unit.i_treat)
     target, cond = _target_and_rows(spec, unit, data, stage_inputs)
     col = np.asarray(folds)[:, unit.i_rep]
@@ -201,7 +204,7 @@ def _unit_rows(
             + (" with the required treatment/instrument value" if cond is not None else "")
             + "; use fewer folds or check the data."
         )
-    return spec.learners[name], x, target, train, test
+    return lspec, x, target, train, test
 
 
 def _positive_proba(proba: np.ndarray, classes: Any, n_test: int) -> np.ndarray:
@@ -302,27 +305,29 @@ def fit_predict_units(
     As :func:`fit_predict`.
     """
     out: dict[int, UnitResult] = {}
-    groups: dict[str, list[int]] = {}
+    # one group per learner and its nuisance parameters (DMLSpec.learner_params): a batch
+    # trains one configuration
+    groups: dict[tuple[str, str], list[int]] = {}
     for i, unit in enumerate(units):
         if batch_torch and _batchable(spec, unit):
-            groups.setdefault(learner_name(unit.learner), []).append(i)
+            own = unit_learner(spec, unit.learner, unit.i_treat, unit.i_rep, unit.i_fold)
+            groups.setdefault((learner_name(unit.learner), str(own)), []).append(i)
             continue
         if before_unit is not None:
             before_unit(len(out))
         t0 = time.perf_counter()
         values, aux = fit_predict_aux(spec, unit, data, folds, stage_inputs)
         out[i] = UnitResult(values, aux, time.perf_counter() - t0)
-    for name, members in groups.items():
+    for members in groups.values():
         from fanfit.learners.torch_batched import BatchedFit, fit_predict_batched
 
         if before_unit is not None:
             before_unit(len(out))
 
-        lspec = spec.learners[name]
         fits, tests = [], []
         for i in members:
             unit = units[i]
-            _, x, target, train, test = _unit_rows(spec, unit, data, folds, stage_inputs)
+            lspec, x, target, train, test = _unit_rows(spec, unit, data, folds, stage_inputs)
             if lspec.is_classifier:
                 _, target = np.unique(target, return_inverse=True)
             # the solo fit's seed (a random_state the user gave stays as it is)
@@ -371,13 +376,18 @@ def _run_fold_procedure(
             "training rows."
         )
 
-    def build(name: str) -> Any:
+    def build(key: str, params_fold: int | None = None) -> Any:
+        # key: the nuisance (DoubleML's params name, ml_m_d_z0) whose parameters of fold
+        # params_fold (default the unit's) are set; the seed is its learner's, as before them
+        name = learner_name(key)
         if name not in spec.learners:
             raise InvalidJobError(
                 f"Unit {unit.key} needs learner {name!r}, which the spec does not define."
             )
+        fold = unit.i_fold if params_fold is None else params_fold
+        lspec = unit_learner(spec, key, unit.i_treat, unit.i_rep, fold, name)
         own = FitUnit(unit.stage, unit.i_treat, unit.i_rep, unit.i_fold, name)
-        return spec.learners[name].build(random_state=unit_seed(spec.seed, own))
+        return lspec.build(random_state=unit_seed(spec.seed, own))
 
     if fp.inner_folds:  # the fold's own inner folds, as one column (FoldProcedure.inner_folds)
         data = dataclasses.replace(data, inner_folds=_inner_folds(spec, data, unit, train)[:, None])

@@ -49,6 +49,7 @@ from fanfit.learners.allowlist import (
     allowed_names,
     check_json_value,
     estimator_to_dict,
+    json_value,
 )
 
 #: The allowed learners that are classifiers (``predict_proba``): the ``...Classifier`` classes and
@@ -263,6 +264,79 @@ class LearnerSpec:
         """Whether the learner must run on a Batch worker (it, or a step or estimator inside it,
         is in :data:`GPU_ONLY_LEARNERS`)."""
         return bool(_names(self.name, self.params) & GPU_ONLY_LEARNERS)
+
+    def with_params(self, params: dict) -> LearnerSpec:
+        """This spec with ``params`` set, as scikit-learn's ``clone(est).set_params(**params)``.
+
+        DoubleML fits a nuisance learner with the parameters of ``set_ml_nuisance_params`` (and
+        of ``tune``) this way (``doubleml.utils._estimation._dml_cv_predict``); a spec built from
+        the result equals that estimator. A plain learner's keys are its parameters; a
+        ``Pipeline``'s are ``STEP__PARAM`` (``"lasso__alpha"``); a search's are its own
+        parameters or ``estimator__PARAM``. Values are JSON values (numpy scalars and tuples are
+        converted, :func:`fanfit.learners.allowlist.json_value`).
+
+        Parameters
+        ----------
+        params : dict of str to JSON value
+            Empty: this spec itself.
+
+        Returns
+        -------
+        LearnerSpec
+            A new, validated spec.
+
+        Raises
+        ------
+        InvalidLearnerError
+            Not a dict, a key the learner has no parameter for (a pipeline's ``steps`` or a
+            step itself included: only JSON values can be set), a non-JSON value, or a value
+            the estimator rejects; the message names the learner and the parameter.
+        """
+        if not isinstance(params, dict):
+            raise InvalidLearnerError(
+                f"Learner {self.name}: parameters to set must be a dict, got {_shown(params)}."
+            )
+        if not params:
+            return self
+        plain = {k: json_value(self.name, str(k), v) for k, v in params.items()}
+        out = copy.deepcopy(self.params)
+        if self.name == "Pipeline":
+            steps = _steps(out)
+            found = {n: i for i, (n, _) in enumerate(steps)}
+            for key, value in plain.items():
+                step, sep, leaf = key.partition("__")
+                if not sep or step not in found:
+                    raise InvalidLearnerError(
+                        f"Learner Pipeline has no parameter {key!r} that can be set; name a "
+                        f"step's parameter as STEP__PARAM with STEP one of {', '.join(found)}."
+                    )
+                d = steps[found[step]][1]
+                d["params"] = LearnerSpec._step_with(d, {leaf: value})
+            return LearnerSpec("Pipeline", out)
+        if self.name in _SEARCHES:
+            inner = {
+                k[len("estimator__") :]: v for k, v in plain.items() if k.startswith("estimator__")
+            }
+            own = {k: v for k, v in plain.items() if not k.startswith("estimator__")}
+            if "estimator" in own:
+                raise InvalidLearnerError(
+                    f"Learner {self.name}: its estimator cannot be replaced by set_params; set its "
+                    "parameters as estimator__PARAM."
+                )
+            if inner:
+                out["estimator"] = (
+                    LearnerSpec.from_dict(out["estimator"]).with_params(inner).to_dict()
+                )
+            return LearnerSpec(self.name, {**out, **own})
+        return LearnerSpec(self.name, {**out, **plain})
+
+    @staticmethod
+    def _step_with(step: dict, params: dict) -> dict:
+        """A pipeline step's params with ``params`` set (checked as the step's class checks them)."""
+        name = step["name"]
+        if name in ALLOWED_LEARNERS:
+            return LearnerSpec(name, step["params"]).with_params(params).params
+        return _check_params(name, ALLOWED_TRANSFORMERS[name], {**step["params"], **params})
 
     # ------------------------------------------------------------------ build
     def build(self, random_state: int | None = None) -> BaseEstimator:

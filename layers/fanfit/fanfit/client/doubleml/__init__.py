@@ -41,6 +41,7 @@ without it, :class:`fanfit.dml.interop.MissingDependencyError` gives the pip com
 
 from __future__ import annotations
 
+import copy
 from typing import Any
 
 import numpy as np
@@ -103,8 +104,8 @@ def from_doubleml(model: Any, client: Any = None, **fit_options: Any) -> Any:
 
     The counterpart (:class:`DoubleMLPLR`, :class:`DoubleMLIRM`, :class:`DoubleMLPLIV` or
     :class:`DoubleMLIIVM`) takes the model's data, learners (its ``learner`` dict), n_folds,
-    n_rep, score and model options, and its sample splitting when it has one (``smpls``); it is
-    then fitted with :meth:`~fanfit.client.doubleml.base._OnStack.fit`.
+    n_rep, score and model options, its sample splitting when it has one (``smpls``) and its
+    nuisance parameters (``set_ml_nuisance_params``, ``tune``); it is then fitted with :meth:`~fanfit.client.doubleml.base._OnStack.fit`.
 
     Parameters
     ----------
@@ -176,4 +177,5 @@ def from_doubleml(model: Any, client: Any = None, **fit_options: Any) -> Any:
         ours.set_sample_splitting(model.smpls, model.smpls_cluster)
     elif model._smpls is not None:
         ours.set_sample_splitting(model.smpls)
+    ours._params = copy.deepcopy(model._params)  # set_ml_nuisance_params, tune()
     return ours.fit(client, **fit_options)

@@ -8,6 +8,7 @@ re-exported by :mod:`fanfit.client.doubleml`, whose docstring says how a fit wor
 
 from __future__ import annotations
 
+import copy
 from typing import Any
 
 import numpy as np
@@ -231,15 +232,18 @@ class DoubleMLAPOS(_SideBySide, _doubleml.DoubleMLAPOS):  # type: ignore[misc]
         return [one.fanfit_options(seed) for one in self._fanfit_levels()]
 
     def _fanfit_levels(self) -> list[DoubleMLAPO]:
-        """One fanfit DoubleMLAPO per level, on this model's sample splitting and weights."""
+        """One fanfit DoubleMLAPO per level, on this model's sample splitting and weights, with
+        the nuisance parameters set on its ``modellist`` model (``set_ml_nuisance_params``,
+        ``tune_ml_models``)."""
         out = []
-        for level in self.treatment_levels:
+        for level, model in zip(self.treatment_levels, self.modellist, strict=True):
             one = DoubleMLAPO(
                 self._dml_data, self._learner["ml_g"], self._learner["ml_m"], level,
                 self.n_folds, self.n_rep, self.score, self._fanfit_weights, self.normalize_ipw,
                 ps_processor_config=self.ps_processor_config, draw_sample_splitting=False,
             )  # fmt: skip
             one.set_sample_splitting(self.smpls)
+            one._params = copy.deepcopy(model._params)
             out.append(one)
         return out
 

@@ -28,6 +28,7 @@ from fanfit import errors
 from fanfit.dml.folds import smpls_to_folds, validate_cluster_folds
 from fanfit.dml.interop import import_doubleml
 from fanfit.learners import LearnerSpec, as_learner_spec
+from fanfit.learners.allowlist import json_value
 
 import_doubleml()  # without DoubleML: MissingDependencyError, with the pip command
 import doubleml as _doubleml  # noqa: E402 - after the check that names the extra
@@ -337,7 +338,52 @@ class _OnStack:
         for name, learner in self._learner.items():  # type: ignore[attr-defined]
             options[name] = _learner_spec(name, learner)
         options.update(self._fanfit_model_options())
+        learner_params = self._fanfit_learner_params()
+        if learner_params:
+            options["learner_params"] = learner_params
         return options
+
+    def _fanfit_learner_params(self) -> dict[str, Any]:
+        """DoubleML's nuisance parameters as the job's ``learner_params``.
+
+        DoubleML keeps what ``set_ml_nuisance_params`` and ``tune`` set in ``_params``: per
+        nuisance (``params_names``) and treatment column, ``[None] * n_rep`` or ``n_rep`` lists
+        of ``n_folds`` dicts. Each set entry travels as one dict when every repetition and fold
+        has the same (the usual case, and the form clustered data's ``n_folds ** m`` folds
+        take), else as DoubleML's lists (:mod:`fanfit.dml.nuisance_params`).
+
+        Returns
+        -------
+        dict
+            ``{nuisance: {treatment column: dict or list}}``; empty when none are set.
+
+        Raises
+        ------
+        fanfit.errors.InvalidLearnerError
+            A value that is not plain JSON (an estimator, a callable, an array), naming the
+            nuisance and the parameter.
+        """
+        n_folds = int(self.n_folds)  # type: ignore[attr-defined]
+        out: dict[str, Any] = {}
+        for key, by_treat in (getattr(self, "_params", None) or {}).items():
+            for d_col, value in by_treat.items():
+                if value is None or all(rep is None for rep in value):
+                    continue
+                where = f"{key} ({d_col})"
+                reps = [
+                    [
+                        {str(k): json_value(where, str(k), v) for k, v in (p or {}).items()}
+                        for p in (rep if rep is not None else [None] * n_folds)
+                    ]
+                    for rep in value
+                ]
+                first = reps[0][0]
+                if all(p == first for rep in reps for p in rep):
+                    if first:
+                        out.setdefault(key, {})[str(d_col)] = first
+                else:
+                    out.setdefault(key, {})[str(d_col)] = reps
+        return out
 
     def _fanfit_cluster_folds(self, data: Any) -> dict[str, Any]:
         """``cluster_cols``, ``n_folds`` (per cluster variable) and the folds of clustered data.

@@ -11,6 +11,7 @@ docstring says how a fit works.
 
 from __future__ import annotations
 
+import copy
 import warnings
 from collections.abc import Mapping
 from typing import Any
@@ -302,6 +303,13 @@ class DoubleMLDIDMulti(_SideBySide, _doubleml.did.DoubleMLDIDMulti):  # type: ig
                 draw_sample_splitting=False,
             )  # fmt: skip
         one.set_sample_splitting(binary.smpls)
+        # the combination's nuisance parameters (set on the modellist model or by
+        # tune_ml_models), for its one treatment, under the subset's treatment column
+        d_col = one._dml_data.d_cols[0]
+        one._params = {
+            key: {d_col: copy.deepcopy(next(iter(by_treat.values())))}
+            for key, by_treat in binary._params.items()
+        }
         return one
 
     def fanfit_options(self, seed: int = 0) -> list[tuple[pd.DataFrame, dict[str, Any]]]:

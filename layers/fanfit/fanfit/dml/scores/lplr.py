@@ -49,13 +49,16 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
 from fanfit.dml.folds import DEFAULT_N_FOLDS_INNER, ids_to_inner_smpls
 from fanfit.dml.model_checks import DMLData, DMLSpec, _one_treatment
 from fanfit.errors import InvalidJobError
+
+if TYPE_CHECKING:
+    from fanfit.dml.model_types import Build
 
 __all__ = [
     "BETA",
@@ -125,14 +128,14 @@ def _predict(model: Any, x: np.ndarray, proba: bool) -> np.ndarray:
 
 
 def _double_cv(
-    build: Callable[[], Any], x: np.ndarray, target: np.ndarray, inner: Sequence[tuple[Any, Any]],
-    test: np.ndarray, n_folds: int, proba: bool,
+    build: Callable[[int], Any], x: np.ndarray, target: np.ndarray,
+    inner: Sequence[tuple[Any, Any]], test: np.ndarray, n_folds: int, proba: bool,
 ) -> tuple[np.ndarray, np.ndarray]:  # fmt: skip
     """DoubleML's ``_double_dml_cv_predict`` for one outer fold: the inner cross-fitted
     predictions (every row, NaN outside the inner test rows) and the outer test rows' predictions
-    (the inner models' sum over ``n_folds``)."""
+    (the inner models' sum over ``n_folds``); inner fit ``k`` is ``build(k)``."""
     fit_target = _encoded(target) if proba else target
-    models = [build().fit(x[tr], fit_target[tr]) for tr, _ in inner]
+    models = [build(k).fit(x[tr], fit_target[tr]) for k, (tr, _) in enumerate(inner)]
     inner_preds = np.full(target.shape[0], np.nan)
     for model, (_, te) in zip(models, inner, strict=True):
         inner_preds[te] = _predict(model, x[te], proba)
@@ -151,10 +154,10 @@ def lplr_fold(
     inner: Sequence[tuple[np.ndarray, np.ndarray]],
     n_folds: int,
     score: str,
-    build_M: Callable[[], Any],  # noqa: N803 - DoubleML's name
+    build_M: Callable[[int], Any],  # noqa: N803 - DoubleML's name
     build_t: Callable[[], Any],
     build_m: Callable[[], Any],
-    build_a: Callable[[], Any],
+    build_a: Callable[[int], Any],
     m_proba: bool,
     a_proba: bool,
 ) -> LPLRFold:
@@ -185,9 +188,12 @@ def lplr_fold(
     score : str
         ``'nuisance_space'``; ``'instrument'`` fits ``ml_m`` with weights from *every* fold's
         ``ml_M``, which one fold cannot compute: :class:`~fanfit.errors.InvalidJobError`.
-    build_M, build_t, build_m, build_a : callable
-        ``() -> estimator``: new unfitted ``ml_M`` (classifier), ``ml_t`` (regressor), ``ml_m``
-        and ``ml_a`` estimators.
+    build_M, build_a : callable
+        ``(k) -> estimator``: a new unfitted ``ml_M`` (classifier) / ``ml_a`` for inner fold
+        ``k`` (DoubleML's ``_double_dml_cv_predict`` sets the parameters of outer fold ``k``
+        there: :mod:`fanfit.dml.nuisance_params`).
+    build_t, build_m : callable
+        ``() -> estimator``: new unfitted ``ml_t`` (regressor) and ``ml_m`` estimators.
     m_proba, a_proba : bool
         Whether ``ml_m`` / ``ml_a`` are classifiers (``predict_proba``), as DoubleML decides
         (a classifier on a binary treatment).
@@ -375,7 +381,7 @@ def lplr_run(
     train: np.ndarray,
     test: np.ndarray,
     i_treat: int,
-    build: Callable[[str], Any],
+    build: Build,
     start: float,
 ) -> tuple[dict[str, np.ndarray], dict[str, float]]:
     """The ``run`` of LPLR's fold procedure (:class:`fanfit.dml.models.FoldProcedure`):
@@ -396,8 +402,8 @@ def lplr_run(
     inner = ids_to_inner_smpls(data.inner_folds[:, 0], np.asarray(train), n_inner)
     fold = lplr_fold(
         data.xd(i_treat), data.y, data.d[:, i_treat], train, test, inner, spec.n_folds,
-        spec.score, lambda: build("ml_M"), lambda: build("ml_t"), lambda: build("ml_m"),
-        lambda: build("ml_a"), spec.learners["ml_m"].is_classifier,
+        spec.score, lambda k: build("ml_M", k), lambda: build("ml_t"), lambda: build("ml_m"),
+        lambda k: build("ml_a", k), spec.learners["ml_m"].is_classifier,
         spec.learners["ml_a"].is_classifier,
     )  # fmt: skip
     return fold.preds, {BETA: fold.beta}

@@ -261,8 +261,8 @@ def lpq_fold(
     quantile: float,
     coef_start_val: float,
     n_folds: int,
-    build_g: Callable[[], Any],
-    build_m: Callable[[], Any],
+    build_g: Callable[[str], Any],
+    build_m: Callable[[str], Any],
     normalize_ipw: bool = True,
     clipping_threshold: float = 1e-2,
 ) -> LPQFold:
@@ -297,7 +297,9 @@ def lpq_fold(
     n_folds : int
         Number of inner folds.
     build_g, build_m : callable
-        ``() -> estimator``: a new unfitted ``ml_g`` / ``ml_m`` (classifiers).
+        ``(key) -> estimator``: a new unfitted ``ml_g`` / ``ml_m`` (classifiers) for nuisance
+        ``key`` (``'ml_m_z'``, ``'ml_m_d_z0'``, ..., ``'ml_g_du_z1'``: DoubleML builds one model
+        per nuisance and fold, with its parameters).
     normalize_ipw : bool
     clipping_threshold : float
 
@@ -327,7 +329,7 @@ def lpq_fold_prelim(
     train: np.ndarray,
     test: np.ndarray,
     n_folds: int,
-    build_m: Callable[[], Any],
+    build_m: Callable[[str], Any],
 ) -> tuple[dict[str, np.ndarray], np.ndarray]:
     r"""Steps 1, 2 and 5 of an LPQ outer fold: the parts that do not depend on the start value.
 
@@ -346,7 +348,8 @@ def lpq_fold_prelim(
     n_folds : int
         Number of inner folds.
     build_m : callable
-        ``() -> estimator``: a new unfitted ``ml_m`` (a classifier).
+        ``(key) -> estimator``: a new unfitted ``ml_m`` (a classifier) for nuisance ``key``
+        (``'ml_m_z'``, ``'ml_m_d_z0'``, ``'ml_m_d_z1'``), also for its preliminary fits.
 
     Returns
     -------
@@ -360,13 +363,16 @@ def lpq_fold_prelim(
     x1, d1, z1 = x[train_1], d[train_1], z[train_1]
     m_z_prelim = np.full(train_1.size, np.nan)
     for in_train, in_test in inner:
-        fitted = build_m().fit(x1[in_train], z1[in_train])
+        fitted = build_m("ml_m_z").fit(x1[in_train], z1[in_train])
         m_z_prelim[in_test] = _proba_or_predict(fitted, x1[in_test])
-    m_d_prelim = [_proba_or_predict(build_m().fit(x1[z1 == v], d1[z1 == v]), x1) for v in (0, 1)]
-    preds = {"ml_m_z": _proba_or_predict(build_m().fit(x[train], z[train]), x[test])}
+    m_d_prelim = [
+        _proba_or_predict(build_m(f"ml_m_d_z{v}").fit(x1[z1 == v], d1[z1 == v]), x1) for v in (0, 1)
+    ]
+    preds = {"ml_m_z": _proba_or_predict(build_m("ml_m_z").fit(x[train], z[train]), x[test])}
     for v in (0, 1):
         rows = train[z[train] == v]
-        preds[f"ml_m_d_z{v}"] = _proba_or_predict(build_m().fit(x[rows], d[rows]), x[test])
+        model = build_m(f"ml_m_d_z{v}").fit(x[rows], d[rows])
+        preds[f"ml_m_d_z{v}"] = _proba_or_predict(model, x[test])
     return preds, np.vstack([m_z_prelim, *m_d_prelim])
 
 
@@ -434,7 +440,7 @@ def lpq_fold_final(
     test: np.ndarray,
     treatment: int,
     theta_ipw: float,
-    build_g: Callable[[], Any],
+    build_g: Callable[[str], Any],
 ) -> dict[str, np.ndarray]:
     r"""Step 4 of an LPQ outer fold: ``ml_g_du_z0``/``ml_g_du_z1`` on the second half.
 
@@ -451,7 +457,8 @@ def lpq_fold_final(
     theta_ipw : float
         The fold's IPW local quantile (:func:`lpq_fold_root`).
     build_g : callable
-        ``() -> estimator``: a new unfitted ``ml_g`` (a classifier).
+        ``(key) -> estimator``: a new unfitted ``ml_g`` (a classifier) for nuisance ``key``
+        (``'ml_g_du_z0'``, ``'ml_g_du_z1'``).
 
     Returns
     -------
@@ -463,5 +470,6 @@ def lpq_fold_final(
     for v in (0, 1):
         rows = train_2[z[train_2] == v]
         target = (d[rows] == treatment) * (y[rows] <= theta_ipw)
-        preds[f"ml_g_du_z{v}"] = _proba_or_predict(build_g().fit(x[rows], target), x[test])
+        model = build_g(f"ml_g_du_z{v}").fit(x[rows], target)
+        preds[f"ml_g_du_z{v}"] = _proba_or_predict(model, x[test])
     return preds

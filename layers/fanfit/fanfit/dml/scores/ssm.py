@@ -166,7 +166,7 @@ def ssm_nonignorable_fold(
     test: np.ndarray,
     build_pi: Callable[[], Any],
     build_m: Callable[[], Any],
-    build_g: Callable[[], Any],
+    build_g: Callable[[str], Any],
 ) -> dict[str, np.ndarray]:
     r"""One outer fold's nested fits of DoubleMLSSM's ``'nonignorable'`` score (module docstring).
 
@@ -192,9 +192,11 @@ def ssm_nonignorable_fold(
         The instrument for selection.
     train, test : numpy.ndarray of int
         The outer fold's training and test rows (DoubleML's ``smpls[i_fold]``).
-    build_pi, build_m, build_g : callable
-        ``() -> estimator``: new unfitted ``ml_pi`` (classifier), ``ml_m`` (classifier) and
-        ``ml_g`` estimators.
+    build_pi, build_m : callable
+        ``() -> estimator``: new unfitted ``ml_pi`` and ``ml_m`` (classifiers).
+    build_g : callable
+        ``(key) -> estimator``: a new unfitted ``ml_g`` for nuisance ``key`` (``'ml_g_d1'``,
+        ``'ml_g_d0'``: DoubleML builds one model per nuisance and fold, with its parameters).
 
     Returns
     -------
@@ -213,7 +215,7 @@ def ssm_nonignorable_fold(
     }
     for level in (1, 0):
         rows = np.intersect1d(np.where(d == level)[0], np.intersect1d(np.where(s == 1)[0], train_2))
-        fitted = build_g().fit(xpi[rows], y[rows])
+        fitted = build_g(f"ml_g_d{level}").fit(xpi[rows], y[rows])
         out[f"ml_g_d{level}"] = np.asarray(fitted.predict(xpi[test]), dtype=np.float64)
     return {k: out[k] for k in SSM_KEYS}
 
@@ -238,7 +240,7 @@ def ssm_nonignorable_run(
     s, z = column(spec, data, "s", i_treat), column(spec, data, "z", i_treat)
     preds = ssm_nonignorable_fold(
         data.xd(i_treat), data.y, data.d[:, i_treat], s, z, train, test,
-        lambda: build("ml_pi"), lambda: build("ml_m"), lambda: build("ml_g"),
+        lambda: build("ml_pi"), lambda: build("ml_m"), build,
     )  # fmt: skip
     return preds, {}
 
