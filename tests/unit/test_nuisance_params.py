@@ -141,3 +141,19 @@ def test_a_bad_file_is_named(tmp_path) -> None:
         read_learner_params(tmp_path / "missing.json")
     with pytest.raises(InvalidJobError, match="learner_params must be an object"):
         read_learner_params(3)
+
+
+def test_a_units_workload_signature_has_its_parameters() -> None:
+    # GIVEN ml_m's parameters in fold 2 of repetition 0 only
+    from fanfit.dml import FitUnit
+    from fanfit.jobs.estimate.data import unit_signature
+
+    per_fold = [[{}, {}, {"C": 0.01}], [{}, {}, {}]]
+    plain, tuned = _spec(), _spec({"ml_m": {"d": per_fold}})
+
+    def signature(spec, i_fold):
+        return unit_signature(spec, FitUnit(0, 0, 0, i_fold, "ml_m"), 500, 2)
+
+    # THEN that unit's throughput is recorded apart, the other units' with the plain learner's
+    assert signature(tuned, 2) != signature(plain, 2)
+    assert signature(tuned, 1) == signature(plain, 1)

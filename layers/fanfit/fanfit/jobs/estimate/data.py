@@ -15,6 +15,7 @@ import numpy as np
 
 from fanfit import dml, storage
 from fanfit.dml.gt_subsets import gt_subset
+from fanfit.dml.nuisance_params import unit_learner
 from fanfit.errors import InvalidJobError
 from fanfit.jobs.documents.estimate import EstimatePlan, PartSelect, ShardStats, StageSchedule
 from fanfit.sched.throughput import workload_signature
@@ -242,12 +243,14 @@ def gather_outputs(
 
 
 def unit_signature(spec: dml.DMLSpec, unit: dml.FitUnit, n_obs: int, n_features: int) -> str:
-    """The workload signature of a unit: its learner spec, role, model and data shape
+    """The workload signature of a unit: its learner spec (with the unit's nuisance parameters,
+    :func:`fanfit.dml.nuisance_params.unit_learner`), role, model and data shape
     (:func:`fanfit.sched.throughput.workload_signature`)."""
     role = dml.learner_name(unit.learner)
+    learner = unit_learner(spec, unit.learner, unit.i_treat, unit.i_rep, unit.i_fold, role)
     return workload_signature(
         "estimate",
-        {"role": role, **spec.learners[role].to_dict()},
+        {"role": role, **learner.to_dict()},
         n_features,
         n_obs=n_obs,
         model=spec.model,
