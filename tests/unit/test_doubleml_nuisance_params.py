@@ -113,6 +113,22 @@ def test_plr_nuisance_params_reach_the_fits(score) -> None:
     assert not np.allclose(plain.coef, theirs.coef, rtol=1e-3)
 
 
+def test_each_treatments_params_reach_its_fits() -> None:
+    # GIVEN two treatments, parameters set for one of them per nuisance
+    np.random.seed(3)
+    df = make_plr_CCDDHNR2018(n_obs=200, dim_x=6, return_type="DataFrame")
+    df["d2"] = 0.5 * df["X1"] + 0.3 * df["d"] + np.random.normal(size=200)
+    data = dml.DoubleMLData(df, "y", ["d", "d2"])
+    ours, theirs = _pair(
+        lambda m: m.DoubleMLPLR(data, Lasso(), Lasso(), n_folds=N_FOLDS, n_rep=N_REP),
+        _set([("ml_l", "d2", {"alpha": 0.05}), ("ml_m", "d", _per_fold("alpha", (0.02, 0.2, 0.5)))]),
+    )  # fmt: skip
+    client = _fit(ours, theirs)
+    sent = client.submitted[0]["learner_params"]
+    assert set(sent["ml_l"]) == {"d2"} and set(sent["ml_m"]) == {"d"}
+    assert_fit_is_doublemls(ours, theirs)
+
+
 def test_pliv_nuisance_params_reach_the_fits() -> None:
     np.random.seed(4)
     data = make_pliv_CHS2015(n_obs=200, dim_x=8, dim_z=1, return_type="DoubleMLData")
