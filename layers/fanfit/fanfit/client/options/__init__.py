@@ -11,7 +11,17 @@ from Python callers, the CLI and YAML configs; a value of the wrong type (``lear
 ``lr=None``, ``features=0``) must be a named :class:`fanfit.errors.InvalidJobError` naming the
 option, never a ``TypeError`` or ``AttributeError`` from deep inside.
 
-This package only re-exports the public names of its modules.
+Modules, bottom to top (each imports only those before it):
+
+- :mod:`~fanfit.client.options.fields`: how an option is declared (:class:`OptionInfo`), the
+  options models' base, :func:`with_option_parameters`;
+- :mod:`~fanfit.client.options.spec`: :func:`build_spec`, :func:`read_learner_params`, and model
+  ``apos``'s checks (:func:`parse_treatment_levels`, :func:`check_apos_options`);
+- :mod:`~fanfit.client.options.estimate`: :class:`EstimateOptions`;
+- :mod:`~fanfit.client.options.train`: :class:`TrainOptions`.
+
+This package only re-exports their public names and the type checks of
+:mod:`fanfit.client.values` (``check_int``, ``check_weight``, ...).
 """
 
 from fanfit.client.options.estimate import (
@@ -19,10 +29,19 @@ from fanfit.client.options.estimate import (
     COLUMN_ALIASES,
     LEARNER_KEYS,
     EstimateOptions,
-    OptionInfo,
-    TrainOptions,
+)
+from fanfit.client.options.fields import OptionInfo
+from fanfit.client.options.fields import (
+    with_option_parameters as with_option_parameters,  # fanfit.client.client's; not in __all__
+)
+from fanfit.client.options.spec import (
     build_spec,
     check_apos_options,
+    parse_treatment_levels,
+    read_learner_params,
+)
+from fanfit.client.options.train import TrainOptions
+from fanfit.client.values import (
     check_budget,
     check_columns,
     check_deadline,
@@ -32,11 +51,6 @@ from fanfit.client.options.estimate import (
     check_objective,
     check_str,
     check_weight,
-    parse_treatment_levels,
-    read_learner_params,
-)
-from fanfit.client.options.estimate import (
-    with_option_parameters as with_option_parameters,  # fanfit.client.client's; not in __all__
 )
 
 __all__ = [
