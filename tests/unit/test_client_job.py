@@ -81,7 +81,7 @@ def test_options_given_as_a_model_or_as_keywords_write_the_same_spec(
 def test_a_checked_estimate_is_submitted_as_checked(client, make_plr_frame, monkeypatch) -> None:
     from fanfit import storage
     from fanfit.client import EstimateOptions, check_estimate
-    from fanfit.client import estimate as cestimate
+    from fanfit.client.estimate import submit as cestimate
 
     # GIVEN options submitted as data, and the same options checked beforehand
     options = EstimateOptions(data=make_plr_frame(200), **ESTIMATE_OPTIONS)

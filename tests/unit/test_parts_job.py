@@ -182,7 +182,7 @@ def test_plan_only_plans_the_job_of_several_parts(client, monkeypatch, tmp_path,
     import json
 
     from fanfit import cli
-    from fanfit.client import estimate as cestimate
+    from fanfit.client.estimate import plan as cestimate
 
     monkeypatch.setattr(cestimate, "_stack_outputs", lambda c: {
         "CrossFitFunctionMemorySizes": "1769", "ThroughputTableName": "fanfit-throughput",

@@ -252,7 +252,7 @@ def test_plan_estimate_simulates_the_account_off_the_local_stack(monkeypatch, lo
 
     import pandas as pd
 
-    from fanfit.client import estimate as client_estimate
+    from fanfit.client.estimate import plan as client_estimate
 
     # GIVEN a stack (local or not) whose outputs offer one CrossFit size and no throughput table
     monkeypatch.setattr(
