@@ -250,15 +250,9 @@ def test_a_dataframe_with_doubleml_column_names() -> None:
             ),
             "store_models",
         ),
-        (
-            lambda d: fanfit.DoubleMLPLR(d["plr"], LIN, LIN).fit(
-                client=FakeClient(), external_predictions={}
-            ),
-            "external_predictions",
-        ),
         (lambda d: fanfit.from_doubleml(dml.DoubleMLQTE(d["irm"], LOGIT, LOGIT)), "DoubleMLQTE"),
     ],
-    ids=["callable-score", "weights", "calibration", "store_models", "external_predictions", "qte"],
+    ids=["callable-score", "weights", "calibration", "store_models", "qte"],
 )
 def test_what_a_stack_cannot_honour_is_refused_by_name(build, match) -> None:
     data = {"plr": _data("plr"), "irm": _data("irm")}

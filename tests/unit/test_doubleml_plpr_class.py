@@ -169,10 +169,11 @@ def test_plpr_refuses_other_data_and_fit_options_by_name() -> None:
     dynamic = dml.data.DoubleMLPanelData(data.data, "y", "d", "time", "id")
     with pytest.raises(errors.InvalidDataError, match="static_panel=True"):
         fanfit.DoubleMLPLPR(dynamic, lin, lin)
-    # AND fit() refuses external predictions and unknown options by name
-    model = fanfit.DoubleMLPLPR(data, lin, lin, n_folds=2)
+    # AND fit() refuses external predictions with cre_general and unknown options by name
+    model = fanfit.DoubleMLPLPR(data, lin, lin, n_folds=2, approach="cre_general")
+    given = {model._dml_data.d_cols[0]: {"ml_m": np.zeros((model.n_obs, 1))}}
     with pytest.raises(errors.UnsupportedArgumentError, match="external_predictions"):
-        model.fit(client=FakeClient(), external_predictions={})
+        model.fit(client=FakeClient(), external_predictions=given)
     with pytest.raises(errors.InvalidJobError, match="bogus"):
         model.fit(client=FakeClient(), bogus=1)
 

@@ -9,6 +9,7 @@ here. References: Chernozhukov et al. (2018), The Econometrics Journal 21(1), C1
 
 from fanfit.dml.data import DMLData, check_columns, check_noncompliance, validate_data
 from fanfit.dml.estimate import aggregate, estimate_in_process, score_elements
+from fanfit.dml.external import put_external_predictions
 from fanfit.dml.folds import (
     cluster_folds_to_smpls,
     cluster_train_mask,
@@ -86,6 +87,7 @@ __all__ = [
     "learner_name",
     "n_stages",
     "prediction_keys",
+    "put_external_predictions",
     "put_predictions",
     "read_folds_csv",
     "required_learners",

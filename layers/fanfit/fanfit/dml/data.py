@@ -6,9 +6,11 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 
+from fanfit.dml.external import read_external_predictions
 from fanfit.dml.model_checks import check_noncompliance, column, column_label, require_binary
 from fanfit.dml.models import model_def
 from fanfit.dml.spec import MODEL_COLUMNS, DMLSpec
@@ -58,6 +60,9 @@ class DMLData:
         LPLR): column ``i_rep * n_folds + i_fold`` holds each training row's inner fold
         (0 to ``n_folds_inner - 1``) in that outer fold and -1 on its test rows; None: each fold
         unit draws its own (:func:`fanfit.dml.folds.unit_inner_smpls`).
+    external : dict of str to numpy.ndarray of shape (n_obs, n_rep, n_treat), or None
+        The given out-of-fold predictions (``spec.external_predictions_cols``), NaN for a
+        treatment whose predictions are not given (:mod:`fanfit.dml.external`).
     """
 
     y: np.ndarray
@@ -70,6 +75,7 @@ class DMLData:
     weights: np.ndarray | None = None
     weights_bar: np.ndarray | None = None
     inner_folds: np.ndarray | None = None
+    external: dict[str, np.ndarray] | None = None
 
     @property
     def n_obs(self) -> int:
@@ -234,6 +240,7 @@ def validate_data(spec: DMLSpec, columns: Sequence[str], values: np.ndarray) -> 
         _check_weights(f"weights_bar_cols ({', '.join(spec.weights_bar_cols)})", data.weights_bar)
     if spec.inner_folds_cols is not None:
         data.inner_folds = _take(values, index, spec.inner_folds_cols)
+    data.external = read_external_predictions(spec, index, values)
     _check_model_data(spec, data)
     if cluster_vars is not None:
         _check_clusters(spec, cluster_vars)
@@ -263,7 +270,7 @@ def as_spec_dtypes(spec: DMLSpec, data: DMLData) -> DMLData:
     """
     if not spec.dtypes:
         return data
-    cast = {}
+    cast: dict[str, Any] = {}
     for role in spec.dtype_roles:
         value = getattr(data, role)
         dtype = np.dtype(spec.dtype(role))

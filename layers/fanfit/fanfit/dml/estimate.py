@@ -7,6 +7,7 @@ import dataclasses
 import numpy as np
 
 from fanfit.dml.data import DMLData
+from fanfit.dml.external import put_external_predictions
 from fanfit.dml.folds import cluster_folds_to_smpls
 from fanfit.dml.losses import loss_metrics, nuisance_loss
 from fanfit.dml.models import model_def
@@ -222,7 +223,7 @@ def estimate_in_process(spec: DMLSpec, data: DMLData, folds: np.ndarray | None =
     if folds is None:
         folds = draw_spec_folds(spec, data)
     folds = validate_spec_folds(spec, data, folds)
-    preds = init_preds(spec, data.n_obs)
+    preds = put_external_predictions(init_preds(spec, data.n_obs), spec, data)
     aux: dict[str, np.ndarray] = {}  # the units' auxiliary arrays (PQ, LPQ: stage 0's)
     for stage in range(n_stages(spec)):
         inputs = stage_inputs(spec, stage, data, folds, preds, aux)

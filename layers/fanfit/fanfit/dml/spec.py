@@ -14,6 +14,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from fanfit.dml.external import check_external_predictions, external_columns
 from fanfit.dml.models import REGISTRY, model_def
 from fanfit.dml.nuisance_params import check_learner_params
 from fanfit.errors import InvalidJobError, InvalidLearnerError
@@ -258,6 +259,10 @@ class DMLSpec:
         ``{nuisance: {treatment column: params}}``, params a dict (every repetition and fold) or
         ``n_rep`` lists of ``n_cross_folds`` dicts; every fit unit's learner gets its fold's
         (:mod:`fanfit.dml.nuisance_params`). None: the learners as given.
+    external_predictions_cols : dict or None
+        DoubleML's ``external_predictions``: ``{prediction key: {treatment column: [column of
+        repetition 0, ...]}}``, data columns holding the out-of-fold predictions that replace
+        that nuisance's fits (:mod:`fanfit.dml.external`). None: every nuisance is fitted.
     dtypes : dict of str to str, or None
         The dtype each data role computes in, for the roles where it is not float64. Only jobs
         of fanfit's DoubleML classes set it, to the dtypes DoubleML computes their frame in
@@ -300,6 +305,7 @@ class DMLSpec:
     quantile: float | None = None
     dtypes: dict[str, str] | None = None
     learner_params: dict[str, Any] | None = None
+    external_predictions_cols: dict[str, dict[str, list[str]]] | None = None
 
     def __post_init__(self) -> None:
         for name in ("d_cols", "x_cols", "z_cols", "cluster_cols"):
@@ -325,7 +331,14 @@ class DMLSpec:
 
     @property
     def used_cols(self) -> tuple[str, ...]:
-        """All columns the estimate reads: y, d, x, z, then the cluster columns (in that order)."""
+        """All columns the estimate reads: :attr:`data_cols`, then the columns of the given
+        predictions (:func:`fanfit.dml.external.external_columns`)."""
+        return (*self.data_cols, *external_columns(self))
+
+    @property
+    def data_cols(self) -> tuple[str, ...]:
+        """The data's columns the estimate reads: y, d, x, z, the cluster columns, then the
+        model's own (in that order)."""
         return (
             self.y_col, *self.d_cols, *self.x_cols, *self.z_cols, *self.cluster_cols,
             *self.extra_cols, *self.model_column("weights_col"),
@@ -382,7 +395,9 @@ class DMLSpec:
             ``{"always_takers": bool, "never_takers": bool}``; a learner missing for the model and score (the message names it and
             what it estimates) or one the model does not use; ``dtypes`` not an object of the
             spec's roles (:attr:`dtype_roles`) to ``'float32'``/``'float64'``; ``learner_params``
-            not of the form :func:`fanfit.dml.nuisance_params.check_learner_params` checks.
+            not of the form :func:`fanfit.dml.nuisance_params.check_learner_params` checks;
+            ``external_predictions_cols`` not of the form
+            :func:`fanfit.dml.external.check_external_predictions` checks.
         InvalidLearnerError
             A classifier where the model needs a regressor, or the reverse; a nuisance
             parameter its learner does not have or rejects.
@@ -403,6 +418,7 @@ class DMLSpec:
         mdef.check_spec(self)
         self._validate_learners()
         check_learner_params(self)
+        check_external_predictions(self)
 
     def _validate_columns(self) -> None:
         if not isinstance(self.y_col, str) or not self.y_col:
@@ -686,6 +702,10 @@ class DMLSpec:
             {} if self.inner_folds_cols is None else {"inner_folds_cols": list(self.inner_folds_cols)}
         ) | ({"dtypes": dict(sorted(self.dtypes.items()))} if self.dtypes else {}) | (
             {"learner_params": copy.deepcopy(self.learner_params)} if self.learner_params else {}
+        ) | (
+            {"external_predictions_cols": copy.deepcopy(self.external_predictions_cols)}
+            if self.external_predictions_cols
+            else {}
         )  # fmt: skip
 
     @classmethod

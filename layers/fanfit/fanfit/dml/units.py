@@ -38,6 +38,7 @@ from typing import Any
 import numpy as np
 
 from fanfit.dml.data import DMLData
+from fanfit.dml.external import external_units
 from fanfit.dml.folds import (
     cluster_train_mask,
     draw_cluster_folds,
@@ -270,7 +271,9 @@ def fit_units(spec: DMLSpec, stage: int) -> list[FitUnit]:
         fold, keyed by the stage's first prediction key, running the fold's nested fits of that
         stage (:func:`fit_predict`). Else
         ``n_treat * n_rep * len(prediction_keys(spec, stage)) * n_cross_folds`` units
-        (``n_cross_folds = n_folds ** len(cluster_cols)`` with clusters, else ``n_folds``).
+        (``n_cross_folds = n_folds ** len(cluster_cols)`` with clusters, else ``n_folds``),
+        less those of the (key, treatment) pairs whose predictions are given
+        (:func:`fanfit.dml.external.external_units`).
     """
     if not 0 <= stage < n_stages(spec):
         raise InvalidJobError(
@@ -286,11 +289,13 @@ def fit_units(spec: DMLSpec, stage: int) -> list[FitUnit]:
             for i_fold in range(spec.n_cross_folds)
         ]
     keys = prediction_keys(spec, stage)
+    given = set(external_units(spec))  # their predictions are given: no fits
     return [
         FitUnit(stage, i_treat, i_rep, i_fold, key)
         for i_treat in range(spec.n_treat)
         for i_rep in range(spec.n_rep)
         for key in keys
+        if (key, i_treat) not in given
         for i_fold in range(spec.n_cross_folds)
     ]
 

@@ -131,6 +131,7 @@ class DoubleMLAPO(_PropensityOptions, _OnStack, _doubleml.DoubleMLAPO):  # type:
     """
 
     _fanfit_model = "apo"
+    _fanfit_external_targets = True  # DoubleML keeps an external prediction's targets
 
     def __init__(
         self, obj_dml_data: Any, ml_g: Any, ml_m: Any, treatment_level: Any, n_folds: int = 5,

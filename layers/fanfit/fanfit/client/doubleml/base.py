@@ -18,7 +18,7 @@ from __future__ import annotations
 import os
 import sys
 import warnings
-from collections.abc import Mapping
+from collections.abc import Mapping, Set
 from typing import Any
 
 import numpy as np
@@ -27,11 +27,13 @@ import pandas as pd
 from fanfit import errors
 from fanfit.dml.folds import smpls_to_folds, validate_cluster_folds
 from fanfit.dml.interop import import_doubleml
+from fanfit.dml.units import fit_units, learner_name, n_stages
 from fanfit.learners import LearnerSpec, as_learner_spec
 from fanfit.learners.allowlist import json_value
 
 import_doubleml()  # without DoubleML: MissingDependencyError, with the pip command
 import doubleml as _doubleml  # noqa: E402 - after the check that names the extra
+from doubleml.utils import DMLDummyClassifier, DMLDummyRegressor  # noqa: E402
 
 __all__ = ["JOB_OPTIONS", "RTOL", "default_client"]
 
@@ -178,6 +180,23 @@ def _estimator(name: str, learner: Any) -> Any:
     return _learner_spec(name, learner).build()
 
 
+def _placeholder(learner: Any) -> bool:
+    """Whether ``learner`` is DoubleML's ``DMLDummyRegressor`` or ``DMLDummyClassifier``: no
+    learner, but the place of one whose predictions ``fit(external_predictions=...)`` gives."""
+    return isinstance(learner, DMLDummyRegressor | DMLDummyClassifier)
+
+
+def _given_predictions(external_predictions: Any) -> dict[tuple[str, str], np.ndarray]:
+    """DoubleML's ``external_predictions`` (``{treatment column: {key: array (n_obs, n_rep)}}``,
+    checked by DoubleML's own ``_check_fit``) by ``(key, treatment column)``; None entries left out."""
+    out: dict[tuple[str, str], np.ndarray] = {}
+    for d_col, by_key in (external_predictions or {}).items():
+        for key, values in by_key.items():
+            if values is not None:
+                out[(str(key), str(d_col))] = np.asarray(values, dtype=np.float64)
+    return out
+
+
 def _dml_data(
     obj_dml_data: Any, y_col: Any, d_cols: Any, x_cols: Any, z_cols: Any, cluster_cols: Any
 ) -> Any:
@@ -234,20 +253,16 @@ def _check_arguments(data: Any, score: Any) -> None:
         )
 
 
-def _check_fit_options(
-    external_predictions: Any, store_models: Any, store_predictions: Any, job_options: Any
-) -> None:
+def _check_fit_options(store_models: Any, store_predictions: Any, job_options: Any) -> None:
     """Refuse, before anything is submitted, the ``fit()`` arguments a stack cannot honour.
 
     Raises
     ------
     fanfit.errors.UnsupportedArgumentError
-        ``external_predictions`` or ``store_models=True``.
+        ``store_models=True``.
     fanfit.errors.InvalidJobError
         ``store_predictions`` not a bool, or a job option outside :data:`JOB_OPTIONS`.
     """
-    if external_predictions is not None:
-        raise _unsupported("external_predictions", "the stack computes the predictions")
     if store_models:
         raise _unsupported("store_models=True", "the fitted models stay on the stack")
     if not isinstance(store_predictions, bool):
@@ -273,6 +288,12 @@ class _OnStack:
     """
 
     _fanfit_model = ""
+    #: Whether DoubleML's class takes ``external_predictions`` (its
+    #: ``_external_predictions_implemented``, which fanfit's SSM and CVaR set for the job's own).
+    _fanfit_doubleml_external = True
+    #: Whether DoubleML's ``_nuisance_est`` keeps the targets (and so the loss) of an external
+    #: prediction (DID, DIDCS, APO), or leaves them empty (PLR, PLIV, IRM, IIVM, PLPR).
+    _fanfit_external_targets = False
     _predictions: Any  # DoubleML's, set by its fit
     _nuisance_targets: Any
     fanfit_job: Any = None
@@ -280,22 +301,46 @@ class _OnStack:
 
     def _fanfit_check_learners(self) -> None:
         for name, learner in self._learner.items():  # type: ignore[attr-defined]
-            _learner_spec(name, learner)
+            if not _placeholder(learner):  # its predictions come with fit()
+                _learner_spec(name, learner)
 
     def _fanfit_model_options(self) -> dict[str, Any]:
         return {}
+
+    def _fanfit_check_external(self) -> None:
+        """Refuse the user's external predictions where the class cannot take them: where
+        DoubleML's own class takes none (:attr:`_fanfit_doubleml_external`), as DoubleML does.
+
+        Raises
+        ------
+        NotImplementedError
+            DoubleML's message (DoubleMLSSM, DoubleMLCVAR).
+        """
+        if not self._fanfit_doubleml_external:
+            raise NotImplementedError(
+                f"External predictions not implemented for {type(self).__name__}."
+            )
 
     def _fanfit_frame(self) -> pd.DataFrame:
         """The data the job runs on: DoubleML's data frame (APO adds its weight columns)."""
         return self._dml_data.data  # type: ignore[attr-defined,no-any-return]
 
-    def fanfit_options(self, seed: int = 0) -> dict[str, Any]:
+    def fanfit_options(
+        self,
+        seed: int = 0,
+        external: Set[tuple[str, str]] | Mapping[tuple[str, str], Any] = frozenset(),
+    ) -> dict[str, Any]:
         """The estimate job's options (:class:`fanfit.client.EstimateOptions`) of this model.
 
         Parameters
         ----------
         seed : int
             The job's seed (learners without a ``random_state``).
+        external : set of (key, treatment column)
+            The nuisances whose predictions ``fit(external_predictions=...)`` gives: a learner
+            that is DoubleML's ``DMLDummyRegressor``/``DMLDummyClassifier`` (a placeholder) is
+            sent as scikit-learn's ``DummyRegressor``/``DummyClassifier``, which no unit fits,
+            when every nuisance it stands for is among them.
 
         Returns
         -------
@@ -312,7 +357,7 @@ class _OnStack:
         fanfit.errors.InvalidFoldsError
             No sample splitting drawn or set, or one that is not K-fold cross-fitting.
         fanfit.errors.InvalidLearnerError
-            A learner outside the allow-list.
+            A learner outside the allow-list; a placeholder whose predictions are not all given.
         """
         data: Any = self._dml_data  # type: ignore[attr-defined]
         if self._smpls is None:  # type: ignore[attr-defined]
@@ -336,12 +381,59 @@ class _OnStack:
         else:
             options["folds"] = smpls_to_folds(self._smpls, data.n_obs)  # type: ignore[attr-defined]
         for name, learner in self._learner.items():  # type: ignore[attr-defined]
-            options[name] = _learner_spec(name, learner)
+            if _placeholder(learner):
+                options[name] = self._fanfit_placeholder(name, learner, set(external))
+            else:
+                options[name] = _learner_spec(name, learner)
         options.update(self._fanfit_model_options())
         learner_params = self._fanfit_learner_params()
         if learner_params:
             options["learner_params"] = learner_params
         return options
+
+    def _fanfit_placeholder(
+        self, name: str, learner: Any, external: Set[tuple[str, str]]
+    ) -> LearnerSpec:
+        """scikit-learn's dummy in the place of DoubleML's placeholder ``learner``, when the
+        predictions of every nuisance it stands for are given (:meth:`fanfit_options`).
+
+        Raises
+        ------
+        fanfit.errors.InvalidLearnerError
+            Naming the nuisances and treatments whose predictions are missing.
+        """
+        keys = [k for k in self.params_names if learner_name(k) == name]  # type: ignore[attr-defined]
+        missing = [f"{k} ({d})" for k in keys for d in self._dml_data.d_cols  # type: ignore[attr-defined]
+                   if (k, d) not in external]  # fmt: skip
+        if missing:
+            raise errors.InvalidLearnerError(
+                f"learner {name} is DoubleML's {type(learner).__name__}, a placeholder for "
+                f"predictions given with fit(external_predictions=...); give those of "
+                f"{', '.join(missing)} there, or a learner"
+            )
+        dummy = "DummyClassifier" if isinstance(learner, DMLDummyClassifier) else "DummyRegressor"
+        return LearnerSpec(dummy, {})
+
+    def _fanfit_with_external(
+        self,
+        frame: pd.DataFrame,
+        options: dict[str, Any],
+        given: Mapping[tuple[str, str], np.ndarray],
+    ) -> tuple[pd.DataFrame, dict[str, Any]]:
+        """The frame with one column per given prediction and repetition, and the options naming
+        them (``external_predictions_cols``, :mod:`fanfit.dml.external`)."""
+        columns: dict[str, np.ndarray] = {}
+        named: dict[str, dict[str, list[str]]] = {}
+        d_cols = list(self._dml_data.d_cols)  # type: ignore[attr-defined]
+        for (key, d_col), values in given.items():
+            names = [
+                f"__fanfit_external_{key}_{d_cols.index(d_col)}_r{r}"
+                for r in range(values.shape[1])
+            ]
+            named.setdefault(key, {})[d_col] = names
+            columns.update({c: values[:, r] for r, c in enumerate(names)})
+        extended = pd.concat([frame, pd.DataFrame(columns, index=frame.index)], axis=1)
+        return extended, {**options, "external_predictions_cols": named}
 
     def _fanfit_learner_params(self) -> dict[str, Any]:
         """DoubleML's nuisance parameters as the job's ``learner_params``.
@@ -430,9 +522,18 @@ class _OnStack:
             Accepted for DoubleML's signature; the stack decides its own parallelism.
         store_predictions : bool
             Keep ``predictions`` and ``nuisance_targets`` (``evaluate_learners`` needs them).
-        external_predictions, store_models
+        external_predictions : dict or None
+            DoubleML's: ``{treatment column: {key: array (n_obs, n_rep)}}`` of out-of-fold
+            predictions that replace those nuisances' fits (learners given as DoubleML's
+            ``DMLDummyRegressor``/``DMLDummyClassifier`` where every nuisance of theirs is
+            given). The job fits the others only (:mod:`fanfit.dml.external`); when every
+            prediction is given no job runs and DoubleML's own ``fit`` computes the estimate.
+            Models whose fits nest inside the folds (PQ, CVaR, LPQ, LPLR, SSM's nonignorable
+            score) take none (:class:`fanfit.errors.InvalidJobError`); DoubleMLSSM none at all
+            (``NotImplementedError``, as DoubleML).
+        store_models
             Not supported on a stack (:class:`fanfit.errors.UnsupportedArgumentError`): use
-            DoubleML's own class, which takes them in-process.
+            DoubleML's own class, which keeps the fitted learners in-process.
         seed : int
             The job's seed: ``random_state`` of the learners that have none (the splitting is
             ``smpls``, DoubleML's, and the bootstrap runs afterwards on the client).
@@ -451,7 +552,9 @@ class _OnStack:
         Raises
         ------
         fanfit.errors.UnsupportedArgumentError
-            ``external_predictions`` or ``store_models=True``.
+            ``store_models=True``.
+        TypeError, ValueError, NotImplementedError
+            DoubleML's own checks of ``n_jobs_cv`` and ``external_predictions``.
         fanfit.errors.InvalidJobError (or a subclass)
             An option, column, learner or the sample splitting is wrong (before any upload), or
             the job was rejected.
@@ -460,15 +563,33 @@ class _OnStack:
         fanfit.errors.ParityError
             DoubleML's coef or se differ from the job's (a bug).
         """
-        _check_fit_options(external_predictions, store_models, store_predictions, job_options)
+        _check_fit_options(store_models, store_predictions, job_options)
+        # DoubleML's own check of n_jobs_cv and of the form of external_predictions (a model
+        # without them, SSM, raises NotImplementedError as DoubleML does)
+        self._check_fit(n_jobs_cv, store_predictions, external_predictions, store_models)  # type: ignore[attr-defined]
+        given = _given_predictions(external_predictions)
+        if given:
+            self._fanfit_check_external()
+        frame, options = self._fanfit_frame(), self.fanfit_options(seed, given)
+        if given:
+            frame, options = self._fanfit_with_external(frame, options, given)
+        checked_options, checked = _check(frame, {**options, **job_options})
+        spec = checked.spec
+        if not any(fit_units(spec, stage) for stage in range(n_stages(spec))):
+            # every prediction is given: nothing to fit, DoubleML's own fit
+            super().fit(  # type: ignore[misc]
+                store_predictions=store_predictions, external_predictions=external_predictions
+            )
+            self.fanfit_job = self.fanfit_result = None
+            return self
         if client is None:
             client = default_client()
-        job = _submit(client, self._fanfit_frame(), {**self.fanfit_options(seed), **job_options})
+        job = client.submit_estimate(checked, options=checked_options)
         result = job.result(timeout=timeout, progress=progress)
         super().fit(  # type: ignore[misc]
             store_predictions=True, external_predictions=job.predictions()
         )
-        self._fanfit_nuisance_loss()
+        self._fanfit_nuisance_loss(set(given))
         self._fanfit_check_parity(result)
         if not store_predictions:
             self._predictions = None
@@ -494,14 +615,16 @@ class _OnStack:
     ) -> dict[str, np.ndarray]:
         raise NotImplementedError
 
-    def _fanfit_nuisance_loss(self) -> None:
+    def _fanfit_nuisance_loss(self, given: Set[tuple[str, str]] = frozenset()) -> None:
         """DoubleML's ``nuisance_targets`` and ``nuisance_loss`` of the external predictions.
 
         DoubleML leaves both empty (NaN) for external predictions; they are filled here with the
         targets DoubleML's ``_nuisance_est`` of each model uses (the outcome, the treatment, the
         instrument, restricted to the treatment or instrument group for IRM's ``ml_g0``/``ml_g1``
         and IIVM's ``ml_g*``/``ml_r*``), and the loss by DoubleML's own ``_calc_nuisance_loss``
-        (RMSE for regressions, log loss for classifiers), per repetition and treatment.
+        (RMSE for regressions, log loss for classifiers), per repetition and treatment; for the
+        ``(key, treatment column)`` pairs in ``given``, the user's own external predictions, only
+        where DoubleML's fit with them keeps them (:attr:`_fanfit_external_targets`), else NaN.
         """
         data: Any = self._dml_data  # type: ignore[attr-defined]
         frame = data.data
@@ -514,10 +637,13 @@ class _OnStack:
             for i_rep in range(self.n_rep):  # type: ignore[attr-defined]
                 self._i_rep, self._i_treat = i_rep, i_treat
                 preds = {k: v[:, i_rep, i_treat] for k, v in predictions.items()}
-                rep_targets = self._fanfit_targets(y, d, z, preds)
+                rep_targets: dict[str, Any] = dict(self._fanfit_targets(y, d, z, preds))
+                for k in rep_targets:
+                    if (k, d_col) in given and not self._fanfit_external_targets:
+                        rep_targets[k] = None  # DoubleML's target of an external prediction
                 self._calc_nuisance_loss(preds, rep_targets)  # type: ignore[attr-defined]
                 for k, t in rep_targets.items():
-                    targets[k][:, i_rep, i_treat] = t
+                    targets[k][:, i_rep, i_treat] = np.nan if t is None else t
         self._nuisance_targets = targets
 
     def __str__(self) -> str:
@@ -598,7 +724,13 @@ class _SideBySide:
         As :meth:`_OnStack.fit`, for any part's job; :class:`fanfit.errors.ParityError` names
         the part whose DoubleML coef or se differ from its job's.
         """
-        _check_fit_options(external_predictions, store_models, store_predictions, job_options)
+        if external_predictions is not None:
+            raise _unsupported(
+                "external_predictions",
+                "the stack computes the predictions of a model of several parts (fit each "
+                "part's DoubleML model with them in-process)",
+            )
+        _check_fit_options(store_models, store_predictions, job_options)
         parts = self._fanfit_parts(seed)
         if client is None:
             client = default_client()

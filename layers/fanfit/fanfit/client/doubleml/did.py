@@ -83,6 +83,8 @@ class _DIDOptions:
     """DoubleMLDID's and DoubleMLDIDCS's construction and options on the stack: clipping and
     normalization."""
 
+    _fanfit_external_targets = True  # DoubleML keeps an external prediction's targets
+
     def _fanfit_build(self, data: Any, ml_g: Any, ml_m: Any, *args: Any) -> None:
         """DoubleML's constructor on checked data and learners; ``args`` from ``n_folds`` on."""
         _check_arguments(data, args[2])

@@ -53,6 +53,7 @@ from fanfit.client.doubleml.base import (
     _estimator,
     _learner_spec,
     _OnStack,
+    _placeholder,
     _unsupported,
 )
 from fanfit.client.doubleml.plm import DoubleMLPLR
@@ -183,7 +184,7 @@ class DoubleMLPLPR(_OnStack, _CREAdjusted, _doubleml.DoubleMLPLPR):  # type: ign
                 "approach='fd_exact' or 'wg_approx' with 'IV-type'",
             )
         for name, learner in (("ml_l", ml_l), ("ml_m", ml_m), ("ml_g", ml_g)):
-            if learner is not None:
+            if learner is not None and not _placeholder(learner):
                 _learner_spec(name, learner)
         super().__init__(
             data, _estimator("ml_l", ml_l), _estimator("ml_m", ml_m), _estimator("ml_g", ml_g),
@@ -193,6 +194,16 @@ class DoubleMLPLPR(_OnStack, _CREAdjusted, _doubleml.DoubleMLPLPR):  # type: ign
 
     def _fanfit_targets(self, y, d, z, preds):  # type: ignore[no-untyped-def]
         return DoubleMLPLR._fanfit_targets(self, y, d, z, preds)  # type: ignore[arg-type]
+
+    def _fanfit_check_external(self) -> None:
+        super()._fanfit_check_external()
+        if self.approach == "cre_general":
+            raise _unsupported(
+                "external_predictions with approach='cre_general'",
+                "DoubleML leaves given ml_m predictions unadjusted for the units' treatment "
+                "means, while fanfit adjusts every ml_m it hands over; give them with "
+                "approach='fd_exact' or 'wg_approx'",
+            )
 
     def _fanfit_check_parity(self, result: Any) -> None:
         """fd_exact, wg_approx: DoubleML's coef and se against the job's. cre_general: against

@@ -6,6 +6,7 @@ Subclasses of DoubleML 0.11's classes of the same names, with their constructors
 
 from __future__ import annotations
 
+from collections.abc import Set
 from typing import Any
 
 import numpy as np
@@ -207,7 +208,7 @@ class DoubleMLLPLR(_OnStack, _TakeBeta, _doubleml.DoubleMLLPLR):  # type: ignore
     def _fanfit_frame(self) -> pd.DataFrame:
         return self._dml_data.data.assign(**self._fanfit_inner_columns())  # type: ignore[no-any-return]
 
-    def _fanfit_nuisance_loss(self) -> None:
+    def _fanfit_nuisance_loss(self, given: Set[tuple[str, str]] = frozenset()) -> None:
         """Nothing to add: :meth:`_nuisance_est` returns DoubleML's targets with the predictions."""
 
     def _nuisance_est(

@@ -18,6 +18,7 @@ concatenation then give the effects. Re-exported by :mod:`fanfit.client.doubleml
 
 from __future__ import annotations
 
+from collections.abc import Mapping, Set
 from typing import Any
 
 import numpy as np
@@ -150,7 +151,7 @@ class _QuantileOnStack(_PropensityOptions, _OnStack):
         options.update(treatment=int(self.treatment), quantiles=[float(self.quantile)])
         return options
 
-    def _fanfit_nuisance_loss(self) -> None:
+    def _fanfit_nuisance_loss(self, given: Set[tuple[str, str]] = frozenset()) -> None:
         """Nothing to add: :meth:`_nuisance_est` returns DoubleML's targets with the predictions."""
 
     def _fanfit_theta_rep(self) -> np.ndarray:
@@ -292,6 +293,8 @@ class DoubleMLCVAR(_QuantileOnStack, _TakeTheta, _doubleml.DoubleMLCVAR):  # typ
         )  # fmt: skip
         self._external_predictions_implemented = True  # the job's, through _nuisance_est
 
+    _fanfit_doubleml_external = False  # DoubleML's DoubleMLCVAR takes no external predictions
+
     def _fanfit_g_target(self, y: np.ndarray, theta: np.ndarray) -> np.ndarray:
         q = float(self.quantile)
         return np.maximum(theta, (y - q * theta) / (1 - q))
@@ -356,10 +359,14 @@ class DoubleMLLPQ(_QuantileOnStack, _TakeTheta, _DefaultKDE, _doubleml.DoubleMLL
              trimming_threshold, ps_processor_config, draw_sample_splitting),
         )  # fmt: skip
 
-    def fanfit_options(self, seed: int = 0) -> dict[str, Any]:
+    def fanfit_options(
+        self,
+        seed: int = 0,
+        external: Set[tuple[str, str]] | Mapping[tuple[str, str], Any] = frozenset(),
+    ) -> dict[str, Any]:
         """As :meth:`fanfit.client.doubleml.base._OnStack.fanfit_options`, with the learners as
         ``ml_g`` and ``ml_m`` (DoubleML's LPQ keeps one clone per nuisance, ``ml_m_z`` ...)."""
-        options = super().fanfit_options(seed)
+        options = super().fanfit_options(seed, external)
         for key in self._learner:
             options.pop(key, None)
         options["ml_g"] = _learner_spec("ml_g", self._learner["ml_g_du_z0"])

@@ -7,7 +7,7 @@ job's through ``_nuisance_est`` (model ``ssm`` of :mod:`fanfit.dml.models`). Re-
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Set
 from typing import Any
 
 import numpy as np
@@ -144,6 +144,8 @@ class DoubleMLSSM(_PropensityOptions, _OnStack, _doubleml.DoubleMLSSM):  # type:
         self._fanfit_check_learners()
         self._external_predictions_implemented = True  # the job's, through _nuisance_est
 
+    _fanfit_doubleml_external = False  # DoubleML's DoubleMLSSM takes no external predictions
+
     def _fanfit_model_options(self) -> dict[str, Any]:
         options = super()._fanfit_model_options()
         # missing at random: DoubleML ignores instruments (with a warning), the job takes none
@@ -151,7 +153,7 @@ class DoubleMLSSM(_PropensityOptions, _OnStack, _doubleml.DoubleMLSSM):  # type:
         options.update(s=self._dml_data.s_col, z=z)
         return options
 
-    def _fanfit_nuisance_loss(self) -> None:
+    def _fanfit_nuisance_loss(self, given: Set[tuple[str, str]] = frozenset()) -> None:
         """Nothing to add: :meth:`_nuisance_est` returns DoubleML's targets with the predictions,
         so DoubleML's fit already computed ``nuisance_targets`` and ``nuisance_loss``."""
 

@@ -15,7 +15,7 @@ Modules, bottom to top (each imports only those before it):
 
 - :mod:`~fanfit.client.options.fields`: how an option is declared (:class:`OptionInfo`), the
   options models' base, :func:`with_option_parameters`;
-- :mod:`~fanfit.client.options.spec`: :func:`build_spec`, :func:`read_learner_params`, and model
+- :mod:`~fanfit.client.options.spec`: :func:`build_spec`, :func:`read_learner_params`, :func:`read_mapping_option`, and model
   ``apos``'s checks (:func:`parse_treatment_levels`, :func:`check_apos_options`);
 - :mod:`~fanfit.client.options.estimate`: :class:`EstimateOptions`;
 - :mod:`~fanfit.client.options.train`: :class:`TrainOptions`.
@@ -39,6 +39,7 @@ from fanfit.client.options.spec import (
     check_apos_options,
     parse_treatment_levels,
     read_learner_params,
+    read_mapping_option,
 )
 from fanfit.client.options.train import TrainOptions
 from fanfit.client.values import (
@@ -73,4 +74,5 @@ __all__ = [
     "check_weight",
     "parse_treatment_levels",
     "read_learner_params",
+    "read_mapping_option",
 ]

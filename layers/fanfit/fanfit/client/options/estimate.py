@@ -15,6 +15,7 @@ from fanfit.client.options.spec import (
     build_spec,
     check_apos_options,
     read_learner_params,
+    read_mapping_option,
 )
 from fanfit.client.values import check_budget, check_deadline, check_objective, check_weight
 from fanfit.errors import InvalidJobError
@@ -202,6 +203,13 @@ class EstimateOptions(_Options):
         "{nuisance: {treatment column: params}}, params one object for every fold or n_rep "
         "lists of n_folds objects",
     )
+    external_predictions_cols: Any = _option(
+        None,
+        kind="path",
+        metavar="FILE",
+        help="JSON or YAML: DoubleML's external predictions as data columns, {prediction key: "
+        "{treatment column: [column of each repetition]}}; those nuisances are not fitted",
+    )
     subgroups: str | Mapping[str, bool] | None = _option(
         None,
         metavar="always_takers=BOOL,never_takers=BOOL",
@@ -333,6 +341,7 @@ class EstimateOptions(_Options):
         taken.update(_as_list(getattr(self, "t", None)))
         taken.update(_as_list(self.weights_col) + _as_list(self.weights_bar_cols))
         taken.update(_as_list(self.inner_folds_cols))
+        taken.update(_external_columns(self.external_predictions_cols))
         x = [str(c) for c in columns if str(c) not in taken]
         if not x:
             raise InvalidJobError(
@@ -369,6 +378,9 @@ class EstimateOptions(_Options):
             treatment=self.treatment, quantiles=self.quantiles, n_folds_inner=self.n_folds_inner,
             inner_folds_cols=self.inner_folds_cols,
             learner_params=read_learner_params(self.learner_params),
+            external_predictions_cols=read_mapping_option(
+                "external_predictions_cols", self.external_predictions_cols
+            ),
         )  # fmt: skip
 
     def check(self) -> tuple[dml.DMLSpec, list[str], float]:
@@ -400,3 +412,12 @@ class EstimateOptions(_Options):
                 raise InvalidJobError(f"{name} must be an integer of at least 1, got {value!r}")
         check_objective(self.deadline, self.budget)
         return spec, columns, check_weight(self.weight)
+
+
+def _external_columns(value: Any) -> list[str]:
+    """The columns an ``external_predictions_cols`` object names (none for a file or a
+    malformed object: the spec's check names what is wrong)."""
+    if not isinstance(value, Mapping):
+        return []
+    return [str(c) for by_treat in value.values() if isinstance(by_treat, Mapping)
+            for cols in by_treat.values() if isinstance(cols, list | tuple) for c in cols]  # fmt: skip

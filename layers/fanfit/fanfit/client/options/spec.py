@@ -23,7 +23,13 @@ from fanfit.dml.fold_procedures import one_quantile, parse_quantiles
 from fanfit.dml.spec import parse_subgroups
 from fanfit.errors import InvalidJobError
 
-__all__ = ["build_spec", "check_apos_options", "parse_treatment_levels", "read_learner_params"]
+__all__ = [
+    "build_spec",
+    "check_apos_options",
+    "parse_treatment_levels",
+    "read_learner_params",
+    "read_mapping_option",
+]
 
 
 # ---------------------------------------------------------------- apos (fanfit.client.apos)
@@ -144,6 +150,7 @@ def build_spec(
     n_folds_inner: int | None = None,
     inner_folds_cols: str | Sequence[str] | None = None,
     learner_params: Mapping[str, Any] | None = None,
+    external_predictions_cols: Mapping[str, Any] | None = None,
 ) -> tuple[dml.DMLSpec, list[str]]:
     """Build and validate a :class:`fanfit.dml.DMLSpec` from user options.
 
@@ -225,6 +232,9 @@ def build_spec(
         n_folds_inner=None if n_folds_inner is None else int(n_folds_inner),
         inner_folds_cols=None if inner_folds_cols is None else tuple(_as_list(inner_folds_cols)),
         learner_params=None if learner_params is None else dict(learner_params),
+        external_predictions_cols=(
+            None if external_predictions_cols is None else dict(external_predictions_cols)
+        ),
     )
     spec.validate()
     columns = list(spec.used_cols)
@@ -232,19 +242,26 @@ def build_spec(
 
 
 def read_learner_params(value: Any) -> dict[str, Any] | None:
-    """The ``learner_params`` option as :attr:`fanfit.dml.DMLSpec.learner_params` takes it.
+    """The ``learner_params`` option as :attr:`fanfit.dml.DMLSpec.learner_params` takes it
+    (:func:`read_mapping_option`): ``{nuisance: {treatment column: params}}``, DoubleML's names
+    (``set_ml_nuisance_params``)."""
+    return read_mapping_option("learner_params", value)
+
+
+def read_mapping_option(name: str, value: Any) -> dict[str, Any] | None:
+    """An option whose value is an object: given as one (Python), or as a JSON or YAML file of one
+    (the command line, job files).
 
     Parameters
     ----------
+    name : str
+        The option, for messages (``learner_params``, ``external_predictions_cols``).
     value : mapping, str, os.PathLike or None
-        The parameters themselves (Python), or a JSON or YAML file of them (the command line,
-        job files): ``{nuisance: {treatment column: params}}``, DoubleML's names
-        (``set_ml_nuisance_params``).
 
     Returns
     -------
     dict or None
-        The parameters (checked against the model by :meth:`fanfit.dml.DMLSpec.validate`).
+        The object (checked against the model by :meth:`fanfit.dml.DMLSpec.validate`).
 
     Raises
     ------
@@ -255,8 +272,7 @@ def read_learner_params(value: Any) -> dict[str, Any] | None:
         return None if value is None else dict(value)
     if not isinstance(value, str | os.PathLike):
         raise InvalidJobError(
-            "learner_params must be an object {nuisance: {treatment column: params}} or a JSON "
-            f"or YAML file of one, got {shown_value(value)}"
+            f"{name} must be an object or a JSON or YAML file of one, got {shown_value(value)}"
         )
     import yaml  # a JSON document is YAML too
 
@@ -264,12 +280,9 @@ def read_learner_params(value: Any) -> dict[str, Any] | None:
         with open(value, encoding="utf-8") as fh:
             loaded = yaml.safe_load(fh)
     except OSError as exc:
-        raise InvalidJobError(f"learner_params: cannot read {value}: {exc.strerror}") from exc
+        raise InvalidJobError(f"{name}: cannot read {value}: {exc.strerror}") from exc
     except yaml.YAMLError as exc:
-        raise InvalidJobError(f"learner_params: {value} is not JSON or YAML: {exc}") from exc
+        raise InvalidJobError(f"{name}: {value} is not JSON or YAML: {exc}") from exc
     if not isinstance(loaded, Mapping):
-        raise InvalidJobError(
-            f"learner_params: {value} must hold an object {{nuisance: {{treatment column: "
-            f"params}}}}, got {type(loaded).__name__}"
-        )
+        raise InvalidJobError(f"{name}: {value} must hold an object, got {type(loaded).__name__}")
     return dict(loaded)

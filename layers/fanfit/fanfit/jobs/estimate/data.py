@@ -220,7 +220,8 @@ def gather_outputs(
         If a unit's predictions are missing (a shard did not write its object).
     """
     n_obs, n_rep, n_treat = data.y.shape[0], folds.shape[1], data.d.shape[1]
-    preds: dict[str, np.ndarray] = {}
+    # the given predictions (DoubleML's external_predictions), which no unit fits
+    preds: dict[str, np.ndarray] = dml.put_external_predictions({}, spec, data)
     aux: dict[str, np.ndarray] = {}
     if outputs is None:
         outputs = stage_outputs(store, job_id, stages)

@@ -1,0 +1,83 @@
+"""Given predictions on a spec (:mod:`fanfit.dml.external`): DMLSpec.external_predictions_cols,
+the units left out, and the given columns read into the predictions before any stage."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pytest
+
+from fanfit.dml import DMLSpec, estimate_in_process, fit_units, n_stages, validate_data
+from fanfit.dml.folds import draw_folds
+from fanfit.errors import InvalidJobError
+
+X = ("x0", "x1")
+
+
+def _spec(given=None, **overrides) -> DMLSpec:
+    base = {
+        "model": "plr", "score": "IV-type", "y_col": "y", "d_cols": ("d",), "x_cols": X,
+        "learners": {"ml_l": "LinearRegression", "ml_m": "DummyRegressor", "ml_g": "Ridge"},
+        "n_folds": 3, "n_rep": 2, "external_predictions_cols": given,
+    }  # fmt: skip
+    base.update(overrides)
+    return DMLSpec(**base)
+
+
+def test_the_given_nuisances_units_are_left_out_and_their_columns_read() -> None:
+    spec = _spec({"ml_m": {"d": ["m0", "m1"]}})
+    spec.validate()
+    # stage 0 fits ml_l only; stage 1 (ml_g) is untouched
+    assert {u.learner for u in fit_units(spec, 0)} == {"ml_l"}
+    assert len(fit_units(spec, 1)) == 3 * 2
+    assert spec.used_cols[-2:] == ("m0", "m1")
+    again = DMLSpec.from_dict(json.loads(json.dumps(spec.to_dict())))
+    assert again.external_predictions_cols == spec.external_predictions_cols
+
+
+def test_the_estimate_uses_the_given_predictions(make_plr_frame) -> None:
+    # GIVEN ml_m's out-of-fold predictions from a fit of it, as columns
+    frame = make_plr_frame(300, seed=4)
+    x_cols = ("x1", "x2", "x3")
+    plain = _spec(x_cols=x_cols, learners={"ml_l": "LinearRegression", "ml_m": "Ridge",
+                                           "ml_g": "Ridge"})  # fmt: skip
+    data = validate_data(plain, list(frame.columns), frame.to_numpy())
+    folds = draw_folds(300, 3, 2, 0)
+    full = estimate_in_process(plain, data, folds)
+    for r in range(2):
+        frame[f"m{r}"] = full.predictions["ml_m"][:, r, 0]
+    given = _spec({"ml_m": {"d": ["m0", "m1"]}}, x_cols=x_cols)
+    # WHEN the spec with them is estimated THEN the estimate is the full fit's
+    res = estimate_in_process(
+        given, validate_data(given, list(frame.columns), frame.to_numpy()), folds
+    )
+    np.testing.assert_allclose(res.coef, full.coef, rtol=1e-12)
+    np.testing.assert_allclose(res.se, full.se, rtol=1e-12)
+    assert sum(len(fit_units(given, s)) for s in range(n_stages(given))) == 12
+
+
+@pytest.mark.parametrize(
+    ("given", "match"),
+    [
+        ({"ml_x": {"d": ["a", "b"]}}, r"names 'ml_x'; model 'plr'.*predicts ml_l, ml_m, ml_g"),
+        ({"ml_m": {"t": ["a", "b"]}}, r"names treatment 't'"),
+        ({"ml_m": {"d": ["a"]}}, r"n_rep=2 column names"),
+        ({"ml_m": {"d": "ab"}}, r"n_rep=2 column names"),
+        ({"ml_m": {"d": ["x0", "b"]}}, r"names column\(s\) x0, which the job also reads"),
+        ({"ml_m": {}}, r"non-empty object"),
+        (["ml_m"], r"must be an object"),
+    ],
+)
+def test_malformed_external_predictions_are_named(given, match) -> None:
+    with pytest.raises(InvalidJobError, match=match):
+        _spec(given).validate()
+
+
+def test_a_model_with_a_fold_procedure_takes_none() -> None:
+    spec = DMLSpec(model="pq", score="PQ", y_col="y", d_cols=("d",), x_cols=X, treatment=1,
+                   quantile=0.5, learners={"ml_g": "LogisticRegression",
+                                           "ml_m": "LogisticRegression"},
+                   external_predictions_cols={"ml_m": {"d": ["a"]}})  # fmt: skip
+    with pytest.raises(InvalidJobError, match="takes no external predictions"):
+        spec.validate()
