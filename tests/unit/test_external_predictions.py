@@ -81,3 +81,52 @@ def test_a_model_with_a_fold_procedure_takes_none() -> None:
                    external_predictions_cols={"ml_m": {"d": ["a"]}})  # fmt: skip
     with pytest.raises(InvalidJobError, match="takes no external predictions"):
         spec.validate()
+
+
+def test_the_steps_on_moto_fit_only_the_others_and_equal_doublemls_refit(moto_stack) -> None:
+    # GIVEN DoubleML's IV-type PLR, its ml_m predictions, and its refit with them
+    doubleml = pytest.importorskip("doubleml")
+    from doubleml.plm.datasets import make_plr_CCDDHNR2018
+    from doubleml.utils import DMLDummyRegressor
+    from pipeline_steps import run_steps
+    from sklearn.linear_model import LinearRegression
+
+    from fanfit import dml, storage
+
+    np.random.seed(5)
+    data = make_plr_CCDDHNR2018(n_obs=200, dim_x=4, return_type="DataFrame")
+    obj = doubleml.DoubleMLData(data, "y", "d")
+    folds = draw_folds(200, 3, 2, 9)
+    smpls = dml.folds_to_smpls(folds)
+    lin = LinearRegression()
+    first = doubleml.DoubleMLPLR(obj, lin, lin, lin, n_folds=3, n_rep=2, score="IV-type",
+                                 draw_sample_splitting=False)  # fmt: skip
+    first.set_sample_splitting(smpls)
+    first.fit(store_predictions=True)
+    given = first.predictions["ml_m"][:, :, 0]
+    refit = doubleml.DoubleMLPLR(obj, lin, DMLDummyRegressor(), lin, n_folds=3, n_rep=2,
+                                 score="IV-type", draw_sample_splitting=False)  # fmt: skip
+    refit.set_sample_splitting(smpls)
+    refit.fit(external_predictions={"d": {"ml_m": given}})
+    frame = data.assign(m0=given[:, 0], m1=given[:, 1])
+    spec = _spec({"ml_m": {"d": ["m0", "m1"]}}, x_cols=tuple(obj.x_cols),
+                 learners={"ml_l": "LinearRegression", "ml_m": "DummyRegressor",
+                           "ml_g": "LinearRegression"})  # fmt: skip
+    with moto_stack():
+        import boto3
+
+        store = storage.JobStore("fanfit-unit", boto3.client("s3"))
+        records = storage.JobRecords("fanfit-jobs", boto3.client("dynamodb"))
+        throughput = storage.ThroughputRecords("fanfit-throughput", boto3.client("dynamodb"))
+        job = {"kind": "estimate", "dml": spec.to_dict(),
+               "data_key": store.put_data(list(frame.columns), frame.to_numpy()),
+               "folds_key": store.put_array(storage.input_folds_key("ext"), folds),
+               "max_concurrency": 2, "units_per_shard": 4}  # fmt: skip
+        store.put_json(storage.spec_key("ext"), job)
+        # WHEN Prepare, Schedule, CrossFit and Aggregate run it
+        planned = run_steps(store, records, throughput, "ext")
+        result = store.get_json(storage.result_key("ext"))
+    # THEN stage 0 fitted ml_l only, stage 1 ml_g, and the estimate is DoubleML's refit
+    assert [p.n_units for p in planned] == [6, 6]
+    np.testing.assert_allclose(result["all_coef"]["d"], refit.all_coef[0], rtol=1e-9)
+    np.testing.assert_allclose(result["all_se"]["d"], refit.all_se[0], rtol=1e-9)
