@@ -34,62 +34,66 @@ document                      where (:mod:`fanfit.storage`)                writt
 
 from __future__ import annotations
 
-from fanfit.jobs.documents.estimate.schedule import (
-    MAX_CONCURRENCY,
-    MAX_PARTS,
-    MAX_UNITS_PER_SHARD,
+from fanfit.jobs.documents.estimate.common import parse_list, to_json_list
+from fanfit.jobs.documents.estimate.plan import (
+    DMLSpecField,  # noqa: F401 (not in __all__, as before: a public alias)
+    EstimatePlan,
+    PlanPart,
+    PrepareOutput,
+    StageInputs,
+    StepRecord,
+    fit_unit,
+    unit_doc,
+)
+from fanfit.jobs.documents.estimate.result import (
     AggregateOutput,
+    AggregateStats,  # noqa: F401 (not in __all__; imported by jobs.estimate.aggregate)
     CombinedFramework,
     CombinedResult,
-    CrossFitOutput,
-    DispatchedQueue,
-    EstimatePlan,
-    EstimatePrediction,
     EstimateResultDoc,
-    EstimateSpec,
     EstimateTimings,
-    FitUnitDoc,
-    MapRunChild,
-    PartitionUsed,
     PartResult,
-    PartSelect,
+)
+from fanfit.jobs.documents.estimate.schedule import (
+    DispatchedQueue,
+    EstimatePrediction,
+    PartitionUsed,
     PlacedStage,
     PlacementDecision,
     PlacementInput,
     PlannedPart,
     PlannedShards,
     PlannedStage,
-    PlanPart,
-    PrepareOutput,
-    ReleaseOutput,
+    RecoveredCount,  # noqa: F401 (not in __all__; imported by jobs.estimate.schedule)
     ScheduledShard,
     ScheduleSummary,
-    Shard,
-    ShardFailure,
-    ShardStats,
-    SpecPart,
-    StageInputs,
     StageSchedule,
-    StepRecord,
     WaveDecision,
     WaveDispatch,
     WaveEntry,
     WaveOutput,
     WaveSummary,
-    fit_unit,
-    parse_list,
-    to_json_list,
-    unit_doc,
 )
-from fanfit.jobs.documents.estimate.schedule import (
-    AggregateStats as AggregateStats,  # not in __all__, imported by name
+from fanfit.jobs.documents.estimate.shards import (
+    CrossFitOutput,
+    MapRunChild,
+    ShardFailure,
+    ShardStats,
 )
-from fanfit.jobs.documents.estimate.schedule import (
-    DMLSpecField as DMLSpecField,  # not in __all__, imported by name
+from fanfit.jobs.documents.estimate.spec import (
+    MAX_CONCURRENCY,
+    MAX_PARTS,
+    MAX_UNITS_PER_SHARD,
+    EstimateSpec,
+    PartSelect,
+    SpecPart,
 )
-from fanfit.jobs.documents.estimate.schedule import (
-    RecoveredCount as RecoveredCount,  # not in __all__, imported by name
-)
+
+# FitUnitDoc (an item of units.json and of a shard's units) and Shard (an item of a wave's shard list,
+# the Distributed Map's ItemReader input, which is CrossFit's event's ``shard``) are defined with the
+# event models (:mod:`fanfit.jobs.documents.events`), which the train functions import without fanfit.dml; so is
+# ReleaseOutput (Release needs no fanfit.dml either).
+from fanfit.jobs.documents.events import FitUnitDoc, ReleaseOutput, Shard
 
 __all__ = [
     "MAX_CONCURRENCY",
