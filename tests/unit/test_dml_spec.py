@@ -125,8 +125,13 @@ def test_from_dict_takes_the_default_score_and_defaults() -> None:
         ({"x_cols": ("x0", "d")}, "'d' is set as both d_cols and x_cols"),
         ({"x_cols": ("x0", "y")}, "'y' is set as both y_col and x_cols"),
         ({"z_cols": ("z",)}, "takes no instruments"),
+        ({"d_mean_cols": ("m1", "m2")}, "give one per treatment"),
+        ({"d_mean_cols": ("x0",)}, "'x0' is set as both x_cols and d_mean_cols"),
+        ({"model": "irm", "score": "ATE", "d_mean_cols": ("m",),
+          "learners": {"ml_g": "Lasso", "ml_m": "LogisticRegression"}},
+         "d_mean_cols is an option of model 'plr' only"),
     ],
-)
+)  # fmt: skip
 def test_validate_rejects_bad_options_naming_them(overrides, match) -> None:
     with pytest.raises(InvalidJobError, match=match):
         _spec(**overrides).validate()
@@ -234,3 +239,22 @@ def test_from_dict_rejects_unknown_and_missing_keys() -> None:
         DMLSpec.from_dict({**good, "learners": {"ml_l": "SVR", "ml_m": "Lasso"}})
     with pytest.raises(InvalidJobError, match="JSON object"):
         DMLSpec.from_dict(["plr"])  # type: ignore[arg-type]
+
+
+def test_d_mean_cols_are_read_and_seen_by_ml_m_only() -> None:
+    # GIVEN DoubleMLPLPR's cre_normal: each treatment's unit mean, a feature of ml_m only
+    import numpy as np
+
+    from fanfit.dml import validate_data
+    from fanfit.dml.unit_fits import features
+
+    spec = _spec(x_cols=("x0",), d_mean_cols=["m"])
+    spec.validate()
+    assert spec.d_mean_cols == ("m",) and spec.used_cols[-1] == "m"
+    assert DMLSpec.from_dict(json.loads(json.dumps(spec.to_dict()))).d_mean_cols == ("m",)
+    # WHEN the data is read THEN ml_m sees x0 and m, ml_l x0 only
+    values = np.arange(20.0).reshape(5, 4)
+    data = validate_data(spec, ["y", "d", "x0", "m"], values)
+    np.testing.assert_array_equal(data.d_mean[:, 0], values[:, 3])
+    np.testing.assert_array_equal(features(spec, data, "ml_m", 0), values[:, 2:4])
+    np.testing.assert_array_equal(features(spec, data, "ml_l", 0), values[:, 2:3])

@@ -29,6 +29,8 @@ pytestmark = pytest.mark.filterwarnings("ignore:For score = 'IV-type'")
 RTOL = 1e-9
 CASES = [
     ("cre_general", "partialling out"),
+    ("cre_normal", "partialling out"),
+    ("cre_normal", "IV-type"),
     ("fd_exact", "partialling out"),
     ("fd_exact", "IV-type"),
     ("wg_approx", "partialling out"),
@@ -68,6 +70,8 @@ def test_plpr_on_the_fake_stack_is_doublemls(approach, score) -> None:
     assert (sent["y"], sent["d"]) == (transformed.y_col, list(transformed.d_cols))
     assert sent["x"] == list(transformed.x_cols) == theirs.transform_cols["x_cols"]
     assert sent["cluster_cols"] == ["id"] and sent["n_folds"] == 3
+    # (cre_normal: ml_m also sees each treatment's unit mean, DoubleML's d_mean, as columns)
+    assert (sent.get("d_mean_cols") is not None) == (approach == "cre_normal")
     np.testing.assert_array_equal(
         sent["folds"], smpls_to_folds(theirs.smpls, transformed.n_obs, check_train=False)
     )
@@ -144,10 +148,7 @@ def test_plpr_cre_general_parity_check_uses_fanfits_aggregate(monkeypatch) -> No
 def test_plpr_refuses_what_a_plr_job_cannot_carry() -> None:
     data = _panel()
     lin = LinearRegression()
-    # GIVEN cre_normal THEN it is refused by name, saying why
-    with pytest.raises(errors.UnsupportedArgumentError, match="cre_normal.*unit mean"):
-        fanfit.DoubleMLPLPR(data, lin, lin, approach="cre_normal")
-    # AND cre_general with the IV-type score
+    # GIVEN cre_general with the IV-type score THEN it is refused by name, saying why
     with pytest.raises(errors.UnsupportedArgumentError, match="cre_general.*IV-type"):
         fanfit.DoubleMLPLPR(data, lin, lin, lin, score="IV-type", approach="cre_general")
     # AND a callable score, a learner outside the allow-list

@@ -1,7 +1,7 @@
 """Double/debiased machine learning with repeated cross-fitting, in pure numpy and scikit-learn.
 
-Semantics are DoubleML 0.11.4's (PLR, IRM, PLIV, IIVM; their scores, learners, propensity clipping,
-repeated cross-fitting aggregation, multiplier bootstrap). Cross-fitting is split into independent
+Semantics are DoubleML 0.11.4's (the models of :data:`fanfit.dml.models.REGISTRY`: their scores,
+learners, propensity clipping, repeated cross-fitting aggregation, multiplier bootstrap). Cross-fitting is split into independent
 :class:`FitUnit` s so that a pipeline can fan them out; :func:`estimate_in_process` runs them all
 here. References: Chernozhukov et al. (2018), The Econometrics Journal 21(1), C1-C68; Bach et al.
 (2022), "DoubleML - An object-oriented implementation of double machine learning in Python", JMLR 23.

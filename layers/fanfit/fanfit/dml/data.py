@@ -60,6 +60,9 @@ class DMLData:
         LPLR): column ``i_rep * n_folds + i_fold`` holds each training row's inner fold
         (0 to ``n_folds_inner - 1``) in that outer fold and -1 on its test rows; None: each fold
         unit draws its own (:func:`fanfit.dml.folds.unit_inner_smpls`).
+    d_mean : numpy.ndarray of shape (n_obs, n_treat), or None
+        Each treatment's unit mean (``spec.d_mean_cols``, DoubleMLPLPR's ``d_mean``), a feature
+        of PLR's ``ml_m`` only.
     external : dict of str to numpy.ndarray of shape (n_obs, n_rep, n_treat), or None
         The given out-of-fold predictions (``spec.external_predictions_cols``), NaN for a
         treatment whose predictions are not given (:mod:`fanfit.dml.external`).
@@ -75,6 +78,7 @@ class DMLData:
     weights: np.ndarray | None = None
     weights_bar: np.ndarray | None = None
     inner_folds: np.ndarray | None = None
+    d_mean: np.ndarray | None = None
     external: dict[str, np.ndarray] | None = None
 
     @property
@@ -240,6 +244,8 @@ def validate_data(spec: DMLSpec, columns: Sequence[str], values: np.ndarray) -> 
         _check_weights(f"weights_bar_cols ({', '.join(spec.weights_bar_cols)})", data.weights_bar)
     if spec.inner_folds_cols is not None:
         data.inner_folds = _take(values, index, spec.inner_folds_cols)
+    if spec.d_mean_cols is not None:
+        data.d_mean = _take(values, index, spec.d_mean_cols)
     data.external = read_external_predictions(spec, index, values)
     _check_model_data(spec, data)
     if cluster_vars is not None:

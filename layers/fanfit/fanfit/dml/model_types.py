@@ -61,8 +61,9 @@ class Nuisance:
         The loss is evaluated on the same rows.
     features : str
         ``'x'`` (covariates plus the other treatments, :meth:`DMLData.xd`), ``'dx'`` (the
-        treatment column first, then ``'x'``: APO's ``ml_g_d_lvl0``) or ``'xd'`` (``'x'``, then
-        the treatment column: SSM's ``ml_pi`` under missing at random).
+        treatment column first, then ``'x'``: APO's ``ml_g_d_lvl0``), ``'xd'`` (``'x'``, then
+        the treatment column: SSM's ``ml_pi`` under missing at random) or ``'xm'`` (``'x'``, then
+        the treatment's unit mean, :attr:`DMLData.d_mean`: PLR's ``ml_m`` with ``d_mean_cols``).
     loss_all_rows : bool
         Evaluate the loss (and the nuisance targets) on every row instead of the training rows:
         DoubleML's SSM scores ``ml_g_d0``/``ml_g_d1`` against ``y`` on all rows (its targets are

@@ -73,7 +73,9 @@ __all__ = ["REGISTRY"]
 
 # --------------------------------------------------------------------------- nuisances
 def _plr_nuisances(spec: DMLSpec) -> tuple[Nuisance, ...]:
-    out = [Nuisance("ml_l", "ml_l", "y"), Nuisance("ml_m", "ml_m", "d")]
+    # with d_mean_cols (DoubleMLPLPR's cre_normal) ml_m also sees the treatment's unit mean
+    m_features = "xm" if spec.d_mean_cols else "x"
+    out = [Nuisance("ml_l", "ml_l", "y"), Nuisance("ml_m", "ml_m", "d", features=m_features)]
     if spec.score == "IV-type":
         out.append(Nuisance("ml_g", "ml_g", RESIDUAL, stage=1))
     return tuple(out)
@@ -421,6 +423,7 @@ REGISTRY: dict[str, ModelDef] = {
             theta_initial=_plr_theta,
             doubleml_learners=("ml_l", "ml_m"),
             doubleml_optional=("ml_g",),
+            options=("d_mean_cols",),
         ),
         ModelDef(
             name="irm",

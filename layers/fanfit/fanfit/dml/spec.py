@@ -136,7 +136,9 @@ def learner_roles(model: str) -> dict[str, str]:
 #: DIDCS's time indicator and SSM's selection indicator; and the weight columns of the models
 #: that take DoubleML's ``weights`` (``ModelDef.weights``: APO); the given inner folds of a model
 #: with nested sample splitting (option ``n_folds_inner``: LPLR).
-MODEL_COLUMNS = ("t_col", "s_col", "weights_col", "weights_bar_cols", "inner_folds_cols")
+MODEL_COLUMNS = (
+    "t_col", "s_col", "weights_col", "weights_bar_cols", "inner_folds_cols", "d_mean_cols",
+)  # fmt: skip
 
 #: The data roles whose dtype a spec records (:attr:`DMLSpec.dtypes`), as DoubleML names its
 #: data's arrays: ``y``, ``d``, ``x``, ``z``, ``t`` (DIDCS), ``s`` (SSM).
@@ -249,6 +251,10 @@ class DMLSpec:
         LPLR only: given inner folds, one data column per (repetition, outer fold), in the order
         ``i_rep * n_folds + i_fold`` (:attr:`fanfit.dml.DMLData.inner_folds`); None: each fold
         unit draws its own from the seed (:func:`fanfit.dml.folds.unit_inner_smpls`).
+    d_mean_cols : tuple of str or None
+        PLR only: one column per treatment holding its unit (cluster) mean, which ``ml_m`` sees
+        after the covariates and no other learner does (DoubleMLPLPR's ``approach='cre_normal'``:
+        ``np.column_stack((x, d_mean))``); None: ``ml_m`` sees the covariates.
     treatment : int or None
         PQ and CVaR only (DoubleML's ``treatment``): the treatment level, 0 or 1, whose potential
         quantile (or conditional value at risk) is estimated.
@@ -301,6 +307,7 @@ class DMLSpec:
     weights_bar_cols: tuple[str, ...] | None = None
     n_folds_inner: int | None = None
     inner_folds_cols: tuple[str, ...] | None = None
+    d_mean_cols: tuple[str, ...] | None = None
     treatment: int | None = None
     quantile: float | None = None
     dtypes: dict[str, str] | None = None
@@ -311,7 +318,7 @@ class DMLSpec:
         for name in ("d_cols", "x_cols", "z_cols", "cluster_cols"):
             value = getattr(self, name)
             object.__setattr__(self, name, () if value is None else _as_str_tuple(value))
-        for name in ("weights_bar_cols", "inner_folds_cols"):
+        for name in ("weights_bar_cols", "inner_folds_cols", "d_mean_cols"):
             if getattr(self, name) is not None:
                 object.__setattr__(self, name, _as_str_tuple(getattr(self, name)))
         if isinstance(self.learners, dict):
@@ -343,6 +350,7 @@ class DMLSpec:
             self.y_col, *self.d_cols, *self.x_cols, *self.z_cols, *self.cluster_cols,
             *self.extra_cols, *self.model_column("weights_col"),
             *self.model_column("weights_bar_cols"), *self.model_column("inner_folds_cols"),
+            *self.model_column("d_mean_cols"),
         )  # fmt: skip
 
     def model_column(self, name: str) -> tuple[str, ...]:
@@ -483,7 +491,7 @@ class DMLSpec:
         own = (*mdef.options, *mdef.data_options)
         for option in (
             "subgroups", "treatment_level", "t_col", "in_sample_normalization", "s_col",
-            "treatment", "quantile", "n_folds_inner",
+            "treatment", "quantile", "n_folds_inner", "d_mean_cols",
         ):  # fmt: skip
             if getattr(self, option) is not None and option not in own:
                 owners = [
@@ -498,6 +506,7 @@ class DMLSpec:
         self._validate_subgroups()
         self._validate_weights(mdef.weights)
         self._validate_inner_folds()
+        self._validate_d_mean()
         if self.in_sample_normalization is not None and not isinstance(
             self.in_sample_normalization, bool
         ):
@@ -588,6 +597,20 @@ class DMLSpec:
             raise InvalidJobError(
                 f"inner_folds_cols names {len(cols)} column(s); give one per repetition and outer "
                 f"fold: n_rep * n_folds = {self.n_rep * self.n_cross_folds}."
+            )
+
+    def _validate_d_mean(self) -> None:
+        """``d_mean_cols``: one distinct column per treatment (a column with two roles is
+        refused with the other columns, :meth:`_validate_columns`)."""
+        cols = self.d_mean_cols
+        if cols is None:
+            return
+        if not all(isinstance(c, str) and c for c in cols) or len(set(cols)) != len(cols):
+            raise InvalidJobError(f"d_mean_cols must be distinct column names, got {cols!r}.")
+        if len(cols) != self.n_treat:
+            raise InvalidJobError(
+                f"d_mean_cols names {len(cols)} column(s); give one per treatment "
+                f"({', '.join(self.d_cols)}), in their order."
             )
 
     def _validate_subgroups(self) -> None:
@@ -700,6 +723,8 @@ class DMLSpec:
             {} if self.weights_bar_cols is None else {"weights_bar_cols": list(self.weights_bar_cols)}
         ) | (
             {} if self.inner_folds_cols is None else {"inner_folds_cols": list(self.inner_folds_cols)}
+        ) | (
+            {} if self.d_mean_cols is None else {"d_mean_cols": list(self.d_mean_cols)}
         ) | ({"dtypes": dict(sorted(self.dtypes.items()))} if self.dtypes else {}) | (
             {"learner_params": copy.deepcopy(self.learner_params)} if self.learner_params else {}
         ) | (

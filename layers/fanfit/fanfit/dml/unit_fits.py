@@ -70,7 +70,7 @@ def _target_and_rows(
 def features(spec: DMLSpec, data: DMLData, key: str, i_treat: int) -> np.ndarray:
     """The features a prediction key's learner sees: :meth:`~fanfit.dml.data.DMLData.xd`, or with
     ``features='dx'`` (:class:`~fanfit.dml.models.Nuisance`) the treatment column before it, with
-    ``features='xd'`` after it.
+    ``features='xd'`` after it, with ``features='xm'`` the treatment's unit mean after it.
 
     Returns
     -------
@@ -82,6 +82,10 @@ def features(spec: DMLSpec, data: DMLData, key: str, i_treat: int) -> np.ndarray
         return np.column_stack((data.d[:, i_treat], x))
     if kind == "xd":
         return np.column_stack((x, data.d[:, i_treat]))
+    if kind == "xm":
+        if data.d_mean is None:
+            raise InvalidJobError(f"Nuisance {key} needs the treatments' unit means (d_mean_cols).")
+        return np.column_stack((x, data.d_mean[:, i_treat]))
     return x
 
 

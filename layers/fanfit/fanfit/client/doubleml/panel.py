@@ -17,13 +17,13 @@ DoubleML's (DoubleML 0.11.4's bootstrap raises ``NotImplementedError`` on cluste
 so does this class's). Re-exported by :mod:`fanfit.client.doubleml` and :mod:`fanfit`
 (``fanfit.DoubleMLPLPR``).
 
+``approach='cre_normal'``: DoubleML fits ``ml_m`` on the covariates *and the unit mean of the
+treatment* (``np.column_stack((x, d_mean))``), and ``ml_l`` (and ``ml_g``) on the covariates
+alone; the job gets the unit means as columns (``d_mean_cols``: the registry's PLR ``ml_m``
+then has ``Nuisance.features='xm'``).
+
 What a ``plr`` job cannot carry, refused by name (:class:`fanfit.errors.UnsupportedArgumentError`):
 
-- ``approach='cre_normal'``: DoubleML fits ``ml_m`` on the covariates *and the unit mean of the
-  treatment* (``np.column_stack((x, d_mean))``), and ``ml_l`` (and ``ml_g``) on the covariates
-  alone. A ``plr`` job fits every learner on the same covariates (``Nuisance.features`` of the
-  registry knows ``x``, ``dx`` and ``xd`` only), so it cannot fit ``ml_m`` on a column ``ml_l``
-  does not see.
 - ``approach='cre_general'`` with ``score='IV-type'``: DoubleML fits ``ml_g`` on
   :math:`Y - \\tilde\\theta D`, with :math:`\\tilde\\theta` the partialling-out estimate from
   the *adjusted* :math:`\\hat m^*` (below); the job's second stage computes
@@ -64,8 +64,8 @@ import doubleml as _doubleml  # noqa: E402 - after the check that names the extr
 
 __all__ = ["DoubleMLPLPR", "cre_general_adjustment"]
 
-#: The approaches a ``plr`` job carries (DoubleML's ``valid_approach`` less ``'cre_normal'``).
-APPROACHES = ("cre_general", "fd_exact", "wg_approx")
+#: The approaches a ``plr`` job carries (DoubleML's ``valid_approach``).
+APPROACHES = ("cre_general", "cre_normal", "fd_exact", "wg_approx")
 
 
 def cre_general_adjustment(m_hat: np.ndarray, d_mean: np.ndarray, ids: np.ndarray) -> np.ndarray:
@@ -152,7 +152,7 @@ class DoubleMLPLPR(_OnStack, _CREAdjusted, _doubleml.DoubleMLPLPR):  # type: ign
     fanfit.errors.InvalidDataError
         ``obj_dml_data`` is not a DoubleMLPanelData with ``static_panel=True``.
     fanfit.errors.UnsupportedArgumentError
-        ``approach='cre_normal'``; ``approach='cre_general'`` with ``score='IV-type'``; a
+        ``approach='cre_general'`` with ``score='IV-type'``; a
         callable score (module docstring says why).
     fanfit.errors.InvalidLearnerError
         A learner outside the allow-list.
@@ -169,19 +169,12 @@ class DoubleMLPLPR(_OnStack, _CREAdjusted, _doubleml.DoubleMLPLPR):  # type: ign
     ) -> None:  # fmt: skip
         data = _plpr_data(obj_dml_data)
         _check_arguments(data, score)
-        if approach == "cre_normal":
-            raise _unsupported(
-                "approach='cre_normal'",
-                "DoubleML fits its ml_m on the covariates and the unit mean of the treatment, "
-                "ml_l on the covariates alone, and a plr job fits both on the same covariates; "
-                f"use one of {', '.join(APPROACHES)}",
-            )
         if approach == "cre_general" and score == "IV-type":
             raise _unsupported(
                 "approach='cre_general' with score='IV-type'",
                 "DoubleML fits ml_g on Y - theta D with theta from the adjusted ml_m, which the "
                 "plr job's second stage does not see; use score='partialling out', or "
-                "approach='fd_exact' or 'wg_approx' with 'IV-type'",
+                "approach='cre_normal', 'fd_exact' or 'wg_approx' with 'IV-type'",
             )
         for name, learner in (("ml_l", ml_l), ("ml_m", ml_m), ("ml_g", ml_g)):
             if learner is not None and not _placeholder(learner):
@@ -191,6 +184,23 @@ class DoubleMLPLPR(_OnStack, _CREAdjusted, _doubleml.DoubleMLPLPR):  # type: ign
             n_folds, n_rep, score, approach, draw_sample_splitting,
         )  # fmt: skip
         self._fanfit_check_learners()
+
+    def _fanfit_frame(self) -> pd.DataFrame:
+        """DoubleML's transformed data; with ``'cre_normal'`` also each treatment's unit mean
+        (DoubleML's ``d_mean``), the columns of :meth:`_fanfit_d_mean_cols`."""
+        frame = self._dml_data.data
+        if self.approach != "cre_normal":
+            return frame  # type: ignore[no-any-return]
+        means = pd.DataFrame(self._d_mean, columns=self._fanfit_d_mean_cols(), index=frame.index)
+        return pd.concat([frame, means], axis=1)
+
+    def _fanfit_d_mean_cols(self) -> list[str]:
+        return [f"__fanfit_{d}_mean" for d in self._dml_data.d_cols]
+
+    def _fanfit_model_options(self) -> dict[str, Any]:
+        if self.approach != "cre_normal":
+            return {}
+        return {"d_mean_cols": self._fanfit_d_mean_cols()}
 
     def _fanfit_targets(self, y, d, z, preds):  # type: ignore[no-untyped-def]
         return DoubleMLPLR._fanfit_targets(self, y, d, z, preds)  # type: ignore[arg-type]

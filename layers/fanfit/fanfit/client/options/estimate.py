@@ -184,6 +184,13 @@ class EstimateOptions(_Options):
         "rep 0 fold 0, rep 0 fold 1, ...): each training row's inner fold, -1 on the fold's test "
         "rows (default: drawn from --seed); needs --n-folds-inner and --folds",
     )
+    d_mean_cols: str | Sequence[str] | None = _option(
+        None,
+        kind="columns",
+        metavar="COL[,COL...]",
+        help="plr: one column per treatment holding its unit mean, which ml_m alone sees after "
+        "the covariates (DoubleMLPLPR's approach='cre_normal')",
+    )
     seed: int = _option(0, kind="int", help="seed of the sample splitting and learners")
     folds: Any = _option(
         None,
@@ -340,7 +347,7 @@ class EstimateOptions(_Options):
         taken.update(_as_list(getattr(self, "cluster_cols", None)))
         taken.update(_as_list(getattr(self, "t", None)))
         taken.update(_as_list(self.weights_col) + _as_list(self.weights_bar_cols))
-        taken.update(_as_list(self.inner_folds_cols))
+        taken.update(_as_list(self.inner_folds_cols) + _as_list(self.d_mean_cols))
         taken.update(_external_columns(self.external_predictions_cols))
         x = [str(c) for c in columns if str(c) not in taken]
         if not x:
@@ -376,7 +383,7 @@ class EstimateOptions(_Options):
             t=self.t, in_sample_normalization=self.in_sample_normalization, s_col=self.s,
             weights_col=self.weights_col, weights_bar_cols=self.weights_bar_cols,
             treatment=self.treatment, quantiles=self.quantiles, n_folds_inner=self.n_folds_inner,
-            inner_folds_cols=self.inner_folds_cols,
+            inner_folds_cols=self.inner_folds_cols, d_mean_cols=self.d_mean_cols,
             learner_params=read_learner_params(self.learner_params),
             external_predictions_cols=read_mapping_option(
                 "external_predictions_cols", self.external_predictions_cols
