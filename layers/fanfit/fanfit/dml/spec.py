@@ -269,6 +269,10 @@ class DMLSpec:
         DoubleML's ``external_predictions``: ``{prediction key: {treatment column: [column of
         repetition 0, ...]}}``, data columns holding the out-of-fold predictions that replace
         that nuisance's fits (:mod:`fanfit.dml.external`). None: every nuisance is fitted.
+    store_models : bool
+        DoubleML's ``fit(store_models=True)``: every unit's fitted estimator is kept beside its
+        predictions (:mod:`fanfit.learners.persist`, no pickle). Not for models whose fits nest
+        inside the folds, nor Torch learners.
     dtypes : dict of str to str, or None
         The dtype each data role computes in, for the roles where it is not float64. Only jobs
         of fanfit's DoubleML classes set it, to the dtypes DoubleML computes their frame in
@@ -313,6 +317,7 @@ class DMLSpec:
     dtypes: dict[str, str] | None = None
     learner_params: dict[str, Any] | None = None
     external_predictions_cols: dict[str, dict[str, list[str]]] | None = None
+    store_models: bool = False
 
     def __post_init__(self) -> None:
         for name in ("d_cols", "x_cols", "z_cols", "cluster_cols"):
@@ -427,6 +432,7 @@ class DMLSpec:
         self._validate_learners()
         check_learner_params(self)
         check_external_predictions(self)
+        self._validate_store_models()
 
     def _validate_columns(self) -> None:
         if not isinstance(self.y_col, str) or not self.y_col:
@@ -599,6 +605,25 @@ class DMLSpec:
                 f"fold: n_rep * n_folds = {self.n_rep * self.n_cross_folds}."
             )
 
+    def _validate_store_models(self) -> None:
+        """``store_models``: a bool, for a model whose units are plain fits, without Torch
+        learners (their fitted state needs pickle)."""
+        if not isinstance(self.store_models, bool):
+            raise InvalidJobError(f"store_models must be true or false, got {self.store_models!r}.")
+        if not self.store_models:
+            return
+        if model_def(self.model).fold_procedure_for(self) is not None:
+            raise InvalidJobError(
+                f"store_models: model {self.model!r} with score {self.score!r} fits its nuisances "
+                "inside each outer fold, many models per fold; fit without store_models."
+            )
+        torch = sorted(k for k, v in self.learners.items() if v.requires_gpu)
+        if torch:
+            raise InvalidJobError(
+                f"store_models: learner(s) {', '.join(torch)} are Torch models, whose fitted "
+                "state cannot be stored without pickle; fit without store_models."
+            )
+
     def _validate_d_mean(self) -> None:
         """``d_mean_cols``: one distinct column per treatment (a column with two roles is
         refused with the other columns, :meth:`_validate_columns`)."""
@@ -731,7 +756,7 @@ class DMLSpec:
             {"external_predictions_cols": copy.deepcopy(self.external_predictions_cols)}
             if self.external_predictions_cols
             else {}
-        )  # fmt: skip
+        ) | ({"store_models": True} if self.store_models else {})  # fmt: skip
 
     @classmethod
     def from_dict(cls, d: dict) -> DMLSpec:

@@ -224,16 +224,25 @@ def _fit_predict_one(
     spec: DMLSpec, unit: FitUnit, data: DMLData, folds: np.ndarray, stage_inputs: dict | None
 ) -> np.ndarray:
     """One nuisance fit of a model without a fold procedure (:func:`fit_predict`)."""
+    return _fit_one(spec, unit, data, folds, stage_inputs)[0]
+
+
+def _fit_one(
+    spec: DMLSpec, unit: FitUnit, data: DMLData, folds: np.ndarray, stage_inputs: dict | None
+) -> tuple[np.ndarray, Any]:
+    """:func:`_fit_predict_one`'s predictions and the fitted estimator (DoubleML's model of the
+    fold: ``store_models``)."""
     lspec, x, target, train, test = _unit_rows(spec, unit, data, folds, stage_inputs)
     estimator = lspec.build(random_state=unit_seed(spec.seed, unit))
     if lspec.is_classifier:
         # cross_val_predict label-encodes the whole target column before splitting
         _, encoded = np.unique(target, return_inverse=True)
         estimator.fit(x[train], encoded[train])
-        return _positive_proba(estimator.predict_proba(x[test]), estimator.classes_, test.size)
+        proba = estimator.predict_proba(x[test])
+        return _positive_proba(proba, estimator.classes_, test.size), estimator
     estimator.fit(x[train], target[train])
     # float64 (a learner fitted on float32 covariates may predict in float32; exact in float64)
-    return np.asarray(estimator.predict(x[test]), dtype=np.float64).reshape(test.size)
+    return np.asarray(estimator.predict(x[test]), dtype=np.float64).reshape(test.size), estimator
 
 
 @dataclass(frozen=True)
@@ -248,12 +257,15 @@ class UnitResult:
         Seconds of its fit; for a unit fitted in a batch, the batch's seconds over its fits.
     batch : int
         Fits trained together with it (1: on its own).
+    model : bytes or None
+        With ``spec.store_models``, the fitted estimator (:func:`fanfit.learners.persist.dumps`).
     """
 
     values: np.ndarray
     aux: np.ndarray | None
     fit_s: float
     batch: int = 1
+    model: bytes | None = None
 
 
 def _batchable(spec: DMLSpec, unit: FitUnit) -> bool:
@@ -320,6 +332,13 @@ def fit_predict_units(
         if before_unit is not None:
             before_unit(len(out))
         t0 = time.perf_counter()
+        if spec.store_models:  # a plain fit (DMLSpec.validate): keep its estimator
+            from fanfit.learners.persist import dumps
+
+            values, estimator = _fit_one(spec, unit, data, folds, stage_inputs)
+            fit_s = time.perf_counter() - t0
+            out[i] = UnitResult(values, None, fit_s, model=dumps(estimator))
+            continue
         values, aux = fit_predict_aux(spec, unit, data, folds, stage_inputs)
         out[i] = UnitResult(values, aux, time.perf_counter() - t0)
     for members in groups.values():

@@ -14,6 +14,7 @@ here: callers write ``storage.plan_key(job_id)`` and ``storage.JobStore``.
 
 from fanfit.storage.keys import (
     DATA_KEY_PATTERN,
+    MODEL_PREFIX,
     aux_array_name,
     check_data_key,
     check_job_key,
@@ -25,6 +26,7 @@ from fanfit.storage.keys import (
     is_train_round_key,
     job_prefix,
     map_runs_prefix,
+    model_array_name,
     plan_key,
     predictions_key,
     preds_key,
@@ -80,6 +82,7 @@ from fanfit.storage.tables import (
 
 __all__ = [
     "DATA_KEY_PATTERN",
+    "MODEL_PREFIX",
     "JOB_STATUS_CANCELLED",
     "JOB_STATUS_FAILED",
     "JOB_STATUS_RUNNING",
@@ -109,6 +112,7 @@ __all__ = [
     "plan_key",
     "predictions_key",
     "aux_array_name",
+    "model_array_name",
     "preds_key",
     "preds_prefix",
     "prepare_record_key",

@@ -18,7 +18,9 @@ Key layout (``<job>`` is the job id)::
                                            (named by the unit's key), ``__stats__``, and a unit's
                                            auxiliary array as ``__aux__<unit key>`` where it has one
                                            (PQ/LPQ stage 0: the fold's preliminary propensities,
-                                           :func:`aux_array_name`)
+                                           :func:`aux_array_name`); with store_models each unit's
+                                           fitted estimator as ``__model__<unit key>``
+                                           (:func:`model_array_name`)
     jobs/<job>/map-runs/<s>/<w>/...        the Distributed Map's ResultWriter output of wave w of stage s
     jobs/<job>/result.json                 the estimate (Aggregate) or the trained model (TrainFinalize)
     jobs/<job>/predictions.npz             every out-of-fold prediction of an estimate (Aggregate): one
@@ -182,6 +184,8 @@ def preds_key(job_id: str, stage: int, shard_id: str) -> str:
 
 #: Prefix of the name of a unit's auxiliary array inside its shard's predictions object.
 AUX_PREFIX = "__aux__"
+#: Prefix of a unit's stored model inside its shard's ``.npz`` (:func:`model_array_name`).
+MODEL_PREFIX = "__model__"
 
 
 def aux_array_name(unit_key: str) -> str:
@@ -204,6 +208,13 @@ def aux_array_name(unit_key: str) -> str:
         E.g. ``'__aux__s0-t0-r1-f3-ml_m'``.
     """
     return f"{AUX_PREFIX}{unit_key}"
+
+
+def model_array_name(unit_key: str) -> str:
+    """Name of a fit unit's fitted estimator inside its shard's predictions object
+    (:func:`preds_key`), with ``store_models``: its :func:`fanfit.learners.persist.dumps` bytes as
+    a uint8 array, e.g. ``'__model__s0-t0-r1-f3-ml_m'``."""
+    return f"{MODEL_PREFIX}{unit_key}"
 
 
 def result_key(job_id: str) -> str:

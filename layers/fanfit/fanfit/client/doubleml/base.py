@@ -258,13 +258,12 @@ def _check_fit_options(store_models: Any, store_predictions: Any, job_options: A
 
     Raises
     ------
-    fanfit.errors.UnsupportedArgumentError
-        ``store_models=True``.
     fanfit.errors.InvalidJobError
-        ``store_predictions`` not a bool, or a job option outside :data:`JOB_OPTIONS`.
+        ``store_models`` or ``store_predictions`` not a bool, or a job option outside
+        :data:`JOB_OPTIONS`.
     """
-    if store_models:
-        raise _unsupported("store_models=True", "the fitted models stay on the stack")
+    if not isinstance(store_models, bool):
+        raise errors.InvalidJobError(f"store_models must be True or False, got {store_models!r}")
     if not isinstance(store_predictions, bool):
         raise errors.InvalidJobError(
             f"store_predictions must be True or False, got {store_predictions!r}"
@@ -531,9 +530,11 @@ class _OnStack:
             Models whose fits nest inside the folds (PQ, CVaR, LPQ, LPLR, SSM's nonignorable
             score) take none (:class:`fanfit.errors.InvalidJobError`); DoubleMLSSM none at all
             (``NotImplementedError``, as DoubleML).
-        store_models
-            Not supported on a stack (:class:`fanfit.errors.UnsupportedArgumentError`): use
-            DoubleML's own class, which keeps the fitted learners in-process.
+        store_models : bool
+            Keep every fit's estimator: the job stores them beside its predictions (skops, no
+            pickle: :mod:`fanfit.learners.persist`) and ``models`` is DoubleML's
+            ``{key: {treatment column: [[model of each fold] per repetition]}}``. Not for models
+            whose fits nest inside the folds, nor Torch learners (``InvalidJobError``).
         seed : int
             The job's seed: ``random_state`` of the learners that have none (the splitting is
             ``smpls``, DoubleML's, and the bootstrap runs afterwards on the client).
@@ -551,8 +552,6 @@ class _OnStack:
 
         Raises
         ------
-        fanfit.errors.UnsupportedArgumentError
-            ``store_models=True``.
         TypeError, ValueError, NotImplementedError
             DoubleML's own checks of ``n_jobs_cv`` and ``external_predictions``.
         fanfit.errors.InvalidJobError (or a subclass)
@@ -573,12 +572,16 @@ class _OnStack:
         frame, options = self._fanfit_frame(), self.fanfit_options(seed, given)
         if given:
             frame, options = self._fanfit_with_external(frame, options, given)
+        if store_models:
+            options["store_models"] = True
         checked_options, checked = _check(frame, {**options, **job_options})
         spec = checked.spec
         if not any(fit_units(spec, stage) for stage in range(n_stages(spec))):
             # every prediction is given: nothing to fit, DoubleML's own fit
             super().fit(  # type: ignore[misc]
-                store_predictions=store_predictions, external_predictions=external_predictions
+                store_predictions=store_predictions,
+                external_predictions=external_predictions,
+                store_models=store_models,
             )
             self.fanfit_job = self.fanfit_result = None
             return self
@@ -591,11 +594,32 @@ class _OnStack:
         )
         self._fanfit_nuisance_loss(set(given))
         self._fanfit_check_parity(result)
+        if store_models:
+            self._fanfit_store_models(job.models(), spec)
         if not store_predictions:
             self._predictions = None
             self._nuisance_targets = None
         self.fanfit_job, self.fanfit_result = job, result
         return self
+
+    def _fanfit_store_models(self, models: Mapping[str, Any], spec: Any) -> None:
+        """DoubleML's ``models`` from the job's fitted estimators (:meth:`fanfit.client.
+        EstimateJob.models`): ``{key: {treatment column: [[model of each fold] per repetition]}}``,
+        None where DoubleML keeps none (a nuisance whose predictions were given)."""
+        d_cols = list(self._dml_data.d_cols)  # type: ignore[attr-defined]
+        n_rep = int(self.n_rep)  # type: ignore[attr-defined]
+        out: dict[str, dict[str, list[Any]]] = {
+            key: {d: [None] * n_rep for d in d_cols}
+            for key in self.params_names  # type: ignore[attr-defined]
+        }
+        for stage in range(n_stages(spec)):
+            for unit in fit_units(spec, stage):
+                reps = out.setdefault(unit.learner, {d: [None] * n_rep for d in d_cols})
+                per_fold = reps[d_cols[unit.i_treat]]
+                if per_fold[unit.i_rep] is None:
+                    per_fold[unit.i_rep] = [None] * spec.n_cross_folds
+                per_fold[unit.i_rep][unit.i_fold] = models[unit.key]
+        self._models = out
 
     def _fanfit_check_parity(self, result: Any) -> None:
         d_cols = list(self._dml_data.d_cols)  # type: ignore[attr-defined]
@@ -729,6 +753,10 @@ class _SideBySide:
                 "external_predictions",
                 "the stack computes the predictions of a model of several parts (fit each "
                 "part's DoubleML model with them in-process)",
+            )
+        if store_models:
+            raise _unsupported(
+                "store_models=True", "fit each part's DoubleML model with it instead"
             )
         _check_fit_options(store_models, store_predictions, job_options)
         parts = self._fanfit_parts(seed)

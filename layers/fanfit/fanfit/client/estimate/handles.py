@@ -270,6 +270,32 @@ class EstimateJob(JobHandle):
         """
         return self._predictions_at(self.result().doc.predictions_key)
 
+    def models(self) -> dict[str, Any]:
+        """The fitted estimators of a job submitted with ``store_models=True``, by unit key
+        (``'s0-t0-r1-f2-ml_l'``: :class:`fanfit.dml.FitUnit`), read from the shards' objects and
+        built by :func:`fanfit.learners.persist.loads` (no pickle; only allow-listed types).
+
+        Raises
+        ------
+        fanfit.errors.InvalidJobError
+            The job stored none (it ran without ``store_models``).
+        fanfit.errors.InvalidLearnerError
+            A stored model holds a type outside the allow-list (it is not loaded).
+        """
+        from fanfit.learners.persist import loads
+
+        out: dict[str, Any] = {}
+        for stage in range(self._plan().n_stages):
+            for key in self.client.store.list_keys(storage.preds_prefix(self.job_id, stage)):
+                for name, value in self.client.store.get_arrays(key).items():
+                    if name.startswith(storage.MODEL_PREFIX):
+                        out[name[len(storage.MODEL_PREFIX) :]] = loads(np.asarray(value).tobytes())
+        if not out:
+            raise errors.InvalidJobError(
+                f"job {self.job_id} stored no models: submit it with store_models=True"
+            )
+        return out
+
     def to_doubleml(self, data: Any = None, *, bootstrap: bool = True) -> Any:
         """A fitted DoubleML object (DoubleMLPLR, -IRM, -PLIV or -IIVM) of this job.
 

@@ -210,6 +210,12 @@ class EstimateOptions(_Options):
         "{nuisance: {treatment column: params}}, params one object for every fold or n_rep "
         "lists of n_folds objects",
     )
+    store_models: bool = _option(
+        False,
+        kind="bool",
+        help="keep every fit's estimator beside its predictions (DoubleML's store_models; "
+        "skops, no pickle): EstimateJob.models()",
+    )
     external_predictions_cols: Any = _option(
         None,
         kind="path",
@@ -385,6 +391,7 @@ class EstimateOptions(_Options):
             treatment=self.treatment, quantiles=self.quantiles, n_folds_inner=self.n_folds_inner,
             inner_folds_cols=self.inner_folds_cols, d_mean_cols=self.d_mean_cols,
             learner_params=read_learner_params(self.learner_params),
+            store_models=self.store_models,
             external_predictions_cols=read_mapping_option(
                 "external_predictions_cols", self.external_predictions_cols
             ),

@@ -166,6 +166,8 @@ def crossfit_shard(
             arrays[unit.key] = result.values
             if result.aux is not None:  # PQ/LPQ stage 0: the fold's preliminary propensities
                 arrays[storage.aux_array_name(unit.key)] = result.aux
+            if result.model is not None:  # store_models: the fitted estimator (skops bytes)
+                arrays[storage.model_array_name(unit.key)] = np.frombuffer(result.model, np.uint8)
             unit_fit_s[unit.key] = result.fit_s
             if result.batch > 1:
                 batched[unit.key] = result.batch

@@ -178,14 +178,14 @@ def read_shards(
 def stage_outputs(
     store: storage.JobStore, job_id: str, stages: range
 ) -> dict[int, dict[str, np.ndarray]]:
-    """Every array of the shards' predictions objects of ``stages`` (their ``__stats__`` left
-    out), by stage: read once for all parts of a job (:func:`gather_outputs`)."""
+    """Every array of the shards' predictions objects of ``stages`` (their ``__stats__`` and
+    stored models left out), by stage: read once for all parts of a job (:func:`gather_outputs`)."""
     return {
         stage: {
             name: value
             for _, arrays in read_shards(store, job_id, stage)
             for name, value in arrays.items()
-            if name != "__stats__"
+            if name != "__stats__" and not name.startswith(storage.MODEL_PREFIX)
         }
         for stage in stages
     }
