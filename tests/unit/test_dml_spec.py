@@ -130,6 +130,9 @@ def test_from_dict_takes_the_default_score_and_defaults() -> None:
         ({"model": "irm", "score": "ATE", "d_mean_cols": ("m",),
           "learners": {"ml_g": "Lasso", "ml_m": "LogisticRegression"}},
          "d_mean_cols is an option of model 'plr' only"),
+        ({"approach": "cre_general"}, "approach 'cre_general' needs d_mean_cols"),
+        ({"d_mean_cols": ("m",), "approach": "between"}, "approach must be one of"),
+        ({"d_mean_cols": ("m",), "approach": "cre_general"}, "give the unit id as the one cluster"),
     ],
 )  # fmt: skip
 def test_validate_rejects_bad_options_naming_them(overrides, match) -> None:
@@ -258,3 +261,41 @@ def test_d_mean_cols_are_read_and_seen_by_ml_m_only() -> None:
     np.testing.assert_array_equal(data.d_mean[:, 0], values[:, 3])
     np.testing.assert_array_equal(features(spec, data, "ml_m", 0), values[:, 2:4])
     np.testing.assert_array_equal(features(spec, data, "ml_l", 0), values[:, 2:3])
+    # AND the approach defaults to cre_normal and travels with the spec
+    assert spec.approach == "cre_normal"
+    assert DMLSpec.from_dict(spec.to_dict()).approach == "cre_normal"
+
+
+def test_cre_general_adjusts_ml_m_in_the_score_and_its_first_stage() -> None:
+    # GIVEN DoubleMLPLPR's cre_general: the unit means of d, the unit as the one cluster column
+    import numpy as np
+
+    from fanfit.dml import validate_data
+    from fanfit.dml.models import model_def
+    from fanfit.dml.scores.plm_irm import plr_score_elements, plr_theta_initial
+    from fanfit.dml.unit_fits import features
+
+    spec = _spec(
+        x_cols=("x0",), d_mean_cols=["m"], cluster_cols=["id"], approach="cre_general", n_folds=3
+    )
+    spec.validate()
+    rng = np.random.default_rng(0)
+    ids = np.repeat([0.0, 1.0, 2.0], 4)
+    d = rng.normal(size=12)
+    d_mean = np.repeat([d[i * 4 : i * 4 + 4].mean() for i in range(3)], 4)
+    values = np.column_stack([rng.normal(size=12), d, rng.normal(size=12), ids, d_mean])
+    data = validate_data(spec, ["y", "d", "x0", "id", "m"], values)
+    # THEN ml_m sees the covariates alone (the mean is no feature)
+    np.testing.assert_array_equal(features(spec, data, "ml_m", 0), values[:, 2:3])
+    # AND the score and the preliminary estimate see m* = m + mean_i(d) - mean_i(m)
+    p = {"ml_l": rng.normal(size=12), "ml_m": rng.normal(size=12), "ml_g": rng.normal(size=12)}
+    unit_m = np.repeat([p["ml_m"][i * 4 : i * 4 + 4].mean() for i in range(3)], 4)
+    m_star = p["ml_m"] + d_mean - unit_m
+    mdef = model_def("plr")
+    assert mdef.theta_initial is not None
+    theta = mdef.theta_initial(spec, data, p, 0)
+    assert theta == pytest.approx(plr_theta_initial(data.y, d, p["ml_l"], m_star), rel=1e-12)
+    psi_a, psi_b = mdef.score_elements(spec, data, p, 0)
+    want_a, want_b = plr_score_elements(data.y, d, p["ml_l"], m_star, None, "partialling out")
+    np.testing.assert_allclose(psi_a, want_a, rtol=1e-12)
+    np.testing.assert_allclose(psi_b, want_b, rtol=1e-12)

@@ -4,8 +4,10 @@
 GIVEN DoubleML's static panel (make_plpr_CP2025, 60 units x 4 periods) and the same global seed,
 WHEN fanfit's DoubleMLPLPR is fitted on the fake stack and DoubleML's in-process, THEN one ``plr``
 job ran on DoubleML's transformed data, clustered by unit, with DoubleML's folds, and coef, se,
-predictions, nuisance losses, confint and the bootstrap are DoubleML's; the ``'cre_general'``
-adjustment equals DoubleML's at 1e-12; what a ``plr`` job cannot carry is refused by name.
+predictions, nuisance losses, confint and the bootstrap are DoubleML's, for every approach and
+score (``'cre_general'`` with ``'IV-type'`` too: the job adjusts ``ml_m`` by unit before its
+second stage); the ``'cre_general'`` adjustment equals DoubleML's at 1e-12; what a ``plr`` job
+cannot carry is refused by name.
 """
 
 from __future__ import annotations
@@ -21,14 +23,15 @@ from test_doubleml_classes import FakeClient  # noqa: E402
 
 import fanfit  # noqa: E402
 from fanfit import errors  # noqa: E402
-from fanfit.client.doubleml import panel  # noqa: E402
 from fanfit.dml.folds import smpls_to_folds  # noqa: E402
+from fanfit.dml.scores.plm_irm import cre_general_adjustment  # noqa: E402
 
 pytestmark = pytest.mark.filterwarnings("ignore:For score = 'IV-type'")
 
 RTOL = 1e-9
 CASES = [
     ("cre_general", "partialling out"),
+    ("cre_general", "IV-type"),
     ("cre_normal", "partialling out"),
     ("cre_normal", "IV-type"),
     ("fd_exact", "partialling out"),
@@ -70,8 +73,17 @@ def test_plpr_on_the_fake_stack_is_doublemls(approach, score) -> None:
     assert (sent["y"], sent["d"]) == (transformed.y_col, list(transformed.d_cols))
     assert sent["x"] == list(transformed.x_cols) == theirs.transform_cols["x_cols"]
     assert sent["cluster_cols"] == ["id"] and sent["n_folds"] == 3
-    # (cre_normal: ml_m also sees each treatment's unit mean, DoubleML's d_mean, as columns)
-    assert (sent.get("d_mean_cols") is not None) == (approach == "cre_normal")
+    # (cre_normal: ml_m also sees each treatment's unit mean, DoubleML's d_mean, as columns;
+    # cre_general: the job adjusts ml_m's predictions by unit with them)
+    assert (sent.get("d_mean_cols") is not None) == approach.startswith("cre_")
+    assert sent.get("approach") == (approach if approach.startswith("cre_") else None)
+    # AND the job's own coef, se and nuisance losses are DoubleML's (cre_general's ml_m loss
+    # is that of the adjusted predictions)
+    job = ours.fanfit_job.res  # the in-process estimate the fake stack ran
+    np.testing.assert_allclose(job.coef, theirs.coef, rtol=RTOL, atol=0)
+    np.testing.assert_allclose(job.se, theirs.se, rtol=RTOL, atol=0)
+    for key, loss in job.nuisance_loss.items():
+        np.testing.assert_allclose(loss, theirs.nuisance_loss[key], rtol=RTOL)
     np.testing.assert_array_equal(
         sent["folds"], smpls_to_folds(theirs.smpls, transformed.n_obs, check_train=False)
     )
@@ -113,7 +125,7 @@ def test_cre_general_adjustment_is_doublemls_at_1e_12() -> None:
     # WHEN each repetition is adjusted with the unit means of d and of the predictions
     ids = np.asarray(theirs.data_transform.id_var)
     for i_rep in range(theirs.n_rep):
-        adjusted = panel.cre_general_adjustment(raw[:, i_rep], theirs.d_mean[:, 0], ids)
+        adjusted = cre_general_adjustment(raw[:, i_rep], theirs.d_mean[:, 0], ids)
         # THEN it is DoubleML's m_hat* at 1e-12, and differs from the raw predictions
         np.testing.assert_allclose(adjusted, theirs.predictions["ml_m"][:, i_rep, 0], rtol=1e-12)
         assert not np.allclose(adjusted, raw[:, i_rep])
@@ -127,31 +139,10 @@ def test_plpr_parity_check_fires() -> None:
         ours.fit(client=FakeClient(coef_shift=0.1))
 
 
-def test_plpr_cre_general_parity_check_uses_fanfits_aggregate(monkeypatch) -> None:
-    # GIVEN fanfit's aggregation off by 0.1 (cre_general is checked against it, not the job)
-    from fanfit import dml as fdml
-
-    real = fdml.aggregate
-
-    def shifted(*args, **kwargs):
-        result = real(*args, **kwargs)
-        result.coef = result.coef + 0.1
-        return result
-
-    monkeypatch.setattr(fdml, "aggregate", shifted)
-    ours, _ = _both("cre_general", "partialling out")
-    # WHEN fitted THEN the check names the adjustment
-    with pytest.raises(errors.ParityError, match="cre_general"):
-        ours.fit(client=FakeClient())
-
-
 def test_plpr_refuses_what_a_plr_job_cannot_carry() -> None:
     data = _panel()
     lin = LinearRegression()
-    # GIVEN cre_general with the IV-type score THEN it is refused by name, saying why
-    with pytest.raises(errors.UnsupportedArgumentError, match="cre_general.*IV-type"):
-        fanfit.DoubleMLPLPR(data, lin, lin, lin, score="IV-type", approach="cre_general")
-    # AND a callable score, a learner outside the allow-list
+    # GIVEN a callable score or a learner outside the allow-list THEN each is refused by name
     with pytest.raises(errors.UnsupportedArgumentError, match="callable score"):
         fanfit.DoubleMLPLPR(data, lin, lin, score=lambda *a: None)
     with pytest.raises(errors.InvalidLearnerError, match="ml_l"):
@@ -195,3 +186,21 @@ def test_plpr_with_a_classifier_ml_m_on_a_binary_treatment() -> None:
     theirs.fit()
     np.testing.assert_allclose(ours.coef, theirs.coef, rtol=RTOL, atol=0)
     np.testing.assert_allclose(ours.se, theirs.se, rtol=RTOL, atol=0)
+
+
+@pytest.mark.parametrize("approach", ["cre_general", "cre_normal"])
+def test_a_cre_job_hands_over_to_doubleml_with_its_numbers(approach) -> None:
+    # GIVEN the plr job a CRE fit ran (its spec carries d_mean_cols and the approach)
+    from fanfit.dml.interop import to_doubleml
+
+    ours, theirs = _both(approach, "IV-type")
+    ours.fit(client=FakeClient())
+    theirs.fit()
+    job = ours.fanfit_job
+    spec, data, folds = job.checked.spec, job.checked.data, job.checked.folds
+    assert spec.approach == approach
+    # WHEN it is handed to DoubleML's PLR (the options DoubleMLPLR does not take stay behind;
+    # cre_general's ml_m goes over adjusted) THEN coef and se are DoubleMLPLPR's
+    obj = to_doubleml(spec, data, folds, job.res.predictions)
+    np.testing.assert_allclose(obj.coef, theirs.coef, rtol=RTOL, atol=0)
+    np.testing.assert_allclose(obj.se, theirs.se, rtol=RTOL, atol=0)

@@ -24,6 +24,7 @@ from fanfit.dml.folds import (
 from fanfit.dml.result import DMLResult
 from fanfit.dml.spec import (
     BOOT_METHODS,
+    CRE_APPROACHES,
     DEFAULT_SCORE,
     DEFAULT_SUBGROUPS,
     MODELS,
@@ -57,6 +58,7 @@ from fanfit.dml.units import (
 
 __all__ = [
     "BOOT_METHODS",
+    "CRE_APPROACHES",
     "DEFAULT_SCORE",
     "DEFAULT_SUBGROUPS",
     "MODELS",

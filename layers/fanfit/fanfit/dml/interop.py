@@ -232,6 +232,23 @@ def _check_external(
     return out
 
 
+def _adjusted_external(
+    spec: DMLSpec, data: DMLData, external: dict[str, dict[str, np.ndarray]], adjust: Any
+) -> dict[str, dict[str, np.ndarray]]:
+    """DoubleML's ``external_predictions`` passed through the model's
+    :attr:`~fanfit.dml.models.ModelDef.adjusted_preds`, repetition by repetition."""
+    out = {
+        d: {k: np.array(v, dtype=float) for k, v in by_key.items()}
+        for d, by_key in external.items()
+    }
+    for i_treat, d in enumerate(spec.d_cols):
+        for i_rep in range(spec.n_rep):
+            p = adjust(spec, data, {k: v[:, i_rep] for k, v in external[d].items()}, i_treat)
+            for k, v in p.items():
+                out[d][k][:, i_rep] = v
+    return out
+
+
 def to_doubleml(
     spec: DMLSpec,
     data: DMLData,
@@ -302,6 +319,8 @@ def to_doubleml(
         external = _check_external(spec, n_obs, predictions)
     else:
         external = external_predictions(spec, predictions)
+    if mdef.adjusted_preds is not None:  # as DoubleML keeps them (PLPR's cre_general ml_m)
+        external = _adjusted_external(spec, data, external, mdef.adjusted_preds)
 
     mdef = model_def(spec.model)
     data_kwargs = {kw: getattr(spec, opt) for opt, kw in mdef.data_options.items()}

@@ -34,7 +34,7 @@ The propensity predictions of IRM, IIVM and APO (``ml_m``) are evaluated after c
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 
 import numpy as np
 
@@ -254,9 +254,12 @@ def nuisance_loss(
         An IV model without instrument data.
     """
     metrics = loss_metrics(spec)
-    clipped = model_def(spec.model).clipped
+    mdef = model_def(spec.model)
+    clipped = mdef.clipped
     targets = nuisance_targets(spec, data, preds)
     checked = check_preds(spec, data.n_obs, dict(preds))
+    if mdef.adjusted_preds is not None:  # as DoubleML keeps them (PLPR's cre_general)
+        checked = _adjusted(spec, data, checked, mdef.adjusted_preds)
     out = {}
     for key, metric in metrics.items():
         loss = np.full((spec.n_rep, spec.n_treat), np.nan)
@@ -268,4 +271,18 @@ def nuisance_loss(
                 t = targets[key][:, i_rep, i_treat]
                 loss[i_rep, i_treat] = log_loss(t, p) if metric == LOG_LOSS else rmse(t, p)
         out[key] = loss
+    return out
+
+
+def _adjusted(
+    spec: DMLSpec, data: DMLData, preds: dict[str, np.ndarray], adjust: Callable[..., Mapping]
+) -> dict[str, np.ndarray]:
+    """``preds`` (n_obs, n_rep, n_treat) with every repetition and treatment passed through
+    the model's :attr:`~fanfit.dml.models.ModelDef.adjusted_preds`."""
+    out = {k: np.array(v, dtype=float) for k, v in preds.items()}
+    for i_rep in range(spec.n_rep):
+        for i_treat in range(spec.n_treat):
+            p = adjust(spec, data, {k: v[:, i_rep, i_treat] for k, v in preds.items()}, i_treat)
+            for k, v in p.items():
+                out[k][:, i_rep, i_treat] = v
     return out

@@ -270,6 +270,11 @@ class ModelDef:
     options : tuple of str
         Model-only spec options (None elsewhere): ``'subgroups'``, ``'treatment_level'``; passed
         to DoubleML's constructor by name.
+    transform_options : tuple of str
+        Model-only spec options DoubleML's class of the model does not take: they come from
+        another DoubleML class whose transformed data the job runs (PLR's ``d_mean_cols`` and
+        ``approach``: DoubleMLPLPR's correlated random effects). Validated as :attr:`options`,
+        never passed to the constructor.
     ipw_options : bool
         Whether the model takes ``normalize_ipw`` and ``ps_processor_config``.
     doubleml_data : str
@@ -297,6 +302,11 @@ class ModelDef:
     learner_copies : dict of str to str
         Optional learners that default to a copy of another (``{'ml_a': 'ml_m'}``: DoubleMLLPLR
         uses ``clone(ml_m)`` when ``ml_a`` is None); :class:`fanfit.dml.DMLSpec` fills them in.
+    adjusted_preds : callable or None
+        ``(spec, data, preds, i_treat) -> preds``: the predictions of one repetition and
+        treatment as DoubleML keeps them, when it changes the fitted ones (DoubleMLPLPR's
+        ``'cre_general'`` adjusts ``ml_m`` by unit); :attr:`score_elements` and
+        :attr:`theta_initial` apply it themselves, the nuisance losses see it too.
     """
 
     name: str
@@ -315,6 +325,7 @@ class ModelDef:
     doubleml_learners: tuple[str, ...] = ()
     doubleml_optional: tuple[str, ...] = ()
     options: tuple[str, ...] = ()
+    transform_options: tuple[str, ...] = ()
     ipw_options: bool = False
     doubleml_data: str = "DoubleMLData"
     data_options: Mapping[str, str] = field(default_factory=dict)
@@ -323,6 +334,7 @@ class ModelDef:
     weights: bool = False
     fold_procedure: FoldProcedure | None = None
     learner_copies: Mapping[str, str] = field(default_factory=dict)
+    adjusted_preds: Callable[[DMLSpec, DMLData, Preds, int], Preds] | None = None
 
     @property
     def default_score(self) -> str:

@@ -52,6 +52,7 @@ from fanfit.dml.scores.lplr import (
 )
 from fanfit.dml.scores.plm_irm import (
     apo_score_elements,
+    cre_general_adjustment,
     iivm_score_elements,
     irm_score_elements,
     pliv_score_elements,
@@ -73,8 +74,9 @@ __all__ = ["REGISTRY"]
 
 # --------------------------------------------------------------------------- nuisances
 def _plr_nuisances(spec: DMLSpec) -> tuple[Nuisance, ...]:
-    # with d_mean_cols (DoubleMLPLPR's cre_normal) ml_m also sees the treatment's unit mean
-    m_features = "xm" if spec.d_mean_cols else "x"
+    # DoubleMLPLPR's cre_normal: ml_m also sees the treatment's unit mean (cre_general adjusts
+    # its predictions instead, _plr_m_hat)
+    m_features = "xm" if spec.approach == "cre_normal" else "x"
     out = [Nuisance("ml_l", "ml_l", "y"), Nuisance("ml_m", "ml_m", "d", features=m_features)]
     if spec.score == "IV-type":
         out.append(Nuisance("ml_g", "ml_g", RESIDUAL, stage=1))
@@ -171,10 +173,24 @@ def _ssm_nuisances(spec: DMLSpec) -> tuple[Nuisance, ...]:
 
 
 # --------------------------------------------------------------------------- scores
+def _plr_adjusted(spec: DMLSpec, data: DMLData, p: Preds, i_treat: int) -> Preds:
+    """PLR's predictions as DoubleML keeps them: DoubleMLPLPR's ``'cre_general'`` adjusts
+    ``ml_m``'s by unit (the one cluster column; ``spec.approach``), else as fitted."""
+    if spec.approach != "cre_general":
+        return p
+    if data.d_mean is None or data.cluster_vars is None:
+        raise InvalidJobError(
+            "approach 'cre_general' needs d_mean_cols and the unit cluster column."
+        )
+    m_star = cre_general_adjustment(p["ml_m"], data.d_mean[:, i_treat], data.cluster_vars[:, 0])
+    return {**p, "ml_m": m_star}
+
+
 def _plr_score(
     spec: DMLSpec, data: DMLData, p: Preds, i_treat: int
 ) -> tuple[np.ndarray, np.ndarray]:
     g_hat = p["ml_g"] if spec.score == "IV-type" else None
+    p = _plr_adjusted(spec, data, p, i_treat)
     return plr_score_elements(data.y, data.d[:, i_treat], p["ml_l"], p["ml_m"], g_hat, spec.score)
 
 
@@ -262,6 +278,7 @@ def _ssm_score(
 
 
 def _plr_theta(spec: DMLSpec, data: DMLData, p: Preds, i_treat: int) -> float:
+    p = _plr_adjusted(spec, data, p, i_treat)
     return plr_theta_initial(data.y, data.d[:, i_treat], p["ml_l"], p["ml_m"])
 
 
@@ -423,7 +440,8 @@ REGISTRY: dict[str, ModelDef] = {
             theta_initial=_plr_theta,
             doubleml_learners=("ml_l", "ml_m"),
             doubleml_optional=("ml_g",),
-            options=("d_mean_cols",),
+            transform_options=("d_mean_cols", "approach"),
+            adjusted_preds=_plr_adjusted,
         ),
         ModelDef(
             name="irm",

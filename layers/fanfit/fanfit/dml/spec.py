@@ -22,6 +22,7 @@ from fanfit.learners import LearnerSpec, as_learner_spec
 
 __all__ = [
     "BOOT_METHODS",
+    "CRE_APPROACHES",
     "DEFAULT_SUBGROUPS",
     "MAX_CLUSTER_VARS",
     "DEFAULT_SCORE",
@@ -55,6 +56,10 @@ DEFAULT_SUBGROUPS = {"always_takers": True, "never_takers": True}
 _INT_MAX_SEED = 2**32 - 1
 #: Most cross-fitting folds a job may ask for (checked before any fold array is allocated).
 MAX_N_FOLDS = 100
+
+#: DoubleMLPLPR's correlated-random-effects approaches a ``plr`` job runs with ``d_mean_cols``
+#: (:attr:`DMLSpec.approach`).
+CRE_APPROACHES = ("cre_normal", "cre_general")
 #: Most repetitions of the sample splitting a job may ask for (the folds are (n_obs, n_rep)).
 MAX_N_REP = 100
 #: Most bootstrap repetitions (the multiplier weights are (n_rep_boot, n_obs) per repetition).
@@ -254,7 +259,15 @@ class DMLSpec:
     d_mean_cols : tuple of str or None
         PLR only: one column per treatment holding its unit (cluster) mean, which ``ml_m`` sees
         after the covariates and no other learner does (DoubleMLPLPR's ``approach='cre_normal'``:
-        ``np.column_stack((x, d_mean))``); None: ``ml_m`` sees the covariates.
+        ``np.column_stack((x, d_mean))``), or which adjusts ``ml_m``'s predictions
+        (``'cre_general'``, :attr:`approach`); None: ``ml_m`` sees the covariates.
+    approach : str or None
+        PLR with ``d_mean_cols`` only, one of :data:`CRE_APPROACHES` (default ``'cre_normal'``).
+        ``'cre_general'``: ``ml_m`` sees the covariates alone and its predictions are adjusted
+        by unit, :math:`\\hat m^*_{it} = \\hat m_{it} + \bar D_i - \\overline{\\hat m}_i`
+        (:func:`fanfit.dml.scores.plm_irm.cre_general_adjustment`; the unit is the one cluster
+        column), before the IV-type score's preliminary estimate and the score, as DoubleMLPLPR
+        does.
     treatment : int or None
         PQ and CVaR only (DoubleML's ``treatment``): the treatment level, 0 or 1, whose potential
         quantile (or conditional value at risk) is estimated.
@@ -312,6 +325,7 @@ class DMLSpec:
     n_folds_inner: int | None = None
     inner_folds_cols: tuple[str, ...] | None = None
     d_mean_cols: tuple[str, ...] | None = None
+    approach: str | None = None
     treatment: int | None = None
     quantile: float | None = None
     dtypes: dict[str, str] | None = None
@@ -326,6 +340,8 @@ class DMLSpec:
         for name in ("weights_bar_cols", "inner_folds_cols", "d_mean_cols"):
             if getattr(self, name) is not None:
                 object.__setattr__(self, name, _as_str_tuple(getattr(self, name)))
+        if self.d_mean_cols is not None and self.approach is None:
+            object.__setattr__(self, "approach", CRE_APPROACHES[0])
         if isinstance(self.learners, dict):
             object.__setattr__(
                 self, "learners", {k: _as_learner(k, v) for k, v in self.learners.items()}
@@ -494,16 +510,16 @@ class DMLSpec:
 
     def _validate_model_options(self) -> None:
         mdef = model_def(self.model)
-        own = (*mdef.options, *mdef.data_options)
+        own = (*mdef.options, *mdef.data_options, *mdef.transform_options)
         for option in (
             "subgroups", "treatment_level", "t_col", "in_sample_normalization", "s_col",
-            "treatment", "quantile", "n_folds_inner", "d_mean_cols",
+            "treatment", "quantile", "n_folds_inner", "d_mean_cols", "approach",
         ):  # fmt: skip
             if getattr(self, option) is not None and option not in own:
                 owners = [
                     name
                     for name, m in REGISTRY.items()
-                    if option in m.options or option in m.data_options
+                    if option in (*m.options, *m.data_options, *m.transform_options)
                 ]
                 raise InvalidJobError(
                     f"{option} is an option of model {' or '.join(repr(o) for o in owners)} only, "
@@ -626,10 +642,26 @@ class DMLSpec:
 
     def _validate_d_mean(self) -> None:
         """``d_mean_cols``: one distinct column per treatment (a column with two roles is
-        refused with the other columns, :meth:`_validate_columns`)."""
+        refused with the other columns, :meth:`_validate_columns`); ``approach`` one of
+        :data:`CRE_APPROACHES`, with them, and ``'cre_general'`` with one cluster column."""
         cols = self.d_mean_cols
+        if self.approach is not None and self.approach not in CRE_APPROACHES:
+            raise InvalidJobError(
+                f"approach must be one of {', '.join(map(repr, CRE_APPROACHES))}, got "
+                f"{self.approach!r}."
+            )
         if cols is None:
+            if self.approach is not None:
+                raise InvalidJobError(
+                    f"approach {self.approach!r} needs d_mean_cols: one column per treatment "
+                    "holding its unit mean."
+                )
             return
+        if self.approach == "cre_general" and len(self.cluster_cols) != 1:
+            raise InvalidJobError(
+                "approach 'cre_general' adjusts ml_m by unit: give the unit id as the one "
+                f"cluster column, got cluster_cols={list(self.cluster_cols)!r}."
+            )
         if not all(isinstance(c, str) and c for c in cols) or len(set(cols)) != len(cols):
             raise InvalidJobError(f"d_mean_cols must be distinct column names, got {cols!r}.")
         if len(cols) != self.n_treat:
@@ -749,7 +781,8 @@ class DMLSpec:
         ) | (
             {} if self.inner_folds_cols is None else {"inner_folds_cols": list(self.inner_folds_cols)}
         ) | (
-            {} if self.d_mean_cols is None else {"d_mean_cols": list(self.d_mean_cols)}
+            {} if self.d_mean_cols is None
+            else {"d_mean_cols": list(self.d_mean_cols), "approach": self.approach}
         ) | ({"dtypes": dict(sorted(self.dtypes.items()))} if self.dtypes else {}) | (
             {"learner_params": copy.deepcopy(self.learner_params)} if self.learner_params else {}
         ) | (

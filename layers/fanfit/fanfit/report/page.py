@@ -172,7 +172,7 @@ def _job_section(r: EstimateReportInput) -> str:
     if mdef is not None and mdef.ipw_options:
         rows.append(["trimming_threshold", spec.trimming_threshold])
         rows.append(["normalize_ipw", spec.normalize_ipw])
-    for option in mdef.options if mdef is not None else ():
+    for option in (*mdef.options, *mdef.transform_options) if mdef is not None else ():
         if getattr(spec, option, None) is not None:
             rows.append([option, str(getattr(spec, option))])
     rows += [[name, _learner_text(v)] for name, v in sorted(spec.learners.items())]

@@ -22,26 +22,19 @@ treatment* (``np.column_stack((x, d_mean))``), and ``ml_l`` (and ``ml_g``) on th
 alone; the job gets the unit means as columns (``d_mean_cols``: the registry's PLR ``ml_m``
 then has ``Nuisance.features='xm'``).
 
-What a ``plr`` job cannot carry, refused by name (:class:`fanfit.errors.UnsupportedArgumentError`):
-
-- ``approach='cre_general'`` with ``score='IV-type'``: DoubleML fits ``ml_g`` on
-  :math:`Y - \\tilde\\theta D`, with :math:`\\tilde\\theta` the partialling-out estimate from
-  the *adjusted* :math:`\\hat m^*` (below); the job's second stage computes
-  :math:`\\tilde\\theta` from its own, unadjusted :math:`\\hat m` before the client could adjust
-  it, so ``ml_g`` would be fitted on another target.
-
-``'cre_general'`` with ``'partialling out'`` runs: the job fits ``ml_m`` on the covariates and
-their unit means, and the client applies DoubleML's adjustment
+``approach='cre_general'``: DoubleML fits ``ml_m`` on the covariates and their unit means
+(the transformed data) and adjusts its predictions by unit,
 :math:`\\hat m^*_{it} = \\hat m_{it} + \\bar D_i - \\overline{\\hat m}_i` (``_nuisance_est`` of
-``plpr.py``; DoubleML skips it for external predictions) before handing the predictions to
-DoubleML. Its parity check compares DoubleML's coef and se with fanfit's own aggregation
-(:func:`fanfit.dml.aggregate`, the job's spec and folds) of the adjusted predictions; for
-``'fd_exact'`` and ``'wg_approx'`` with the job's own coef and se.
+``plpr.py``), before the IV-type score's preliminary estimate and the score. The job does the
+same (``d_mean_cols`` with ``approach='cre_general'``: :func:`fanfit.dml.scores.plm_irm.
+cre_general_adjustment` in the registry's PLR score), so its second stage fits ``ml_g`` on
+DoubleML's target and its coef and se are DoubleML's; it returns ``ml_m``'s predictions as
+fitted, and the client adjusts them before handing them to DoubleML, which skips the adjustment
+for external predictions.
 """
 
 from __future__ import annotations
 
-from types import SimpleNamespace
 from typing import Any
 
 import numpy as np
@@ -58,39 +51,16 @@ from fanfit.client.doubleml.base import (
 )
 from fanfit.client.doubleml.plm import DoubleMLPLR
 from fanfit.dml.interop import import_doubleml
+from fanfit.dml.scores.plm_irm import cre_general_adjustment
+from fanfit.dml.spec import CRE_APPROACHES
 
 import_doubleml()  # without DoubleML: MissingDependencyError, with the pip command
 import doubleml as _doubleml  # noqa: E402 - after the check that names the extra
 
-__all__ = ["DoubleMLPLPR", "cre_general_adjustment"]
+__all__ = ["DoubleMLPLPR"]
 
 #: The approaches a ``plr`` job carries (DoubleML's ``valid_approach``).
 APPROACHES = ("cre_general", "cre_normal", "fd_exact", "wg_approx")
-
-
-def cre_general_adjustment(m_hat: np.ndarray, d_mean: np.ndarray, ids: np.ndarray) -> np.ndarray:
-    """DoubleML's correlated-random-effects adjustment of ``ml_m``'s predictions (``'cre_general'``).
-
-    :math:`\\hat m^*_{it} = \\hat m_{it} + \\bar D_i - \\overline{\\hat m}_i`, the bars unit means
-    (DoubleML 0.11.4, ``DoubleMLPLPR._nuisance_est``; Clarke and Polselli 2025, section 3), with
-    the same pandas group mean as DoubleML so that the numbers agree to the last bit.
-
-    Parameters
-    ----------
-    m_hat : numpy.ndarray, shape (n_obs,)
-        Out-of-fold predictions of ``ml_m`` (on the covariates and their unit means).
-    d_mean : numpy.ndarray, shape (n_obs,)
-        The unit mean of the treatment on each row (DoubleML's ``d_mean[:, i_treat]``).
-    ids : numpy.ndarray, shape (n_obs,)
-        The unit of each row (``id_var`` of the transformed data).
-
-    Returns
-    -------
-    numpy.ndarray, shape (n_obs,)
-    """
-    frame = pd.DataFrame({"id": ids, "m_hat": m_hat})
-    m_hat_mean = frame.groupby(["id"]).transform("mean")
-    return np.asarray(m_hat + d_mean - m_hat_mean["m_hat"], dtype=float)
 
 
 def _plpr_data(obj_dml_data: Any) -> Any:
@@ -152,8 +122,7 @@ class DoubleMLPLPR(_OnStack, _CREAdjusted, _doubleml.DoubleMLPLPR):  # type: ign
     fanfit.errors.InvalidDataError
         ``obj_dml_data`` is not a DoubleMLPanelData with ``static_panel=True``.
     fanfit.errors.UnsupportedArgumentError
-        ``approach='cre_general'`` with ``score='IV-type'``; a
-        callable score (module docstring says why).
+        A callable score.
     fanfit.errors.InvalidLearnerError
         A learner outside the allow-list.
     ValueError, TypeError
@@ -169,13 +138,6 @@ class DoubleMLPLPR(_OnStack, _CREAdjusted, _doubleml.DoubleMLPLPR):  # type: ign
     ) -> None:  # fmt: skip
         data = _plpr_data(obj_dml_data)
         _check_arguments(data, score)
-        if approach == "cre_general" and score == "IV-type":
-            raise _unsupported(
-                "approach='cre_general' with score='IV-type'",
-                "DoubleML fits ml_g on Y - theta D with theta from the adjusted ml_m, which the "
-                "plr job's second stage does not see; use score='partialling out', or "
-                "approach='cre_normal', 'fd_exact' or 'wg_approx' with 'IV-type'",
-            )
         for name, learner in (("ml_l", ml_l), ("ml_m", ml_m), ("ml_g", ml_g)):
             if learner is not None and not _placeholder(learner):
                 _learner_spec(name, learner)
@@ -186,10 +148,10 @@ class DoubleMLPLPR(_OnStack, _CREAdjusted, _doubleml.DoubleMLPLPR):  # type: ign
         self._fanfit_check_learners()
 
     def _fanfit_frame(self) -> pd.DataFrame:
-        """DoubleML's transformed data; with ``'cre_normal'`` also each treatment's unit mean
-        (DoubleML's ``d_mean``), the columns of :meth:`_fanfit_d_mean_cols`."""
+        """DoubleML's transformed data; with ``'cre_normal'`` and ``'cre_general'`` also each
+        treatment's unit mean (DoubleML's ``d_mean``), the columns of :meth:`_fanfit_d_mean_cols`."""
         frame = self._dml_data.data
-        if self.approach != "cre_normal":
+        if self.approach not in CRE_APPROACHES:
             return frame  # type: ignore[no-any-return]
         means = pd.DataFrame(self._d_mean, columns=self._fanfit_d_mean_cols(), index=frame.index)
         return pd.concat([frame, means], axis=1)
@@ -198,9 +160,9 @@ class DoubleMLPLPR(_OnStack, _CREAdjusted, _doubleml.DoubleMLPLPR):  # type: ign
         return [f"__fanfit_{d}_mean" for d in self._dml_data.d_cols]
 
     def _fanfit_model_options(self) -> dict[str, Any]:
-        if self.approach != "cre_normal":
+        if self.approach not in CRE_APPROACHES:
             return {}
-        return {"d_mean_cols": self._fanfit_d_mean_cols()}
+        return {"d_mean_cols": self._fanfit_d_mean_cols(), "approach": self.approach}
 
     def _fanfit_targets(self, y, d, z, preds):  # type: ignore[no-untyped-def]
         return DoubleMLPLR._fanfit_targets(self, y, d, z, preds)  # type: ignore[arg-type]
@@ -214,32 +176,3 @@ class DoubleMLPLPR(_OnStack, _CREAdjusted, _doubleml.DoubleMLPLPR):  # type: ign
                 "means, while fanfit adjusts every ml_m it hands over; give them with "
                 "approach='fd_exact' or 'wg_approx'",
             )
-
-    def _fanfit_check_parity(self, result: Any) -> None:
-        """fd_exact, wg_approx: DoubleML's coef and se against the job's. cre_general: against
-        fanfit's aggregation (:func:`fanfit.dml.aggregate`) of the adjusted predictions DoubleML
-        got, on the job's spec, data and folds.
-
-        Raises
-        ------
-        fanfit.errors.ParityError
-        """
-        if self.approach != "cre_general":
-            super()._fanfit_check_parity(result)
-            return
-        from fanfit import dml
-        from fanfit.client.check import check_doubleml_estimate
-        from fanfit.client.options import EstimateOptions
-
-        frame = self._dml_data.data
-        options = EstimateOptions.from_keywords(data=frame, **self.fanfit_options())
-        checked = check_doubleml_estimate(frame, options)
-        assert checked.folds is not None  # fanfit_options always sends DoubleML's folds
-        preds = {k: np.asarray(v, dtype=float) for k, v in self._predictions.items()
-                 if k in dml.prediction_keys(checked.spec)}  # fmt: skip
-        ours = dml.aggregate(checked.spec, checked.data, checked.folds, preds)
-        arn = result.execution_arn
-        label = f"{arn} (adjusted for approach='cre_general', fanfit's aggregate)"
-        super()._fanfit_check_parity(
-            SimpleNamespace(coef=ours.coef, se=ours.se, d_cols=ours.d_cols, execution_arn=label)
-        )

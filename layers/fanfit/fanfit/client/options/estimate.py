@@ -189,7 +189,15 @@ class EstimateOptions(_Options):
         kind="columns",
         metavar="COL[,COL...]",
         help="plr: one column per treatment holding its unit mean, which ml_m alone sees after "
-        "the covariates (DoubleMLPLPR's approach='cre_normal')",
+        "the covariates (DoubleMLPLPR's approach='cre_normal'), or which adjusts ml_m's "
+        "predictions by unit (--approach cre_general)",
+    )
+    approach: str | None = _option(
+        None,
+        choices=dml.CRE_APPROACHES,
+        help="plr with --d-mean-cols: DoubleMLPLPR's correlated-random-effects approach "
+        "(default cre_normal); cre_general adjusts ml_m's predictions by unit, the one "
+        "--cluster-cols column",
     )
     seed: int = _option(0, kind="int", help="seed of the sample splitting and learners")
     folds: Any = _option(
@@ -390,6 +398,7 @@ class EstimateOptions(_Options):
             weights_col=self.weights_col, weights_bar_cols=self.weights_bar_cols,
             treatment=self.treatment, quantiles=self.quantiles, n_folds_inner=self.n_folds_inner,
             inner_folds_cols=self.inner_folds_cols, d_mean_cols=self.d_mean_cols,
+            approach=self.approach,
             learner_params=read_learner_params(self.learner_params),
             store_models=self.store_models,
             external_predictions_cols=read_mapping_option(

@@ -152,6 +152,7 @@ def build_spec(
     learner_params: Mapping[str, Any] | None = None,
     external_predictions_cols: Mapping[str, Any] | None = None,
     d_mean_cols: str | Sequence[str] | None = None,
+    approach: str | None = None,
     store_models: bool = False,
 ) -> tuple[dml.DMLSpec, list[str]]:
     """Build and validate a :class:`fanfit.dml.DMLSpec` from user options.
@@ -189,6 +190,7 @@ def build_spec(
         check_int("n_folds_inner", n_folds_inner)
     check_columns("inner_folds_cols", inner_folds_cols, optional=True)
     check_columns("d_mean_cols", d_mean_cols, optional=True)
+    check_str("approach", approach, optional=True)
     if not isinstance(store_models, bool):
         raise InvalidJobError(
             f"store_models must be True or False, got {shown_value(store_models)}"
@@ -239,6 +241,7 @@ def build_spec(
         n_folds_inner=None if n_folds_inner is None else int(n_folds_inner),
         inner_folds_cols=None if inner_folds_cols is None else tuple(_as_list(inner_folds_cols)),
         d_mean_cols=None if d_mean_cols is None else tuple(_as_list(d_mean_cols)),
+        approach=approach,
         store_models=store_models,
         learner_params=None if learner_params is None else dict(learner_params),
         external_predictions_cols=(

@@ -28,6 +28,7 @@ __all__ = [
     "apo_score_elements",
     "clip_propensity",
     "cluster_est_coef",
+    "cre_general_adjustment",
     "cluster_var_est",
     "est_coef",
     "iivm_score_elements",
@@ -113,6 +114,39 @@ def plr_theta_initial(y: np.ndarray, d: np.ndarray, l_hat: np.ndarray, m_hat: np
     psi_a = -np.multiply(d - m_hat, d - m_hat)
     psi_b = np.multiply(d - m_hat, y - l_hat)
     return float(-np.nanmean(psi_b) / np.nanmean(psi_a))
+
+
+def cre_general_adjustment(m_hat: np.ndarray, d_mean: np.ndarray, ids: np.ndarray) -> np.ndarray:
+    r"""DoubleMLPLPR's correlated-random-effects adjustment of ``ml_m``'s predictions
+    (``approach='cre_general'``).
+
+    .. math::
+
+        \hat m^*_{it} = \hat m_{it} + \bar D_i - \overline{\hat m}_i,
+
+    the bars unit means (DoubleML 0.11.4, ``DoubleMLPLPR._nuisance_est``; Clarke and Polselli
+    2025, "Double machine learning for static panel models with fixed effects", section 3).
+    DoubleML takes the unit means of :math:`\hat m` with a pandas group mean (compensated
+    summation); here they are plain sums in row order, which agree to a few units in the last
+    place.
+
+    Parameters
+    ----------
+    m_hat : numpy.ndarray, shape (n_obs,)
+        Out-of-fold predictions of ``ml_m`` (on the covariates and their unit means).
+    d_mean : numpy.ndarray, shape (n_obs,)
+        The unit mean of the treatment on each row (DoubleML's ``d_mean[:, i_treat]``).
+    ids : numpy.ndarray, shape (n_obs,)
+        The unit of each row (``id_var`` of the transformed data).
+
+    Returns
+    -------
+    numpy.ndarray, shape (n_obs,)
+    """
+    _, unit = np.unique(ids, return_inverse=True)
+    m_hat = np.asarray(m_hat, dtype=float)
+    unit_mean = np.bincount(unit, weights=m_hat) / np.bincount(unit)
+    return m_hat + np.asarray(d_mean, dtype=float) - unit_mean[unit]
 
 
 def clip_propensity(m_hat: np.ndarray, trimming_threshold: float) -> np.ndarray:
