@@ -8,7 +8,9 @@ CrossFit Lambdas -> Aggregate) and DoubleML's classes of the same names in-proce
 confint, the bootstrap from the same global seed, the sensitivity analysis and nuisance_loss agree
 to a relative 1e-9. Likewise ``fanfit.DoubleMLLPLR`` on DoubleML's LPLR generator
 (make_lplr_LZZ2020) for given outer and inner folds (one fit unit per outer fold runs the nested
-fits, ``n_folds_inner`` other than ``n_folds``).
+fits, ``n_folds_inner`` other than ``n_folds``). And DoubleML's ``tune()`` then ``fit()`` of an
+IRM, each search one job on the stack: the scores, the chosen parameters and the estimate are
+DoubleML's.
 """
 
 from __future__ import annotations
@@ -167,3 +169,46 @@ def test_lplr_on_the_stack_equals_doubleml_for_given_outer_and_inner_folds(local
     np.random.seed(31)
     theirs.bootstrap(method="normal", n_rep_boot=300)
     np.testing.assert_allclose(ours.confint(joint=True), theirs.confint(joint=True), rtol=RTOL)
+
+
+def test_tune_then_fit_on_the_stack_equals_doubleml(local_client) -> None:
+    import warnings
+
+    import doubleml as dml
+    from doubleml.irm.datasets import make_irm_data
+    from sklearn.linear_model import Lasso, LogisticRegression
+
+    import fanfit
+
+    # GIVEN an IRM (ml_g tuned on each treatment arm's rows, ml_m a classifier) and grids
+    np.random.seed(4)
+    data = make_irm_data(n_obs=N_OBS, dim_x=5, return_type="DoubleMLData")
+    grids = {"ml_g": {"alpha": [0.01, 0.1, 0.5]}, "ml_m": {"C": [0.05, 1.0]}}
+    models = []
+    for module in (fanfit, dml):
+        np.random.seed(8)
+        models.append(module.DoubleMLIRM(data, Lasso(random_state=0), LogisticRegression(),
+                                         n_folds=3))  # fmt: skip
+    ours, theirs = models
+    # WHEN both tune after the same seed, then fit
+    np.random.seed(15)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", FutureWarning)
+        got = ours.tune(grids, return_tune_res=True, client=local_client, timeout=300)
+    np.random.seed(15)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", FutureWarning)
+        want = theirs.tune(grids, return_tune_res=True)
+    # THEN each search's scores and choice are DoubleML's, and so are the parameters
+    for key in ("g0_tune", "g1_tune", "m_tune"):
+        a, b = got[0]["tune_res"][key][0], want[0]["tune_res"][key][0]
+        np.testing.assert_allclose(
+            a.cv_results_["mean_test_score"], b.cv_results_["mean_test_score"], rtol=RTOL
+        )
+        assert a.best_params_ == b.best_params_
+    assert ours.params == theirs.params
+    # AND the fit with them is DoubleML's
+    ours.fit(client=local_client, max_concurrency=2, timeout=300)
+    theirs.fit()
+    np.testing.assert_allclose(ours.coef, theirs.coef, rtol=RTOL, atol=0)
+    np.testing.assert_allclose(ours.se, theirs.se, rtol=RTOL, atol=0)

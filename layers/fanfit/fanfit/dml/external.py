@@ -55,15 +55,16 @@ def external_units(spec: DMLSpec) -> list[tuple[str, int]]:
 
 
 def external_columns(spec: DMLSpec) -> tuple[str, ...]:
-    """The data columns holding the given predictions, in :func:`external_units` order (the
-    well-formed entries only: :func:`check_external_predictions` names the others)."""
+    """The data columns holding the given predictions, in :func:`external_units` order, each
+    once (one column may serve several repetitions; the well-formed entries only:
+    :func:`check_external_predictions` names the others)."""
     given = spec.external_predictions_cols or {}
     out: list[str] = []
     for key, i_treat in external_units(spec):
         cols = given[key][spec.d_cols[i_treat]]
         if isinstance(cols, Sequence) and not isinstance(cols, str):
             out += [c for c in cols if isinstance(c, str)]
-    return tuple(out)
+    return tuple(dict.fromkeys(out))
 
 
 def check_external_predictions(spec: DMLSpec) -> None:

@@ -1,0 +1,298 @@
+"""DoubleML's ``tune()`` on a fanfit stack: every search's fits are tuning units of a job.
+
+DoubleML 0.11.4's ``tune()`` (``double_ml.py``) checks its arguments, loops over the
+treatments (and, with ``tune_on_folds``, the repetitions) and calls the class's
+``_nuisance_tuning``, which gives each nuisance its target and rows and runs its search through
+``doubleml.utils._estimation._dml_tune``: per training set, ``GridSearchCV`` or
+``RandomizedSearchCV`` with ``KFold(n_folds_tune, shuffle=True)``. fanfit's classes run
+DoubleML's own ``tune()`` (its checks, loops, every class's targets and row subsets,
+``set_as_params``, ``return_tune_res``) with that one function replaced in the class's module,
+in two passes that keep DoubleML's use of the global NumPy random state:
+
+1. *record*: each search is drawn (:func:`fanfit.dml.tuning.draw_search`: the candidates, then
+   the search folds, as scikit-learn's search draws them) and recorded, and answered with a
+   stand-in; a search whose result the class needs before it can go on (PLR's and PLIV's
+   ``'IV-type'``: ``ml_g``'s target comes from the tuned ``ml_l``'s predictions) ends the pass;
+2. the recorded searches run on the stack, all submitted at once: one estimate job per search
+   (and per 100 candidates), whose units are the search's (candidate, search fold) fits
+   (below), sized and placed by the scheduler like any fit;
+3. *replay*: the random state is put back and ``tune()`` runs again; each search it asks for is
+   drawn again and must match the record (the same learner, grid, rows, target and draws), and
+   is answered with the stack's :class:`fanfit.dml.tuning.SearchResult`; a search not recorded
+   (the ``'IV-type'`` ``ml_g``) runs on the stack then.
+
+The search job: a ``plr`` job on the training rows whose ``ml_l`` is the tuned learner, on the
+search's target, with one repetition per candidate (its ``learner_params``) over the search folds
+(the job's folds), and whose ``ml_m`` is given (a column of zeros, ``external_predictions_cols``)
+so that nothing else is fitted; its out-of-fold ``ml_l`` predictions are every candidate's, and
+:func:`fanfit.dml.tuning.search_result` scores them here with the search's scorer. The job's own
+coef (the mean out-of-fold residual) is not used.
+
+What differs from DoubleML: the refit of the best candidate on the training rows is done here,
+lazily, only where DoubleML's class uses it (``best_estimator_``, ``predict``); a learner whose
+``random_state`` is unset draws its seeds from the job's seed, not from the global state, as
+in ``fit()``, so its choices can differ from DoubleML's (set ``random_state`` for equal ones).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import copy
+import hashlib
+import sys
+import warnings
+from collections.abc import Callable, Iterator, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from fanfit import errors
+from fanfit.dml.spec import MAX_N_REP
+from fanfit.dml.tuning import Search, SearchResult, draw_search, search_result
+from fanfit.learners import LearnerSpec, as_learner_spec
+from fanfit.learners.allowlist import json_value
+
+__all__ = ["tune_on_stack"]
+
+_TARGET, _D, _M = "__fanfit_target", "__fanfit_d", "__fanfit_m"
+
+
+class _NeedsResult(Exception):
+    """The record pass met a search whose result the class reads before it can go on."""
+
+
+@dataclass
+class _Call:
+    """One search DoubleML asks for: one training set of one ``_dml_tune`` call."""
+
+    learner: Any
+    scoring: Any
+    x: np.ndarray
+    target: np.ndarray
+    search: Search
+    key: str
+
+
+class _StandIn:
+    """The record pass's answer: the first candidate's parameters, no predictions."""
+
+    def __init__(self, call: _Call) -> None:
+        self.best_params_ = dict(call.search.candidates[0])
+
+    def __getattr__(self, name: str) -> Any:
+        if name.startswith("__"):
+            raise AttributeError(name)
+        raise _NeedsResult(name)
+
+
+def _digest(learner: Any, grid: Any, scoring: Any, x: np.ndarray, target: np.ndarray,
+            search: Search) -> str:  # fmt: skip
+    h = hashlib.sha256()
+    h.update(repr((id(learner), repr(learner), repr(grid), repr(scoring))).encode())
+    h.update(repr(search.candidates).encode())
+    for array in (x, target, search.folds):
+        a = np.ascontiguousarray(array)
+        h.update(f"{a.dtype}{a.shape}".encode())
+        h.update(a.tobytes())
+    return h.hexdigest()
+
+
+def _dml_tune_with(answer: Callable[[_Call], Any]) -> Callable[..., list[Any]]:
+    """A stand-in for DoubleML 0.11.4's ``_dml_tune`` (same signature) that draws each
+    training set's search and hands it to ``answer``."""
+
+    def _dml_tune(
+        y: Any, x: Any, train_inds: Any, learner: Any, param_grid: Any, scoring_method: Any,
+        n_folds_tune: int, n_jobs_cv: Any, search_mode: str, n_iter_randomized_search: int,
+        fold_specific_target: bool = False,
+    ) -> list[Any]:  # fmt: skip
+        out = []
+        for i, train_index in enumerate(train_inds):
+            rows = np.asarray(train_index)
+            target = np.asarray(y[i] if fold_specific_target else y[rows])
+            xs = np.asarray(x[rows, :])
+            search = draw_search(
+                param_grid, len(rows), n_folds_tune, search_mode, n_iter_randomized_search
+            )
+            key = _digest(learner, param_grid, scoring_method, xs, target, search)
+            out.append(answer(_Call(learner, scoring_method, xs, target, search, key)))
+        return out
+
+    return _dml_tune
+
+
+def _tuning_module(model: Any) -> Any:
+    """The DoubleML module whose ``_nuisance_tuning`` the model's class runs.
+
+    Raises
+    ------
+    fanfit.errors.UnsupportedArgumentError
+        The module has no ``_dml_tune`` (a DoubleML other than 0.11's).
+    """
+    for cls in type(model).__mro__:
+        if "_nuisance_tuning" in vars(cls) and cls.__module__.startswith("doubleml."):
+            module = sys.modules[cls.__module__]
+            if callable(getattr(module, "_dml_tune", None)):
+                return module
+            break
+    raise errors.UnsupportedArgumentError(
+        f"tune() of {type(model).__name__}: this DoubleML runs its searches otherwise than "
+        "0.11's _dml_tune; use DoubleML's own class to tune, then set_ml_nuisance_params"
+    )
+
+
+@contextlib.contextmanager
+def _patched(module: Any, fn: Callable[..., Any]) -> Iterator[None]:
+    original = module._dml_tune
+    module._dml_tune = fn
+    try:
+        yield
+    finally:
+        module._dml_tune = original
+
+
+def _job_input(call: _Call, candidates: tuple[dict[str, Any], ...], seed: int) -> tuple[
+    pd.DataFrame, dict[str, Any]
+]:  # fmt: skip
+    """The frame and options of the ``plr`` job that fits ``candidates`` of a search (module
+    docstring).
+
+    Raises
+    ------
+    fanfit.errors.InvalidLearnerError
+        The learner outside the allow-list, or a candidate value that is not plain JSON.
+    """
+    x_cols = [f"x{j}" for j in range(call.x.shape[1])]
+    frame = pd.DataFrame(call.x, columns=x_cols)
+    frame[_TARGET] = call.target
+    frame[_D] = 1.0
+    frame[_M] = 0.0
+    n_rep, n_folds = len(candidates), call.search.n_folds
+    where = f"tune: {type(call.learner).__name__}"
+    params = [{str(k): json_value(where, str(k), v) for k, v in c.items()} for c in candidates]
+    options = {
+        "model": "plr", "score": "partialling out", "y": _TARGET, "d": [_D], "x": x_cols,
+        "n_folds": n_folds, "n_rep": n_rep, "seed": seed,
+        "folds": np.repeat(call.search.folds[:, np.newaxis], n_rep, axis=1),
+        "ml_l": as_learner_spec(call.learner, "ml_l"), "ml_m": LearnerSpec("DummyRegressor", {}),
+        "learner_params": {"ml_l": {_D: [[p] * n_folds for p in params]}},
+        "external_predictions_cols": {"ml_m": {_D: [_M] * n_rep}},
+    }  # fmt: skip
+    return frame, options
+
+
+def _run_searches(
+    calls: list[_Call], submit: Callable[[pd.DataFrame, dict[str, Any]], Any], seed: int,
+    timeout: float | None, progress: bool,
+) -> dict[str, SearchResult]:  # fmt: skip
+    """Every search of ``calls`` on the stack (``submit(frame, options) -> EstimateJob``), all
+    submitted before any is awaited.
+
+    Raises
+    ------
+    fanfit.errors.InvalidJobError (or a subclass)
+        A job refused before upload (a learner, a parameter).
+    fanfit.errors.JobFailedError
+        A job failed or did not end within ``timeout``.
+    """
+    if not calls:
+        return {}
+    submitted = []
+    for call in {c.key: c for c in calls}.values():
+        jobs = []
+        for start in range(0, len(call.search.candidates), MAX_N_REP):
+            chunk = call.search.candidates[start : start + MAX_N_REP]
+            jobs.append(submit(*_job_input(call, chunk, seed)))
+        submitted.append((call, jobs))
+    out = {}
+    for call, jobs in submitted:
+        columns = []
+        for job in jobs:
+            job.result(timeout=timeout, progress=progress)
+            columns.append(np.asarray(job.predictions()[_D]["ml_l"], dtype=float))
+        out[call.key] = _result(call, np.column_stack(columns))
+    return out
+
+
+def _result(call: _Call, predictions: np.ndarray) -> SearchResult:
+    from sklearn.base import clone, is_classifier
+
+    def refit() -> Any:
+        best = call.search.candidates[result.best_index_]
+        return clone(call.learner).set_params(**best).fit(call.x, call.target)
+
+    result = search_result(
+        call.search, call.target, predictions, call.scoring, is_classifier(call.learner), refit
+    )
+    return result
+
+
+def tune_on_stack(
+    model: Any,
+    doubleml_tune: Callable[..., Any],
+    arguments: Mapping[str, Any],
+    submit: Callable[[pd.DataFrame, dict[str, Any]], Any],
+    *,
+    seed: int = 0,
+    timeout: float | None = None,
+    progress: bool = False,
+) -> Any:
+    """Run DoubleML's ``tune()`` of ``model`` with its searches on the stack (module docstring).
+
+    Parameters
+    ----------
+    model : fanfit's DoubleML class instance
+    doubleml_tune : callable
+        DoubleML's own ``tune`` bound to ``model``.
+    arguments : mapping
+        Its keyword arguments (``param_grids``, ``tune_on_folds``, ...).
+    submit : callable
+        ``(frame, options) -> EstimateJob``: checks and submits one search's job (the class's
+        ``tune`` adds the client and the job options); called only when a search runs.
+    seed : int
+        The jobs' seed (``random_state`` of learners that have none).
+    timeout, progress
+        As :meth:`fanfit.client.EstimateJob.result`, per job.
+
+    Returns
+    -------
+    What DoubleML's ``tune`` returns: ``model``, or with ``return_tune_res`` its results, whose
+    searches are :class:`fanfit.dml.tuning.SearchResult` s.
+
+    Raises
+    ------
+    ValueError, TypeError
+        DoubleML's own checks of the arguments (before anything runs).
+    fanfit.errors.UnsupportedArgumentError
+        A DoubleML whose searches do not run through ``_dml_tune``.
+    fanfit.errors.InvalidLearnerError, fanfit.errors.InvalidJobError, fanfit.errors.JobFailedError
+        As ``fit()``.
+    """
+    module = _tuning_module(model)
+    state = np.random.get_state()
+    params = copy.deepcopy(getattr(model, "_params", None))
+    recorded: list[_Call] = []
+
+    def record(call: _Call) -> _StandIn:
+        recorded.append(call)
+        return _StandIn(call)
+
+    try:
+        with warnings.catch_warnings(), _patched(module, _dml_tune_with(record)):
+            warnings.simplefilter("ignore")
+            with contextlib.suppress(_NeedsResult):  # the rest runs in the replay
+                doubleml_tune(**arguments)
+    finally:
+        model._params = params  # the stand-ins' parameters are not kept
+    results = _run_searches(recorded, submit, seed, timeout, progress)
+
+    def replay(call: _Call) -> SearchResult:
+        if call.key not in results:
+            results.update(_run_searches([call], submit, seed, timeout, progress))
+        return results[call.key]
+
+    np.random.set_state(state)
+    with _patched(module, _dml_tune_with(replay)):
+        return doubleml_tune(**arguments)
