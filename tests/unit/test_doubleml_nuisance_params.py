@@ -408,11 +408,16 @@ def test_a_script_that_tunes_then_fits_gives_doublemls_numbers(tune_on_folds, n_
 
     def tuned(model):
         np.random.seed(7)  # DoubleML's search folds come from the global state
-        model.tune(grids, tune_on_folds=tune_on_folds, n_folds_tune=3)
+        # fanfit's searches run on the (fake) stack (tests/unit/test_doubleml_tune.py)
+        on_stack = {"client": FakeClient()} if isinstance(model, fanfit.DoubleMLPLR) else {}
+        model.tune(grids, tune_on_folds=tune_on_folds, n_folds_tune=3, **on_stack)
 
+    # seeded Lassos: an unseeded one draws from the global state on every fit (docs/doubleml.md)
     ours, theirs = _pair(
-        lambda m: m.DoubleMLPLR(data, Lasso(), Lasso(), n_folds=N_FOLDS, n_rep=n_rep), tuned
-    )
+        lambda m: m.DoubleMLPLR(data, Lasso(random_state=0), Lasso(random_state=0),
+                                n_folds=N_FOLDS, n_rep=n_rep),
+        tuned,
+    )  # fmt: skip
     # WHEN both fit THEN the job carried the chosen parameters and the estimate is DoubleML's
     client = _fit(ours, theirs)
     assert set(client.submitted[0]["learner_params"]) == {"ml_l", "ml_m"}
