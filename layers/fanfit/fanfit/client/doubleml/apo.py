@@ -21,9 +21,9 @@ from fanfit.client.doubleml.base import (
     _estimator,
     _OnStack,
     _PropensityOptions,
-    _SideBySide,
     _where,
 )
+from fanfit.client.doubleml.parts import _SideBySide
 from fanfit.dml.interop import import_doubleml
 
 import_doubleml()  # without DoubleML: MissingDependencyError, with the pip command

@@ -5,9 +5,9 @@ own class: its :meth:`~_OnStack.fit` sends the data, DoubleML's sample splitting
 (as allow-listed specs) to an estimate job, hands the job's out-of-fold predictions to DoubleML's
 ``fit(external_predictions=...)`` and checks that coef and se equal the job's (relative
 :data:`RTOL`). Also here: :func:`default_client`, the learner and data helpers the constructors
-use, :class:`_PropensityOptions` (clipping, ``normalize_ipw``) of the IPW models, and
-:class:`_SideBySide`, the ``fit`` of the multi-part classes (DoubleMLQTE, DoubleMLAPOS,
-DoubleMLDIDMulti): one job of several parts.
+use and :class:`_PropensityOptions` (clipping, ``normalize_ipw``) of the IPW models. The ``fit``
+of the multi-part classes is :mod:`fanfit.client.doubleml.parts`'s, their ``tune`` is
+:mod:`fanfit.client.doubleml.tune`'s.
 
 Importing this module imports DoubleML (a client extra: ``pip install 'fanfit[doubleml]'``);
 without it, :class:`fanfit.dml.interop.MissingDependencyError` gives the pip command.
@@ -96,34 +96,6 @@ def _check(frame: pd.DataFrame, options: Mapping[str, Any]) -> tuple[Any, Any]:
             stacklevel=4,
         )
     return given, checked
-
-
-def _submit_parts(
-    client: Any,
-    model: str,
-    parts: list[tuple[str, pd.DataFrame, dict[str, Any]]],
-    job_options: Mapping[str, Any],
-) -> list[Any]:
-    """Start the parts of a multi-part DoubleML class as one job of several parts
-    (:meth:`fanfit.client.Client.submit_parts_job`, model ``model``), every part on the same data
-    (DoubleMLDIDMulti's parts select their rows from one upload instead: its own
-    ``_fanfit_submit``).
-
-    Returns
-    -------
-    list of PartJob
-        Each part's handle (:class:`fanfit.client.estimate.PartJob`), in order.
-
-    Raises
-    ------
-    fanfit.errors.InvalidJobError
-        A part on other data than the first (:func:`fanfit.client.estimate.submit_parts_job`).
-    """
-    pairs = [_check(frame, {**o, **job_options}) for _, frame, o in parts]
-    given, checked = [g for g, _ in pairs], [c for _, c in pairs]
-    labels = [label for label, _, _ in parts]
-    job = client.submit_parts_job(model, labels, checked, given)
-    return [job.part(k, label) for k, label in enumerate(labels)]
 
 
 def default_client() -> Any:
@@ -753,101 +725,6 @@ class _OnStack:
             f"Wall time: prepare {t.get('prepare_s', 0):.2f} s, cross-fitting "
             f"{t.get('crossfit_s', 0):.2f} s, aggregate {t.get('aggregate_s', 0):.2f} s"
         )
-
-
-class _SideBySide:
-    """What fanfit's multi-part DoubleML classes (DoubleMLQTE, DoubleMLAPOS, DoubleMLDIDMulti)
-    add to DoubleML's: :meth:`fit` submits one job of several parts (:meth:`_fanfit_submit`),
-    then hands the parts' predictions to DoubleML's own ``fit(external_predictions=...)``.
-
-    Attributes
-    ----------
-    fanfit_jobs, fanfit_results : list
-        The parts of the last fit's job (:class:`fanfit.client.estimate.PartJob`, one job id)
-        and their results, one per part (``modellist`` order).
-    """
-
-    fanfit_jobs: list[Any]
-    fanfit_results: list[Any]
-    modellist: Any  # DoubleML's, one model per part
-    #: The model of the one job of several parts ``fit`` submits (DoubleMLQTE ``'qte'``,
-    #: DoubleMLAPOS ``'apos'``, DoubleMLDIDMulti ``'did_multi'``).
-    _fanfit_parts_model = ""
-
-    def _fanfit_parts(self, seed: int) -> list[tuple[str, pd.DataFrame, dict[str, Any]]]:
-        """Per part, in ``modellist`` order: its label, the data its job runs on, its options."""
-        raise NotImplementedError
-
-    def _fanfit_external(self, jobs: list[Any]) -> dict[Any, Any]:
-        """DoubleML's ``external_predictions`` from the parts' jobs."""
-        raise NotImplementedError
-
-    def _fanfit_submit(
-        self,
-        client: Any,
-        parts: list[tuple[str, pd.DataFrame, dict[str, Any]]],
-        job_options: Mapping[str, Any],
-    ) -> list[Any]:
-        """Start the parts (:func:`_submit_parts`); each part's handle, in order."""
-        return _submit_parts(client, self._fanfit_parts_model, parts, job_options)
-
-    def fit(
-        self,
-        client: Any = None,
-        n_jobs_models: int | None = None,
-        n_jobs_cv: int | None = None,
-        store_predictions: bool = True,
-        store_models: bool = False,
-        external_predictions: Any = None,
-        *,
-        seed: int = 0,
-        timeout: float = 3600.0,
-        progress: bool | str | Any = False,
-        **job_options: Any,
-    ) -> Any:
-        """Estimate every part on a stack, side by side, then hand the predictions to DoubleML.
-
-        Parameters as :meth:`_OnStack.fit`; ``n_jobs_models`` and ``n_jobs_cv`` are accepted
-        for DoubleML's signature (the stack decides its own parallelism).
-
-        Returns
-        -------
-        self
-
-        Raises
-        ------
-        As :meth:`_OnStack.fit`, for any part's job; :class:`fanfit.errors.ParityError` names
-        the part whose DoubleML coef or se differ from its job's.
-        """
-        if external_predictions is not None:
-            raise _unsupported(
-                "external_predictions",
-                "the stack computes the predictions of a model of several parts (fit each "
-                "part's DoubleML model with them in-process)",
-            )
-        if store_models:
-            raise _unsupported(
-                "store_models=True", "fit each part's DoubleML model with it instead"
-            )
-        _check_fit_options(store_models, store_predictions, job_options)
-        parts = self._fanfit_parts(seed)
-        if client is None:
-            client = default_client()
-        jobs = self._fanfit_submit(client, parts, job_options)
-        results = [job.result(timeout=timeout, progress=progress) for job in jobs]
-        super().fit(  # type: ignore[misc]
-            store_predictions=store_predictions, external_predictions=self._fanfit_external(jobs)
-        )
-        for (label, _, _), model, result in zip(parts, self.modellist, results):
-            for name in ("coef", "se"):
-                theirs, ours = np.asarray(getattr(model, name)), np.asarray(getattr(result, name))
-                if not np.allclose(theirs, ours, rtol=RTOL, atol=0.0):
-                    raise errors.ParityError(
-                        f"DoubleML's {name} {theirs} of {label} differs from job "
-                        f"{result.execution_arn}'s {ours} (relative tolerance {RTOL})"
-                    )
-        self.fanfit_jobs, self.fanfit_results = jobs, results
-        return self
 
 
 def _where(values: np.ndarray, keep: np.ndarray) -> np.ndarray:

@@ -27,10 +27,10 @@ from fanfit.client.doubleml.base import (
     _learner_spec,
     _OnStack,
     _PropensityOptions,
-    _SideBySide,
     _unsupported,
     _where,
 )
+from fanfit.client.doubleml.parts import _SideBySide
 from fanfit.dml.interop import import_doubleml
 from fanfit.jobs.documents.estimate import PartSelect
 

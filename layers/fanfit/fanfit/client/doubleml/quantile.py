@@ -30,9 +30,9 @@ from fanfit.client.doubleml.base import (
     _learner_spec,
     _OnStack,
     _PropensityOptions,
-    _SideBySide,
     _unsupported,
 )
+from fanfit.client.doubleml.parts import _SideBySide
 from fanfit.dml.interop import import_doubleml
 
 import_doubleml()  # without DoubleML: MissingDependencyError, with the pip command
