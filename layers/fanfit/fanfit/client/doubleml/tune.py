@@ -199,13 +199,13 @@ def _run_searches(
     """
     if not calls:
         return {}
-    submitted = []
-    for call in {c.key: c for c in calls}.values():
-        jobs = []
-        for start in range(0, len(call.search.candidates), MAX_N_REP):
-            chunk = call.search.candidates[start : start + MAX_N_REP]
-            jobs.append(submit(*_job_input(call, chunk, seed)))
-        submitted.append((call, jobs))
+    # every job's input built (learners and candidates checked) before the first is submitted
+    inputs = [
+        (call, [_job_input(call, call.search.candidates[start : start + MAX_N_REP], seed)
+                for start in range(0, len(call.search.candidates), MAX_N_REP)])
+        for call in {c.key: c for c in calls}.values()
+    ]  # fmt: skip
+    submitted = [(call, [submit(*job_input) for job_input in chunks]) for call, chunks in inputs]
     out = {}
     for call, jobs in submitted:
         columns = []
