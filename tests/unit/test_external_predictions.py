@@ -88,10 +88,10 @@ def test_the_steps_on_moto_fit_only_the_others_and_equal_doublemls_refit(moto_st
     doubleml = pytest.importorskip("doubleml")
     from doubleml.plm.datasets import make_plr_CCDDHNR2018
     from doubleml.utils import DMLDummyRegressor
-    from pipeline_steps import run_steps
+    from pipeline_steps import run_estimate
     from sklearn.linear_model import LinearRegression
 
-    from fanfit import dml, storage
+    from fanfit import dml
 
     np.random.seed(5)
     data = make_plr_CCDDHNR2018(n_obs=200, dim_x=4, return_type="DataFrame")
@@ -113,19 +113,8 @@ def test_the_steps_on_moto_fit_only_the_others_and_equal_doublemls_refit(moto_st
                  learners={"ml_l": "LinearRegression", "ml_m": "DummyRegressor",
                            "ml_g": "LinearRegression"})  # fmt: skip
     with moto_stack():
-        import boto3
-
-        store = storage.JobStore("fanfit-unit", boto3.client("s3"))
-        records = storage.JobRecords("fanfit-jobs", boto3.client("dynamodb"))
-        throughput = storage.ThroughputRecords("fanfit-throughput", boto3.client("dynamodb"))
-        job = {"kind": "estimate", "dml": spec.to_dict(),
-               "data_key": store.put_data(list(frame.columns), frame.to_numpy()),
-               "folds_key": store.put_array(storage.input_folds_key("ext"), folds),
-               "max_concurrency": 2, "units_per_shard": 4}  # fmt: skip
-        store.put_json(storage.spec_key("ext"), job)
         # WHEN Prepare, Schedule, CrossFit and Aggregate run it
-        planned = run_steps(store, records, throughput, "ext")
-        result = store.get_json(storage.result_key("ext"))
+        _, planned, result = run_estimate(list(frame.columns), frame.to_numpy(), spec, folds, "ext")
     # THEN stage 0 fitted ml_l only, stage 1 ml_g, and the estimate is DoubleML's refit
     assert [p.n_units for p in planned] == [6, 6]
     np.testing.assert_allclose(result["all_coef"]["d"], refit.all_coef[0], rtol=1e-9)

@@ -155,20 +155,11 @@ def test_a_chained_fold_procedure_without_split_is_refused() -> None:
 
 
 # --------------------------------------------------------------------------- the steps on moto
-def _run_steps(boto3, frame, spec: dml.DMLSpec, folds: np.ndarray, job_id: str):
+def _run_steps(frame, spec: dml.DMLSpec, folds: np.ndarray, job_id: str):
     """Prepare, Schedule, CrossFit and Aggregate as the state machine runs them."""
-    from pipeline_steps import run_steps
+    from pipeline_steps import run_estimate
 
-    store = storage.JobStore("fanfit-unit", boto3.client("s3"))
-    records = storage.JobRecords("fanfit-jobs", boto3.client("dynamodb"))
-    throughput = storage.ThroughputRecords("fanfit-throughput", boto3.client("dynamodb"))
-    job = {"kind": "estimate", "dml": spec.to_dict(),
-           "data_key": store.put_data(list(frame.data.columns), frame.data.to_numpy()),
-           "folds_key": store.put_array(storage.input_folds_key(job_id), folds),
-           "max_concurrency": 2, "units_per_shard": 4}  # fmt: skip
-    store.put_json(storage.spec_key(job_id), job)
-    planned = run_steps(store, records, throughput, job_id)
-    return store, planned, store.get_json(storage.result_key(job_id))
+    return run_estimate(list(frame.data.columns), frame.data.to_numpy(), spec, folds, job_id)
 
 
 def test_pq_steps_on_moto_run_two_stages_and_equal_doubleml(moto_stack) -> None:
@@ -183,10 +174,8 @@ def test_pq_steps_on_moto_run_two_stages_and_equal_doubleml(moto_stack) -> None:
     theirs.set_sample_splitting(dml.folds_to_smpls(folds))
     theirs.fit()
     with moto_stack():
-        import boto3
-
         # WHEN Prepare, Schedule, CrossFit and Aggregate run it step by step
-        store, planned, result = _run_steps(boto3, frame, spec, folds, "pq-two-stages")
+        store, planned, result = _run_steps(frame, spec, folds, "pq-two-stages")
         # THEN it has two stages of n_rep x n_folds units each
         assert [p.n_units for p in planned] == [N_REP * N_FOLDS] * 2
         assert [p.has_next_stage for p in planned] == [True, False]

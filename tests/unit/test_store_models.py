@@ -109,10 +109,9 @@ def test_what_cannot_store_models_is_refused_before_upload() -> None:
 
 def test_the_steps_on_moto_store_each_units_model_beside_its_predictions(moto_stack) -> None:
     # GIVEN a PLR job with store_models
-    from pipeline_steps import run_steps
+    from pipeline_steps import run_estimate
 
     from fanfit import dml as fdml
-    from fanfit import storage
     from fanfit.client.estimate import EstimateJob
 
     np.random.seed(5)
@@ -123,18 +122,8 @@ def test_the_steps_on_moto_store_each_units_model_beside_its_predictions(moto_st
                         n_folds=3, n_rep=1, store_models=True)  # fmt: skip
     folds = fdml.draw_folds(150, 3, 1, 2)
     with moto_stack():
-        import boto3
-
-        store = storage.JobStore("fanfit-unit", boto3.client("s3"))
-        records = storage.JobRecords("fanfit-jobs", boto3.client("dynamodb"))
-        throughput = storage.ThroughputRecords("fanfit-throughput", boto3.client("dynamodb"))
-        job = {"kind": "estimate", "dml": spec.to_dict(),
-               "data_key": store.put_data(list(frame.columns), frame.to_numpy()),
-               "folds_key": store.put_array(storage.input_folds_key("models"), folds),
-               "max_concurrency": 2, "units_per_shard": 4}  # fmt: skip
-        store.put_json(storage.spec_key("models"), job)
         # WHEN Prepare, Schedule, CrossFit and Aggregate run it
-        run_steps(store, records, throughput, "models")
+        store, _, _ = run_estimate(list(frame.columns), frame.to_numpy(), spec, folds, "models")
         client = type("StackStub", (), {"store": store})()
         models = EstimateJob(client, "models", "arn:moto").models()  # type: ignore[arg-type]
     # THEN every unit's model is there, fitted on its training rows as the unit was
