@@ -6,8 +6,8 @@ own class: its :meth:`~_OnStack.fit` sends the data, DoubleML's sample splitting
 ``fit(external_predictions=...)`` and checks that coef and se equal the job's (relative
 :data:`RTOL`). Also here: :func:`default_client`, the learner and data helpers the constructors
 use and :class:`_PropensityOptions` (clipping, ``normalize_ipw``) of the IPW models. The ``fit``
-of the multi-part classes is :mod:`fanfit.client.doubleml.parts`'s, their ``tune`` is
-:mod:`fanfit.client.doubleml.tune`'s.
+of the multi-part classes is :mod:`fanfit.client.doubleml.parts`'s; ``tune`` and
+``tune_ml_models`` are :mod:`fanfit.client.doubleml.tune_methods`'s.
 
 Importing this module imports DoubleML (a client extra: ``pip install 'fanfit[doubleml]'``);
 without it, :class:`fanfit.dml.interop.MissingDependencyError` gives the pip command.
@@ -25,6 +25,7 @@ import numpy as np
 import pandas as pd
 
 from fanfit import errors
+from fanfit.client.doubleml.tune_methods import _Tuning
 from fanfit.dml.folds import smpls_to_folds, validate_cluster_folds
 from fanfit.dml.interop import import_doubleml
 from fanfit.dml.units import fit_units, learner_name, n_stages
@@ -247,7 +248,23 @@ def _check_fit_options(store_models: Any, store_predictions: Any, job_options: A
         )
 
 
-class _OnStack:
+def _search_submit(client: Any, job_options: Mapping[str, Any]) -> Any:
+    """``(frame, options) -> EstimateJob`` of the searches of ``tune`` and ``tune_ml_models``:
+    checks and submits one search job with ``job_options`` (refused by name here, before any
+    job, unless in :data:`JOB_OPTIONS`); the default client is started on the first job."""
+    _check_fit_options(False, False, job_options)
+    clients = [client]
+
+    def submit(frame: pd.DataFrame, options: dict[str, Any]) -> Any:
+        if clients[0] is None:
+            clients[0] = default_client()
+        given, checked = _check(frame, {**options, **job_options})
+        return clients[0].submit_estimate(checked, options=given)
+
+    return submit
+
+
+class _OnStack(_Tuning):
     """What fanfit's DoubleML classes add to DoubleML's: :meth:`fit` on a stack.
 
     Attributes
@@ -574,76 +591,9 @@ class _OnStack:
         self.fanfit_job, self.fanfit_result = job, result
         return self
 
-    def tune(
-        self,
-        param_grids: Any,
-        tune_on_folds: Any = False,
-        scoring_methods: Any = None,
-        n_folds_tune: Any = 5,
-        search_mode: Any = "grid_search",
-        n_iter_randomized_search: Any = 100,
-        n_jobs_cv: Any = None,
-        set_as_params: Any = True,
-        return_tune_res: Any = False,
-        *,
-        client: Any = None,
-        seed: int = 0,
-        timeout: float | None = None,
-        progress: bool = False,
-        **job_options: Any,
-    ) -> Any:
-        """DoubleML's ``tune()``, its searches' fits on the stack (:mod:`fanfit.client.
-        doubleml.tune`): DoubleML's signature and semantics, the same candidates and search
-        folds after the same ``np.random.seed``, and the chosen parameters set for :meth:`fit`
-        with ``set_as_params``.
-
-        Parameters
-        ----------
-        param_grids, tune_on_folds, scoring_methods, n_folds_tune, search_mode,
-        n_iter_randomized_search, n_jobs_cv, set_as_params, return_tune_res
-            As DoubleML's (``n_jobs_cv`` is checked and otherwise unused: the stack sizes the
-            work). Grid values must be plain JSON; randomized search's distributions are
-            sampled here.
-        client, seed, timeout, progress, **job_options
-            As :meth:`fit`; one job per search.
-
-        Returns
-        -------
-        self, or with ``return_tune_res`` DoubleML's results, whose searches are
-        :class:`fanfit.dml.tuning.SearchResult` s (``cv_results_``, ``best_params_``,
-        ``best_score_``, ``best_index_``; ``best_estimator_`` refitted here on first use).
-
-        Raises
-        ------
-        ValueError, TypeError
-            DoubleML's own checks of the arguments, before anything runs.
-        fanfit.errors.InvalidJobError (or a subclass)
-            A job option outside :data:`JOB_OPTIONS`, a learner or a candidate a job refuses.
-        fanfit.errors.JobFailedError
-            A search's job failed or did not end within ``timeout``.
-        """
-        from fanfit.client.doubleml.tune import tune_on_stack
-
-        _check_fit_options(False, False, job_options)
-        clients = [client]
-
-        def submit(frame: pd.DataFrame, options: dict[str, Any]) -> Any:
-            if clients[0] is None:  # started on the first search, not before
-                clients[0] = default_client()
-            given, checked = _check(frame, {**options, **job_options})
-            return clients[0].submit_estimate(checked, options=given)
-
-        arguments = {
-            "param_grids": param_grids, "tune_on_folds": tune_on_folds,
-            "scoring_methods": scoring_methods, "n_folds_tune": n_folds_tune,
-            "search_mode": search_mode, "n_iter_randomized_search": n_iter_randomized_search,
-            "n_jobs_cv": n_jobs_cv, "set_as_params": set_as_params,
-            "return_tune_res": return_tune_res,
-        }  # fmt: skip
-        return tune_on_stack(
-            self, super().tune, arguments, submit,  # type: ignore[misc]
-            seed=seed, timeout=timeout, progress=progress,
-        )  # fmt: skip
+    def _fanfit_search_submit(self, client: Any, job_options: Mapping[str, Any]) -> Any:
+        """:func:`_search_submit` (``tune``, ``tune_ml_models``)."""
+        return _search_submit(client, job_options)
 
     def _fanfit_store_models(self, models: Mapping[str, Any], spec: Any) -> None:
         """DoubleML's ``models`` from the job's fitted estimators (:meth:`fanfit.client.

@@ -21,9 +21,11 @@ from fanfit.client.doubleml.base import (
     RTOL,
     _check,
     _check_fit_options,
+    _search_submit,
     _unsupported,
     default_client,
 )
+from fanfit.client.doubleml.tune_methods import _TunesModels
 
 __all__: list[str] = []
 
@@ -56,7 +58,7 @@ def _submit_parts(
     return [job.part(k, label) for k, label in enumerate(labels)]
 
 
-class _SideBySide:
+class _SideBySide(_TunesModels):
     """What fanfit's multi-part DoubleML classes (DoubleMLQTE, DoubleMLAPOS, DoubleMLDIDMulti)
     add to DoubleML's: :meth:`fit` submits one job of several parts (:meth:`_fanfit_submit`),
     then hands the parts' predictions to DoubleML's own ``fit(external_predictions=...)``.
@@ -74,6 +76,10 @@ class _SideBySide:
     #: The model of the one job of several parts ``fit`` submits (DoubleMLQTE ``'qte'``,
     #: DoubleMLAPOS ``'apos'``, DoubleMLDIDMulti ``'did_multi'``).
     _fanfit_parts_model = ""
+
+    def _fanfit_search_submit(self, client: Any, job_options: Mapping[str, Any]) -> Any:
+        """:func:`fanfit.client.doubleml.base._search_submit` (``tune_ml_models``)."""
+        return _search_submit(client, job_options)
 
     def _fanfit_parts(self, seed: int) -> list[tuple[str, pd.DataFrame, dict[str, Any]]]:
         """Per part, in ``modellist`` order: its label, the data its job runs on, its options."""

@@ -123,64 +123,88 @@ def _dml_tune_with(answer: Callable[[_Call], Any]) -> Callable[..., list[Any]]:
     return _dml_tune
 
 
-def _tuning_module(model: Any) -> Any:
-    """The DoubleML module whose ``_nuisance_tuning`` the model's class runs.
+def _tuning_module(model: Any, method: str = "_nuisance_tuning", search: str = "_dml_tune") -> Any:
+    """The DoubleML module whose ``method`` the model's class runs, and which runs its searches
+    through the function ``search``.
 
     Raises
     ------
     fanfit.errors.UnsupportedArgumentError
-        The module has no ``_dml_tune`` (a DoubleML other than 0.11's).
+        The module has no ``search`` (a DoubleML other than 0.11's).
     """
     for cls in type(model).__mro__:
-        if "_nuisance_tuning" in vars(cls) and cls.__module__.startswith("doubleml."):
+        if method in vars(cls) and cls.__module__.startswith("doubleml."):
             module = sys.modules[cls.__module__]
-            if callable(getattr(module, "_dml_tune", None)):
+            if callable(getattr(module, search, None)):
                 return module
             break
     raise errors.UnsupportedArgumentError(
-        f"tune() of {type(model).__name__}: this DoubleML runs its searches otherwise than "
-        "0.11's _dml_tune; use DoubleML's own class to tune, then set_ml_nuisance_params"
+        f"tuning {type(model).__name__}: this DoubleML runs its searches otherwise than "
+        f"0.11's {search}; use DoubleML's own class to tune, then set_ml_nuisance_params"
     )
 
 
 @contextlib.contextmanager
-def _patched(module: Any, fn: Callable[..., Any]) -> Iterator[None]:
-    original = module._dml_tune
-    module._dml_tune = fn
+def _patched(module: Any, fn: Callable[..., Any], name: str = "_dml_tune") -> Iterator[None]:
+    """``module.<name>`` replaced by ``fn`` inside the block."""
+    original = getattr(module, name)
+    setattr(module, name, fn)
     try:
         yield
     finally:
-        module._dml_tune = original
+        setattr(module, name, original)
 
 
-def _job_input(call: _Call, candidates: tuple[dict[str, Any], ...], seed: int) -> tuple[
-    pd.DataFrame, dict[str, Any]
-]:  # fmt: skip
+def _job_input(
+    learner: Any, x: np.ndarray, target: np.ndarray, candidates: tuple[dict[str, Any], ...],
+    folds: np.ndarray, seed: int,
+) -> tuple[pd.DataFrame, dict[str, Any]]:  # fmt: skip
     """The frame and options of the ``plr`` job that fits ``candidates`` of a search (module
-    docstring).
+    docstring): ``folds[:, c]`` (shape (n_rows, n_candidates)) are candidate ``c`` 's search
+    folds, 0 to n_folds - 1.
 
     Raises
     ------
     fanfit.errors.InvalidLearnerError
         The learner outside the allow-list, or a candidate value that is not plain JSON.
     """
-    x_cols = [f"x{j}" for j in range(call.x.shape[1])]
-    frame = pd.DataFrame(call.x, columns=x_cols)
-    frame[_TARGET] = call.target
+    x_cols = [f"x{j}" for j in range(x.shape[1])]
+    frame = pd.DataFrame(x, columns=x_cols)
+    frame[_TARGET] = target
     frame[_D] = 1.0
     frame[_M] = 0.0
-    n_rep, n_folds = len(candidates), call.search.n_folds
-    where = f"tune: {type(call.learner).__name__}"
+    n_rep, n_folds = len(candidates), int(folds.max()) + 1
+    where = f"tune: {type(learner).__name__}"
     params = [{str(k): json_value(where, str(k), v) for k, v in c.items()} for c in candidates]
     options = {
         "model": "plr", "score": "partialling out", "y": _TARGET, "d": [_D], "x": x_cols,
-        "n_folds": n_folds, "n_rep": n_rep, "seed": seed,
-        "folds": np.repeat(call.search.folds[:, np.newaxis], n_rep, axis=1),
-        "ml_l": as_learner_spec(call.learner, "ml_l"), "ml_m": LearnerSpec("DummyRegressor", {}),
+        "n_folds": n_folds, "n_rep": n_rep, "seed": seed, "folds": folds,
+        "ml_l": as_learner_spec(learner, "ml_l"), "ml_m": LearnerSpec("DummyRegressor", {}),
         "learner_params": {"ml_l": {_D: [[p] * n_folds for p in params]}},
         "external_predictions_cols": {"ml_m": {_D: [_M] * n_rep}},
     }  # fmt: skip
     return frame, options
+
+
+def _chunks(
+    learner: Any, x: np.ndarray, target: np.ndarray, candidates: tuple[dict[str, Any], ...],
+    folds: np.ndarray, seed: int,
+) -> list[tuple[pd.DataFrame, dict[str, Any]]]:  # fmt: skip
+    """:func:`_job_input` of every :data:`~fanfit.dml.spec.MAX_N_REP` candidates."""
+    return [
+        _job_input(learner, x, target, candidates[start : start + MAX_N_REP],
+                   folds[:, start : start + MAX_N_REP], seed)
+        for start in range(0, len(candidates), MAX_N_REP)
+    ]  # fmt: skip
+
+
+def _predictions(jobs: list[Any], timeout: float | None, progress: bool) -> np.ndarray:
+    """Every candidate's out-of-fold predictions of ``jobs`` (shape (n_rows, n_candidates))."""
+    columns = []
+    for job in jobs:
+        job.result(timeout=timeout, progress=progress)
+        columns.append(np.asarray(job.predictions()[_D]["ml_l"], dtype=float))
+    return np.column_stack(columns)
 
 
 def _run_searches(
@@ -200,20 +224,16 @@ def _run_searches(
     if not calls:
         return {}
     # every job's input built (learners and candidates checked) before the first is submitted
-    inputs = [
-        (call, [_job_input(call, call.search.candidates[start : start + MAX_N_REP], seed)
-                for start in range(0, len(call.search.candidates), MAX_N_REP)])
-        for call in {c.key: c for c in calls}.values()
-    ]  # fmt: skip
+    inputs = []
+    for call in {c.key: c for c in calls}.values():
+        folds = np.repeat(call.search.folds[:, np.newaxis], len(call.search.candidates), axis=1)
+        inputs.append(
+            (call, _chunks(call.learner, call.x, call.target, call.search.candidates, folds, seed))
+        )
     submitted = [(call, [submit(*job_input) for job_input in chunks]) for call, chunks in inputs]
-    out = {}
-    for call, jobs in submitted:
-        columns = []
-        for job in jobs:
-            job.result(timeout=timeout, progress=progress)
-            columns.append(np.asarray(job.predictions()[_D]["ml_l"], dtype=float))
-        out[call.key] = _result(call, np.column_stack(columns))
-    return out
+    return {
+        call.key: _result(call, _predictions(jobs, timeout, progress)) for call, jobs in submitted
+    }
 
 
 def _result(call: _Call, predictions: np.ndarray) -> SearchResult:
