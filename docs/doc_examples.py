@@ -12,8 +12,9 @@ An *example* is a fenced code block of language ``python`` or ``console``:
 
 Shown output is compared as doctest compares it, with ``...`` standing for any text
 (``ELLIPSIS``, ``NORMALIZE_WHITESPACE``). Where that fails, the output still matches when it has
-the same text with the same count of numbers, each within :data:`NUMBER_RTOL` of the shown one
-(or one unit of its last shown decimal, e.g. 0.43 and 0.431): a random forest's estimate differs
+the same text with the same count of numbers, each shown integer equal to the printed one and
+each other number within :data:`NUMBER_RTOL` of the shown one (or one unit of its last shown
+decimal, e.g. 0.43 and 0.431): a random forest's estimate differs
 in its third digit with the BLAS kernel OpenBLAS picks for the machine's CPU (measured: DoubleML's
 getting-started PLR prints coef 0.51 on an AMD EPYC's default kernel, 0.509 under
 ``OPENBLAS_CORETYPE=Haswell``). The parity of fanfit with DoubleML is checked by the tests on the
@@ -203,6 +204,7 @@ def commands(block: Block) -> list[Command]:
 #: Relative tolerance of a shown number (see the module docstring).
 NUMBER_RTOL = 0.02
 _NUMBER = re.compile(r"(?<![\w.])[-+]?\d+(?:\.\d+)?(?:[eE][-+]?\d+)?(?![\w.])")
+_INTEGER = re.compile(r"[-+]?\d+")
 _TOKEN = re.compile(
     rf"(?P<ellipsis>\.\.\.)|(?P<space>\s+)|(?P<number>{_NUMBER.pattern})|.", re.DOTALL
 )
@@ -210,7 +212,8 @@ _TOKEN = re.compile(
 
 def output_matches(expected: str, got: str) -> bool:
     """Whether ``got`` matches the shown ``expected`` output: doctest's ELLIPSIS rules, else the
-    same text with every number within :data:`NUMBER_RTOL` (see the module docstring)."""
+    same text with every integer equal and every other number within :data:`NUMBER_RTOL` (see the
+    module docstring)."""
     if not expected.strip():
         return True
     want, have = expected.strip() + "\n", got.strip() + "\n"
@@ -232,6 +235,10 @@ def output_matches(expected: str, got: str) -> bool:
     if found is None:
         return False
     for text, printed in zip(shown, found.groups()[:: _NUMBER.groups + 1], strict=True):
+        if _INTEGER.fullmatch(text):  # a count, an id, a seed: exactly, not within a tolerance
+            if printed != text:
+                return False
+            continue
         x, y = float(text), float(printed)
         decimals = text.partition(".")[2].split("e")[0].split("E")[0]
         unit = 10.0 ** -len(decimals)

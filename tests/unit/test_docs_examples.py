@@ -172,12 +172,22 @@ def test_every_flag_the_guide_names_exists(doc) -> None:
         ("d  0.509  0.04", "d  0.609  0.04", False),  # a number off by more than 2 %
         ("d  0.509  0.04", "x  0.509  0.04", False),  # other text
         ("d  0.509  0.04", "d  0.509  0.04  7", False),  # another count of numbers
-        ("seed 42", "seed 45", False),  # an integer: off by more than its unit and 2 %
+        # an integer (a count, a seed, an id's digits) compares exactly: not within one unit,
+        # nor within 2 %; a float keeps its tolerance
+        ("seed 42", "seed 45", False),
+        ("seed 42", "seed 43", False),
+        ("seed 42", "seed 41", False),
+        ("1000 rows", "1010 rows", False),
+        ("n_obs 9915", "n_obs 9915", True),
+        ("3 folds, coef 0.43", "3 folds, coef 0.431", True),
+        ("3 folds, coef 0.43", "4 folds, coef 0.43", False),
+        ("seed 42", "seed 42.0", False),
     ],
 )
 def test_shown_output_matches_within_the_number_tolerance(
     shown: str, printed: str, matches: bool
 ) -> None:
-    # GIVEN a shown output and a printed one WHEN compared THEN only equal text with numbers
-    # within NUMBER_RTOL (or one unit of the shown last decimal) matches
+    # GIVEN a shown output and a printed one WHEN compared THEN only equal text with equal
+    # integers and the other numbers within NUMBER_RTOL (or one unit of the shown last decimal)
+    # matches
     assert dx.output_matches(shown, printed) is matches

@@ -9,7 +9,6 @@ rule, ``normalize_ipw=False``, ``n_folds=5``, ``n_rep=1``, ``n_rep_boot=500``.
 from __future__ import annotations
 
 import copy
-import numbers
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
@@ -17,7 +16,26 @@ from typing import Any
 from fanfit.dml.external import check_external_predictions, external_columns
 from fanfit.dml.models import REGISTRY, model_def
 from fanfit.dml.nuisance_params import check_learner_params
-from fanfit.errors import InvalidJobError, InvalidLearnerError
+from fanfit.dml.spec_checks import (
+    BOOT_METHODS,
+    CRE_APPROACHES,
+    DEFAULT_SUBGROUPS,
+    DTYPES,
+    MAX_CLUSTER_VARS,
+    MAX_N_FOLDS,
+    MAX_N_REP,
+    MAX_N_REP_BOOT,
+    MODEL_COLUMNS,
+    validate_clusters,
+    validate_columns,
+    validate_dtypes,
+    validate_learners,
+    validate_model_options,
+    validate_options,
+    validate_score,
+    validate_store_models,
+)
+from fanfit.errors import InvalidJobError
 from fanfit.learners import LearnerSpec, as_learner_spec
 
 __all__ = [
@@ -26,6 +44,11 @@ __all__ = [
     "DEFAULT_SUBGROUPS",
     "MAX_CLUSTER_VARS",
     "DEFAULT_SCORE",
+    "DTYPES",
+    "MAX_N_FOLDS",
+    "MAX_N_REP",
+    "MAX_N_REP_BOOT",
+    "MODEL_COLUMNS",
     "MODELS",
     "SCORES",
     "DMLSpec",
@@ -33,6 +56,8 @@ __all__ = [
     "parse_subgroups",
     "required_learners",
 ]
+# BOOT_METHODS, CRE_APPROACHES, DEFAULT_SUBGROUPS, DTYPES, MAX_* and MODEL_COLUMNS are defined in
+# fanfit.dml.spec_checks, beside the checks that enforce them, and re-exported here.
 
 #: The models, named as fanfit's jobs name them (the :data:`~fanfit.dml.models.REGISTRY` keys).
 MODELS = tuple(REGISTRY)
@@ -42,28 +67,6 @@ DEFAULT_SCORE = {name: m.default_score for name, m in REGISTRY.items()}
 
 #: Valid scores per model. PLIV's ``'IV-type'`` needs exactly one instrument (as in DoubleML).
 SCORES = {name: m.scores for name, m in REGISTRY.items()}
-
-#: Multiplier bootstrap methods (DoubleML's ``bootstrap(method=...)``).
-BOOT_METHODS = ("normal", "Bayes", "wild")
-
-#: Most cluster variables (DoubleML 0.11 implements one- and two-way clustering only).
-MAX_CLUSTER_VARS = 2
-
-#: IIVM's subgroups when none are given (DoubleML's ``subgroups=None``): both always takers and
-#: never takers may exist.
-DEFAULT_SUBGROUPS = {"always_takers": True, "never_takers": True}
-
-_INT_MAX_SEED = 2**32 - 1
-#: Most cross-fitting folds a job may ask for (checked before any fold array is allocated).
-MAX_N_FOLDS = 100
-
-#: DoubleMLPLPR's correlated-random-effects approaches a ``plr`` job runs with ``d_mean_cols``
-#: (:attr:`DMLSpec.approach`).
-CRE_APPROACHES = ("cre_normal", "cre_general")
-#: Most repetitions of the sample splitting a job may ask for (the folds are (n_obs, n_rep)).
-MAX_N_REP = 100
-#: Most bootstrap repetitions (the multiplier weights are (n_rep_boot, n_obs) per repetition).
-MAX_N_REP_BOOT = 100_000
 
 
 def required_learners(model: str, score: str) -> tuple[str, ...]:
@@ -137,29 +140,14 @@ def learner_roles(model: str) -> dict[str, str]:
     return dict(model_def(model).roles)
 
 
-#: The spec's model-only data columns (a model's ``ModelDef.data_options`` names which it reads):
-#: DIDCS's time indicator and SSM's selection indicator; and the weight columns of the models
-#: that take DoubleML's ``weights`` (``ModelDef.weights``: APO); the given inner folds of a model
-#: with nested sample splitting (option ``n_folds_inner``: LPLR).
-MODEL_COLUMNS = (
-    "t_col", "s_col", "weights_col", "weights_bar_cols", "inner_folds_cols", "d_mean_cols",
-)  # fmt: skip
-
 #: The data roles whose dtype a spec records (:attr:`DMLSpec.dtypes`), as DoubleML names its
 #: data's arrays: ``y``, ``d``, ``x``, ``z``, ``t`` (DIDCS), ``s`` (SSM).
 DTYPE_ROLES = ("y", "d", "x", "z", "t", "s")
-
-#: The dtypes a role may compute in (:attr:`DMLSpec.dtypes`); an unrecorded role is float64.
-DTYPES = ("float32", "float64")
 
 
 def _set_fields(spec: DMLSpec, *names: str) -> dict[str, Any]:
     """The model-only fields among ``names`` that are set (not None), for :meth:`DMLSpec.to_dict`."""
     return {name: getattr(spec, name) for name in names if getattr(spec, name) is not None}
-
-
-def _is_int(value: Any) -> bool:
-    return isinstance(value, numbers.Integral) and not isinstance(value, bool)
 
 
 def _as_str_tuple(value: Any) -> Any:
@@ -431,131 +419,17 @@ class DMLSpec:
             A classifier where the model needs a regressor, or the reverse; a nuisance
             parameter its learner does not have or rejects.
         """
-        mdef = model_def(self.model)
-        valid_scores = mdef.scores
-        if self.score not in valid_scores:
-            raise InvalidJobError(
-                f"Invalid score {self.score!r} for model {self.model!r}; valid scores: "
-                + ", ".join(repr(s) for s in valid_scores)
-                + "."
-            )
-        self._validate_columns()
-        self._validate_options()
-        self._validate_clusters()
-        self._validate_model_options()
-        self._validate_dtypes()
-        mdef.check_spec(self)
-        self._validate_learners()
+        validate_score(self)
+        validate_columns(self)
+        validate_options(self)
+        validate_clusters(self)
+        validate_model_options(self)
+        validate_dtypes(self)
+        model_def(self.model).check_spec(self)
+        validate_learners(self, required_learners(self.model, self.score))
         check_learner_params(self)
         check_external_predictions(self)
-        self._validate_store_models()
-
-    def _validate_columns(self) -> None:
-        if not isinstance(self.y_col, str) or not self.y_col:
-            raise InvalidJobError(f"y_col must be a non-empty column name, got {self.y_col!r}.")
-        for name in ("d_cols", "x_cols", "z_cols", "cluster_cols"):
-            cols = getattr(self, name)
-            if not isinstance(cols, tuple) or not all(isinstance(c, str) and c for c in cols):
-                raise InvalidJobError(
-                    f"{name} must be a list of non-empty column names, got {cols!r}."
-                )
-            dupes = sorted({c for c in cols if cols.count(c) > 1})
-            if dupes:
-                raise InvalidJobError(f"{name} lists {', '.join(dupes)} more than once.")
-        if not self.d_cols:
-            raise InvalidJobError("d_cols is empty: name at least one treatment column.")
-        if not self.x_cols:
-            raise InvalidJobError("x_cols is empty: name at least one covariate column.")
-        if self.s_col is not None and (not isinstance(self.s_col, str) or not self.s_col):
-            raise InvalidJobError(f"s_col must be a non-empty column name, got {self.s_col!r}.")
-        roles = {
-            "y_col": (self.y_col,),
-            "d_cols": self.d_cols,
-            "x_cols": self.x_cols,
-            "z_cols": self.z_cols,
-            "cluster_cols": self.cluster_cols,
-            **{name: self.model_column(name) for name in MODEL_COLUMNS},
-        }
-        if self.t_col is not None and (not isinstance(self.t_col, str) or not self.t_col):
-            raise InvalidJobError(f"t_col must be a non-empty column name, got {self.t_col!r}.")
-        names = list(roles)
-        for i, a in enumerate(names):
-            for b in names[i + 1 :]:
-                both = sorted(set(roles[a]) & set(roles[b]))
-                if both:
-                    raise InvalidJobError(
-                        f"Column {', '.join(repr(c) for c in both)} is set as both {a} and {b}; "
-                        "each column can have one role only."
-                    )
-
-    def _validate_clusters(self) -> None:
-        if len(self.cluster_cols) > MAX_CLUSTER_VARS:
-            raise InvalidJobError(
-                f"cluster_cols names {len(self.cluster_cols)} cluster variables "
-                f"({', '.join(self.cluster_cols)}); DoubleML implements one- and two-way clustering "
-                f"only: give at most {MAX_CLUSTER_VARS}."
-            )
-        if self.cluster_cols and self.boot_method is not None:
-            raise InvalidJobError(
-                f"boot_method={self.boot_method!r} with cluster_cols: the multiplier bootstrap of "
-                "clustered data is not implemented; set boot_method to null (the cluster-robust "
-                "standard errors and pointwise confidence intervals are computed)."
-            )
-        if self.cluster_cols and self.n_cross_folds > MAX_N_FOLDS:
-            raise InvalidJobError(
-                f"n_folds={self.n_folds} with {len(self.cluster_cols)} cluster variables gives "
-                f"{self.n_cross_folds} cross-fitting folds (n_folds ** len(cluster_cols)), more "
-                f"than {MAX_N_FOLDS}; use n_folds of at most {int(MAX_N_FOLDS**0.5)}."
-            )
-
-    def _validate_model_options(self) -> None:
-        mdef = model_def(self.model)
-        own = (*mdef.options, *mdef.data_options, *mdef.transform_options)
-        for option in (
-            "subgroups", "treatment_level", "t_col", "in_sample_normalization", "s_col",
-            "treatment", "quantile", "n_folds_inner", "d_mean_cols", "approach",
-        ):  # fmt: skip
-            if getattr(self, option) is not None and option not in own:
-                owners = [
-                    name
-                    for name, m in REGISTRY.items()
-                    if option in (*m.options, *m.data_options, *m.transform_options)
-                ]
-                raise InvalidJobError(
-                    f"{option} is an option of model {' or '.join(repr(o) for o in owners)} only, "
-                    f"but the model is {self.model!r}; leave {option} unset."
-                )
-        self._validate_subgroups()
-        self._validate_weights(mdef.weights)
-        self._validate_inner_folds()
-        self._validate_d_mean()
-        if self.in_sample_normalization is not None and not isinstance(
-            self.in_sample_normalization, bool
-        ):
-            raise InvalidJobError(
-                "in_sample_normalization must be true or false, got "
-                f"{self.in_sample_normalization!r}."
-            )
-
-    def _validate_dtypes(self) -> None:
-        """:attr:`dtypes`: an object of the spec's roles (:meth:`dtype_roles`) to :data:`DTYPES`."""
-        if self.dtypes is None:
-            return
-        if not isinstance(self.dtypes, Mapping):
-            raise InvalidJobError(
-                f"dtypes must be an object mapping data roles to dtypes, got {self.dtypes!r}."
-            )
-        roles = self.dtype_roles
-        for role, dtype in self.dtypes.items():
-            if role not in roles:
-                raise InvalidJobError(
-                    f"dtypes names role {role!r}; the roles of this spec are "
-                    f"{', '.join(repr(r) for r in roles)}."
-                )
-            if dtype not in DTYPES:
-                raise InvalidJobError(
-                    f"dtypes[{role!r}] must be {' or '.join(repr(t) for t in DTYPES)}, got {dtype!r}."
-                )
+        validate_store_models(self)
 
     @property
     def dtype_roles(self) -> tuple[str, ...]:
@@ -567,193 +441,6 @@ class DMLSpec:
     def dtype(self, role: str) -> str:
         """The dtype role ``role`` computes in (:attr:`dtypes`): ``'float32'`` or ``'float64'``."""
         return (self.dtypes or {}).get(role, "float64")
-
-    def _validate_weights(self, takes_weights: bool) -> None:
-        """DoubleML's ``weights`` as columns: ``weights_col``, then ``weights_bar_cols``."""
-        if self.weights_col is None and self.weights_bar_cols is None:
-            return
-        if not takes_weights:
-            owners = [name for name, m in REGISTRY.items() if m.weights]
-            raise InvalidJobError(
-                f"weights_col and weights_bar_cols are options of model "
-                f"{' or '.join(repr(o) for o in owners)} only, but the model is {self.model!r}; "
-                "leave them unset."
-            )
-        if not isinstance(self.weights_col, str) or not self.weights_col:
-            raise InvalidJobError(
-                f"weights_col must be a non-empty column name, got {self.weights_col!r}"
-                + (" (weights_bar_cols needs it: DoubleML's dict of 'weights' and 'weights_bar')."
-                   if self.weights_bar_cols is not None else ".")
-            )  # fmt: skip
-        bar = self.weights_bar_cols
-        if bar is None:
-            return
-        if not all(isinstance(c, str) and c for c in bar):
-            raise InvalidJobError(f"weights_bar_cols must be column names, got {bar!r}.")
-        if len(bar) != self.n_rep:
-            raise InvalidJobError(
-                f"weights_bar_cols names {len(bar)} column(s); DoubleML's weights_bar has one "
-                f"column per repetition: give n_rep={self.n_rep}."
-            )
-        if len(set(bar)) != len(bar):
-            raise InvalidJobError(f"weights_bar_cols names a column twice: {list(bar)}.")
-
-    def _validate_inner_folds(self) -> None:
-        """``n_folds_inner`` (an integer of at least 2) and ``inner_folds_cols`` (one column per
-        repetition and outer fold, only with ``n_folds_inner``)."""
-        k = self.n_folds_inner
-        if k is not None and (not _is_int(k) or not 2 <= k <= MAX_N_FOLDS):
-            raise InvalidJobError(
-                f"n_folds_inner must be an integer in [2, {MAX_N_FOLDS}], got {k!r}."
-            )
-        cols = self.inner_folds_cols
-        if cols is None:
-            return
-        if k is None:
-            raise InvalidJobError(
-                "inner_folds_cols needs n_folds_inner (the number of inner folds they hold)."
-            )
-        if not all(isinstance(c, str) and c for c in cols) or len(set(cols)) != len(cols):
-            raise InvalidJobError(f"inner_folds_cols must be distinct column names, got {cols!r}.")
-        if len(cols) != self.n_rep * self.n_cross_folds:
-            raise InvalidJobError(
-                f"inner_folds_cols names {len(cols)} column(s); give one per repetition and outer "
-                f"fold: n_rep * n_folds = {self.n_rep * self.n_cross_folds}."
-            )
-
-    def _validate_store_models(self) -> None:
-        """``store_models``: a bool, for a model whose units are plain fits, without Torch
-        learners (their fitted state needs pickle)."""
-        if not isinstance(self.store_models, bool):
-            raise InvalidJobError(f"store_models must be true or false, got {self.store_models!r}.")
-        if not self.store_models:
-            return
-        if model_def(self.model).fold_procedure_for(self) is not None:
-            raise InvalidJobError(
-                f"store_models: model {self.model!r} with score {self.score!r} fits its nuisances "
-                "inside each outer fold, many models per fold; fit without store_models."
-            )
-        torch = sorted(k for k, v in self.learners.items() if v.requires_gpu)
-        if torch:
-            raise InvalidJobError(
-                f"store_models: learner(s) {', '.join(torch)} are Torch models, whose fitted "
-                "state cannot be stored without pickle; fit without store_models."
-            )
-
-    def _validate_d_mean(self) -> None:
-        """``d_mean_cols``: one distinct column per treatment (a column with two roles is
-        refused with the other columns, :meth:`_validate_columns`); ``approach`` one of
-        :data:`CRE_APPROACHES`, with them, and ``'cre_general'`` with one cluster column."""
-        cols = self.d_mean_cols
-        if self.approach is not None and self.approach not in CRE_APPROACHES:
-            raise InvalidJobError(
-                f"approach must be one of {', '.join(map(repr, CRE_APPROACHES))}, got "
-                f"{self.approach!r}."
-            )
-        if cols is None:
-            if self.approach is not None:
-                raise InvalidJobError(
-                    f"approach {self.approach!r} needs d_mean_cols: one column per treatment "
-                    "holding its unit mean."
-                )
-            return
-        if self.approach == "cre_general" and len(self.cluster_cols) != 1:
-            raise InvalidJobError(
-                "approach 'cre_general' adjusts ml_m by unit: give the unit id as the one "
-                f"cluster column, got cluster_cols={list(self.cluster_cols)!r}."
-            )
-        if not all(isinstance(c, str) and c for c in cols) or len(set(cols)) != len(cols):
-            raise InvalidJobError(f"d_mean_cols must be distinct column names, got {cols!r}.")
-        if len(cols) != self.n_treat:
-            raise InvalidJobError(
-                f"d_mean_cols names {len(cols)} column(s); give one per treatment "
-                f"({', '.join(self.d_cols)}), in their order."
-            )
-
-    def _validate_subgroups(self) -> None:
-        if self.subgroups is None:
-            return
-        keys = set(DEFAULT_SUBGROUPS)
-        if not isinstance(self.subgroups, dict) or set(self.subgroups) != keys:
-            raise InvalidJobError(
-                f"subgroups must be an object with exactly the keys always_takers and never_takers, "
-                f"e.g. {{'always_takers': False, 'never_takers': True}}; got {self.subgroups!r}."
-            )
-        for key in sorted(keys):
-            if not isinstance(self.subgroups[key], bool):
-                raise InvalidJobError(
-                    f"subgroups['{key}'] must be true or false, got {self.subgroups[key]!r}."
-                )
-
-    def _validate_options(self) -> None:
-        if not _is_int(self.n_folds) or not 2 <= self.n_folds <= MAX_N_FOLDS:
-            raise InvalidJobError(
-                f"n_folds must be an integer in [2, {MAX_N_FOLDS}], got {self.n_folds!r}."
-            )
-        if not _is_int(self.n_rep) or not 1 <= self.n_rep <= MAX_N_REP:
-            raise InvalidJobError(
-                f"n_rep must be an integer in [1, {MAX_N_REP}], got {self.n_rep!r}."
-            )
-        if not _is_int(self.seed) or not 0 <= self.seed <= _INT_MAX_SEED:
-            raise InvalidJobError(f"seed must be an integer in [0, 2**32 - 1], got {self.seed!r}.")
-        t = self.trimming_threshold
-        if isinstance(t, bool) or not isinstance(t, numbers.Real) or not 0 < t < 0.5:
-            raise InvalidJobError(f"trimming_threshold must be a number in (0, 0.5), got {t!r}.")
-        if not isinstance(self.normalize_ipw, bool):
-            raise InvalidJobError(
-                f"normalize_ipw must be true or false, got {self.normalize_ipw!r}."
-            )
-        if not _is_int(self.n_rep_boot) or not 1 <= self.n_rep_boot <= MAX_N_REP_BOOT:
-            raise InvalidJobError(
-                f"n_rep_boot must be an integer in [1, {MAX_N_REP_BOOT:,}], got {self.n_rep_boot!r}."
-            )
-        if self.boot_method is not None and self.boot_method not in BOOT_METHODS:
-            raise InvalidJobError(
-                f"boot_method must be one of {', '.join(repr(m) for m in BOOT_METHODS)} or null, "
-                f"got {self.boot_method!r}."
-            )
-
-    def _validate_learners(self) -> None:
-        if not isinstance(self.learners, dict):
-            raise InvalidJobError(
-                f"learners must be an object mapping ml_* names to learners, got {self.learners!r}."
-            )
-        mdef = model_def(self.model)
-        needed = required_learners(self.model, self.score)
-        for name in needed:
-            if name not in self.learners:
-                raise InvalidJobError(
-                    f"Model {self.model!r} with score {self.score!r} needs learner {name!r} for "
-                    f"{mdef.purposes[name]}; given: "
-                    f"{', '.join(sorted(self.learners)) or 'none'}. Required: {', '.join(needed)}."
-                )
-        extra = sorted(set(self.learners) - set(needed))
-        if extra:
-            raise InvalidJobError(
-                f"Model {self.model!r} with score {self.score!r} does not use learner(s) "
-                f"{', '.join(repr(e) for e in extra)}; it takes exactly {', '.join(needed)}."
-            )
-        roles = mdef.roles
-        for name in needed:
-            spec = self.learners[name]
-            if not isinstance(spec, LearnerSpec):
-                raise InvalidLearnerError(f"Learner {name} is not a LearnerSpec: {spec!r}.")
-            role = roles[name]
-            purpose = mdef.purposes[name]
-            if role == "regressor" and not spec.is_regressor:
-                raise InvalidLearnerError(
-                    f"Learner {name} ({spec.name}) must be a regressor for model {self.model!r} "
-                    f"({purpose}), but {spec.name} is a classifier."
-                )
-            if role == "classifier" and not spec.is_classifier:
-                raise InvalidLearnerError(
-                    f"Learner {name} ({spec.name}) must be a classifier with predict_proba for model "
-                    f"{self.model!r} ({purpose}), but {spec.name} is a regressor."
-                )
-            if role == "either" and not (spec.is_classifier or spec.is_regressor):
-                raise InvalidLearnerError(
-                    f"Learner {name} ({spec.name}) is neither a regressor nor a classifier."
-                )
 
     # ------------------------------------------------------------------ (de)serialization
     def to_dict(self) -> dict:
