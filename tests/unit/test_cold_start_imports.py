@@ -10,6 +10,7 @@ computes p-values.
 
 from __future__ import annotations
 
+import json
 import subprocess
 import sys
 from pathlib import Path
@@ -76,3 +77,101 @@ def test_the_class_map_resolves_every_name_to_its_class():
         assert "EvilRegressor" not in table and table.get("EvilRegressor") is None
         with pytest.raises(KeyError):
             table["EvilRegressor"]
+
+
+FUNCTIONS = LAYER.parents[1] / "functions"
+#: What a handler reads at import (the template's Globals), tracing off as in the unit tests.
+HANDLER_ENV = {
+    "PATH": "/usr/bin:/bin",
+    "AWS_DEFAULT_REGION": "us-east-1",
+    "AWS_ACCESS_KEY_ID": "testing",
+    "AWS_SECRET_ACCESS_KEY": "testing",
+    "FANFIT_BUCKET": "fanfit-unit",
+    "FANFIT_JOB_TABLE": "fanfit-jobs",
+    "FANFIT_IDEMPOTENCY_TABLE": "fanfit-idempotency",
+    "FANFIT_PARTITION_TABLE": "fanfit-partitions",
+    "POWERTOOLS_SERVICE_NAME": "fanfit",
+    "POWERTOOLS_METRICS_NAMESPACE": "FanfitTest",
+    "POWERTOOLS_TRACE_DISABLED": "true",
+}
+_HANDLER_PROBE = """\
+import json, sys
+sys.path[0:0] = sys.argv[1:3]
+import app
+from pydantic import BaseModel
+def walk(cls):
+    for sub in cls.__subclasses__():
+        yield sub
+        yield from walk(sub)
+models = {m for m in walk(BaseModel) if m.__module__.startswith("fanfit.")}
+print(json.dumps({"modules": sorted(sys.modules), "models": len(models),
+                  "built": sorted(m.__name__ for m in models if m.__pydantic_complete__)}))
+"""
+
+
+def _handler_init(name: str) -> dict:
+    """What importing functions/<name>/app.py loads in a fresh interpreter (its Lambda init)."""
+    out = subprocess.run(
+        [sys.executable, "-c", _HANDLER_PROBE, str(FUNCTIONS / name), str(LAYER)],
+        capture_output=True,
+        text=True,
+        check=True,
+        cwd=str(FUNCTIONS / name),
+        env=HANDLER_ENV,
+    )
+    return json.loads(out.stdout)
+
+
+@pytest.mark.parametrize(
+    ("function", "not_loaded"),
+    [
+        # a worker's step: neither Finalize's cost accounting (fanfit.jobs.train re-exports it) nor
+        # the estimate's documents and maths, which the cost history readers parse
+        ("train_shard", ["fanfit.jobs.train.finalize", "fanfit.cost", "fanfit.dml",
+                         "fanfit.jobs.documents.estimate"]),
+        ("crossfit", ["fanfit.cost", "fanfit.jobs.train"]),
+        # Finalize prices the job (fanfit.cost.pricing) but reads no execution history
+        ("train_finalize", ["fanfit.cost.collect", "fanfit.cost.history", "fanfit.dml"]),
+    ],
+)  # fmt: skip
+def test_a_handler_init_loads_only_its_steps_modules(function, not_loaded):
+    # GIVEN a fresh interpreter WHEN the handler's module is imported (its Lambda init)
+    init = _handler_init(function)
+    # THEN the modules of the other steps are not loaded
+    assert [m for m in not_loaded if m in init["modules"]] == []
+    # AND no job document's validator is built yet: each is built once, when first parsed
+    assert init["models"] > 0 and init["built"] == []
+
+
+def test_the_lazy_re_exports_are_the_submodules_objects():
+    import importlib
+
+    import fanfit.cost
+    import fanfit.jobs.train
+
+    # GIVEN the packages that re-export their submodules' names on first use
+    for package in (fanfit.cost, fanfit.jobs.train):
+        # WHEN each name of __all__ is looked up THEN it is its submodule's object
+        for name in package.__all__:
+            module = importlib.import_module(package._EXPORTS[name])
+            assert getattr(package, name) is getattr(module, name)
+        assert sorted(package._EXPORTS) == sorted(package.__all__)
+        # AND an unknown name is an AttributeError, a submodule still imports as one
+        with pytest.raises(AttributeError):
+            package.no_such_name  # noqa: B018
+    from fanfit.jobs.train import shard
+
+    assert shard.train_shard is fanfit.jobs.train.train_shard
+
+
+def test_a_list_of_documents_is_validated_by_one_adapter_per_model():
+    from fanfit.jobs.documents.estimate import MapRunChild, parse_list
+    from fanfit.jobs.documents.estimate.common import _list_adapter
+
+    # GIVEN two arrays of the same document WHEN both are parsed
+    before = _list_adapter.cache_info()
+    parse_list(MapRunChild, [])
+    parse_list(MapRunChild, [])
+    # THEN the adapter was built at most once for them
+    after = _list_adapter.cache_info()
+    assert after.misses - before.misses <= 1 and after.hits - before.hits >= 1

@@ -40,28 +40,51 @@ Batch (https://aws.amazon.com/batch/pricing/)
 The package: :mod:`~fanfit.cost.pricing` (the arithmetic), :mod:`~fanfit.cost.history` (what one
 execution history holds), :mod:`~fanfit.cost.collect` (reading them from AWS) and
 :mod:`~fanfit.cost.parts` (each part's share of a job of several parts). Every public name
-is re-exported here; a Lambda function imports the submodule it needs (``fanfit.cost.pricing``).
+is re-exported here, each imported on first use; a Lambda function imports the submodule it needs
+(``fanfit.cost.pricing``), which does not load the history readers and the job documents they parse.
 """
 
 from __future__ import annotations
 
-from fanfit.cost.collect import collect_job_cost
-from fanfit.cost.history import (
-    batch_jobs_from_history,
-    count_state_transitions,
-    lambda_invocations_from_history,
-    processor_state_counts,
-)
-from fanfit.cost.parts import PartCost, part_costs
-from fanfit.cost.pricing import (
-    LAMBDA_USD_PER_GB_SECOND,
-    LAMBDA_USD_PER_REQUEST,
-    CostItem,
-    JobCost,
-    billed_seconds,
-    job_cost,
-    lambda_cost_usd,
-)
+import importlib
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from fanfit.cost.collect import collect_job_cost
+    from fanfit.cost.history import (
+        batch_jobs_from_history,
+        count_state_transitions,
+        lambda_invocations_from_history,
+        processor_state_counts,
+    )
+    from fanfit.cost.parts import PartCost, part_costs
+    from fanfit.cost.pricing import (
+        LAMBDA_USD_PER_GB_SECOND,
+        LAMBDA_USD_PER_REQUEST,
+        CostItem,
+        JobCost,
+        billed_seconds,
+        job_cost,
+        lambda_cost_usd,
+    )
+
+#: Each re-exported name and the submodule it comes from.
+_EXPORTS = {
+    "collect_job_cost": "fanfit.cost.collect",
+    "batch_jobs_from_history": "fanfit.cost.history",
+    "count_state_transitions": "fanfit.cost.history",
+    "lambda_invocations_from_history": "fanfit.cost.history",
+    "processor_state_counts": "fanfit.cost.history",
+    "PartCost": "fanfit.cost.parts",
+    "part_costs": "fanfit.cost.parts",
+    "LAMBDA_USD_PER_GB_SECOND": "fanfit.cost.pricing",
+    "LAMBDA_USD_PER_REQUEST": "fanfit.cost.pricing",
+    "CostItem": "fanfit.cost.pricing",
+    "JobCost": "fanfit.cost.pricing",
+    "billed_seconds": "fanfit.cost.pricing",
+    "job_cost": "fanfit.cost.pricing",
+    "lambda_cost_usd": "fanfit.cost.pricing",
+}
 
 __all__ = [
     "LAMBDA_USD_PER_GB_SECOND",
@@ -79,3 +102,10 @@ __all__ = [
     "part_costs",
     "processor_state_counts",
 ]
+
+
+def __getattr__(name: str) -> Any:
+    module = _EXPORTS.get(name)
+    if module is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    return getattr(importlib.import_module(module), name)

@@ -30,6 +30,10 @@ from fanfit.errors import InvalidEventError
 from fanfit.jobs.documents import Document
 from fanfit.sched.resources import PlacementKind
 
+#: Every event model's config: unknown keys are refused; its validator is built once, on the first
+#: event parsed (``defer_build``), so that a function's init does not build the other functions' models.
+_CONFIG = ConfigDict(extra="forbid", defer_build=True)
+
 M = TypeVar("M", bound=BaseModel)
 R = TypeVar("R")
 
@@ -59,7 +63,7 @@ class PrepareEvent(BaseModel):
     # again (keeping the plan written from the same spec, marking the job RUNNING); a retry within
     # one execution gets the stored response.
     IDEMPOTENCY_KEY: ClassVar[str] = "[job_id, stage, execution_arn]"
-    model_config = ConfigDict(extra="forbid")
+    model_config = _CONFIG
     job_id: str = Field(pattern=_ID)
     spec_key: str = Field(pattern=_KEY)
     stage: int = Field(ge=0, le=16)
@@ -70,7 +74,7 @@ class PrepareEvent(BaseModel):
 class MapFailure(BaseModel):
     """The error a failed Distributed Map hands its Catch (``$.error``): name and cause."""
 
-    model_config = ConfigDict(extra="forbid")
+    model_config = _CONFIG
     Error: str = Field(default="", max_length=1_000)
     Cause: str = Field(default="", max_length=300_000)
 
@@ -86,7 +90,7 @@ class ScheduleEvent(BaseModel):
     # One wave of one stage of one execution, and whether it failed: a resumed job's execution plans
     # its waves afresh from what S3 holds, and naming a failed wave is other work than planning it.
     IDEMPOTENCY_KEY: ClassVar[str] = "[job_id, stage, wave, execution_arn, failure]"
-    model_config = ConfigDict(extra="forbid")
+    model_config = _CONFIG
     job_id: str = Field(pattern=_ID)
     stage: int = Field(ge=0, le=16)
     wave: int = Field(ge=0, le=10_000)
@@ -136,7 +140,7 @@ class CrossFitEvent(BaseModel):
     # deterministic predictions object, so a retried shard is answered from its stored response; a
     # failed one stores none and runs again (also in a resumed execution).
     IDEMPOTENCY_KEY: ClassVar[str] = "[job_id, stage, shard.shard_id]"
-    model_config = ConfigDict(extra="forbid")
+    model_config = _CONFIG
     job_id: str = Field(pattern=_ID)
     plan_key: str = Field(pattern=_KEY)
     stage: int = Field(ge=0, le=16)
@@ -152,7 +156,7 @@ class AggregateEvent(BaseModel):
 
     # One estimate per job: a retry must not write result.json and release the partition twice.
     IDEMPOTENCY_KEY: ClassVar[str] = "job_id"
-    model_config = ConfigDict(extra="forbid")
+    model_config = _CONFIG
     job_id: str = Field(pattern=_ID)
     plan_key: str = Field(pattern=_KEY)
     execution_arn: str = ""
@@ -166,7 +170,7 @@ class TrainInitEvent(BaseModel):
     #: runs again and starts at the first round whose reduced model is not in S3; a retry within
     #: one execution gets the stored response.
     IDEMPOTENCY_KEY: ClassVar[str] = "[job_id, execution_arn]"
-    model_config = ConfigDict(extra="forbid")
+    model_config = _CONFIG
     job_id: str = Field(pattern=_ID)
     spec_key: str = Field(pattern=_KEY)
     execution_arn: str = ""
@@ -181,7 +185,7 @@ class TrainRoundEvent(BaseModel):
     #: execution re-entering a round is safe without the record: Schedule keeps a round plan in
     #: S3, and Reduce rewrites the same record and model from the same partials.)
     IDEMPOTENCY_KEY: ClassVar[str] = "[job_id, round]"
-    model_config = ConfigDict(extra="forbid")
+    model_config = _CONFIG
     job_id: str = Field(pattern=_ID)
     round: int = Field(ge=0, le=20_000)
 
@@ -203,7 +207,7 @@ class TrainShardEvent(BaseModel):
     #: job instead, :func:`fanfit.jobs.train.shard.stop_on_unfinished_attempt`).
     #: ``function_arn`` and ``placement`` are not part of it.
     IDEMPOTENCY_KEY: ClassVar[str] = "[job_id, round, worker, execution_arn]"
-    model_config = ConfigDict(extra="forbid")
+    model_config = _CONFIG
     job_id: str = Field(pattern=_ID)
     round: int = Field(ge=0, le=20_000)
     worker: int = Field(ge=0, lt=40)
@@ -224,7 +228,7 @@ class TrainFinalizeEvent(BaseModel):
     #: Idempotency key of TrainFinalize: a resumed job's execution writes the result and marks the
     #: job SUCCEEDED again (``fanfit resume``); a retry within one execution does not.
     IDEMPOTENCY_KEY: ClassVar[str] = "[job_id, execution_arn]"
-    model_config = ConfigDict(extra="forbid")
+    model_config = _CONFIG
     job_id: str = Field(pattern=_ID)
     round: int = Field(ge=0, le=20_000)
     execution_arn: str = ""
@@ -235,7 +239,7 @@ class ReleaseEvent(BaseModel):
 
     # A job hands its partition back once: a retry must not recompute the others' partitions again.
     IDEMPOTENCY_KEY: ClassVar[str] = "job_id"
-    model_config = ConfigDict(extra="forbid")
+    model_config = _CONFIG
     job_id: str = Field(pattern=_ID)
 
 
@@ -258,7 +262,7 @@ class WatchGpuJobEvent(BaseModel):
     Batch), so it needs no idempotency record: a retry checks again.
     """
 
-    model_config = ConfigDict(extra="forbid")
+    model_config = _CONFIG
     #: A Batch job id (a UUID on AWS).
     batch_job_id: str = Field(pattern=r"^[A-Za-z0-9][A-Za-z0-9_:-]{0,127}$")
 

@@ -8,7 +8,7 @@ from typing import Any
 import numpy as np
 
 from fanfit import dml, storage
-from fanfit.cost import LAMBDA_USD_PER_GB_SECOND, LAMBDA_USD_PER_REQUEST, lambda_cost_usd
+from fanfit.cost.pricing import LAMBDA_USD_PER_GB_SECOND, LAMBDA_USD_PER_REQUEST, lambda_cost_usd
 from fanfit.dml import overlap
 from fanfit.dml.combined import PartScores, combine_parts
 from fanfit.dml.interop import predictions_to_arrays

@@ -25,16 +25,41 @@ model itself is reached only through :class:`fanfit.train.model.TrainModel`
   SUCCEEDED and releases its partition.
 - :mod:`.data`: the plan, the cached data and the model state, shared by the steps.
 
-Lambda handlers import the submodule of their step; this package re-exports the public names.
+Lambda handlers import the submodule of their step; this package re-exports the public names for
+tests and benchmarks, each imported on first use, so that a handler's cold start loads only its own
+step's dependencies (TrainShard does not import Finalize's cost accounting, :mod:`fanfit.cost`).
 """
 
-from fanfit.jobs.documents.train import BALANCES, MAX_WORKERS, TRAIN_MODELS, TrainSpec
-from fanfit.jobs.train.finalize import finalize_job
-from fanfit.jobs.train.init import init_job
-from fanfit.jobs.train.reduce import reduce_round
-from fanfit.jobs.train.resume import ResumePoint, resume_point
-from fanfit.jobs.train.schedule import RUNTIME_BASE_MB, max_batches, schedule_round
-from fanfit.jobs.train.shard import train_shard
+from __future__ import annotations
+
+import importlib
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from fanfit.jobs.documents.train import BALANCES, MAX_WORKERS, TRAIN_MODELS, TrainSpec
+    from fanfit.jobs.train.finalize import finalize_job
+    from fanfit.jobs.train.init import init_job
+    from fanfit.jobs.train.reduce import reduce_round
+    from fanfit.jobs.train.resume import ResumePoint, resume_point
+    from fanfit.jobs.train.schedule import RUNTIME_BASE_MB, max_batches, schedule_round
+    from fanfit.jobs.train.shard import train_shard
+
+#: Each re-exported name and the module it comes from.
+_EXPORTS = {
+    "BALANCES": "fanfit.jobs.documents.train",
+    "MAX_WORKERS": "fanfit.jobs.documents.train",
+    "TRAIN_MODELS": "fanfit.jobs.documents.train",
+    "TrainSpec": "fanfit.jobs.documents.train",
+    "finalize_job": "fanfit.jobs.train.finalize",
+    "init_job": "fanfit.jobs.train.init",
+    "reduce_round": "fanfit.jobs.train.reduce",
+    "ResumePoint": "fanfit.jobs.train.resume",
+    "resume_point": "fanfit.jobs.train.resume",
+    "RUNTIME_BASE_MB": "fanfit.jobs.train.schedule",
+    "max_batches": "fanfit.jobs.train.schedule",
+    "schedule_round": "fanfit.jobs.train.schedule",
+    "train_shard": "fanfit.jobs.train.shard",
+}
 
 __all__ = [
     "BALANCES",
@@ -51,3 +76,10 @@ __all__ = [
     "schedule_round",
     "train_shard",
 ]
+
+
+def __getattr__(name: str) -> Any:
+    module = _EXPORTS.get(name)
+    if module is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    return getattr(importlib.import_module(module), name)

@@ -7,7 +7,7 @@ import time
 from typing import Any
 
 from fanfit import storage
-from fanfit.cost import LAMBDA_USD_PER_GB_SECOND, lambda_cost_usd
+from fanfit.cost.pricing import LAMBDA_USD_PER_GB_SECOND, lambda_cost_usd
 from fanfit.errors import InvalidJobError
 from fanfit.jobs import sharing
 from fanfit.jobs.documents.train import FinalizeOutput, RoundRecord, TrainResult

@@ -7,6 +7,7 @@ stage's units, a wave's shards).
 
 from __future__ import annotations
 
+from functools import cache
 from typing import Any, ClassVar
 
 from pydantic import SerializerFunctionWrapHandler, TypeAdapter, ValidationError, model_serializer
@@ -34,6 +35,12 @@ class _OmitNone(Document):
         return {k: v for k, v in out.items() if v is not None or (names and k not in names)}
 
 
+@cache
+def _list_adapter(model: type[Document]) -> TypeAdapter[list[Any]]:
+    """The validator of a JSON array of ``model`` documents, built once per model."""
+    return TypeAdapter(list[model])  # type: ignore[valid-type]
+
+
 def parse_list(model: type[Document], data: Any, *, source: str | None = None) -> list[Any]:
     """Validate a JSON array of ``model`` documents (a stage's units, a wave's shards).
 
@@ -43,7 +50,7 @@ def parse_list(model: type[Document], data: Any, *, source: str | None = None) -
         Not a list, or an item that does not fit ``model``; the message names the item's index and field.
     """
     try:
-        return TypeAdapter(list[model]).validate_python(data)  # type: ignore[valid-type]
+        return _list_adapter(model).validate_python(data)
     except ValidationError as exc:
         name = f"list of {model.__name__} ({source})" if source else f"list of {model.__name__}"
         raise InvalidDocumentError(describe_validation_error(name, exc)) from None
