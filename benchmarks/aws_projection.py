@@ -13,6 +13,10 @@ A simulation, not a run on AWS: no stack and no AWS call. Steps:
    vCPU; this machine's core taken as one Lambda vCPU: an assumption) and plans the job with
    Schedule's own code (:func:`fanfit.jobs.estimate.wave.plan_job`) on the template's default
    CrossFit sizes (1,769, 3,538, 10,240 MB), no GPU worker, AWS's default concurrency (1,000).
+   CrossFit's cold start is measured here too (``--cold-init measure``, the default:
+   benchmarks/cold_start.py's median init of 5 fresh processes on one CPU with the layers as
+   Lambda holds them, plus its first fit's imports of scikit-learn and scipy, which the layer
+   does not ship compiled) and replaces the account model's ``cold_init_s`` constant.
 3. Simulates the plan on the default AWS account model (:mod:`fanfit.sched.simulate`:
    concurrency, cold starts, the Distributed Map's child start rate, transitions, S3 round trips;
    :func:`fanfit.jobs.estimate.projection.project_prediction`).
@@ -30,7 +34,8 @@ the job of several parts (its plan's units of every part, :meth:`EstimatePlan.un
 default kde, ``doubleml_kde_s`` per part and repetition, runs once per part and repetition on top).
 
 Prints one JSON object: model, learners, n_folds, n_rep, n_fits, placement, predicted_wall_s,
-predicted_cost_usd, account, fit_s_measured, doubleml_inprocess.
+predicted_cost_usd, account, cold_init_measured, limit_s (the slowest fit plus a cold start:
+what no fan-out can beat) and ratio_to_limit, fit_s_measured, doubleml_inprocess.
 """
 
 from __future__ import annotations
@@ -51,6 +56,33 @@ X_COLS = ["age", "inc", "educ", "fsize", "marr", "twoearn", "db", "pira", "hown"
 #: DoubleML's 401(k) example's forests (DoubleML user guide / examples: "Impact of 401(k) on
 #: Financial Wealth"), 500 trees.
 RF_PARAMS = {"n_estimators": 500, "max_depth": 7, "max_features": 3, "min_samples_leaf": 3}
+
+
+def measured_cold_init(runs: int) -> dict[str, float]:
+    """CrossFit's cold start measured here (benchmarks/cold_start.py, one CPU, the layers as
+    Lambda holds them): its init and its first fit's imports (scikit-learn and scipy, not
+    compiled in the layer), medians of ``runs`` fresh processes; ``cold_init_s`` their sum."""
+    import subprocess
+
+    done = subprocess.run(
+        [sys.executable, str(ROOT / "benchmarks" / "cold_start.py"), "--json",
+         "--functions", "crossfit", "--runs", str(runs)],
+        capture_output=True, text=True, check=True, timeout=900,
+    )  # fmt: skip
+    fn = json.loads(done.stdout)["functions"]["crossfit"]
+    init, first_fit = float(fn["median_init_s"]), float(fn["median_first_fit_import_s"])
+    return {"init_s": init, "first_fit_import_s": first_fit, "cold_init_s": init + first_fit}
+
+
+def _account(args: argparse.Namespace) -> tuple[Any, dict[str, float] | None]:
+    """The account model: AWS's defaults, with CrossFit's cold start measured here unless
+    ``--cold-init constant`` (the module default of :mod:`fanfit.sched.simulate`)."""
+    from fanfit.sched.shards import DEFAULT_ACCOUNT_CONCURRENCY
+    from fanfit.sched.simulate import AccountModel
+
+    measured = measured_cold_init(args.cold_init_runs) if args.cold_init == "measure" else None
+    extra = {"cold_init_s": round(measured["cold_init_s"], 3)} if measured else {}
+    return AccountModel(lambda_concurrency=DEFAULT_ACCOUNT_CONCURRENCY, **extra), measured
 
 
 def _measure(x, y, folds, estimator_cls, repeats: int, seed: int, classifier: bool) -> list[float]:
@@ -100,7 +132,7 @@ def _qte(args: argparse.Namespace) -> int:
     from fanfit.jobs.estimate.projection import project_prediction
     from fanfit.jobs.estimate.wave import plan_job
     from fanfit.sched.shards import DEFAULT_ACCOUNT_CONCURRENCY
-    from fanfit.sched.simulate import AccountModel, cold_start_s
+    from fanfit.sched.simulate import cold_start_s
     from fanfit.sched.throughput import EwmaThroughput, ThroughputEntry
 
     frame = pd.read_stata(ROOT / "examples" / "data" / "sipp1991.dta").astype("float64")
@@ -135,7 +167,7 @@ def _qte(args: argparse.Namespace) -> int:
     n_obs = int(first.data.y.shape[0])
     folds = first.folds if first.folds is not None else dml.draw_spec_folds(spec, first.data)
     rows = int(np.count_nonzero(folds[:, 0] != 0))
-    account = AccountModel(lambda_concurrency=DEFAULT_ACCOUNT_CONCURRENCY)
+    account, measured_init = _account(args)
     overhead = cold_start_s(account, 1769) + account.shard_s3_round_trips * account.s3_round_trip_s
     n_features = len(spec.x_cols) + spec.n_treat - 1
     plan = EstimatePlan(
@@ -177,6 +209,7 @@ def _qte(args: argparse.Namespace) -> int:
         "predicted_cost_usd": round(projected.predicted_cost_usd, 6),
         "simulated_stages": [s.to_dict() for s in projection.stages],
         "account": account.to_dict(),
+        "cold_init_measured": measured_init,
         "unit_s_measured": {k: round(v, 4) for k, v in fit_s.items()},
         "units_timed": {k: len(v) for k, v in unit_s.items()},
         "doubleml_kde_s": round(kde_s, 3),
@@ -199,6 +232,13 @@ def main() -> int:
     parser.add_argument("--repeats", type=int, default=3, help="fits measured per learner")
     parser.add_argument("--seed", type=int, default=42)
     parser.add_argument("--model", choices=["plr", "qte"], default="plr")
+    parser.add_argument(
+        "--cold-init",
+        choices=["measure", "constant"],
+        default="measure",
+        help="CrossFit's cold start: measured here (cold_start.py) or the default",
+    )
+    parser.add_argument("--cold-init-runs", type=int, default=5)
     parser.add_argument("--quantiles", default="0.5,0.7,0.9", help="with --model qte")
     parser.add_argument(
         "--measure-rep", type=int, default=2, help="repetitions timed per part (--model qte)"
@@ -218,7 +258,7 @@ def main() -> int:
     from fanfit.jobs.estimate.projection import project_prediction
     from fanfit.jobs.estimate.wave import plan_job
     from fanfit.sched.shards import DEFAULT_ACCOUNT_CONCURRENCY
-    from fanfit.sched.simulate import AccountModel, cold_start_s
+    from fanfit.sched.simulate import cold_start_s
     from fanfit.sched.throughput import EwmaThroughput, ThroughputEntry
 
     frame = pd.read_stata(ROOT / "examples" / "data" / "sipp1991.dta")
@@ -245,7 +285,7 @@ def main() -> int:
     rows = int(np.count_nonzero(folds[:, 0] != 0))
 
     # 2. the throughput table as if measured at 1,769 MB, and Schedule's plan
-    account = AccountModel(lambda_concurrency=DEFAULT_ACCOUNT_CONCURRENCY)
+    account, measured_init = _account(args)
     overhead = cold_start_s(account, 1769) + account.shard_s3_round_trips * account.s3_round_trip_s
     n_features = len(spec.x_cols) + spec.n_treat - 1
     entries = {}
@@ -295,6 +335,11 @@ def main() -> int:
         "predicted_cost_usd": round(projected.predicted_cost_usd, 6),
         "simulated_stages": [s.to_dict() for s in projection.stages],
         "account": account.to_dict(),
+        "cold_init_measured": measured_init,
+        "limit_s": round(max(fit_s.values()) + cold_start_s(account, 1769), 2),
+        "ratio_to_limit": round(
+            projected.predicted_wall_s / (max(fit_s.values()) + cold_start_s(account, 1769)), 3
+        ),
         "fit_s_measured": {k: round(v, 3) for k, v in fit_s.items()},
         "fit_s_runs": {"ml_l": [round(t, 3) for t in fit_l], "ml_m": [round(t, 3) for t in fit_m]},
         "train_rows_per_fit": rows,

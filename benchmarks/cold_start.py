@@ -32,6 +32,11 @@ are left out (:func:`deployed_layers`). The build: ``<state dir>/deploy/fanfit/b
 (``--root``, default this checkout), the fanfit library the built layer's (``--library source``:
 the working tree's, with whatever ``__pycache__`` it has).
 
+After CrossFit's init, the child imports what its first fit imports (``--first-fit``, default
+``sklearn.ensemble,sklearn.linear_model``: scikit-learn and scipy, which the layer does not ship
+compiled, so the first shard of every cold environment compiles them) and reports those seconds
+apart (``first_fit_import_s``): a cold CrossFit costs the init plus them.
+
 Prints one JSON object: per function its resources, every run's ``init_s``, ``median_init_s``
 (and whether it is within ``--target-s``, default 1.0), the same in CPU seconds of the process
 (``init_cpu_s``: less sensitive than the wall time to other work on the pinned CPU, which a busy
@@ -71,7 +76,12 @@ module = sys.modules[cfg["module"]]
 init_s, init_cpu_s = time.perf_counter() - started, time.process_time() - cpu_started
 if not callable(getattr(module, cfg["function"], None)):
     raise SystemExit(f"handler {cfg['function']!r} missing on module {cfg['module']!r}")
-print(json.dumps({"init_s": init_s, "init_cpu_s": init_cpu_s, "n_modules": len(sys.modules)}))
+started = time.perf_counter()
+for name in cfg["first_fit"]:  # what the first shard's fit imports (not compiled in the layer)
+    __import__(name)
+first_fit_s = time.perf_counter() - started
+print(json.dumps({"init_s": init_s, "init_cpu_s": init_cpu_s, "n_modules": len(sys.modules),
+                  "first_fit_import_s": first_fit_s}))
 """
 _IMPORT_LINE = re.compile(r"^import time:\s+(\d+) \|\s+(\d+) \| (\s*)(\S+)\s*$")
 
@@ -326,6 +336,7 @@ def run_once(python: Path, code_dir: Path, cfg: dict[str, Any], env: dict[str, s
         return {"error": "\n".join(tail)}
     out = json.loads(done.stdout.strip().splitlines()[-1])
     return {"init_s": out["init_s"], "init_cpu_s": out["init_cpu_s"], "wall_s": wall_s, "n_modules": out["n_modules"],
+            "first_fit_import_s": out["first_fit_import_s"],
             "tree": parse_importtime(done.stderr, cfg["module"])}  # fmt: skip
 
 
@@ -364,6 +375,9 @@ def summarize(runs: list[dict[str, Any]], module: str, depth: int, top: int,
         "init_cpu_s": [round(r["init_cpu_s"], 3) for r in runs],
         "median_init_cpu_s": round(statistics.median(r["init_cpu_s"] for r in runs), 3),
         "median_wall_s": round(statistics.median(r["wall_s"] for r in runs), 3),
+        "median_first_fit_import_s": round(
+            statistics.median(r["first_fit_import_s"] for r in runs), 3
+        ),
         "n_modules": runs[0]["n_modules"],
         "handler_module_self_s": round(
             statistics.median(r["tree"][module][1] for r in runs) / 1e6, 3
@@ -393,6 +407,10 @@ def main() -> int:
         help="none: leave out the .pyc the layers ship (every module compiled)",
     )
     parser.add_argument("--build-dir", default=None, help="a sam build output with both layers")
+    parser.add_argument(
+        "--first-fit", default="sklearn.ensemble,sklearn.linear_model",
+        help="modules CrossFit's first fit imports, timed after its init (empty: none)",
+    )  # fmt: skip
     parser.add_argument("--depth", type=int, default=2, help="import levels in top_imports")
     parser.add_argument("--top", type=int, default=10)
     parser.add_argument("--target-s", type=float, default=1.0)
@@ -425,8 +443,10 @@ def main() -> int:
             layer_dirs = [Path(tmp) / "opt" / layer for layer in fn["layers"]]
             tracing = {"template": fn["tracing"], "on": True, "off": False}[args.tracing]
             module, function = fn["handler"].rsplit(".", 1)
+            first_fit = args.first_fit.split(",") if name == "crossfit" and args.first_fit else []
             cfg = {"path": runtime_path(code_dir, layer_dirs, library),
-                   "module": module.replace("/", "."), "function": function}  # fmt: skip
+                   "module": module.replace("/", "."), "function": function,
+                   "first_fit": first_fit}  # fmt: skip
             env = lambda_env(fn, code_dir, layer_dirs, python, Path(tmp), tracing)
             plans[name] = (code_dir, cfg, env, tracing)
         for i in range(args.warmup + args.runs):
