@@ -224,6 +224,127 @@ def _qte(args: argparse.Namespace) -> int:
     return 0
 
 
+def _tune(args: argparse.Namespace) -> int:
+    """``--model tune``: DoubleML's tuning of the 401(k) PLR's forests (benchmarks/tune.py's grid of
+    24 candidates), simulated on AWS from each candidate's fit seconds timed here (one core):
+    ``tune()`` with ``tune_on_folds`` (a search of 24 candidates x 5 search folds on every
+    training set of 5 folds x 10 repetitions, for ml_l and ml_m: 100 searches, 12,000 fits, all
+    submitted at once, then the fit's 100 fits), and ``tune_ml_models`` (100 Optuna trials per
+    learner, 10 at a time, cv 5 on the whole sample: 10 waves of 100 fits, one after another,
+    then the fit). Every fit is one shard at 1,769 MB (as Schedule sizes multi-second forests);
+    the searches that run side by side share the account's concurrency and the Map's child start
+    rate (one stage of all their shards); environments are warm after the first stage. A trial's
+    forest is the candidate ``trial mod 24`` (a stand-in for what TPE suggests in that space).
+    Prepare and Aggregate are left out, as in the other projections."""
+    import dataclasses
+
+    import numpy as np
+    import pandas as pd
+    from sklearn.ensemble import RandomForestClassifier, RandomForestRegressor
+    from sklearn.model_selection import ParameterGrid
+
+    sys.path.insert(0, str(ROOT / "benchmarks"))
+    from tune import grid  # the 24 candidates of benchmarks/tune.py
+
+    from fanfit.sched.simulate import SimShard, SimStage, cold_start_s, simulate_stage
+
+    frame = pd.read_stata(ROOT / "examples" / "data" / "sipp1991.dta").astype("float64")
+    x = np.asarray(frame[X_COLS], dtype=float)
+    targets = {"ml_l": np.asarray(frame["net_tfa"]), "ml_m": np.asarray(frame["e401"]).astype(int)}
+    classes = {"ml_l": RandomForestRegressor, "ml_m": RandomForestClassifier}
+    n_obs, k, k_tune = len(frame), args.n_folds, 5
+    outer = n_obs * (k - 1) // k  # a training set of the outer folds
+    inner = outer * (k_tune - 1) // k_tune  # a search fold's training rows
+    candidates = list(ParameterGrid(grid(False)))
+    rng = np.random.default_rng(args.seed)
+    rows = rng.permutation(n_obs)
+    train, test = rows[:inner], rows[inner : inner + (outer - inner)]
+
+    # 1. every candidate's fit (and prediction of a search fold) here, one core
+    fit_s: dict[str, list[float]] = {name: [] for name in classes}
+    with threadpool_limits(1):
+        for name, cls in classes.items():
+            for params in candidates:
+                est = cls(**params, random_state=args.seed, n_jobs=1)
+                t0 = time.perf_counter()
+                est.fit(x[train], targets[name][train])
+                (est.predict_proba if name == "ml_m" else est.predict)(x[test])
+                fit_s[name].append(time.perf_counter() - t0)
+    # the fits after tuning (and Optuna's, on the whole sample): a training set of outer rows
+    scale = outer / inner
+    best = {"ml_l": {"max_depth": 8, "min_samples_leaf": 20, "n_estimators": 300},
+            "ml_m": {"max_depth": None, "min_samples_leaf": 20, "n_estimators": 300}}  # fmt: skip
+    final_s = {name: fit_s[name][candidates.index(best[name])] * scale for name in classes}
+
+    account, measured_init = _account(args)
+    warm = dataclasses.replace(account, cold_share=0.0)
+    cold = cold_start_s(account, 1769)
+    cores = os.cpu_count() or 1
+
+    def stage(works: list[float], acct: Any) -> Any:
+        shards = [SimShard("lambda-1769", w) for w in works]
+        return simulate_stage(SimStage(shards, account.lambda_concurrency), acct)
+
+    final = [final_s[name] for name in classes for _ in range(k * args.tune_rep)]
+
+    # 2a. tune(tune_on_folds=True): every search at once, then the fit
+    searches = [fit_s[name][c] for name in classes for _ in range(k * args.tune_rep)
+                for c in range(len(candidates)) for _ in range(k_tune)]  # fmt: skip
+    a1, a2 = stage(searches, account), stage(final, warm)
+    on_folds = {
+        "n_fits": len(searches) + len(final),
+        "predicted_wall_s": round(a1.wall_s + a2.wall_s, 2),
+        "predicted_cost_usd": round(a1.cost_usd + a2.cost_usd, 4),
+        "stages": [a1.to_dict(), a2.to_dict()],
+        "limit_s": round(max(searches) + max(final) + cold, 2),
+        "doubleml_inprocess_s": round((sum(searches) + sum(final)) / cores, 1),
+        "doubleml_serial_s": round(sum(searches) + sum(final), 1),
+    }
+    on_folds["ratio_to_limit"] = round(on_folds["predicted_wall_s"] / on_folds["limit_s"], 3)
+
+    # 2b. tune_ml_models: 100 trials per learner, args.trials_per_wave at a time, then the fit
+    waves, path, trial_fits = [], 0.0, []
+    for start in range(0, args.trials, args.trials_per_wave):
+        trials = range(start, min(start + args.trials_per_wave, args.trials))
+        works = [fit_s[name][t % len(candidates)] * scale for name in classes for t in trials
+                 for _ in range(5)]  # fmt: skip
+        waves.append(stage(works, account if not waves else warm))
+        path += max(works)
+        trial_fits += works
+    b2 = stage(final, warm)
+    optuna_out = {
+        "n_fits": len(trial_fits) + len(final),
+        "n_waves": len(waves),
+        "predicted_wall_s": round(sum(w.wall_s for w in waves) + b2.wall_s, 2),
+        "predicted_cost_usd": round(sum(w.cost_usd for w in waves) + b2.cost_usd, 4),
+        "limit_s": round(path + max(final) + cold, 2),
+        "doubleml_inprocess_s": round((sum(trial_fits) + sum(final)) / cores, 1),
+        "doubleml_serial_s": round(sum(trial_fits) + sum(final), 1),
+    }
+    optuna_out["ratio_to_limit"] = round(optuna_out["predicted_wall_s"] / optuna_out["limit_s"], 3)
+    out = {
+        "model": "tune",
+        "grid": grid(False),
+        "n_candidates": len(candidates),
+        "n_folds": k,
+        "n_rep": args.tune_rep,
+        "n_folds_tune": k_tune,
+        "rows": {"n_obs": n_obs, "training_set": outer, "search_training": inner},
+        "tune_on_folds": on_folds,
+        "tune_ml_models": {
+            "trials": args.trials,
+            "trials_per_wave": args.trials_per_wave,
+            **optuna_out,
+        },  # fmt: skip
+        "fit_s_measured": {name: [round(v, 3) for v in vals] for name, vals in fit_s.items()},
+        "account": account.to_dict(),
+        "cold_init_measured": measured_init,
+        "note": "a simulation of an AWS account, not measured on AWS; fits timed on this machine",
+    }
+    print(json.dumps(out) if args.json else json.dumps(out, indent=2))
+    return 0
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--json", action="store_true", help="print one JSON object")
@@ -231,7 +352,10 @@ def main() -> int:
     parser.add_argument("--n-rep", type=int, default=100)
     parser.add_argument("--repeats", type=int, default=3, help="fits measured per learner")
     parser.add_argument("--seed", type=int, default=42)
-    parser.add_argument("--model", choices=["plr", "qte"], default="plr")
+    parser.add_argument("--model", choices=["plr", "qte", "tune"], default="plr")
+    parser.add_argument("--tune-rep", type=int, default=10, help="repetitions (--model tune)")
+    parser.add_argument("--trials", type=int, default=100, help="Optuna trials (--model tune)")
+    parser.add_argument("--trials-per-wave", type=int, default=10, help="(--model tune)")
     parser.add_argument(
         "--cold-init",
         choices=["measure", "constant"],
@@ -246,6 +370,8 @@ def main() -> int:
     args = parser.parse_args()
     if args.model == "qte":
         return _qte(args)
+    if args.model == "tune":
+        return _tune(args)
 
     import numpy as np
     import pandas as pd
