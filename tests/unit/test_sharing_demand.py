@@ -116,3 +116,29 @@ def test_a_lower_demand_hands_the_capacity_to_the_other_jobs(make_partitions):
     assert follow_wave(parts, "est", 2.0, demand=0).demand == IDLE_DEMAND
     assert follow_wave(parts, "gone", 1.0, demand=3) is None and parts.get("gone") is None
     assert follow_wave(None, "est", 1.0, demand=3) is None
+
+
+def test_the_wave_is_the_plan_its_demand_came_from_when_the_partition_holds_it():
+    from types import SimpleNamespace
+
+    from fanfit.jobs.documents.estimate import PartitionUsed
+    from fanfit.jobs.estimate.wave import Placement, within_partition
+
+    # GIVEN the wave planned under the job's own cap (4): 3 shards at once, which it registered
+    unbound = Placement(gpu_shards=[], lambda_units=[], job_concurrency=4, partition=None)
+    sizings = [SimpleNamespace(shards=[["a"], ["b"], ["c"]],
+                               decision=SimpleNamespace(max_concurrency=3))]  # fmt: skip
+
+    def read(held: int) -> Placement:  # Schedule's placement under the partition it read
+        used = PartitionUsed(lambda_concurrency=held, gpus=0, demand=3, version=1,
+                             concurrency=held)  # fmt: skip
+        return Placement(gpu_shards=[], lambda_units=[], job_concurrency=min(4, held),
+                         partition=used)  # fmt: skip
+
+    # WHEN the partition holds the 3 THEN the wave is that very plan, recorded with the partition
+    placement, got = within_partition((unbound, sizings), read(3))
+    assert got is sizings
+    assert (placement.partition.lambda_concurrency, placement.job_concurrency) == (3, 3)
+    # AND with less than it asked for (or no plan) Schedule cuts the wave again within it
+    assert within_partition((unbound, sizings), read(2)) is None
+    assert within_partition(None, read(3)) is None

@@ -51,8 +51,10 @@ from fanfit.jobs.estimate.wave import (
     Placement,
     Sizing,
     place,
+    plan_unbound,
     register_wave,
     size_placed,
+    within_partition,
 )
 from fanfit.sched.resources import (
     lambda_resource,
@@ -111,7 +113,8 @@ def schedule_wave(
         at this barrier, caps the wave: its shards are sized for, and its ``max_concurrency``
         never exceeds, ``min(job max_concurrency, partition)``. The partition used goes into the
         wave's entry (``partition``). Before it is read, the job's demand is re-registered as the
-        wave's, with the job's completion figures (:func:`register_wave`).
+        wave's, with the job's completion figures (:func:`register_wave`); a partition that
+        holds that demand runs the very plan it came from (:func:`within_partition`).
     memory_sizes : list of int, optional
         The memory sizes the stack's CrossFit functions offer, MB (default: only
         ``crossfit_memory_mb``); :func:`place` chooses among them.
@@ -151,24 +154,27 @@ def schedule_wave(
     out = WaveOutput(
         job_id=job_id, plan_key=storage.plan_key(job_id), stage=stage, wave=wave, has_wave=False
     )
+    sizes = memory_sizes or [crossfit_memory_mb]
     # Dorm: the job's demand follows the wave about to be cut (jobs/estimate/demand.py)
+    planned = None
+    if remaining and partitions is not None:
+        planned = plan_unbound(ctx, remaining, history, memory_sizes=sizes,
+                               gpu_enabled=gpu_enabled, account_concurrency=account_concurrency)  # fmt: skip
     register_wave(
-        partitions, ctx, remaining, history, memory_sizes=memory_sizes or [crossfit_memory_mb],
-        gpu_enabled=gpu_enabled, account_concurrency=account_concurrency, throughput=throughput,
+        partitions, ctx, remaining, history, memory_sizes=sizes, gpu_enabled=gpu_enabled,
+        account_concurrency=account_concurrency, throughput=throughput, planned=planned,
     )  # fmt: skip
     if not remaining:
         if recovered:
             store.put_json(storage.schedule_key(job_id, stage), schedule.to_json_dict())
         return out
-    placement = place(
-        ctx,
-        remaining,
-        partitions,
-        history,
-        memory_sizes=memory_sizes or [crossfit_memory_mb],
-        gpu_enabled=gpu_enabled,
-    )
-    sizings = size_placed(ctx, placement, history, account_concurrency=account_concurrency)
+    placement = place(ctx, remaining, partitions, history, memory_sizes=sizes,
+                      gpu_enabled=gpu_enabled)  # fmt: skip
+    granted = within_partition(planned, placement)  # the partition holds the wave it asked for
+    if granted is not None:
+        placement, sizings = granted
+    else:
+        sizings = size_placed(ctx, placement, history, account_concurrency=account_concurrency)
     return write(store, records, ctx, wave, schedule, placement, sizings, started, memory_mb)
 
 

@@ -20,6 +20,7 @@ The same phases plan a whole job without running it (:func:`plan_job`, ``fanfit 
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Mapping
 from dataclasses import dataclass
 
@@ -226,6 +227,42 @@ def plan_job(
     )
 
 
+def plan_unbound(
+    ctx: StageContext,
+    remaining: list[dml.FitUnit],
+    history: EwmaThroughput,
+    *,
+    memory_sizes: list[int],
+    gpu_enabled: bool,
+    account_concurrency: int,
+) -> tuple[Placement, list[Sizing]]:
+    """The wave planned under the job's own cap, with no partition (:func:`place` and
+    :func:`size_placed`, as ``fanfit estimate --plan-only`` plans): what the job asks for."""
+    unbound = place(
+        ctx, remaining, None, history, memory_sizes=memory_sizes, gpu_enabled=gpu_enabled
+    )
+    return unbound, size_placed(ctx, unbound, history, account_concurrency=account_concurrency)
+
+
+def within_partition(
+    planned: tuple[Placement, list[Sizing]] | None, placement: Placement
+) -> tuple[Placement, list[Sizing]] | None:
+    """``planned`` (:func:`plan_unbound`) as the wave to run, when the partition that
+    ``placement`` read holds all it asked for (its Lambda concurrency and GPU shards): the wave
+    is then the very plan whose concurrency was registered as the demand (a plan cut again under
+    the partition's cap can tie differently and run fewer shards than it holds). None otherwise."""
+    if planned is None or placement.partition is None:
+        return None
+    unbound, sizings = planned
+    used = placement.partition
+    lambda_demand = sum(s.decision.max_concurrency for s in sizings if s.shards)
+    if used.lambda_concurrency < lambda_demand or used.gpus < len(unbound.gpu_shards):
+        return None
+    return dataclasses.replace(
+        unbound, partition=used, job_concurrency=placement.job_concurrency
+    ), sizings
+
+
 def register_wave(
     partitions: storage.Partitions | None,
     ctx: StageContext,
@@ -236,6 +273,7 @@ def register_wave(
     gpu_enabled: bool,
     account_concurrency: int,
     throughput: storage.ThroughputRecords | None = None,
+    planned: tuple[Placement, list[Sizing]] | None = None,
 ) -> sharing.Partition | None:
     """Schedule's barrier hook: register the demand of the wave about to be cut, and the job's
     completion figures.
@@ -268,6 +306,9 @@ def register_wave(
         The throughput table: the later stages' signatures that ``history`` lacks are read from it
         for the completion figures, when they are computed (one query per signature; without it,
         only ``history``).
+    planned : (Placement, list of Sizing), optional
+        :func:`plan_unbound` 's plan of this wave, when the caller made it (Schedule reuses it,
+        :func:`within_partition`); planned here otherwise.
 
     Returns
     -------
@@ -284,10 +325,10 @@ def register_wave(
                 ctx, [], {}, history, default_resource, throughput=throughput
             ),
         )  # fmt: skip
-    unbound = place(
-        ctx, remaining, None, history, memory_sizes=memory_sizes, gpu_enabled=gpu_enabled
-    )
-    sizings = size_placed(ctx, unbound, history, account_concurrency=account_concurrency)
+    unbound, sizings = planned or plan_unbound(
+        ctx, remaining, history, memory_sizes=memory_sizes, gpu_enabled=gpu_enabled,
+        account_concurrency=account_concurrency,
+    )  # fmt: skip
     wave = demand.wave_demand(
         [s.decision.max_concurrency for s in sizings if s.shards],
         len(unbound.lambda_units),
