@@ -22,6 +22,7 @@ from doubleml_helpers import assert_fit_is_doublemls  # noqa: E402
 from sklearn.base import clone  # noqa: E402
 from sklearn.linear_model import Lasso, LinearRegression, LogisticRegression  # noqa: E402
 from sklearn.model_selection import KFold, TimeSeriesSplit, cross_val_score  # noqa: E402
+from test_cli_tune import WaitingClient  # noqa: E402
 from test_doubleml_classes import FakeClient  # noqa: E402
 from test_doubleml_quantile_class import FakeClient as QuantileClient  # noqa: E402
 from test_doubleml_tune import FAMILIES, _pair  # noqa: E402
@@ -104,7 +105,7 @@ def test_tune_ml_models_on_the_stack_is_doublemls(family) -> None:
 def test_tune_ml_models_then_fit_is_doublemls(family) -> None:
     # GIVEN a tuned model on each side (PLR IV-type: ml_g's target from the tuned ml_l, ml_m)
     ours, theirs = _pair(family, n_rep=2)
-    _tune(ours, _spaces(ours), client=FakeClient())
+    _tune(ours, _spaces(ours), client=WaitingClient())  # awaited with the default timeout
     _tune(theirs, _spaces(theirs))
     # WHEN both fit THEN the estimate is DoubleML's: the tuned parameters reached the stack
     ours.fit(client=FakeClient())

@@ -40,6 +40,21 @@ def add_parser(sub: Any) -> None:
         help="run nothing: print the placement, the shards, predicted_wall_s and "
         "predicted_cost_usd on the stack, from its measured throughput (with --output json: JSON)",
     )
+    tuning = p.add_argument_group(
+        "tuning (DoubleML's tune(), its searches on the stack, before the estimate)"
+    )
+    tuning.add_argument(
+        "--param-grid", metavar="FILE", default=None,
+        help="JSON or YAML: DoubleML's param_grids, {learner: {parameter: [values]}} for every "
+        "learner of the model; the chosen parameters become the estimate's learner_params",
+    )  # fmt: skip
+    tuning.add_argument("--n-folds-tune", type=int, default=5, help="DoubleML's n_folds_tune")
+    tuning.add_argument("--search", choices=("grid", "randomized"), default="grid",
+                        help="grid or randomized search (DoubleML's search_mode)")  # fmt: skip
+    tuning.add_argument("--n-iter", type=int, default=100,
+                        help="candidates of a randomized search (n_iter_randomized_search)")  # fmt: skip
+    tuning.add_argument("--tune-on-folds", action="store_true",
+                        help="search on every training set of every repetition")  # fmt: skip
     p.set_defaults(func=run)
 
 
@@ -70,6 +85,7 @@ def run(args: argparse.Namespace) -> int:
     4 ``--timeout`` ran out, 130 Ctrl-C (both detach: the job keeps running)."""
     config.resolve_args(args)  # --config FILE; flags on the command line win
     options = options_from_args(args)
+    grids = _param_grid(args, options)
     if options.model == "apos":  # one apo job per level (fanfit.client.apos)
         return run_apos(args, options)
     if options.model == "qte":  # one job per quantile and level (fanfit.client.qte)
@@ -87,10 +103,59 @@ def run(args: argparse.Namespace) -> int:
         print_prediction(prediction, args.output == "json")
         return 0
     with common.stack_client(args) as client:
+        if grids is not None:
+            options = _tune(args, client, options, grids)
         job = client.submit_estimate(args.data, options=options)
         log.info("started job %s (%s)", job.job_id, job.execution_arn)
         # --detach, --timeout and Ctrl-C: the job keeps running; the command says what next
         return attach.follow(args, job, print_table)
+
+
+# ---------------------------------------------------------------- --param-grid
+def _param_grid(args: argparse.Namespace, options: EstimateOptions) -> dict[str, Any] | None:
+    """``--param-grid``'s grids, checked before any stack is touched; None without one.
+
+    Raises
+    ------
+    fanfit.errors.InvalidJobError
+        A grid file that cannot be read, or a grid of the wrong shape; with ``--model apos`` or
+        ``qte`` (tuned through their DoubleML classes) or ``--plan-only`` (which plans the
+        estimate, not its searches).
+    """
+    if getattr(args, "param_grid", None) is None:
+        return None
+    from fanfit.client.doubleml.tune_options import read_param_grid
+
+    if options.model in ("apos", "qte"):
+        raise InvalidJobError(
+            f"--param-grid tunes a job of one model; a {options.model} is tuned in Python: "
+            f"fanfit.DoubleML{options.model.upper()}(...).tune_ml_models(...)"
+        )
+    if getattr(args, "plan_only", False):
+        raise InvalidJobError(
+            "--plan-only plans the estimate, not its searches: plan without --param-grid"
+        )
+    return read_param_grid(args.param_grid)
+
+
+def _tune(
+    args: argparse.Namespace, client: Any, options: EstimateOptions, grids: dict[str, Any]
+) -> EstimateOptions:
+    """Run ``--param-grid``'s searches on the stack (:func:`fanfit.client.doubleml.tune_options.
+    tune_options`) and log each learner's chosen parameters; the options with them."""
+    from fanfit.client.doubleml.tune_options import tune_options
+
+    log.info("tuning %s on the stack (%s search, %d folds)", ", ".join(grids), args.search,
+             args.n_folds_tune)  # fmt: skip
+    tuned, chosen = tune_options(
+        client, options, grids, n_folds_tune=args.n_folds_tune,
+        search=args.search, n_iter=args.n_iter, tune_on_folds=args.tune_on_folds,
+        progress=common.progress(args),
+    )  # fmt: skip
+    for learner, by_treatment in chosen.items():
+        for d_col, params in by_treatment.items():
+            log.info("tuned %s (%s): %s", learner, d_col, params)
+    return tuned
 
 
 # ---------------------------------------------------------------- --model apos

@@ -32,6 +32,7 @@ from fanfit.errors import FanfitError, InvalidJobError
 
 __all__ = [
     "DOUBLEML_CLASSES",
+    "doubleml_model",
     "PIP_DOUBLEML",
     "MissingDependencyError",
     "external_predictions",
@@ -303,7 +304,7 @@ def to_doubleml(
     InvalidFoldsError
         Folds that do not fit the data or the spec.
     """
-    dml_pkg = import_doubleml()
+    import_doubleml()
     spec.validate()
     mdef = model_def(spec.model)
     if mdef.doubleml_client_class:
@@ -322,6 +323,42 @@ def to_doubleml(
     if mdef.adjusted_preds is not None:  # as DoubleML keeps them (PLPR's cre_general ml_m)
         external = _adjusted_external(spec, data, external, mdef.adjusted_preds)
 
+    obj = doubleml_model(spec, data, folds)
+    obj.fit(external_predictions=external)
+    if bootstrap and spec.boot_method is not None:
+        state = np.random.get_state()
+        try:
+            np.random.seed(spec.seed)
+            obj.bootstrap(method=spec.boot_method, n_rep_boot=spec.n_rep_boot)
+        finally:
+            np.random.set_state(state)
+    return obj
+
+
+def doubleml_model(spec: DMLSpec, data: DMLData, folds: np.ndarray) -> Any:
+    """DoubleML's unfitted model of a job: its class (:data:`DOUBLEML_CLASSES`) on the spec's
+    columns, learners (unfitted), ``n_folds``, ``n_rep``, score and model options, with the
+    job's folds as its sample splitting (what :func:`to_doubleml` fits with the predictions, and
+    the command line's ``--param-grid`` tunes).
+
+    Parameters
+    ----------
+    spec : DMLSpec
+        Validated.
+    data : DMLData
+    folds : numpy.ndarray of int, shape (n_obs, n_rep)
+        Validated (:func:`fanfit.dml.validate_spec_folds`).
+
+    Returns
+    -------
+    A DoubleML model, ``draw_sample_splitting=False`` and ``set_sample_splitting`` done.
+
+    Raises
+    ------
+    MissingDependencyError
+        DoubleML is not installed.
+    """
+    dml_pkg = import_doubleml()
     mdef = model_def(spec.model)
     data_kwargs = {kw: getattr(spec, opt) for opt, kw in mdef.data_options.items()}
     if spec.cluster_cols:
@@ -368,12 +405,4 @@ def to_doubleml(
         obj.set_sample_splitting(*cluster_folds_to_smpls(folds, data.cluster_vars, spec.n_folds))
     else:
         obj.set_sample_splitting(folds_to_smpls(folds))
-    obj.fit(external_predictions=external)
-    if bootstrap and spec.boot_method is not None:
-        state = np.random.get_state()
-        try:
-            np.random.seed(spec.seed)
-            obj.bootstrap(method=spec.boot_method, n_rep_boot=spec.n_rep_boot)
-        finally:
-            np.random.set_state(state)
     return obj

@@ -130,6 +130,20 @@ def from_doubleml(model: Any, client: Any = None, **fit_options: Any) -> Any:
     """
     if isinstance(model, _OnStack):
         return model.fit(client, **fit_options)
+    return counterpart(model).fit(client, **fit_options)
+
+
+def counterpart(model: Any) -> Any:
+    """fanfit's unfitted class of an unfitted DoubleML model (:func:`from_doubleml`, before its
+    fit): the same data, learners, options, sample splitting and nuisance parameters.
+
+    Raises
+    ------
+    fanfit.errors.UnsupportedArgumentError
+        A model of another class, or with an argument a stack cannot honour.
+    fanfit.errors.InvalidLearnerError
+        A learner outside the allow-list.
+    """
     cls = _CLASSES.get(type(model))
     if cls is None:
         raise _unsupported(
@@ -178,4 +192,4 @@ def from_doubleml(model: Any, client: Any = None, **fit_options: Any) -> Any:
     elif model._smpls is not None:
         ours.set_sample_splitting(model.smpls)
     ours._params = copy.deepcopy(model._params)  # set_ml_nuisance_params, tune()
-    return ours.fit(client, **fit_options)
+    return ours

@@ -198,7 +198,7 @@ def _chunks(
     ]  # fmt: skip
 
 
-def _predictions(jobs: list[Any], timeout: float | None, progress: bool) -> np.ndarray:
+def _predictions(jobs: list[Any], timeout: float, progress: bool) -> np.ndarray:
     """Every candidate's out-of-fold predictions of ``jobs`` (shape (n_rows, n_candidates))."""
     columns = []
     for job in jobs:
@@ -209,7 +209,7 @@ def _predictions(jobs: list[Any], timeout: float | None, progress: bool) -> np.n
 
 def _run_searches(
     calls: list[_Call], submit: Callable[[pd.DataFrame, dict[str, Any]], Any], seed: int,
-    timeout: float | None, progress: bool,
+    timeout: float, progress: bool,
 ) -> dict[str, SearchResult]:  # fmt: skip
     """Every search of ``calls`` on the stack (``submit(frame, options) -> EstimateJob``), all
     submitted before any is awaited.
@@ -256,7 +256,7 @@ def tune_on_stack(
     submit: Callable[[pd.DataFrame, dict[str, Any]], Any],
     *,
     seed: int = 0,
-    timeout: float | None = None,
+    timeout: float = 3600.0,
     progress: bool = False,
 ) -> Any:
     """Run DoubleML's ``tune()`` of ``model`` with its searches on the stack (module docstring).

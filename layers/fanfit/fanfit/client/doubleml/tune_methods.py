@@ -39,7 +39,7 @@ class _TunesModels:
         *,
         client: Any = None,
         seed: int = 0,
-        timeout: float | None = None,
+        timeout: float = 3600.0,
         progress: bool = False,
         **job_options: Any,
     ) -> Any:
@@ -102,7 +102,7 @@ class _Tuning(_TunesModels):
         *,
         client: Any = None,
         seed: int = 0,
-        timeout: float | None = None,
+        timeout: float = 3600.0,
         progress: bool = False,
         **job_options: Any,
     ) -> Any:

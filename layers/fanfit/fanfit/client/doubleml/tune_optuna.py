@@ -343,7 +343,7 @@ def _result(s: _Study) -> Any:
 
 def _run_studies(
     studies: list[_Study], submit: Callable[[pd.DataFrame, dict[str, Any]], Any], seed: int,
-    timeout: float | None, progress: bool,
+    timeout: float, progress: bool,
 ) -> dict[str, Any]:  # fmt: skip
     """Every study of ``studies`` to its end, wave by wave (module docstring): each wave, one
     job per running study, all submitted before any is awaited.
@@ -399,7 +399,7 @@ def tune_ml_models_on_stack(
     submit: Callable[[pd.DataFrame, dict[str, Any]], Any],
     *,
     seed: int = 0,
-    timeout: float | None = None,
+    timeout: float = 3600.0,
     progress: bool = False,
 ) -> Any:
     """Run DoubleML's ``tune_ml_models()`` of ``model`` with its trials' fits on the stack
