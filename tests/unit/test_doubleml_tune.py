@@ -252,6 +252,9 @@ def test_tune_refuses_what_doubleml_refuses_and_non_json_candidates_before_any_j
     # AND a candidate that is not plain JSON is refused by name, before upload
     with pytest.raises(fanfit.InvalidLearnerError, match="alpha"):
         ours.tune({"ml_l": {"alpha": [object()]}, "ml_m": {"alpha": [0.1]}}, client=client)
+    # AND a parameter one learner does not have, before the other learner's search is uploaded
+    with pytest.raises(fanfit.InvalidLearnerError, match="alphaa"):
+        ours.tune({"ml_l": {"alpha": [0.1]}, "ml_m": {"alphaa": [0.1]}}, client=client)
     # AND an unknown job option is refused by name
     with pytest.raises(fanfit.errors.InvalidJobError, match="bogus"):
         ours.tune({"ml_l": {"alpha": [0.1]}, "ml_m": {"alpha": [0.1]}}, client=client, bogus=1)

@@ -166,7 +166,8 @@ def _job_input(
     Raises
     ------
     fanfit.errors.InvalidLearnerError
-        The learner outside the allow-list, or a candidate value that is not plain JSON.
+        The learner outside the allow-list, a candidate value that is not plain JSON, or a
+        parameter the learner does not have or refuses (:meth:`LearnerSpec.with_params`).
     """
     x_cols = [f"x{j}" for j in range(x.shape[1])]
     frame = pd.DataFrame(x, columns=x_cols)
@@ -176,10 +177,13 @@ def _job_input(
     n_rep, n_folds = len(candidates), int(folds.max()) + 1
     where = f"tune: {type(learner).__name__}"
     params = [{str(k): json_value(where, str(k), v) for k, v in c.items()} for c in candidates]
+    spec = as_learner_spec(learner, "ml_l")
+    for candidate in params:  # names and values the learner takes, before anything is uploaded
+        spec.with_params(candidate)
     options = {
         "model": "plr", "score": "partialling out", "y": _TARGET, "d": [_D], "x": x_cols,
         "n_folds": n_folds, "n_rep": n_rep, "seed": seed, "folds": folds,
-        "ml_l": as_learner_spec(learner, "ml_l"), "ml_m": LearnerSpec("DummyRegressor", {}),
+        "ml_l": spec, "ml_m": LearnerSpec("DummyRegressor", {}),
         "learner_params": {"ml_l": {_D: [[p] * n_folds for p in params]}},
         "external_predictions_cols": {"ml_m": {_D: [_M] * n_rep}},
     }  # fmt: skip
