@@ -295,28 +295,66 @@ def tune_on_stack(
         As ``fit()``.
     """
     module = _tuning_module(model)
-    state = np.random.get_state()
-    params = copy.deepcopy(getattr(model, "_params", None))
-    recorded: list[_Call] = []
+    return record_and_replay(
+        [model], lambda answer: _patched(module, _dml_tune_with(answer)), _StandIn,
+        lambda calls: _run_searches(calls, submit, seed, timeout, progress),
+        doubleml_tune, arguments,
+    )  # fmt: skip
 
-    def record(call: _Call) -> _StandIn:
-        recorded.append(call)
-        return _StandIn(call)
+
+def record_and_replay(
+    parts: list[Any],
+    patched: Callable[[Callable[[Any], Any]], contextlib.AbstractContextManager[Any]],
+    stand_in: Callable[[Any], Any],
+    run: Callable[[list[Any]], dict[str, Any]],
+    doubleml_method: Callable[..., Any],
+    arguments: Mapping[str, Any],
+) -> Any:
+    """DoubleML's own tuning method in the two passes of the module docstring, for ``tune`` and
+    ``tune_ml_models`` (:mod:`fanfit.client.doubleml.tune_optuna`).
+
+    Parameters
+    ----------
+    parts : list
+        The DoubleML models whose ``_params`` the record pass must leave as they were (the
+        model, or a multi-part model's parts).
+    patched : callable
+        ``answer -> context manager`` in which DoubleML's search function answers each search
+        (an item with a ``key``) with ``answer(item)``.
+    stand_in : callable
+        The record pass's answer to an item.
+    run : callable
+        ``items -> {key: result}``: the items' searches on the stack.
+    doubleml_method, arguments
+        DoubleML's bound method and its keyword arguments.
+
+    Returns
+    -------
+    What the replay of ``doubleml_method`` returns.
+    """
+    state = np.random.get_state()
+    params = [copy.deepcopy(getattr(p, "_params", None)) for p in parts]
+    recorded: list[Any] = []
+
+    def record(item: Any) -> Any:
+        recorded.append(item)
+        return stand_in(item)
 
     try:
-        with warnings.catch_warnings(), _patched(module, _dml_tune_with(record)):
-            warnings.simplefilter("ignore")
+        with warnings.catch_warnings(), patched(record):
+            warnings.simplefilter("ignore")  # the replay warns as DoubleML does
             with contextlib.suppress(_NeedsResult):  # the rest runs in the replay
-                doubleml_tune(**arguments)
+                doubleml_method(**arguments)
     finally:
-        model._params = params  # the stand-ins' parameters are not kept
-    results = _run_searches(recorded, submit, seed, timeout, progress)
+        for part, kept in zip(parts, params, strict=True):
+            part._params = kept  # the stand-ins' parameters are not kept
+    results = run(recorded)
 
-    def replay(call: _Call) -> SearchResult:
-        if call.key not in results:
-            results.update(_run_searches([call], submit, seed, timeout, progress))
-        return results[call.key]
+    def replay(item: Any) -> Any:
+        if item.key not in results:
+            results.update(run([item]))
+        return results[item.key]
 
     np.random.set_state(state)
-    with _patched(module, _dml_tune_with(replay)):
-        return doubleml_tune(**arguments)
+    with patched(replay):
+        return doubleml_method(**arguments)

@@ -63,6 +63,7 @@ from fanfit.client.doubleml.tune import (
     _patched,
     _predictions,
     _tuning_module,
+    record_and_replay,
 )
 from fanfit.dml.tuning import Search, search_result
 from fanfit.learners import as_learner_spec
@@ -438,8 +439,6 @@ def tune_ml_models_on_stack(
     parts = list(getattr(model, "modellist", None) or [model])  # a multi-part model's models
     modules = {id(m): m for m in (_tuning_module(p, "_nuisance_tuning_optuna",
                                                  "_dml_tune_optuna") for p in parts)}  # fmt: skip
-    state = np.random.get_state()
-    params = [copy.deepcopy(getattr(p, "_params", None)) for p in parts]
 
     def patched(answer: Callable[[_Study], Any]) -> contextlib.ExitStack:
         stack = contextlib.ExitStack()
@@ -447,29 +446,12 @@ def tune_ml_models_on_stack(
             stack.enter_context(_patched(module, _dml_tune_optuna_with(answer), "_dml_tune_optuna"))
         return stack
 
-    recorded: list[_Study] = []
-
-    def record(study: _Study) -> _StandIn:
-        recorded.append(study)
-        return _StandIn()
-
     token = ON_STACK.set(True)
     try:
-        try:
-            with patched(record), contextlib.suppress(_NeedsResult):  # the rest: in the replay
-                doubleml_tune_ml_models(**arguments)
-        finally:
-            for p, kept in zip(parts, params, strict=True):
-                p._params = kept  # the stand-ins' parameters are not kept
-        results = _run_studies(recorded, submit, seed, timeout, progress)
-
-        def replay(study: _Study) -> Any:
-            if study.key not in results:
-                results.update(_run_studies([study], submit, seed, timeout, progress))
-            return results[study.key]
-
-        np.random.set_state(state)
-        with patched(replay):
-            return doubleml_tune_ml_models(**arguments)
+        return record_and_replay(
+            parts, patched, lambda study: _StandIn(),
+            lambda studies: _run_studies(studies, submit, seed, timeout, progress),
+            doubleml_tune_ml_models, arguments,
+        )  # fmt: skip
     finally:
         ON_STACK.reset(token)
