@@ -53,11 +53,13 @@ class FakeJob:
 class FakeClient:
     def __init__(self) -> None:
         self.submitted: list[dict] = []
+        self.jobs: list[FakeJob] = []
 
     def submit_estimate(self, data, options=None, **keywords):
         checked, sent = submitted(data, options, **keywords)
         self.submitted.append(sent)
-        return FakeJob(checked)
+        self.jobs.append(FakeJob(checked))
+        return self.jobs[-1]
 
 
 def _data(treatment: str = "continuous", seed: int = 5):
@@ -131,17 +133,111 @@ def test_from_doubleml_runs_an_unfitted_lplr_with_its_own_splits() -> None:
     np.testing.assert_allclose(fitted.se, theirs.se, rtol=TOL, atol=0)
 
 
+@pytest.mark.parametrize(
+    ("treatment", "n_folds", "n_folds_inner", "n_rep"),
+    [("continuous", 3, 3, 2), ("binary", 4, 2, 1), ("continuous", 5, 3, 2)],
+)
+def test_the_instrument_score_runs_in_two_stages_and_is_doublemls(
+    treatment: str, n_folds: int, n_folds_inner: int, n_rep: int
+) -> None:
+    # GIVEN DoubleML's class and fanfit's with score 'instrument' (ml_m weighted by every
+    # fold's ml_M), same data, learners, outer and inner folds
+    data = _data(treatment)
+    m = LogisticRegression() if treatment == "binary" else LinearRegression()
+    args = (LogisticRegression(), LinearRegression(), m)
+    kwargs = {"n_folds": n_folds, "n_folds_inner": n_folds_inner, "n_rep": n_rep,
+              "score": "instrument"}  # fmt: skip
+    np.random.seed(8)
+    theirs = dml.DoubleMLLPLR(data, *args, **kwargs)
+    np.random.seed(8)
+    ours = fanfit.DoubleMLLPLR(data, *args, **kwargs)
+    # WHEN DoubleML fits in-process and fanfit's through the (fake) stack
+    theirs.fit()
+    client = FakeClient()
+    ours.fit(client)
+    # THEN the job ran two stages (ml_m after every fold's ml_M) and every number is DoubleML's
+    spec = client.jobs[0].checked.spec
+    assert spec.score == "instrument" and fdml.n_stages(spec) == 2
+    assert fdml.prediction_keys(spec, 1) == ("ml_m",)
+    np.testing.assert_allclose(ours.coef, theirs.coef, rtol=TOL, atol=0)
+    np.testing.assert_allclose(ours.se, theirs.se, rtol=TOL, atol=0)
+    for key in ("ml_m", "ml_a", "ml_t", "ml_M"):
+        np.testing.assert_allclose(
+            ours.predictions[key], theirs.predictions[key], rtol=TOL, atol=1e-12
+        )
+        np.testing.assert_allclose(
+            ours.nuisance_loss[key], theirs.nuisance_loss[key], rtol=TOL, atol=1e-12
+        )
+
+
+def test_the_instrument_score_runs_on_the_steps_on_moto(moto_stack) -> None:
+    # GIVEN the job fanfit's DoubleMLLPLR sends for score 'instrument' (DoubleML's folds)
+    from pipeline_steps import run_estimate
+
+    from fanfit import storage
+
+    data = _data("continuous")
+    args = (LogisticRegression(), LinearRegression(), LinearRegression())
+    np.random.seed(8)
+    theirs = dml.DoubleMLLPLR(data, *args, n_folds=3, n_folds_inner=2, n_rep=2,
+                              score="instrument")  # fmt: skip
+    np.random.seed(8)
+    ours = fanfit.DoubleMLLPLR(data, *args, n_folds=3, n_folds_inner=2, n_rep=2,
+                               score="instrument")  # fmt: skip
+    theirs.fit()
+    client = FakeClient()
+    ours.fit(client)
+    checked = client.jobs[0].checked
+    with moto_stack():
+        # WHEN Prepare, Schedule, CrossFit, Prepare of stage 1 and Aggregate run it
+        store, planned, result = run_estimate(
+            checked.columns, checked.values, checked.spec, checked.folds, "lplr-iv"
+        )
+        inputs = store.get_json(storage.stage_inputs_key("lplr-iv", 1))
+    # THEN stage 0 ran one unit per (repetition, fold), stage 1 the weighted ml_m of each;
+    # stage 1's inputs hold each repetition's weights M_hat (1 - M_hat), and the estimate is
+    # DoubleML's
+    assert [p.n_units for p in planned] == [6, 6]
+    m_hat = theirs.predictions["ml_M"][:, :, 0]
+    np.testing.assert_array_equal(np.asarray(inputs["sample_weights"][0]).T, m_hat * (1 - m_hat))
+    np.testing.assert_allclose(result["all_coef"]["d"], theirs.all_coef[0], rtol=TOL)
+    np.testing.assert_allclose(result["all_se"]["d"], theirs.all_se[0], rtol=TOL)
+
+
+def test_negative_instrument_weights_are_refused_by_name_where_doubleml_fails() -> None:
+    # GIVEN n_folds_inner > n_folds, so that ml_M's outer predictions (the inner models' sum
+    # over n_folds) exceed 1 and the weights M_hat (1 - M_hat) turn negative
+    data = _data("continuous")
+    args = (LogisticRegression(), LinearRegression(), LinearRegression())
+    kwargs = {"n_folds": 3, "n_folds_inner": 5, "score": "instrument"}
+    np.random.seed(8)
+    theirs = dml.DoubleMLLPLR(data, *args, **kwargs)
+    np.random.seed(8)
+    ours = fanfit.DoubleMLLPLR(data, *args, **kwargs)
+    # WHEN both fit THEN DoubleML fails in scikit-learn, fanfit names the weights before ml_m
+    with pytest.raises(ValueError, match="Negative values in data passed to `sample_weight`"):
+        theirs.fit()
+    with pytest.raises(errors.InvalidJobError, match="n_folds_inner = 5 > n_folds = 3"):
+        ours.fit(FakeClient())
+
+
 def test_what_a_stack_cannot_honour_is_refused_by_name() -> None:
-    # GIVEN generated data WHEN score 'instrument' is asked for THEN UnsupportedArgumentError
+    # GIVEN generated data WHEN score 'instrument' has an ml_a without sample_weight THEN
+    # DoubleML's own ValueError; an ml_m without it (DoubleML fails in its fit): InvalidJobError
+    from sklearn.neighbors import KNeighborsRegressor
+
     data = _data()
-    learners = (LogisticRegression(), LinearRegression(), LinearRegression())
-    with pytest.raises(errors.UnsupportedArgumentError, match="instrument"):
-        fanfit.DoubleMLLPLR(data, *learners, score="instrument")
-    # ... and a spec with score 'instrument' or with instruments is refused by InvalidJobError
+    with pytest.raises(ValueError, match='Learner "ml_a" who supports sample_weight'):
+        fanfit.DoubleMLLPLR(data, LogisticRegression(), LinearRegression(),
+                            KNeighborsRegressor(), score="instrument")  # fmt: skip
     base = {"data": "d.csv", "y": "y", "d": "d", "x": list(data.x_cols), "model": "lplr",
             "ml_M": "LogisticRegression", "ml_t": "LinearRegression", "ml_m": "LinearRegression"}  # fmt: skip
-    with pytest.raises(errors.InvalidJobError, match="every outer fold's ml_M"):
-        EstimateOptions(**base, score="instrument").build_spec()
+    with pytest.raises(errors.InvalidJobError, match='Learner "ml_m" who supports sample_weight'):
+        EstimateOptions(**{**base, "ml_m": "KNeighborsRegressor"}, ml_a="LinearRegression",
+                        score="instrument").build_spec()  # fmt: skip
+    spec, _ = EstimateOptions(**base, score="instrument").build_spec()
+    assert spec.score == "instrument"
+    # ... and a bad n_folds_inner by InvalidJobError
     with pytest.raises(errors.InvalidJobError, match="n_folds_inner must be an integer"):
         EstimateOptions(**base, n_folds_inner=1).build_spec()
     with pytest.raises(errors.InvalidJobError, match="n_folds_inner is an option of model 'lplr'"):

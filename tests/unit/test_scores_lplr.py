@@ -143,7 +143,7 @@ def test_score_and_derivative_are_doublemls_at_any_coef(score: str) -> None:
         )
 
 
-def test_instrument_score_is_refused_by_a_fold_and_an_unknown_score_by_name() -> None:
+def test_instrument_score_without_weights_and_an_unknown_score_are_refused_by_name() -> None:
     # GIVEN one fold of generated data
     data = _lzz_data("continuous")
     x, y, d = (np.asarray(v, dtype=float) for v in (data.x, data.y, data.d))
@@ -151,8 +151,9 @@ def test_instrument_score_is_refused_by_a_fold_and_an_unknown_score_by_name() ->
     inner = draw_inner_smpls(train, 3, random_state=0)
     builders = (lambda _k: LogisticRegression(), LinearRegression, LinearRegression,
                 lambda _k: LinearRegression())  # fmt: skip
-    # WHEN the fold runs score 'instrument' or an unknown one THEN InvalidJobError says why
-    with pytest.raises(InvalidJobError, match="every fold's ml_M"):
+    # WHEN the fold runs score 'instrument' without every fold's ml_M weights, or an unknown
+    # score, THEN InvalidJobError says why
+    with pytest.raises(InvalidJobError, match="every outer fold's ml_M predictions"):
         lplr_fold(x, y, d, train, test, inner, 5, "instrument", *builders, False, False)
     with pytest.raises(InvalidJobError, match="valid scores: 'nuisance_space', 'instrument'"):
         lplr_solve(y, d, y, y, y, y, "IV-type")

@@ -66,6 +66,10 @@ class DMLData:
     external : dict of str to numpy.ndarray of shape (n_obs, n_rep, n_treat), or None
         The given out-of-fold predictions (``spec.external_predictions_cols``), NaN for a
         treatment whose predictions are not given (:mod:`fanfit.dml.external`).
+    stage_weights : numpy.ndarray of shape (n_obs,), or None
+        The sample weights of a fold unit's stage-1 fits (:attr:`fanfit.dml.models.FoldSplit.
+        sample_weights`: DoubleMLLPLR's ``'instrument'`` score), of the unit's treatment and
+        repetition; set by the unit from its stage's inputs, None elsewhere.
     """
 
     y: np.ndarray
@@ -80,6 +84,7 @@ class DMLData:
     inner_folds: np.ndarray | None = None
     d_mean: np.ndarray | None = None
     external: dict[str, np.ndarray] | None = None
+    stage_weights: np.ndarray | None = None
 
     @property
     def n_obs(self) -> int:

@@ -111,7 +111,7 @@ FoldRun = Callable[
 
 @dataclass(frozen=True)
 class FoldSplit:
-    """A fold procedure cut where its start value enters: two stages for any ``n_rep > 1``.
+    r"""A fold procedure cut where its start value enters: two stages for any ``n_rep > 1``.
 
     DoubleML's PQ and LPQ start repetition ``r``'s preliminary search from repetition ``r - 1``'s
     results, but only that search (cheap, given the preliminary fits) and the fits after it need
@@ -133,7 +133,14 @@ class FoldSplit:
         :attr:`FoldProcedure.scalars`) from its ``aux`` and the start value.
     final : callable
         ``(spec, data, train, test, i_treat, build, scalars) -> preds``: the start-dependent fits,
-        each stage-1 prediction key's (n_test,) predictions.
+        each stage-1 prediction key's (n_test,) predictions; with :attr:`sample_weights`, the
+        unit's ``data.stage_weights`` holds its repetition's weights.
+    sample_weights : callable or None
+        ``(spec, data, preds, i_treat) -> weights``: the per-observation sample weights of
+        :attr:`final`'s fits, shape (n_obs,), from one repetition's stage-0 predictions of every
+        fold (``preds`` as for :attr:`ModelDef.score_elements`); DoubleMLLPLR's ``'instrument'``
+        score weights ``ml_m`` by :math:`\hat M (1 - \hat M)`. Prepare of stage 1 computes them
+        (:func:`fanfit.dml.unit_fits.stage_inputs`); None: no weights.
     """
 
     prelim: Callable[
@@ -145,6 +152,7 @@ class FoldSplit:
         [DMLSpec, DMLData, np.ndarray, np.ndarray, int, Build, Mapping[str, float]],
         dict[str, np.ndarray],
     ]
+    sample_weights: Callable[[DMLSpec, DMLData, Preds, int], np.ndarray] | None = None
 
 
 @dataclass(frozen=True)
@@ -194,6 +202,9 @@ class FoldProcedure:
         The scores whose fits nest inside the folds (SSM: ``('nonignorable',)``; its
         ``'missing-at-random'`` cross-fits plainly); empty for every score of the model
         (:meth:`ModelDef.fold_procedure_for`).
+    split_scores : tuple of str
+        The scores that run :attr:`split` whatever the chain (DoubleMLLPLR's ``'instrument'``:
+        its ``ml_m`` needs every fold's ``ml_M``, :attr:`FoldSplit.sample_weights`).
     inner_folds : bool
         The procedure splits the fold's training rows again (LPLR, DoubleML's double sample
         splitting, ``spec.n_folds_inner`` inner folds): the unit hands :attr:`run` its inner
@@ -210,6 +221,7 @@ class FoldProcedure:
     targets: Callable[[DMLSpec, DMLData, Preds, int], Mapping[str, np.ndarray]]
     split: FoldSplit | None = None
     scores: tuple[str, ...] = ()
+    split_scores: tuple[str, ...] = ()
     inner_folds: bool = False
 
     def __post_init__(self) -> None:
@@ -219,11 +231,14 @@ class FoldProcedure:
             )
 
     def runs_split(self, spec: DMLSpec) -> bool:
-        """Whether a spec runs the procedure in two stages (:attr:`split`): only when there is a
-        chain to run, :attr:`chained` with ``n_rep > 1``. Otherwise every repetition starts from
-        :attr:`start`, so each fold's :attr:`run` does everything in one stage (PQ and LPQ with
-        ``n_rep = 1``, CVaR)."""
-        return self.split is not None and self.chained and spec.n_rep > 1
+        """Whether a spec runs the procedure in two stages (:attr:`split`): when there is a
+        chain to run, :attr:`chained` with ``n_rep > 1``, or for a score of :attr:`split_scores`.
+        Otherwise every repetition starts from :attr:`start`, so each fold's :attr:`run` does
+        everything in one stage (PQ and LPQ with ``n_rep = 1``, CVaR, LPLR's
+        ``'nuisance_space'``)."""
+        if self.split is None:
+            return False
+        return spec.score in self.split_scores or (self.chained and spec.n_rep > 1)
 
 
 @dataclass(frozen=True)

@@ -45,6 +45,10 @@ from fanfit.dml.scores.lplr import (
     BETA,
     LPLR_SCORES,
     check_lplr_spec,
+    lplr_final,
+    lplr_instrument_weights,
+    lplr_prelim,
+    lplr_root,
     lplr_run,
     lplr_solve_fold_means,
     lplr_start,
@@ -384,9 +388,14 @@ def _lplr_nuisances(spec: DMLSpec) -> tuple[Nuisance, ...]:
     # DoubleML 0.11.4 plm/lplr.py, params_names order less the inner keys: ml_m on the training
     # rows with y == 0 ('nuisance_space'), ml_a on all of them, ml_t on the logit of the inner
     # ml_M predictions (FOLD_TARGET: not recorded by DoubleML), ml_M of y on (d, x); all inside
-    # one unit per fold (fanfit.dml.scores.lplr)
+    # one unit per fold (fanfit.dml.scores.lplr). 'instrument': ml_m on every training row,
+    # weighted by every fold's ml_M, in a second stage (the split of _LPLR)
+    if spec.score == "instrument":
+        m_fit = Nuisance("ml_m", "ml_m", "d", stage=1)
+    else:
+        m_fit = Nuisance("ml_m", "ml_m", "d", rows=("y", 0.0))
     return (
-        Nuisance("ml_m", "ml_m", "d", rows=("y", 0.0)),
+        m_fit,
         Nuisance("ml_a", "ml_a", "d"),
         Nuisance("ml_t", "ml_t", FOLD_TARGET),
         Nuisance("ml_M", "ml_M", "y", features="dx"),
@@ -395,6 +404,8 @@ def _lplr_nuisances(spec: DMLSpec) -> tuple[Nuisance, ...]:
 
 #: LPLR: one unit per outer fold runs its inner cross-fitting of ml_M and ml_a, then ml_t and
 #: ml_m (fanfit.dml.scores.lplr.lplr_fold); the fold's slope beta travels as a fold scalar.
+#: Score 'instrument' runs in two stages: ml_a, ml_t, ml_M (and beta, as the aux array) first,
+#: then ml_m weighted by M_hat (1 - M_hat) of every fold's ml_M (FoldSplit.sample_weights).
 _LPLR = FoldProcedure(
     run=lplr_run,
     start=lplr_start,
@@ -402,6 +413,13 @@ _LPLR = FoldProcedure(
     chained=False,
     solve=lplr_solve_fold_means,
     targets=lplr_targets,
+    split=FoldSplit(
+        prelim=lplr_prelim,
+        root=lplr_root,
+        final=lplr_final,
+        sample_weights=lplr_instrument_weights,
+    ),
+    split_scores=("instrument",),
     inner_folds=True,
 )
 

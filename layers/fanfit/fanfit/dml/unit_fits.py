@@ -425,6 +425,8 @@ def _run_fold_procedure(
     else:  # the fits that need the fold's scalars, which Prepare computed between the stages
         assert fp.split is not None
         scalars = _fold_scalars(fp.scalars, inputs, unit)
+        if fp.split.sample_weights is not None:  # and its repetition's sample weights
+            data = dataclasses.replace(data, stage_weights=_stage_weights(inputs, unit, data))
         preds = fp.split.final(spec, data, train, test, unit.i_treat, build, scalars)
     keys, names = fold_layout(spec, unit.stage)
     values = np.concatenate(
@@ -469,6 +471,27 @@ def _fold_scalars(names: tuple[str, ...], inputs: dict | None, unit: FitUnit) ->
         ) from exc
 
 
+def _stage_weights(inputs: dict | None, unit: FitUnit, data: DMLData) -> np.ndarray:
+    """The unit's repetition's sample weights from stage 1's inputs
+    (``sample_weights[i_treat][i_rep]``, one per row)."""
+    try:
+        weights = np.asarray(
+            inputs["sample_weights"][unit.i_treat][unit.i_rep],  # type: ignore[index]
+            dtype=np.float64,
+        )
+    except (TypeError, KeyError, IndexError) as exc:
+        raise InvalidJobError(
+            f"Unit {unit.key} needs stage_inputs with 'sample_weights' from stage 0; compute "
+            f"them with stage_inputs(spec, {unit.stage}, ...)."
+        ) from exc
+    if weights.shape != (data.n_obs,):
+        raise InvalidJobError(
+            f"Unit {unit.key}: stage_inputs' sample_weights hold {weights.size} values for "
+            f"{data.n_obs} rows."
+        )
+    return weights
+
+
 def stage_inputs(
     spec: DMLSpec,
     stage: int,
@@ -488,6 +511,9 @@ def stage_inputs(
     procedure's ``start`` and, when it is ``chained``, :math:`s_{r+1}` the mean over folds of
     repetition :math:`r`'s first scalar (DoubleML 0.11.4's ``_coef_start_val`` after each
     repetition, ``np.mean(ipw_vec)``: folds in order, equal weights); else every :math:`s_r = s_0`.
+    A split whose final fits are weighted (:attr:`~fanfit.dml.models.FoldSplit.sample_weights`:
+    DoubleMLLPLR's ``'instrument'`` score) also needs each repetition's weights, from every
+    fold's stage-0 predictions.
 
     Parameters
     ----------
@@ -505,7 +531,9 @@ def stage_inputs(
     -------
     dict
         ``{}``, ``{"theta_initial": [[float per repetition] per treatment]}`` or
-        ``{"fold_scalars": {name: [[[float per fold] per repetition] per treatment]}}``.
+        ``{"fold_scalars": {name: [[[float per fold] per repetition] per treatment]}}``, with
+        weighted final fits also ``"sample_weights": [[[float per row] per repetition] per
+        treatment]``.
 
     Raises
     ------
@@ -521,7 +549,24 @@ def stage_inputs(
     validate_spec_folds(spec, data, folds)
     fp = model_def(spec.model).fold_procedure_for(spec)
     if fp is not None and fp.runs_split(spec):
-        return {"fold_scalars": _fold_chain(spec, data, folds, aux or {})}
+        assert fp.split is not None
+        out: dict[str, Any] = {"fold_scalars": _fold_chain(spec, data, folds, aux or {})}
+        weigh = fp.split.sample_weights
+        if weigh is not None:
+            p0 = check_preds(spec, data.n_obs, preds, stage=0)
+            out["sample_weights"] = [
+                [
+                    np.asarray(
+                        weigh(
+                            spec, data, {k: v[:, i_rep, i_treat] for k, v in p0.items()}, i_treat
+                        ),
+                        dtype=np.float64,
+                    ).tolist()
+                    for i_rep in range(spec.n_rep)
+                ]
+                for i_treat in range(spec.n_treat)
+            ]
+        return out
     p = check_preds(spec, data.n_obs, preds, stage=0)
     theta_initial = model_def(spec.model).theta_initial
     if theta_initial is None:

@@ -147,7 +147,9 @@ class DoubleMLLPLR(_OnStack, _TakeBeta, _doubleml.DoubleMLLPLR):  # type: ignore
     and its inner folds (``smpls_inner``, as columns of fold ids); one fit unit per outer fold
     runs DoubleML's nested fits (:func:`fanfit.dml.scores.lplr.lplr_fold`) and returns the
     outer-fold predictions of ``ml_m``, ``ml_a``, ``ml_t``, ``ml_M`` and the fold's slope
-    ``beta``. DoubleML 0.11.4 takes external predictions for LPLR only with every inner
+    ``beta``. Score ``'instrument'`` runs in two stages: ``ml_a``, ``ml_t``, ``ml_M`` first,
+    then ``ml_m`` weighted by :math:`\\hat M (1 - \\hat M)` of every fold's ``ml_M``
+    (:func:`fanfit.dml.scores.lplr.lplr_final`). DoubleML 0.11.4 takes external predictions for LPLR only with every inner
     prediction (``ml_M_inner_i``, ``ml_a_inner_i``, read for ``i < n_folds_inner`` but used for
     ``i < n_folds``), which the job does not return; so this class's ``_nuisance_est`` builds
     DoubleML's score elements from the job's predictions itself (:math:`\\hat r = \\hat t -
@@ -159,8 +161,7 @@ class DoubleMLLPLR(_OnStack, _TakeBeta, _doubleml.DoubleMLLPLR):  # type: ignore
     Raises
     ------
     fanfit.errors.UnsupportedArgumentError
-        As :class:`DoubleMLPLR`; also clustered data and ``score='instrument'`` (it weights
-        ``ml_m``'s fit by every outer fold's ``ml_M``, which one fold's unit cannot compute).
+        As :class:`DoubleMLPLR`; also clustered data.
     """
 
     _fanfit_model = "lplr"
@@ -176,12 +177,6 @@ class DoubleMLLPLR(_OnStack, _TakeBeta, _doubleml.DoubleMLLPLR):  # type: ignore
         _check_arguments(data, score)
         if getattr(data, "is_cluster_data", False):
             raise _unsupported("clustered data", "fanfit's DoubleMLLPLR runs on unclustered data")
-        if score == "instrument":
-            raise _unsupported(
-                "score='instrument'",
-                "use score='nuisance_space': 'instrument' fits ml_m with weights from every "
-                "outer fold's ml_M predictions, which one fold's fit unit cannot compute",
-            )
         super().__init__(
             data, _estimator("ml_M", ml_M), _estimator("ml_t", ml_t), _estimator("ml_m", ml_m),
             _estimator("ml_a", ml_a), n_folds, n_folds_inner, n_rep, score,

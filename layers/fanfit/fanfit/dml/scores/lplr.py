@@ -66,7 +66,11 @@ __all__ = [
     "LPLR_SCORES",
     "LPLRFold",
     "check_lplr_spec",
+    "lplr_final",
     "lplr_fold",
+    "lplr_instrument_weights",
+    "lplr_prelim",
+    "lplr_root",
     "lplr_run",
     "lplr_score",
     "lplr_score_deriv",
@@ -145,6 +149,49 @@ def _double_cv(
     return inner_preds, outer / n_folds
 
 
+def _lplr_first_fits(
+    x: np.ndarray, y: np.ndarray, d: np.ndarray, train: np.ndarray, test: np.ndarray,
+    inner: Sequence[tuple[np.ndarray, np.ndarray]], n_folds: int,
+    build_M: Callable[[int], Any], build_t: Callable[[], Any],  # noqa: N803 - DoubleML's name
+    build_a: Callable[[int], Any], a_proba: bool,
+) -> tuple[dict[str, np.ndarray], float]:  # fmt: skip
+    """One outer fold's fits before ``ml_m`` (:func:`lplr_fold`): the outer predictions of
+    ``ml_a``, ``ml_t``, ``ml_M`` and the fold's :math:`\\beta_k`."""
+    from scipy.special import logit
+
+    xd = np.hstack((d.reshape(-1, 1), x))
+    m_inner, m_outer = _double_cv(build_M, xd, y, inner, test, n_folds, proba=True)
+    a_inner, a_outer = _double_cv(build_a, x, d, inner, test, n_folds, proba=a_proba)
+    m_iteration = np.clip(m_inner[train], _M_CLIP, 1 - _M_CLIP)
+    w = logit(m_iteration)
+    d_tilde = (d - a_inner)[train]
+    beta = np.sum(d_tilde * w) / np.sum(d_tilde**2)
+    t_model = build_t().fit(x[train], w)
+    t_hat = np.asarray(t_model.predict(x[test]), dtype=np.float64)
+    return {"ml_a": a_outer, "ml_t": t_hat, "ml_M": m_outer}, float(beta)
+
+
+def _lplr_m_fit(
+    x: np.ndarray, y: np.ndarray, d: np.ndarray, train: np.ndarray, test: np.ndarray,
+    score: str, build_m: Callable[[], Any], m_proba: bool, m_weights: np.ndarray | None,
+) -> np.ndarray:  # fmt: skip
+    """One outer fold's ``ml_m`` (:func:`lplr_fold`): fitted to :math:`D` on ``train`` (score
+    ``'nuisance_space'``: its rows with :math:`Y = 0`; ``'instrument'``: every row, weighted by
+    ``m_weights[train]``), predicting ``test``."""
+    m_target = _encoded(d) if m_proba else d
+    if score == "instrument":
+        if m_weights is None:
+            raise InvalidJobError(
+                "Score 'instrument' fits ml_m with weights M_hat * (1 - M_hat) from every outer "
+                "fold's ml_M predictions (m_weights), which one fold cannot compute."
+            )
+        model = build_m().fit(x[train], m_target[train], sample_weight=m_weights[train])
+    else:
+        rows = train[y[train] == 0]
+        model = build_m().fit(x[rows], m_target[rows])
+    return _predict(model, x[test], m_proba)
+
+
 def lplr_fold(
     x: np.ndarray,
     y: np.ndarray,
@@ -160,6 +207,7 @@ def lplr_fold(
     build_a: Callable[[int], Any],
     m_proba: bool,
     a_proba: bool,
+    m_weights: np.ndarray | None = None,
 ) -> LPLRFold:
     r"""One outer fold's nested fits of DoubleMLLPLR (module docstring), as DoubleML 0.11.4's
     ``DoubleMLLPLR._nuisance_est`` computes them for that fold.
@@ -169,8 +217,9 @@ def lplr_fold(
     each predicts its inner test rows and the outer test rows (``predict_proba[:, 1]`` for a
     classifier, else ``predict``); :math:`\beta_k` from the inner predictions on ``train``;
     ``ml_t`` fitted to :math:`W` on ``train``; ``ml_m`` fitted to :math:`D` on ``train`` (score
-    ``'nuisance_space'``: its rows with :math:`Y = 0`, in increasing order). Every fit uses a
-    new estimator from its builder (DoubleML clones one learner per fit).
+    ``'nuisance_space'``: its rows with :math:`Y = 0`, in increasing order; ``'instrument'``:
+    every row with ``sample_weight=m_weights[train]``). Every fit uses a new estimator from its
+    builder (DoubleML clones one learner per fit).
 
     Parameters
     ----------
@@ -186,8 +235,7 @@ def lplr_fold(
     n_folds : int
         The number of outer folds (DoubleML divides the outer predictions by it).
     score : str
-        ``'nuisance_space'``; ``'instrument'`` fits ``ml_m`` with weights from *every* fold's
-        ``ml_M``, which one fold cannot compute: :class:`~fanfit.errors.InvalidJobError`.
+        ``'nuisance_space'`` or ``'instrument'``.
     build_M, build_a : callable
         ``(k) -> estimator``: a new unfitted ``ml_M`` (classifier) / ``ml_a`` for inner fold
         ``k`` (DoubleML's ``_double_dml_cv_predict`` sets the parameters of outer fold ``k``
@@ -197,6 +245,11 @@ def lplr_fold(
     m_proba, a_proba : bool
         Whether ``ml_m`` / ``ml_a`` are classifiers (``predict_proba``), as DoubleML decides
         (a classifier on a binary treatment).
+    m_weights : numpy.ndarray of shape (n_obs,), or None
+        Score ``'instrument'``: ``ml_m``'s sample weights, :math:`\hat M (1 - \hat M)` of the
+        out-of-fold ``ml_M`` predictions of *every* fold (:func:`lplr_instrument_weights`), which
+        one fold cannot compute: the pipeline runs this score in two stages (:func:`lplr_prelim`,
+        :func:`lplr_final`).
 
     Returns
     -------
@@ -205,31 +258,18 @@ def lplr_fold(
     Raises
     ------
     fanfit.errors.InvalidJobError
-        An unknown score, or ``'instrument'``.
+        An unknown score, or ``'instrument'`` without ``m_weights``.
     """
-    from scipy.special import logit
-
     _check_score(score)
-    if score != "nuisance_space":
+    if score == "instrument" and m_weights is None:
         raise InvalidJobError(
-            "Model 'lplr' runs score 'nuisance_space' only: 'instrument' weights ml_m's fit by "
-            "every fold's ml_M predictions (DoubleML's M_hat * (1 - M_hat)), which a fold's unit "
-            "cannot compute."
+            "Score 'instrument' fits ml_m with weights M_hat * (1 - M_hat) from every outer "
+            "fold's ml_M predictions (m_weights), which one fold cannot compute."
         )
-    xd = np.hstack((d.reshape(-1, 1), x))
-    m_inner, m_outer = _double_cv(build_M, xd, y, inner, test, n_folds, proba=True)
-    a_inner, a_outer = _double_cv(build_a, x, d, inner, test, n_folds, proba=a_proba)
-    m_iteration = np.clip(m_inner[train], _M_CLIP, 1 - _M_CLIP)
-    w = logit(m_iteration)
-    d_tilde = (d - a_inner)[train]
-    beta = np.sum(d_tilde * w) / np.sum(d_tilde**2)
-    t_model = build_t().fit(x[train], w)
-    t_hat = np.asarray(t_model.predict(x[test]), dtype=np.float64)
-    rows = train[y[train] == 0]
-    m_target = _encoded(d) if m_proba else d
-    m_hat = _predict(build_m().fit(x[rows], m_target[rows]), x[test], m_proba)
-    preds = {"ml_m": m_hat, "ml_a": a_outer, "ml_t": t_hat, "ml_M": m_outer}
-    return LPLRFold(preds={k: preds[k] for k in LPLR_KEYS}, beta=float(beta))
+    preds, beta = _lplr_first_fits(x, y, d, train, test, inner, n_folds, build_M, build_t,
+                                   build_a, a_proba)  # fmt: skip
+    preds["ml_m"] = _lplr_m_fit(x, y, d, train, test, score, build_m, m_proba, m_weights)
+    return LPLRFold(preds={k: preds[k] for k in LPLR_KEYS}, beta=beta)
 
 
 def _elements(
@@ -347,15 +387,25 @@ def lplr_solve(
 
 
 # --------------------------------------------------------------------------- the registry's entry
+def _fits_with_sample_weight(spec: DMLSpec, name: str) -> bool:
+    """Whether learner ``name``'s ``fit`` takes ``sample_weight`` (DoubleML's test,
+    ``inspect.signature(learner.fit).parameters``)."""
+    import inspect
+
+    cls = spec.learners[name].estimator_class
+    return "sample_weight" in inspect.signature(cls.fit).parameters
+
+
 def check_lplr_spec(spec: DMLSpec) -> None:
-    """The rules of ``lplr``: one treatment, no instruments, no clusters, score
-    ``'nuisance_space'`` (``'instrument'`` weights ``ml_m`` by every fold's ``ml_M``: see
-    :func:`lplr_fold`).
+    """The rules of ``lplr``: one treatment, no instruments, no clusters; score
+    ``'instrument'`` needs learners whose ``fit`` takes ``sample_weight``: ``ml_a``, as
+    DoubleML 0.11.4's ``DoubleMLLPLR.__init__`` checks, and ``ml_m``, which the score fits
+    weighted (DoubleML would fail in its fit).
 
     Raises
     ------
     fanfit.errors.InvalidJobError
-        Naming the option or column that is wrong.
+        Naming the option, column or learner that is wrong.
     """
     _one_treatment(spec, "")
     if spec.z_cols:
@@ -368,11 +418,23 @@ def check_lplr_spec(spec: DMLSpec) -> None:
             "cluster-robust version); leave cluster_cols empty."
         )
     if spec.score == "instrument":
-        raise InvalidJobError(
-            "Model 'lplr' runs score 'nuisance_space' only: score 'instrument' fits ml_m with "
-            "weights M_hat * (1 - M_hat) from every outer fold's ml_M predictions, which one "
-            "fold's fit unit cannot compute."
-        )
+        for name in ("ml_a", "ml_m"):
+            if name in spec.learners and not _fits_with_sample_weight(spec, name):
+                raise InvalidJobError(
+                    f'Learner "{name}" who supports sample_weight is required for score type '
+                    f'"instrument" (it fits ml_m weighted by M_hat * (1 - M_hat)); '
+                    f"{spec.learners[name].name}.fit takes no sample_weight."
+                )
+
+
+def _fold_inputs(
+    spec: DMLSpec, data: DMLData, train: np.ndarray
+) -> Sequence[tuple[np.ndarray, np.ndarray]]:
+    """The unit's inner folds (``data.inner_folds``, the unit's own column)."""
+    if data.inner_folds is None:
+        raise InvalidJobError("Model 'lplr' needs the unit's inner folds (data.inner_folds).")
+    n_inner = spec.n_folds_inner or DEFAULT_N_FOLDS_INNER
+    return ids_to_inner_smpls(data.inner_folds[:, 0], np.asarray(train), n_inner)
 
 
 def lplr_run(
@@ -384,22 +446,20 @@ def lplr_run(
     build: Build,
     start: float,
 ) -> tuple[dict[str, np.ndarray], dict[str, float]]:
-    """The ``run`` of LPLR's fold procedure (:class:`fanfit.dml.models.FoldProcedure`):
-    :func:`lplr_fold` on the spec's columns and the unit's inner folds (``data.inner_folds``, the
-    unit's own column: :func:`fanfit.dml.unit_fits.fit_predict`); the fold scalar :data:`BETA`;
-    ``start`` unused.
+    """The ``run`` of LPLR's fold procedure (:class:`fanfit.dml.models.FoldProcedure`), score
+    ``'nuisance_space'``: :func:`lplr_fold` on the spec's columns and the unit's inner folds
+    (``data.inner_folds``, the unit's own column: :func:`fanfit.dml.unit_fits.fit_predict`);
+    the fold scalar :data:`BETA`; ``start`` unused.
 
     Raises
     ------
     fanfit.errors.InvalidJobError
-        No inner folds in ``data``.
+        No inner folds in ``data``; score ``'instrument'`` (it runs in two stages:
+        :func:`lplr_prelim`, :func:`lplr_final`).
     fanfit.errors.InvalidFoldsError
         Inner folds that do not partition the training rows.
     """
-    if data.inner_folds is None:
-        raise InvalidJobError("Model 'lplr' needs the unit's inner folds (data.inner_folds).")
-    n_inner = spec.n_folds_inner or DEFAULT_N_FOLDS_INNER
-    inner = ids_to_inner_smpls(data.inner_folds[:, 0], np.asarray(train), n_inner)
+    inner = _fold_inputs(spec, data, train)
     fold = lplr_fold(
         data.xd(i_treat), data.y, data.d[:, i_treat], train, test, inner, spec.n_folds,
         spec.score, lambda k: build("ml_M", k), lambda: build("ml_t"), lambda: build("ml_m"),
@@ -407,6 +467,89 @@ def lplr_run(
         spec.learners["ml_a"].is_classifier,
     )  # fmt: skip
     return fold.preds, {BETA: fold.beta}
+
+
+def lplr_prelim(
+    spec: DMLSpec, data: DMLData, train: np.ndarray, test: np.ndarray, i_treat: int,
+    build: Build,
+) -> tuple[dict[str, np.ndarray], np.ndarray]:  # fmt: skip
+    """Stage 0 of score ``'instrument'`` (the ``prelim`` of LPLR's
+    :class:`~fanfit.dml.models.FoldSplit`): the fold's ``ml_a``, ``ml_t`` and ``ml_M`` as
+    :func:`lplr_fold` fits them; the auxiliary array is ``[beta_k]``, shape (1,).
+
+    Raises
+    ------
+    fanfit.errors.InvalidJobError
+        No inner folds in ``data``.
+    """
+    inner = _fold_inputs(spec, data, train)
+    preds, beta = _lplr_first_fits(
+        data.xd(i_treat), data.y, data.d[:, i_treat], train, test, inner, spec.n_folds,
+        lambda k: build("ml_M", k), lambda: build("ml_t"), lambda k: build("ml_a", k),
+        spec.learners["ml_a"].is_classifier,
+    )  # fmt: skip
+    return preds, np.array([beta], dtype=np.float64)
+
+
+def lplr_root(
+    spec: DMLSpec, data: DMLData, train: np.ndarray, i_treat: int, aux: np.ndarray,
+    start: float,
+) -> dict[str, float]:  # fmt: skip
+    """The ``root`` of LPLR's split: the fold's :data:`BETA`, from its stage-0 ``aux``
+    (nothing to search; ``start`` unused)."""
+    return {BETA: float(np.asarray(aux, dtype=np.float64).reshape(-1)[0])}
+
+
+def lplr_instrument_weights(
+    spec: DMLSpec, data: DMLData, p: Mapping[str, np.ndarray], i_treat: int
+) -> np.ndarray:
+    r"""``ml_m``'s sample weights under score ``'instrument'``, :math:`\hat M (1 - \hat M)` of
+    one repetition's out-of-fold ``ml_M`` predictions (DoubleML 0.11.4 ``DoubleMLLPLR.
+    _nuisance_est``: ``weights = M_hat["preds"] * (1 - M_hat["preds"])``).
+
+    Returns
+    -------
+    numpy.ndarray, shape (n_obs,)
+
+    Raises
+    ------
+    fanfit.errors.InvalidJobError
+        A negative weight: an outer ``ml_M`` prediction above 1, which happens with
+        ``n_folds_inner > n_folds`` (DoubleML divides the inner models' sum by ``n_folds``;
+        its own fit then fails in scikit-learn's ``sample_weight`` check).
+    """
+    m_hat = np.asarray(p["ml_M"], dtype=np.float64)
+    weights = m_hat * (1 - m_hat)
+    if np.any(weights < 0):
+        raise InvalidJobError(
+            f"Score 'instrument': {int(np.sum(weights < 0))} of ml_m's weights M_hat * (1 - "
+            f"M_hat) are negative (ml_M's outer predictions reach {float(np.max(m_hat)):.4g}: "
+            "DoubleML divides the inner models' sum by n_folds, so with n_folds_inner = "
+            f"{spec.n_folds_inner} > n_folds = {spec.n_folds} they can exceed 1; DoubleML's "
+            "fit fails on them too). Use n_folds_inner <= n_folds."
+        )
+    return weights
+
+
+def lplr_final(
+    spec: DMLSpec, data: DMLData, train: np.ndarray, test: np.ndarray, i_treat: int,
+    build: Build, scalars: Mapping[str, float],
+) -> dict[str, np.ndarray]:  # fmt: skip
+    """Stage 1 of score ``'instrument'`` (the ``final`` of LPLR's split): the fold's ``ml_m``,
+    fitted to :math:`D` on every training row with ``sample_weight`` the repetition's
+    :func:`lplr_instrument_weights` (``data.stage_weights``, set by the unit).
+
+    Raises
+    ------
+    fanfit.errors.InvalidJobError
+        No weights in ``data``.
+    """
+    d = data.d[:, i_treat]
+    m_hat = _lplr_m_fit(
+        data.xd(i_treat), data.y, d, train, test, spec.score, lambda: build("ml_m"),
+        spec.learners["ml_m"].is_classifier, data.stage_weights,
+    )  # fmt: skip
+    return {"ml_m": m_hat}
 
 
 def lplr_start(spec: DMLSpec, data: DMLData, i_treat: int) -> float:

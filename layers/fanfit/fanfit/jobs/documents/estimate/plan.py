@@ -161,15 +161,19 @@ def unit_doc(unit: dml.FitUnit) -> FitUnitDoc:
 
 
 class StageInputs(_OmitNone):
-    """``stages/<s>/inputs.json``: what stage ``s`` needs from the earlier stages
+    r"""``stages/<s>/inputs.json``: what stage ``s`` needs from the earlier stages
     (:func:`fanfit.dml.stage_inputs`): ``{}``; ``theta_initial[i_treat][i_rep]``, the preliminary
     estimate of the IV-type scores; or ``fold_scalars[name][i_treat][i_rep][i_fold]``, the fold
     scalars of a split fold procedure (PQ, LPQ: ``theta_ipw``, each fold's preliminary IPW
     quantile, computed by Prepare from stage 0's preliminary propensities with DoubleML's chain of
-    start values over the repetitions)."""
+    start values over the repetitions); with them, for a split whose final fits are weighted
+    (DoubleMLLPLR's ``'instrument'``: :math:`\hat M (1 - \hat M)` of every fold's ``ml_M``),
+    ``sample_weights[i_treat][i_rep]``, one float per row (JSON keeps a float64 exactly; n_obs
+    values per repetition)."""
 
     theta_initial: list[list[float]] | None = None
     fold_scalars: dict[str, list[list[list[float]]]] | None = None
+    sample_weights: list[list[list[float]]] | None = None
 
 
 class StepRecord(Document):
