@@ -31,6 +31,22 @@ COLUMN_ALIASES = {"y_col": "y", "d_cols": "d", "x_cols": "x", "z_cols": "z", "s_
 #: treatment level (:mod:`fanfit.client.qte`).
 CLIENT_MODELS = ("apos", "qte")
 
+
+def _score_help() -> str:
+    """``--score``'s help: every model's scores from the registry (the first DoubleML's default),
+    then the client models'."""
+    from fanfit.dml.models import REGISTRY
+
+    def shown(score: str) -> str:
+        return repr(score) if " " in score else score
+
+    scores = [f"{name}: {' | '.join(map(shown, m.scores))}" for name, m in REGISTRY.items()]
+    return (
+        "; ".join(scores) + " (the first is the default; ssm nonignorable needs --z); apos: APO; "
+        "qte: PQ | CVaR | LPQ (default PQ)"
+    )
+
+
 #: The nuisance learners an estimate job names, as DoubleML names them.
 #: (LPLR's ``ml_M`` and ``ml_m`` differ in case only: ``--ml-M`` and ``--ml-m`` are two flags.)
 LEARNER_KEYS = ("ml_l", "ml_m", "ml_g", "ml_r", "ml_pi", "ml_M", "ml_t", "ml_a")
@@ -135,11 +151,7 @@ class EstimateOptions(_Options):
 
     data: Any = _option(help=_DATA_HELP, kind="path")
     model: str = _option("plr", choices=(*dml.MODELS, *CLIENT_MODELS))
-    score: str | None = _option(
-        None,
-        help="plr: 'partialling out' | 'IV-type'; irm: ATE | ATTE; iivm: LATE; apo: APO; "
-        "ssm: missing-at-random | nonignorable (with --z); qte: PQ | CVaR | LPQ (default PQ)",
-    )
+    score: str | None = _option(None, help=_score_help())
     y: str = _option(help="outcome column")
     d: str | Sequence[str] = _option(help="treatment column(s), comma-separated", kind="columns")
     x: str | Sequence[str] | None = _option(
