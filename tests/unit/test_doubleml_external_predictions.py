@@ -129,12 +129,13 @@ def test_what_cannot_take_external_predictions_is_refused_before_upload() -> Non
     model = fanfit.DoubleMLPLR(data, LinearRegression(), LinearRegression(), n_folds=N_FOLDS)
     with pytest.raises(ValueError, match="Invalid nuisance learner"):
         model.fit(client=client, external_predictions={"d": {"ml_x": ext["d"]["ml_m"]}})
-    # a model whose fits nest inside the folds
+    # a model whose fits nest inside the folds and whose DoubleML class takes none (DoubleMLCVAR;
+    # PQ and LPQ take them: test_quantile_external_predictions.py)
     np.random.seed(11)
     irm_data = make_irm_data(n_obs=N_OBS, dim_x=5, theta=0.5, return_type="DoubleMLData")
-    pq = fanfit.DoubleMLPQ(irm_data, LogisticRegression(), LogisticRegression(), n_folds=2)
-    with pytest.raises(errors.InvalidJobError, match="takes no external predictions"):
-        pq.fit(client=client, external_predictions={"d": {"ml_m": np.zeros((N_OBS, 1))}})
+    cvar = fanfit.DoubleMLCVAR(irm_data, LinearRegression(), LogisticRegression(), n_folds=2)
+    with pytest.raises(NotImplementedError, match="External predictions not implemented"):
+        cvar.fit(client=client, external_predictions={"d": {"ml_m": np.zeros((N_OBS, 1))}})
     # a model of several parts
     apos = fanfit.DoubleMLAPOS(
         dml.DoubleMLData(irm_data.data, "y", "d"), LinearRegression(), LogisticRegression(),

@@ -74,9 +74,10 @@ def test_malformed_external_predictions_are_named(given, match) -> None:
         _spec(given).validate()
 
 
-def test_a_model_with_a_fold_procedure_takes_none() -> None:
-    spec = DMLSpec(model="pq", score="PQ", y_col="y", d_cols=("d",), x_cols=X, treatment=1,
-                   quantile=0.5, learners={"ml_g": "LogisticRegression",
+def test_a_fold_procedure_whose_doubleml_class_takes_none_takes_none() -> None:
+    # CVaR (DoubleMLCVAR takes none); PQ and LPQ take them (test_quantile_external_predictions.py)
+    spec = DMLSpec(model="cvar", score="CVaR", y_col="y", d_cols=("d",), x_cols=X, treatment=1,
+                   quantile=0.5, learners={"ml_g": "LinearRegression",
                                            "ml_m": "LogisticRegression"},
                    external_predictions_cols={"ml_m": {"d": ["a"]}})  # fmt: skip
     with pytest.raises(InvalidJobError, match="takes no external predictions"):

@@ -11,8 +11,28 @@ repetition 0, ...]}}``: :func:`~fanfit.dml.units.fit_units` leaves their units o
 later stages (PLR's IV-type ``ml_g``, fitted on :math:`Y - \\tilde\\theta D` with
 :math:`\\tilde\\theta` from ``ml_l`` and ``ml_m``) and the aggregate see them as DoubleML does.
 
-Models whose fits nest inside each outer fold (a fold procedure: PQ, CVaR, LPQ, LPLR, SSM's
-nonignorable score) take none: their nested fits need more than the out-of-fold predictions.
+Models whose fits nest inside each outer fold (a fold procedure) take them as DoubleML 0.11.4's
+class does (:data:`fanfit.dml.fold_procedures.EXTERNAL`):
+
+- PQ (DoubleMLPQ, ``irm/pq.py`` ``_nuisance_est``) any of ``ml_g``, ``ml_m``. A unit per fold
+  still runs while one key is not given: it skips the given key's fits and returns, as before,
+  every key of its stage, the given one's values being the given predictions on its test rows
+  (:mod:`fanfit.dml.fold_procedures`). With ``ml_m`` given, the fold's preliminary propensities
+  are DoubleML's ``m_hat["preds"][np.concatenate([test for _, test in smpls_prelim])]``
+  (:func:`~fanfit.dml.scores.quantile.pq_fold_prelim`); the chain of start values over the
+  repetitions runs as without them. With both given (:func:`every_key_given`) no unit runs and
+  the root search starts from the first start value, as DoubleML's, which then fits nothing and
+  leaves ``_coef_start_val`` as it was; the fold scalar ``theta_ipw`` then holds that start value
+  (:func:`put_external_predictions`). A unit runs even when every key of its *stage* is given
+  (two stages, ``n_rep > 1``) but not every key: stage 0's units carry the preliminary
+  propensities the chain between the stages needs, stage 1's the fold scalars the aggregate
+  needs; such a unit fits nothing.
+- LPQ (DoubleMLLPQ, ``irm/lpq.py`` ``_nuisance_est``) all five keys, then no unit runs, as PQ
+  with both given; a subset is ignored (:func:`external_units` leaves it out, every nuisance is
+  fitted), as DoubleML ignores it: its check ``elif any(ext_preds) and not any(ext_preds):`` can
+  never be true, so it fits everything and never reads the given arrays.
+- CVaR (DoubleMLCVAR takes none), LPLR and SSM's nonignorable score take none
+  (:func:`check_external_predictions`).
 """
 
 from __future__ import annotations
@@ -21,14 +41,17 @@ from collections.abc import Mapping, Sequence
 
 import numpy as np
 
+from fanfit.dml.fold_procedures import EXTERNAL
 from fanfit.dml.model_checks import DMLData, DMLSpec
 from fanfit.dml.models import model_def
 from fanfit.errors import InvalidJobError
 
 __all__ = [
     "check_external_predictions",
+    "every_key_given",
     "external_columns",
     "external_units",
+    "given_units",
     "is_external",
     "put_external_predictions",
     "read_external_predictions",
@@ -40,8 +63,9 @@ def is_external(spec: DMLSpec, key: str, i_treat: int) -> bool:
     return (key, i_treat) in external_units(spec)
 
 
-def external_units(spec: DMLSpec) -> list[tuple[str, int]]:
-    """The ``(key, i_treat)`` whose predictions are given, in the spec's key and treatment order."""
+def given_units(spec: DMLSpec) -> list[tuple[str, int]]:
+    """The ``(key, i_treat)`` that ``external_predictions_cols`` names, in the spec's key and
+    treatment order (also those the model ignores: :func:`external_units`)."""
     given = spec.external_predictions_cols
     if not isinstance(given, Mapping):
         return []
@@ -54,13 +78,41 @@ def external_units(spec: DMLSpec) -> list[tuple[str, int]]:
     ]
 
 
+def _model_keys(spec: DMLSpec) -> tuple[str, ...]:
+    return tuple(n.key for n in model_def(spec.model).nuisances(spec))
+
+
+def external_units(spec: DMLSpec) -> list[tuple[str, int]]:
+    """The ``(key, i_treat)`` whose given predictions replace fits, in the spec's key and
+    treatment order: :func:`given_units`, less a treatment's of a model that takes every key or
+    none (``'all'`` in :data:`~fanfit.dml.fold_procedures.EXTERNAL`: DoubleMLLPQ) when not
+    every key of that treatment is given (DoubleML 0.11.4 then fits every nuisance, module
+    docstring)."""
+    units = given_units(spec)
+    fp = model_def(spec.model).fold_procedure_for(spec)
+    if fp is None or EXTERNAL.get(spec.model) != "all":
+        return units
+    keys = _model_keys(spec)
+    complete = {i for i in range(len(spec.d_cols)) if all((k, i) in units for k in keys)}
+    return [(key, i_treat) for key, i_treat in units if i_treat in complete]
+
+
+def every_key_given(spec: DMLSpec, i_treat: int) -> bool:
+    """Whether every prediction key of treatment ``i_treat`` is given (and taken,
+    :func:`external_units`): nothing of it is fitted. A model with a fold procedure then has
+    no fold unit for it (:func:`~fanfit.dml.units.fit_units`) and PQ's and LPQ's root search
+    starts from the first start value (:func:`fanfit.dml.fold_procedures.fold_solve`)."""
+    units = set(external_units(spec))
+    return bool(units) and all((key, i_treat) in units for key in _model_keys(spec))
+
+
 def external_columns(spec: DMLSpec) -> tuple[str, ...]:
     """The data columns holding the given predictions, in :func:`external_units` order, each
     once (one column may serve several repetitions; the well-formed entries only:
     :func:`check_external_predictions` names the others)."""
     given = spec.external_predictions_cols or {}
     out: list[str] = []
-    for key, i_treat in external_units(spec):
+    for key, i_treat in given_units(spec):  # also the ignored ones: DoubleML checks them too
         cols = given[key][spec.d_cols[i_treat]]
         if isinstance(cols, Sequence) and not isinstance(cols, str):
             out += [c for c in cols if isinstance(c, str)]
@@ -75,7 +127,8 @@ def check_external_predictions(spec: DMLSpec) -> None:
     InvalidJobError
         Not ``{key: {treatment column: [n_rep column names]}}``; a key the model does not
         predict or a treatment it does not have, naming them; a model with a fold procedure
-        (module docstring); a column that is also a role of the data (y, d, x, ...).
+        that takes none (CVaR, LPLR, SSM's nonignorable score: module docstring); a column that
+        is also a role of the data (y, d, x, ...).
     """
     given = spec.external_predictions_cols
     if given is None:
@@ -86,7 +139,7 @@ def check_external_predictions(spec: DMLSpec) -> None:
             f"[column of each repetition]}}, got {type(given).__name__}."
         )
     mdef = model_def(spec.model)
-    if mdef.fold_procedure_for(spec) is not None:
+    if mdef.fold_procedure_for(spec) is not None and spec.model not in EXTERNAL:
         raise InvalidJobError(
             f"Model {spec.model!r} with score {spec.score!r} fits its nuisances inside each outer "
             "fold, from more than their out-of-fold predictions: it takes no external predictions."
@@ -149,10 +202,37 @@ def put_external_predictions(
     preds: dict[str, np.ndarray], spec: DMLSpec, data: DMLData
 ) -> dict[str, np.ndarray]:
     """Put the given predictions (``data.external``) into ``preds`` in place, allocating a key's
-    array (n_obs, n_rep, n_treat) where ``preds`` has none; returns ``preds``."""
+    array (n_obs, n_rep, n_treat) where ``preds`` has none; returns ``preds``.
+
+    For a treatment of a model with a fold procedure whose every key is given
+    (:func:`every_key_given`: no fold unit runs to return its fold scalars) also the fold
+    scalars, each the procedure's first start value (``FoldProcedure.start``, PQ's and LPQ's
+    ``np.quantile(y[d == treatment], quantile)``) on every row and repetition: the value
+    DoubleML 0.11.4's root search then starts from (``_coef_start_val``, not updated when
+    nothing is fitted), which :func:`~fanfit.dml.fold_procedures.fold_solve` uses.
+
+    Parameters
+    ----------
+    preds : dict of str to numpy.ndarray of shape (n_obs, n_rep, n_treat)
+    spec : DMLSpec
+    data : DMLData
+
+    Returns
+    -------
+    dict of str to numpy.ndarray of shape (n_obs, n_rep, n_treat)
+        ``preds``.
+    """
     if not data.external:
         return preds
+    shape = (data.n_obs, spec.n_rep, spec.n_treat)
     for key, i_treat in external_units(spec):
-        arr = preds.setdefault(key, np.full((data.n_obs, spec.n_rep, spec.n_treat), np.nan))
+        arr = preds.setdefault(key, np.full(shape, np.nan))
         arr[:, :, i_treat] = data.external[key][:, :, i_treat]
+    fp = model_def(spec.model).fold_procedure_for(spec)
+    if fp is not None:
+        for i_treat in range(spec.n_treat):
+            if every_key_given(spec, i_treat):
+                start = float(fp.start(spec, data, i_treat))
+                for name in fp.scalars:
+                    preds.setdefault(name, np.full(shape, np.nan))[:, :, i_treat] = start
     return preds

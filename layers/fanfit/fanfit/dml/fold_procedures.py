@@ -11,6 +11,14 @@ targets that depend on a fold's IPW quantile, for the losses), and its spec chec
 parsing of the ``quantiles`` option (:func:`parse_quantiles`). The maths is
 in :mod:`fanfit.dml.scores.quantile` and :mod:`fanfit.dml.scores.lpq`; see the former's docstring
 for the nested fits.
+
+**External predictions** (DoubleML's ``fit(external_predictions=...)``, :mod:`fanfit.dml.external`)
+follow DoubleML 0.11.4 (:data:`EXTERNAL`): DoubleMLPQ takes any of ``ml_g``, ``ml_m``
+(``irm/pq.py`` ``_nuisance_est``: a given key's fits are skipped, the others run; with both given
+nothing is fitted and the start value is not updated), DoubleMLLPQ all five keys or none
+(``irm/lpq.py`` ``_nuisance_est``: with some given it fits every nuisance and uses none of
+them), DoubleMLCVAR none. A fold unit reads the given predictions of its repetition from
+``data.external`` (shape (n_obs, 1, n_treat) there, :func:`fanfit.dml.unit_fits.fit_predict`).
 """
 
 from __future__ import annotations
@@ -44,6 +52,7 @@ from fanfit.dml.scores.quantile import (
 from fanfit.errors import InvalidJobError
 
 __all__ = [
+    "EXTERNAL",
     "KINDS",
     "check_quantile_spec",
     "fold_final",
@@ -62,6 +71,13 @@ KINDS = ("pq", "cvar", "lpq")
 
 #: The fold scalar every procedure here returns: the fold's preliminary IPW quantile.
 THETA_IPW = "theta_ipw"
+
+#: Which of its prediction keys a model's fold procedure takes as external predictions, as
+#: DoubleML 0.11.4's class does: ``'some'`` any of them (DoubleMLPQ), ``'all'`` every key or
+#: none (DoubleMLLPQ, which ignores a subset: :mod:`fanfit.dml.external`); a model not named
+#: here takes none (DoubleMLCVAR, like every other fold procedure: LPLR, SSM's nonignorable
+#: score).
+EXTERNAL: Mapping[str, str] = {"pq": "some", "lpq": "all"}
 
 Preds = Mapping[str, np.ndarray]
 Solution = tuple[float, np.ndarray, np.ndarray]
@@ -111,8 +127,20 @@ def _options(spec: DMLSpec) -> tuple[int, float]:
     return int(spec.treatment), float(spec.quantile)
 
 
+def _given(data: DMLData, key: str, i_treat: int) -> np.ndarray | None:
+    """A fold unit's given predictions of ``key`` (its repetition's, shape (n_obs,)), or None
+    when they are not given (``data.external``, :mod:`fanfit.dml.external`)."""
+    arr = (data.external or {}).get(key)
+    if arr is None:
+        return None
+    col = np.asarray(arr[:, 0, i_treat], dtype=np.float64)
+    return None if np.isnan(col).all() else col
+
+
 def fold_run(model: str) -> Callable[..., tuple[dict[str, np.ndarray], dict[str, float]]]:
-    """The ``run`` of a model's fold procedure (:class:`fanfit.dml.models.FoldProcedure`)."""
+    """The ``run`` of a model's fold procedure (:class:`fanfit.dml.models.FoldProcedure`); PQ's
+    skips the fits of a key whose predictions ``data.external`` gives and returns those on the
+    test rows (module docstring)."""
 
     def run(
         spec: DMLSpec,
@@ -135,8 +163,9 @@ def fold_run(model: str) -> Callable[..., tuple[dict[str, np.ndarray], dict[str,
             )  # fmt: skip
             return dict(lpq.preds), {THETA_IPW: lpq.theta_ipw}
         out = pq_fold(
-            x, y, d, train, test, treatment, quantile, start, *common, *ipw, cvar=model == "cvar"
-        )
+            x, y, d, train, test, treatment, quantile, start, *common, *ipw, cvar=model == "cvar",
+            m_given=_given(data, "ml_m", i_treat), g_given=_given(data, "ml_g", i_treat),
+        )  # fmt: skip
         return {"ml_g": out.g_hat, "ml_m": out.m_hat}, {THETA_IPW: out.theta_ipw}
 
     return run
@@ -148,7 +177,9 @@ def fold_prelim(
     """The ``prelim`` of a model's :class:`~fanfit.dml.models.FoldSplit` (PQ, LPQ): steps 1, 2 and 5
     (:func:`~fanfit.dml.scores.quantile.pq_fold_prelim`, :func:`~fanfit.dml.scores.lpq.
     lpq_fold_prelim`); ``aux`` holds the first half's preliminary propensities, shape
-    (1, n_train_1) for PQ, (3, n_train_1) for LPQ."""
+    (1, n_train_1) for PQ, (3, n_train_1) for LPQ. With PQ's ``ml_m`` given (``data.external``)
+    nothing is fitted: ``aux`` is the given predictions as DoubleML indexes them
+    (:func:`~fanfit.dml.scores.quantile.pq_fold_prelim`)."""
 
     def prelim(
         spec: DMLSpec,
@@ -162,7 +193,9 @@ def fold_prelim(
         if model == "lpq":
             z = column(spec, data, "z", i_treat)
             return lpq_fold_prelim(x, d, z, train, test, spec.n_folds, build)
-        out = pq_fold_prelim(x, d, train, test, spec.n_folds, lambda: build("ml_m"))
+        out = pq_fold_prelim(
+            x, d, train, test, spec.n_folds, lambda: build("ml_m"), _given(data, "ml_m", i_treat)
+        )
         return {"ml_m": out.m_hat}, out.m_prelim[None, :]
 
     return prelim
@@ -191,7 +224,8 @@ def fold_root(model: str) -> Callable[..., dict[str, float]]:
 
 def fold_final(model: str) -> Callable[..., dict[str, np.ndarray]]:
     """The ``final`` of a model's :class:`~fanfit.dml.models.FoldSplit`: step 4 from the fold's
-    ``theta_ipw`` (:func:`~fanfit.dml.scores.quantile.pq_fold_final`: ``ml_g``;
+    ``theta_ipw`` (:func:`~fanfit.dml.scores.quantile.pq_fold_final`: ``ml_g``, the given
+    predictions on the test rows when ``data.external`` has them;
     :func:`~fanfit.dml.scores.lpq.lpq_fold_final`: ``ml_g_du_z0``, ``ml_g_du_z1``)."""
 
     def final(
@@ -210,7 +244,11 @@ def fold_final(model: str) -> Callable[..., dict[str, np.ndarray]]:
             z = column(spec, data, "z", i_treat)
             return lpq_fold_final(x, y, d, z, train, test, treatment, theta, build)
         build_g = lambda: build("ml_g")  # noqa: E731
-        return {"ml_g": pq_fold_final(x, y, d, train, test, treatment, quantile, theta, build_g)}
+        g_given = _given(data, "ml_g", i_treat)
+        g_hat = pq_fold_final(
+            x, y, d, train, test, treatment, quantile, theta, build_g, g_given=g_given
+        )
+        return {"ml_g": g_hat}
 
     return final
 
@@ -233,13 +271,24 @@ def fold_solve(
     """One repetition's ``(coef, psi, psi_deriv)``: PQ's and LPQ's root search from the mean of
     the fold IPW quantiles (:func:`~fanfit.dml.scores.quantile.pq_solve`,
     :func:`~fanfit.dml.scores.lpq.lpq_solve`), CVaR's linear score with that mean as the
-    quantile (:func:`~fanfit.dml.scores.quantile.cvar_score_elements`)."""
+    quantile (:func:`~fanfit.dml.scores.quantile.cvar_score_elements`). With every prediction
+    key of the treatment given (:func:`fanfit.dml.external.every_key_given`: no fold ran, there
+    are no fold IPW quantiles) PQ's and LPQ's root search starts from :func:`fold_start`'s value,
+    as DoubleML 0.11.4's does: its ``_nuisance_est`` then leaves ``_coef_start_val`` at the
+    ``__init__`` value (``irm/pq.py``: ``if not g_external or not m_external:
+    self._coef_start_val = np.mean(ipw_vec)``; ``irm/lpq.py``: ``if not all(ext_preds)``)."""
+    first = fold_start(model)
 
     def solve(
         spec: DMLSpec, data: DMLData, p: Preds, i_treat: int, means: Mapping[str, float]
     ) -> Solution:
+        from fanfit.dml.external import every_key_given  # external imports this module
+
         treatment, quantile = _options(spec)
-        y, d, mean = data.y, data.d[:, i_treat], np.float64(means[THETA_IPW])
+        y, d = data.y, data.d[:, i_treat]
+        mean: Any = np.float64(means[THETA_IPW])
+        if model != "cvar" and every_key_given(spec, i_treat):
+            mean = first(spec, data, i_treat)  # y's dtype, as DoubleML's _coef_start_val
         ipw = (spec.normalize_ipw, spec.trimming_threshold)
         if model == "cvar":
             psi_a, psi_b = cvar_score_elements(

@@ -24,6 +24,7 @@ from typing import Any
 import numpy as np
 
 from fanfit.dml.data import DMLData
+from fanfit.dml.external import every_key_given
 from fanfit.dml.folds import DEFAULT_N_FOLDS_INNER, draw_inner_smpls, inner_smpls_to_ids
 from fanfit.dml.models import RESIDUAL, column, model_def, row_mask
 from fanfit.dml.nuisance_params import unit_learner
@@ -124,7 +125,8 @@ def fit_predict(
     ``random_state`` of its own key (``unit_seed`` of the unit with that learner), and returns its
     outputs packed as :func:`~fanfit.dml.units.put_predictions` unpacks them; the auxiliary array
     a split procedure's stage-0 unit also returns is dropped here (:func:`fit_predict_aux` keeps
-    it).
+    it). The procedure sees ``data.external`` of the unit's repetition only, shape
+    (n_obs, 1, n_treat) (PQ's given predictions: :mod:`fanfit.dml.fold_procedures`).
 
     Parameters
     ----------
@@ -414,6 +416,9 @@ def _run_fold_procedure(
 
     if fp.inner_folds:  # the fold's own inner folds, as one column (FoldProcedure.inner_folds)
         data = dataclasses.replace(data, inner_folds=_inner_folds(spec, data, unit, train)[:, None])
+    if data.external:  # the given predictions of the unit's repetition, shape (n_obs, 1, n_treat)
+        rep = slice(unit.i_rep, unit.i_rep + 1)
+        data = dataclasses.replace(data, external={k: v[:, rep] for k, v in data.external.items()})
     aux: np.ndarray | None = None
     if not fp.runs_split(spec):  # one stage: the whole fold from the first start value
         start = fp.start(spec, data, unit.i_treat)
@@ -593,6 +598,10 @@ def _fold_chain(
         start: Any = fp.start(spec, data, i_treat)  # y's dtype (rep 0), then float64
         for name in fp.scalars:
             table[name].append([])
+        if every_key_given(spec, i_treat):  # no unit ran (fanfit.dml.external): the start value
+            for name in fp.scalars:
+                table[name][i_treat] = [[float(start)] * spec.n_cross_folds] * spec.n_rep
+            continue
         for i_rep in range(spec.n_rep):
             per_fold = []
             for i_fold in range(spec.n_cross_folds):

@@ -38,7 +38,7 @@ from typing import Any
 import numpy as np
 
 from fanfit.dml.data import DMLData
-from fanfit.dml.external import external_units
+from fanfit.dml.external import every_key_given, external_units
 from fanfit.dml.folds import (
     cluster_train_mask,
     draw_cluster_folds,
@@ -269,7 +269,9 @@ def fit_units(spec: DMLSpec, stage: int) -> list[FitUnit]:
     list of FitUnit
         A model with a fold procedure (PQ, CVaR, LPQ): one unit per treatment, repetition and
         fold, keyed by the stage's first prediction key, running the fold's nested fits of that
-        stage (:func:`fit_predict`). Else
+        stage (:func:`fit_predict`; it skips the fits of the keys whose predictions are given),
+        none for a treatment whose every key is given
+        (:func:`fanfit.dml.external.every_key_given`). Else
         ``n_treat * n_rep * len(prediction_keys(spec, stage)) * n_cross_folds`` units
         (``n_cross_folds = n_folds ** len(cluster_cols)`` with clusters, else ``n_folds``),
         less those of the (key, treatment) pairs whose predictions are given
@@ -280,11 +282,13 @@ def fit_units(spec: DMLSpec, stage: int) -> list[FitUnit]:
             f"Stage {stage} does not exist; this estimate has {n_stages(spec)} stage(s)."
         )
     if model_def(spec.model).fold_procedure_for(spec) is not None:
-        # one unit per fold runs the fold's nested fits of this stage, every repetition side by side
+        # one unit per fold runs the fold's nested fits of this stage, every repetition side by
+        # side; none for a treatment whose every prediction is given (nothing to fit)
         unit_key = prediction_keys(spec, stage)[0]
         return [
             FitUnit(stage, i_treat, i_rep, i_fold, unit_key)
             for i_treat in range(spec.n_treat)
+            if not every_key_given(spec, i_treat)
             for i_rep in range(spec.n_rep)
             for i_fold in range(spec.n_cross_folds)
         ]

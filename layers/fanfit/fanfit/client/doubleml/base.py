@@ -516,9 +516,10 @@ class _OnStack(_Tuning):
             ``DMLDummyRegressor``/``DMLDummyClassifier`` where every nuisance of theirs is
             given). The job fits the others only (:mod:`fanfit.dml.external`); when every
             prediction is given no job runs and DoubleML's own ``fit`` computes the estimate.
-            Models whose fits nest inside the folds (PQ, CVaR, LPQ, LPLR, SSM's nonignorable
-            score) take none (:class:`fanfit.errors.InvalidJobError`); DoubleMLSSM none at all
-            (``NotImplementedError``, as DoubleML).
+            Of the models whose fits nest inside the folds DoubleMLPQ and DoubleMLLPQ take them
+            as DoubleML 0.11.4 does (:mod:`fanfit.client.doubleml.quantile`); LPLR and SSM's
+            nonignorable score take none (:class:`fanfit.errors.InvalidJobError`), DoubleMLSSM
+            and DoubleMLCVAR none at all (``NotImplementedError``, as DoubleML).
         store_models : bool
             Keep every fit's estimator: the job stores them beside its predictions (skops, no
             pickle: :mod:`fanfit.learners.persist`) and ``models`` is DoubleML's

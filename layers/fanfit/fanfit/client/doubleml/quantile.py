@@ -10,6 +10,14 @@ search started from the mean of the fold IPW quantiles as DoubleML's own fit doe
 its ``_score_elements`` with that mean as the potential quantile. So coef, se, summary, confint
 and bootstrap are DoubleML's numbers, checked against the job's.
 
+The user's own ``fit(external_predictions=...)`` is taken as DoubleML 0.11.4 takes it
+(:mod:`fanfit.dml.external`): :class:`DoubleMLPQ` any of ``ml_g``, ``ml_m`` (the job skips their
+fits; with both given no job runs and DoubleML's own ``fit`` computes the estimate, its root
+search from the first start value); :class:`DoubleMLLPQ` all five keys (no job runs) or, as
+DoubleML, none: a subset is ignored with a warning and every nuisance is fitted;
+:class:`DoubleMLCVAR` none (``NotImplementedError``, DoubleML's), :class:`DoubleMLQTE` none
+(``UnsupportedArgumentError``; DoubleML's raises ``NotImplementedError``).
+
 :class:`DoubleMLQTE` builds its per-quantile models as fanfit's :class:`DoubleMLPQ`,
 :class:`DoubleMLCVAR` or :class:`DoubleMLLPQ` and submits ONE job whose parts are the (quantile,
 treatment level) models, their units fanned out together; DoubleML's framework difference and
@@ -18,17 +26,20 @@ concatenation then give the effects. Re-exported by :mod:`fanfit.client.doubleml
 
 from __future__ import annotations
 
+import warnings
 from collections.abc import Mapping, Set
 from typing import Any
 
 import numpy as np
 
+from fanfit import errors
 from fanfit.client.doubleml.base import (
     _check_arguments,
     _dml_data,
     _estimator,
     _learner_spec,
     _OnStack,
+    _placeholder,
     _PropensityOptions,
     _unsupported,
 )
@@ -113,17 +124,27 @@ def _fold_means(theta: np.ndarray, smpls: Any) -> float:
 
 class _TakeTheta:
     """Between :class:`_OnStack` and DoubleML's class: takes the fold IPW quantiles out of the
-    job's predictions (DoubleML would refuse an unknown key) and keeps them for ``_nuisance_est``."""
+    job's predictions (DoubleML would refuse an unknown key) and keeps them for ``_nuisance_est``;
+    the user's own external predictions (no ``theta_ipw``: every key given, no job) pass as they
+    are, ``_fanfit_theta`` None."""
 
     _fanfit_theta: np.ndarray | None = None
 
     def fit(self, *args: Any, **kwargs: Any) -> Any:
         external = kwargs.get("external_predictions")
-        if external is not None:
+        self._fanfit_theta = None
+        if external:
             d_col = next(iter(external))
             preds = dict(external[d_col])
-            self._fanfit_theta = np.asarray(preds.pop(THETA_IPW), dtype=float)
-            kwargs["external_predictions"] = {d_col: preds}
+            theta = preds.pop(THETA_IPW, None)
+            if theta is not None:
+                self._fanfit_theta = np.asarray(theta, dtype=float)
+                kwargs["external_predictions"] = {d_col: preds}
+            elif not set(self.params_names) <= getattr(self, "_fanfit_given", frozenset()):  # type: ignore[attr-defined]
+                raise errors.InvalidJobError(
+                    f"The job's predictions hold no fold IPW quantiles ({THETA_IPW!r}); "
+                    "a quantile model's job stores them with its predictions."
+                )
         return super().fit(*args, **kwargs)  # type: ignore[misc]
 
 
@@ -137,6 +158,19 @@ class _QuantileOnStack(_PropensityOptions, _OnStack):
     _dml_data: Any
     _fanfit_theta: np.ndarray | None  # set by _TakeTheta
     _coef_start_val: float
+    #: The prediction keys the user's ``fit(external_predictions=...)`` gave (and the model
+    #: takes), whose targets DoubleML leaves empty; set by :meth:`fanfit_options`.
+    _fanfit_given: frozenset[str] = frozenset()
+
+    def fanfit_options(
+        self,
+        seed: int = 0,
+        external: Set[tuple[str, str]] | Mapping[tuple[str, str], Any] = frozenset(),
+    ) -> dict[str, Any]:
+        """As :meth:`fanfit.client.doubleml.base._OnStack.fanfit_options`; keeps the keys of
+        ``external`` (:attr:`_fanfit_given`)."""
+        self._fanfit_given = frozenset(key for key, _ in external)
+        return super().fanfit_options(seed, external)  # type: ignore[no-any-return]
 
     def _fanfit_check_kde(self, kde: Any) -> None:
         if kde is not None:
@@ -166,10 +200,14 @@ class _QuantileOnStack(_PropensityOptions, _OnStack):
         raise NotImplementedError
 
     def _fanfit_targets_of(self, y: np.ndarray, d: np.ndarray) -> dict[str, np.ndarray]:
-        """DoubleML's targets: ml_g's of fold k from its IPW quantile, on the rows ``d == treatment``."""
+        """DoubleML's targets: ml_g's of fold k from its IPW quantile, on the rows ``d == treatment``
+        (NaN where the user gave ``ml_g``'s predictions: DoubleML 0.11.4 ``irm/pq.py``
+        ``_nuisance_est`` records none then); ml_m's ``d`` (also when given, as DoubleML)."""
         theta = self._fanfit_theta_rep()
         g = self._fanfit_g_target(y, theta).astype(float)
         g[d != self.treatment] = np.nan
+        if "ml_g" in self._fanfit_given:
+            g[:] = np.nan
         return {"ml_g": g, "ml_m": d.astype(float)}
 
     def _fanfit_init(
@@ -234,6 +272,13 @@ class DoubleMLPQ(_QuantileOnStack, _TakeTheta, _DefaultKDE, _doubleml.DoubleMLPQ
     (its IPW searches start from repetition ``r - 1``'s mean, as DoubleML's). DoubleML's own
     ``fit(external_predictions=...)`` then solves the score from the job's predictions, its root
     search started from the mean of the fold IPW quantiles, as DoubleML's fit does.
+
+    ``fit(external_predictions={d_col: {"ml_g" and/or "ml_m": array (n_obs, n_rep)}})`` is
+    DoubleML 0.11.4's (``irm/pq.py`` ``_nuisance_est``): the job skips the given key's fits (with
+    ``ml_m`` given the folds' preliminary propensities are the given ones as DoubleML indexes
+    them, :func:`fanfit.dml.scores.quantile.pq_fold_prelim`); with both given no job runs and
+    DoubleML's own ``fit`` solves the score from its first start value. A learner whose
+    predictions are all given may be DoubleML's ``DMLDummyClassifier``.
 
     Raises
     ------
@@ -339,10 +384,20 @@ class DoubleMLLPQ(_QuantileOnStack, _TakeTheta, _DefaultKDE, _doubleml.DoubleMLL
     repetition ``r`` as stage ``r``; DoubleML's ``fit(external_predictions=...)`` solves the score,
     its root search started from the mean of the fold IPW quantiles.
 
+    ``fit(external_predictions=...)`` is DoubleML 0.11.4's (``irm/lpq.py`` ``_nuisance_est``):
+    with all five keys (``ml_m_z``, ``ml_m_d_z0``, ``ml_m_d_z1``, ``ml_g_du_z0``, ``ml_g_du_z1``)
+    given no job runs and DoubleML's own ``fit`` solves the score from its first start value
+    (``ml_g``/``ml_m`` may then be ``DMLDummyClassifier``); a subset is ignored, as DoubleML
+    ignores it (it fits every nuisance: its "all or none" check can never fire), with a
+    ``UserWarning``.
+
     Raises
     ------
     fanfit.errors.UnsupportedArgumentError
         A custom ``kde``, a propensity calibration, clustered data or a callable score.
+    fanfit.errors.InvalidLearnerError
+        From ``fit``: a ``DMLDummyClassifier`` learner when not all five keys are given
+        (DoubleML would fit it and fail).
     """
 
     _fanfit_model = "lpq"
@@ -365,12 +420,46 @@ class DoubleMLLPQ(_QuantileOnStack, _TakeTheta, _DefaultKDE, _doubleml.DoubleMLL
         external: Set[tuple[str, str]] | Mapping[tuple[str, str], Any] = frozenset(),
     ) -> dict[str, Any]:
         """As :meth:`fanfit.client.doubleml.base._OnStack.fanfit_options`, with the learners as
-        ``ml_g`` and ``ml_m`` (DoubleML's LPQ keeps one clone per nuisance, ``ml_m_z`` ...)."""
+        ``ml_g`` and ``ml_m`` (DoubleML's LPQ keeps one clone per nuisance, ``ml_m_z`` ...).
+
+        ``external`` of some keys only is ignored, as DoubleML 0.11.4 ignores it (a
+        ``UserWarning`` says so); with every key given a ``DMLDummyClassifier`` learner is sent
+        as scikit-learn's ``DummyClassifier`` (no unit fits it).
+
+        Raises
+        ------
+        fanfit.errors.InvalidLearnerError
+            A ``DMLDummyClassifier`` learner without every key given.
+        """
+        given = {key for key, _ in external}
+        complete = set(self.params_names) <= given
+        if given and not complete:
+            warnings.warn(
+                f"DoubleMLLPQ takes external predictions of all of {', '.join(self.params_names)} "
+                f"or of none; given {', '.join(sorted(given))} only, they are ignored and every "
+                "nuisance is fitted, as DoubleML 0.11.4's DoubleMLLPQ does",
+                UserWarning,
+                stacklevel=3,
+            )
+            placeholders = [k for k, v in self._learner.items() if _placeholder(v)]
+            if placeholders:
+                raise errors.InvalidLearnerError(
+                    f"DoubleMLLPQ fits every nuisance unless the external predictions of all of "
+                    f"{', '.join(self.params_names)} are given, but the learners of "
+                    f"{', '.join(placeholders)} are DoubleML's placeholders (DMLDummyClassifier); "
+                    "give every key's predictions, or learners"
+                )
+            external = frozenset()
         options = super().fanfit_options(seed, external)
         for key in self._learner:
             options.pop(key, None)
-        options["ml_g"] = _learner_spec("ml_g", self._learner["ml_g_du_z0"])
-        options["ml_m"] = _learner_spec("ml_m", self._learner["ml_m_z"])
+        for role, key in (("ml_g", "ml_g_du_z0"), ("ml_m", "ml_m_z")):
+            learner = self._learner[key]
+            options[role] = (
+                self._fanfit_placeholder(role, learner, set(external))
+                if _placeholder(learner)
+                else _learner_spec(role, learner)
+            )
         return options
 
     def _fanfit_targets_of(self, y: np.ndarray, d: np.ndarray) -> dict[str, np.ndarray]:

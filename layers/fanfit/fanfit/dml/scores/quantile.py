@@ -61,6 +61,12 @@ fold's :math:`\theta^{(k)}_{\mathrm{ipw}}` (:func:`pq_fold_final`,
 with ``n_rep = 1`` there is no chain and each fold's unit runs them in one stage. CVaR, which
 never chains, runs :func:`pq_fold` (``cvar=True``) in one stage.
 
+**External predictions** (DoubleMLPQ's ``fit(external_predictions=...)``, DoubleML 0.11.4
+``irm/pq.py`` ``_nuisance_est``): a given ``ml_m`` replaces steps 2 and 5 (no ``ml_m`` fit; the
+preliminary propensities are the given array as DoubleML indexes it, :func:`pq_fold_prelim`), a
+given ``ml_g`` replaces step 4; step 3 and the chain of start values run as long as one key is
+fitted (:mod:`fanfit.dml.external`).
+
 Propensities are clipped to ``[c, 1 - c]`` (DoubleML's default ``PSProcessorConfig``: no
 calibration) and optionally Hajek-normalised. All arrays are 1-d of shape ``(n_obs,)`` unless stated.
 
@@ -344,6 +350,8 @@ def pq_fold(
     normalize_ipw: bool = True,
     clipping_threshold: float = 1e-2,
     cvar: bool = False,
+    m_given: np.ndarray | None = None,
+    g_given: np.ndarray | None = None,
 ) -> QuantileFold:
     r"""The whole nested procedure of one outer fold of DoubleMLPQ (or DoubleMLCVAR), in one call.
 
@@ -379,6 +387,10 @@ def pq_fold(
     clipping_threshold : float
     cvar : bool
         CVaR's ``ml_g`` (a regressor of :func:`cvar_g_target`) instead of PQ's.
+    m_given, g_given : numpy.ndarray of shape (n_obs,), optional
+        The given out-of-fold predictions of ``ml_m`` / ``ml_g`` of this repetition (DoubleML's
+        ``external_predictions``, DoubleMLPQ only): their fits are skipped
+        (:func:`pq_fold_prelim`, :func:`pq_fold_final`).
 
     Returns
     -------
@@ -390,12 +402,14 @@ def pq_fold(
         If ``quantile`` is outside (0, 1) or ``treatment`` is not 0 or 1.
     """
     _check_quantile_options(quantile, treatment)
-    prelim = pq_fold_prelim(x, d, train, test, n_folds, build_m)
+    prelim = pq_fold_prelim(x, d, train, test, n_folds, build_m, m_given)
     theta_ipw = pq_fold_root(
         y, d, train, prelim.m_prelim, treatment, quantile, coef_start_val, normalize_ipw,
         clipping_threshold,
     )  # fmt: skip
-    g_hat = pq_fold_final(x, y, d, train, test, treatment, quantile, theta_ipw, build_g, cvar)
+    g_hat = pq_fold_final(
+        x, y, d, train, test, treatment, quantile, theta_ipw, build_g, cvar, g_given
+    )
     return QuantileFold(g_hat, prelim.m_hat, theta_ipw)
 
 
@@ -423,12 +437,20 @@ def pq_fold_prelim(
     test: np.ndarray,
     n_folds: int,
     build_m: Callable[[], Any],
+    m_given: np.ndarray | None = None,
 ) -> PQPrelim:
     """Steps 1, 2 and 5 of a PQ/CVaR outer fold: the parts that do not depend on the start value.
 
     :func:`nested_split` of ``train`` (strata :math:`D`), ``ml_m`` cross-fitted over the inner
     folds of the first half (``predict_proba[:, 1]``), and ``ml_m`` fitted on all of ``train``
     predicting ``test`` (DoubleML 0.11.4 ``irm/pq.py`` ``_nuisance_est``).
+
+    With ``ml_m``'s predictions given (``m_given``, DoubleMLPQ's ``external_predictions``) no
+    ``ml_m`` is fitted: ``m_hat`` is ``m_given[test]`` and the preliminary propensities are
+    DoubleML's ``m_hat["preds"][np.concatenate([test for _, test in smpls_prelim])]`` (same
+    file and function), i.e. ``m_given`` at the inner folds' test *positions within*
+    :math:`I_k^1` taken as row numbers of the whole sample (rows ``0 .. n_train_1 - 1`` in the
+    inner folds' order, not the rows of :math:`I_k^1`), replicated as DoubleML 0.11.4 indexes.
 
     Parameters
     ----------
@@ -439,13 +461,19 @@ def pq_fold_prelim(
     n_folds : int
         Number of inner folds.
     build_m : callable
-        ``() -> estimator``: a new unfitted ``ml_m``.
+        ``() -> estimator``: a new unfitted ``ml_m`` (not called with ``m_given``).
+    m_given : numpy.ndarray of shape (n_obs,), optional
+        ``ml_m``'s given out-of-fold predictions of this repetition.
 
     Returns
     -------
     PQPrelim
     """
     train_1, _, inner = nested_split(train, d, n_folds)
+    if m_given is not None:
+        given = np.asarray(m_given, dtype=np.float64)
+        prelim_rows = np.concatenate([in_test for _, in_test in inner])
+        return PQPrelim(given[test].copy(), given[prelim_rows])
     x1, d1 = x[train_1], d[train_1]
     m_prelim = np.full(train_1.size, np.nan)
     for in_train, in_test in inner:
@@ -514,12 +542,15 @@ def pq_fold_final(
     theta_ipw: float,
     build_g: Callable[[], Any],
     cvar: bool = False,
+    g_given: np.ndarray | None = None,
 ) -> np.ndarray:
     r"""Step 4 of a PQ/CVaR outer fold: ``ml_g`` on the second half's rows with :math:`D = d`.
 
     Fitted to :math:`1\{Y \le \theta_{\mathrm{ipw}}\}` (PQ, a classifier: ``predict_proba[:, 1]``)
     or to :func:`cvar_g_target` (CVaR, a regressor), predicting ``test``; the second half is
-    redrawn by :func:`split_halves` (deterministic).
+    redrawn by :func:`split_halves` (deterministic). With ``ml_g``'s predictions given
+    (``g_given``, DoubleMLPQ's ``external_predictions``: DoubleML 0.11.4 ``irm/pq.py``
+    ``_nuisance_est`` skips the fit) they are returned on ``test``, nothing fitted.
 
     Parameters
     ----------
@@ -531,13 +562,17 @@ def pq_fold_final(
     theta_ipw : float
         The fold's IPW quantile (:func:`pq_fold_root`).
     build_g : callable
-        ``() -> estimator``: a new unfitted ``ml_g``.
+        ``() -> estimator``: a new unfitted ``ml_g`` (not called with ``g_given``).
     cvar : bool
+    g_given : numpy.ndarray of shape (n_obs,), optional
+        ``ml_g``'s given out-of-fold predictions of this repetition.
 
     Returns
     -------
     numpy.ndarray, shape (n_test,)
     """
+    if g_given is not None:
+        return np.asarray(g_given, dtype=np.float64)[test].copy()
     _, train_2 = split_halves(train, d)
     rows = train_2[d[train_2] == treatment]
     if cvar:
