@@ -265,6 +265,19 @@ def fold_start(model: str) -> Callable[[DMLSpec, DMLData, int], float]:
     return start
 
 
+def _every_key_given(data: DMLData, p: Preds, i_treat: int) -> bool:
+    """Whether every prediction key of ``p`` (the repetition's, its fold scalars aside) is given
+    for treatment ``i_treat``: ``data.external`` holds the given predictions the model takes
+    (:func:`fanfit.dml.external.read_external_predictions` of its ``external_units``; this
+    module cannot import :mod:`fanfit.dml.external`, which imports the registry, which imports
+    this module)."""
+    given = data.external or {}
+    keys = [k for k in p if k != THETA_IPW]
+    return bool(keys) and all(
+        k in given and not np.isnan(given[k][:, :, i_treat]).all() for k in keys
+    )
+
+
 def fold_solve(
     model: str,
 ) -> Callable[[DMLSpec, DMLData, Preds, int, Mapping[str, float]], Solution]:
@@ -272,8 +285,9 @@ def fold_solve(
     the fold IPW quantiles (:func:`~fanfit.dml.scores.quantile.pq_solve`,
     :func:`~fanfit.dml.scores.lpq.lpq_solve`), CVaR's linear score with that mean as the
     quantile (:func:`~fanfit.dml.scores.quantile.cvar_score_elements`). With every prediction
-    key of the treatment given (:func:`fanfit.dml.external.every_key_given`: no fold ran, there
-    are no fold IPW quantiles) PQ's and LPQ's root search starts from :func:`fold_start`'s value,
+    key of the treatment given (:func:`_every_key_given`, as :func:`fanfit.dml.external.
+    every_key_given` decides it: no fold ran, there are no fold IPW quantiles) PQ's and LPQ's
+    root search starts from :func:`fold_start`'s value,
     as DoubleML 0.11.4's does: its ``_nuisance_est`` then leaves ``_coef_start_val`` at the
     ``__init__`` value (``irm/pq.py``: ``if not g_external or not m_external:
     self._coef_start_val = np.mean(ipw_vec)``; ``irm/lpq.py``: ``if not all(ext_preds)``)."""
@@ -282,12 +296,10 @@ def fold_solve(
     def solve(
         spec: DMLSpec, data: DMLData, p: Preds, i_treat: int, means: Mapping[str, float]
     ) -> Solution:
-        from fanfit.dml.external import every_key_given  # external imports this module
-
         treatment, quantile = _options(spec)
         y, d = data.y, data.d[:, i_treat]
         mean: Any = np.float64(means[THETA_IPW])
-        if model != "cvar" and every_key_given(spec, i_treat):
+        if model != "cvar" and _every_key_given(data, p, i_treat):
             mean = first(spec, data, i_treat)  # y's dtype, as DoubleML's _coef_start_val
         ipw = (spec.normalize_ipw, spec.trimming_threshold)
         if model == "cvar":
