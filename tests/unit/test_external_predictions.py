@@ -4,6 +4,7 @@ the units left out, and the given columns read into the predictions before any s
 from __future__ import annotations
 
 import json
+from types import SimpleNamespace
 
 import numpy as np
 import pytest
@@ -118,5 +119,64 @@ def test_the_steps_on_moto_fit_only_the_others_and_equal_doublemls_refit(moto_st
         _, planned, result = run_estimate(list(frame.columns), frame.to_numpy(), spec, folds, "ext")
     # THEN stage 0 fitted ml_l only, stage 1 ml_g, and the estimate is DoubleML's refit
     assert [p.n_units for p in planned] == [6, 6]
+    np.testing.assert_allclose(result["all_coef"]["d"], refit.all_coef[0], rtol=1e-9)
+    np.testing.assert_allclose(result["all_se"]["d"], refit.all_se[0], rtol=1e-9)
+
+
+def test_a_stage_without_units_records_an_empty_schedule_and_the_job_ends(moto_stack) -> None:
+    # GIVEN DoubleML's IV-type PLR with both of stage 0's nuisances given (ml_l and ml_m): stage 0
+    # has no unit to fit, stage 1 fits ml_g
+    doubleml = pytest.importorskip("doubleml")
+    import boto3
+    from doubleml.plm.datasets import make_plr_CCDDHNR2018
+    from doubleml.utils import DMLDummyRegressor
+    from pipeline_steps import run_estimate
+    from sklearn.linear_model import LinearRegression
+
+    from fanfit import dml, storage
+    from fanfit.progress import ProgressTracker
+
+    np.random.seed(6)
+    data = make_plr_CCDDHNR2018(n_obs=200, dim_x=4, return_type="DataFrame")
+    obj = doubleml.DoubleMLData(data, "y", "d")
+    folds = draw_folds(200, 3, 2, 11)
+    smpls = dml.folds_to_smpls(folds)
+    lin = LinearRegression()
+    first = doubleml.DoubleMLPLR(obj, lin, lin, lin, n_folds=3, n_rep=2, score="IV-type",
+                                 draw_sample_splitting=False)  # fmt: skip
+    first.set_sample_splitting(smpls)
+    first.fit(store_predictions=True)
+    ml_l, ml_m = first.predictions["ml_l"][:, :, 0], first.predictions["ml_m"][:, :, 0]
+    refit = doubleml.DoubleMLPLR(obj, DMLDummyRegressor(), DMLDummyRegressor(), lin, n_folds=3,
+                                 n_rep=2, score="IV-type", draw_sample_splitting=False)  # fmt: skip
+    refit.set_sample_splitting(smpls)
+    refit.fit(external_predictions={"d": {"ml_l": ml_l, "ml_m": ml_m}})
+    frame = data.assign(l0=ml_l[:, 0], l1=ml_l[:, 1], m0=ml_m[:, 0], m1=ml_m[:, 1])
+    spec = _spec({"ml_l": {"d": ["l0", "l1"]}, "ml_m": {"d": ["m0", "m1"]}},
+                 x_cols=tuple(obj.x_cols),
+                 learners={"ml_l": "DummyRegressor", "ml_m": "DummyRegressor",
+                           "ml_g": "LinearRegression"})  # fmt: skip
+    with moto_stack():
+        # WHEN Prepare, Schedule, CrossFit and Aggregate run it
+        store, planned, result = run_estimate(
+            list(frame.columns), frame.to_numpy(), spec, folds, "ext-empty"
+        )
+        record = storage.JobRecords("fanfit-jobs", boto3.client("dynamodb")).get("ext-empty")
+        schedules = [store.get_json(storage.schedule_key("ext-empty", s)) for s in range(2)]
+        # (the progress reader reads every stage's schedule, the empty one too)
+        sfn = SimpleNamespace(get_execution_history=lambda **_: {"events": []})
+        job = SimpleNamespace(client=SimpleNamespace(store=store, sfn=sfn), job_id="ext-empty",
+                              execution_arn="arn:x")  # fmt: skip
+        progress = ProgressTracker(job, "estimate").snapshot({"status": "RUNNING"})
+    # THEN the job ended, stage 0 had no unit (an empty schedule) and stage 1 its ml_g units
+    assert record["status"] == "SUCCEEDED"
+    assert [p.n_units for p in planned] == [0, 6]
+    assert schedules[0]["waves"] == []
+    units = [u for w in schedules[1]["waves"] for sh in w["shards"] for u in sh["units"]]
+    assert len(units) == 6 and all("ml_g" in u for u in units)
+    n_shards = sum(len(w["shards"]) for w in schedules[1]["waves"])
+    assert (progress.shards_done, progress.shards_total) == (n_shards, n_shards)
+    assert (progress.fits_done, progress.fits_total) == (6, 6)
+    # AND the estimate is DoubleML's refit with the given predictions
     np.testing.assert_allclose(result["all_coef"]["d"], refit.all_coef[0], rtol=1e-9)
     np.testing.assert_allclose(result["all_se"]["d"], refit.all_se[0], rtol=1e-9)

@@ -125,7 +125,8 @@ def schedule_wave(
     -------
     WaveOutput
         ``has_wave`` and, when True, the wave's shard list key, shard count, Map concurrency, Map
-        Run prefix and next wave.
+        Run prefix and next wave. A stage without units has no wave 0; its schedule is written
+        all the same, with no wave (every reader of a stage's schedule expects one).
 
     Raises
     ------
@@ -165,7 +166,11 @@ def schedule_wave(
         account_concurrency=account_concurrency, throughput=throughput, planned=planned,
     )  # fmt: skip
     if not remaining:
-        if recovered:
+        if recovered or wave == 0:
+            # wave 0 with nothing left: a stage without units (every nuisance of it given,
+            # external_predictions_cols) records its schedule too, with no wave, as every reader
+            # of a stage's schedule expects one (Prepare of the next stage, Aggregate, the
+            # failure's description, progress)
             store.put_json(storage.schedule_key(job_id, stage), schedule.to_json_dict())
         return out
     placement = place(ctx, remaining, partitions, history, memory_sizes=sizes,

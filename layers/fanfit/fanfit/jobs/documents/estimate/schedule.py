@@ -283,7 +283,8 @@ class StageSchedule(_OmitNone):
     """``stages/<s>/schedule.json``: the waves of a stage so far (:func:`fanfit.storage.schedule_key`).
 
     ``next_shard_id`` is the first shard id no wave used (ids are never reused in a stage);
-    ``recovered`` is set when a resumed execution reduced the schedule to the written shards.
+    ``recovered`` is set when a resumed execution reduced the schedule to the written shards. A
+    stage without units (every nuisance of it given) has one too, with no wave.
     """
 
     waves: list[WaveEntry] = Field(default_factory=list)
