@@ -240,6 +240,11 @@ def runs(state: dict[str, Any]) -> str:
         params = state.get("Parameters", {})
         if resource.endswith(":lambda:invoke"):
             return f"Lambda {_function(params)}"
+        if resource.endswith(":lambda:invoke.waitForTaskToken"):
+            return (
+                f"Lambda {_function(params)}, then waits for its task token (SendTaskSuccess or "
+                "SendTaskFailure)"
+            )
         if ":batch:submitJob" in resource:
             waits = ", waits for it" if resource.endswith(".sync") else ""
             return (

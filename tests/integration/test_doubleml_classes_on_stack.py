@@ -8,7 +8,8 @@ CrossFit Lambdas -> Aggregate) and DoubleML's classes of the same names in-proce
 confint, the bootstrap from the same global seed, the sensitivity analysis and nuisance_loss agree
 to a relative 1e-9. Likewise ``fanfit.DoubleMLLPLR`` on DoubleML's LPLR generator
 (make_lplr_LZZ2020) for given outer and inner folds (one fit unit per outer fold runs the nested
-fits, ``n_folds_inner`` other than ``n_folds``). And DoubleML's ``tune()`` then ``fit()`` of an
+fits, ``n_folds_inner`` other than ``n_folds``), and ``fanfit.RDFlex`` as one job whose stages
+wait for the client's rdrobust. And DoubleML's ``tune()`` then ``fit()`` of an
 IRM, each search one job on the stack: the scores, the chosen parameters and the estimate are
 DoubleML's.
 """
@@ -169,6 +170,45 @@ def test_lplr_on_the_stack_equals_doubleml_for_given_outer_and_inner_folds(local
     np.random.seed(31)
     theirs.bootstrap(method="normal", n_rep_boot=300)
     np.testing.assert_allclose(ours.confint(joint=True), theirs.confint(joint=True), rtol=RTOL)
+
+
+def test_rdflex_on_the_stack_waits_for_rdrobust_and_equals_doubleml(local_client) -> None:
+    import doubleml as dml
+    from doubleml.rdd.datasets import make_simple_rdd_data
+    from sklearn.linear_model import LinearRegression, LogisticRegression
+
+    import fanfit
+    from fanfit.jobs.states import EstimateState
+
+    # GIVEN DoubleML's fuzzy RDD generator, deterministic learners and one global seed
+    np.random.seed(3)
+    d = make_simple_rdd_data(n_obs=N_OBS, fuzzy=True)
+    data = dml.DoubleMLRDDData.from_arrays(x=d["X"], y=d["Y"], d=d["D"], score=d["score"])
+    learners = (LinearRegression(), LogisticRegression())
+    kwargs = {"fuzzy": True, "n_folds": 3, "n_rep": 2, "fs_specification": "cutoff and score"}
+    np.random.seed(8)
+    ours = fanfit.RDFlex(data, *learners, **kwargs)
+    np.random.seed(8)
+    theirs = dml.rdd.RDFlex(data, *learners, **kwargs)
+    # WHEN fanfit's runs as one job on the local stack (its stages waiting for this client's
+    # rdrobust) and DoubleML's in-process
+    ours.fit(client=local_client, max_concurrency=2, timeout=300)
+    theirs.fit()
+    # THEN every number is DoubleML's, result.json holds the client's estimate, and the one
+    # execution waited for the client twice before the stages and once before Aggregate
+    for name in ("coef", "se", "ci", "all_coef", "all_se", "h"):
+        np.testing.assert_allclose(getattr(ours, name), getattr(theirs, name), rtol=RTOL, atol=0)
+    assert str(ours) == str(theirs)
+    result = ours.fanfit_result
+    assert result.d_cols == ["Conventional", "Bias-Corrected", "Robust"]
+    np.testing.assert_allclose(result.coef, theirs.coef, rtol=RTOL, atol=0)
+    history = local_client.sfn.get_execution_history(
+        executionArn=ours.fanfit_job.execution_arn, maxResults=1000
+    )["events"]
+    entered = [e["stateEnteredEventDetails"]["name"] for e in history
+               if e["type"] == "TaskStateEntered"]  # fmt: skip
+    assert entered.count(EstimateState.WAIT_CLIENT_INPUTS) == 2
+    assert entered.count(EstimateState.WAIT_CLIENT_ESTIMATE) == 1
 
 
 def test_tune_then_fit_on_the_stack_equals_doubleml(local_client) -> None:

@@ -253,4 +253,4 @@ def test_help_shows_defaults_and_choices(capsys) -> None:
     out = " ".join(capsys.readouterr().out.split())
     assert "--n-folds N_FOLDS (default: 5)" in out
     assert "--output {table,json} (default: table)" in out
-    assert "{plr,irm,pliv,iivm,apo,did,didcs,ssm,pq,cvar,lpq,lplr,apos,qte}" in out
+    assert "{plr,irm,pliv,iivm,apo,did,didcs,ssm,pq,cvar,lpq,lplr,rdflex,apos,qte}" in out

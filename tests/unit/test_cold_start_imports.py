@@ -40,6 +40,7 @@ def _imported(statement: str) -> list[str]:
         "fanfit.jobs.estimate.schedule",
         "fanfit.jobs.estimate.crossfit",
         "fanfit.jobs.estimate.aggregate",
+        "fanfit.jobs.estimate.client_inputs",
         "fanfit.jobs.sharing",
         "fanfit.jobs.train.init",
         "fanfit.jobs.train.schedule",

@@ -161,7 +161,7 @@ def test_train_config(tmp_path: Path) -> None:
         (
             "model: ols\n",
             r"model must be one of 'plr', 'irm', 'pliv', 'iivm', 'apo', 'did', 'didcs', 'ssm', "
-            r"'pq', 'cvar', 'lpq', 'lplr', 'apos', 'qte', got 'ols'",
+            r"'pq', 'cvar', 'lpq', 'lplr', 'rdflex', 'apos', 'qte', got 'ols'",
         ),
         ("ml_l: 5\n", r"ml_l must be a learner"),
         ("n_folds: 3\nn-folds: 4\n", r"'n-folds' and 'n_folds' set the same option"),

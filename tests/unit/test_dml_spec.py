@@ -101,6 +101,7 @@ def test_from_dict_takes_the_default_score_and_defaults() -> None:
         "cvar",
         "lpq",
         "lplr",
+        "rdflex",
     )
 
 

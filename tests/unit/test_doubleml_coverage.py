@@ -36,7 +36,7 @@ NOT_MODELS = {
     "DoubleMLPolicyTree": "heterogeneity of a fitted model (fanfit's policy_tree)",
 }
 #: DoubleML's models fanfit does not run yet, by the issue that adds them.
-NOT_YET = {"RDFlex": "issue 38: regression discontinuity with flexible covariates"}
+NOT_YET: dict[str, str] = {}
 MODULES = ("doubleml", "doubleml.did", "doubleml.rdd")
 
 

@@ -122,6 +122,7 @@ def _model_accepts(module, event) -> bool:
         "train_finalize": events.TrainFinalizeEvent,
         "release": events.ReleaseEvent,
         "watch_gpu_job": events.WatchGpuJobEvent,
+        "client_inputs": events.ClientInputsEvent,
     }[module]
     try:
         parse(event=event, model=model)

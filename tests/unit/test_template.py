@@ -111,6 +111,18 @@ def test_every_lambda_task_retries_throttling_and_catches_or_ends_inside_a_map(m
     for name, state in top.items():
         if state["Type"] in ("Task", "Map") and name not in failure_path:
             target = state["Catch"][0]["Next"]
+            if state.get("Resource", "").endswith(".waitForTaskToken"):
+                # a wait for the client: its timeout is first named by a Pass (ClientTimeoutError),
+                # then recorded; any other error (the client's SendTaskFailure) is recorded as is
+                first, last = state["Catch"][0], state["Catch"][-1]
+                assert first["ErrorEquals"] == ["States.Timeout", "States.HeartbeatTimeout"], name
+                assert top[target]["Type"] == "Pass" and top[target]["ResultPath"] == "$.error"
+                assert top[target]["Parameters"]["Error"] == "ClientTimeoutError", name
+                assert top[target]["Next"] == "Record that the job failed", name
+                assert last["ErrorEquals"] == ["States.ALL"], name
+                assert last["Next"] == "Record that the job failed", name
+                assert "States.Timeout" not in {e for r in state["Retry"] for e in r["ErrorEquals"]}
+                continue
             if target == naming:
                 assert state["Type"] == "Map" and top[naming]["Catch"][0]["Next"] == (
                     "Record that the job failed"

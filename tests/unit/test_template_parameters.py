@@ -128,12 +128,23 @@ def _tasks(states: dict[str, Any]):
 def test_the_rendered_definition_is_json_with_a_timeout_on_the_machine_and_every_task(
     template, machine, gpu
 ):
-    # GIVEN the definition as CloudFormation renders it, with a JobTimeoutSeconds of 600
-    definition = _render(template, machine, JobTimeoutSeconds=600, EnableGpuWorker=gpu)
-    # THEN it is JSON whose top level and every Task state (in the Map too) time out after 600 s
+    # GIVEN the definition as CloudFormation renders it, with a JobTimeoutSeconds of 600 (and a
+    # ClientTimeoutSeconds of 120)
+    definition = _render(
+        template, machine, JobTimeoutSeconds=600, ClientTimeoutSeconds=120, EnableGpuWorker=gpu
+    )
+    # THEN it is JSON whose top level and every Task state (in the Map too) time out after 600 s,
+    # but for the waits for the client (a client-inputs model's callbacks), after 120 s
     assert definition["TimeoutSeconds"] == 600
     tasks = dict(_tasks(definition["States"]))
-    assert tasks and all(s["TimeoutSeconds"] == 600 for s in tasks.values())
+    waits = {n for n, s in tasks.items() if s["Resource"].endswith(".waitForTaskToken")}
+    assert waits == (
+        {"Wait for the client's inputs of the stage", "Wait for the client's estimate"}
+        if machine == "EstimateStateMachine"
+        else set()
+    )
+    assert tasks and all(s["TimeoutSeconds"] == 600 for n, s in tasks.items() if n not in waits)
+    assert all(tasks[n]["TimeoutSeconds"] == 120 for n in waits)
     # ... the splice left nothing but valid fields: comments end where they should
     assert "${" not in json.dumps(definition)
     assert all(s["QueryLanguage"] == "JSONPath" for s in tasks.values())
@@ -239,9 +250,13 @@ def test_the_client_policy_names_this_stacks_resources_only(template):
     assert by_action["batch:TerminateJob"].get("gpu_only") and by_action["batch:DescribeJobs"].get(
         "gpu_only"
     )
-    # ... and names "*" only for batch:DescribeJobs (no resource-level permissions)
+    # ... and names "*" only for batch:DescribeJobs and for resuming or failing a job that waits
+    # for the client (states:SendTaskSuccess/Failure): no resource-level permissions
     for stmt in statements:
         if stmt["Resource"] == "*":
-            assert _actions(stmt) == ["batch:DescribeJobs"]
+            assert _actions(stmt) in (
+                ["batch:DescribeJobs"],
+                ["states:SendTaskSuccess", "states:SendTaskFailure"],
+            )
         assert stmt["Effect"] == "Allow"
     assert template["Outputs"]["ClientPolicyArn"]["Value"] == {"Ref": "ClientPolicy"}

@@ -42,6 +42,7 @@ __all__ = [
     "InvalidJobError",
     "InvalidLearnerError",
     "JobFailedError",
+    "RDFlex",
     "StackError",
     "__version__",
     *_DOUBLEML_NAMES,
@@ -57,4 +58,8 @@ def __getattr__(name: str):  # lazy: the Lambda layer never imports the client's
         from fanfit.client import doubleml
 
         return getattr(doubleml, name)
+    if name == "RDFlex":  # its own module: DoubleML's rdd imports rdrobust (and plotnine)
+        from fanfit.client.doubleml.rdd import RDFlex
+
+        return RDFlex
     raise AttributeError(name)

@@ -179,6 +179,14 @@ class TrainJobStoppedError(JobFailedError):
     reason (the failed worker, its round and error class, or the cancel)."""
 
 
+class ClientTimeoutError(JobFailedError):
+    """A job of a model whose stage inputs and estimate the client computes (``ModelDef.
+    client_inputs``: RDFlex) waited longer than the template's ``ClientTimeoutSeconds`` for the
+    client at one step (a stage's inputs, or the estimate): the client stopped or never ran. The
+    message names the job, the step and the timeout; run the client again on the resumed job
+    (``fanfit resume JOB``)."""
+
+
 #: The error name Step Functions gives a Lambda invocation refused because the account's (or the
 #: function's reserved) concurrency is exhausted (HTTP 429, ``TooManyRequestsException``).
 LAMBDA_THROTTLE_ERROR = "Lambda.TooManyRequestsException"

@@ -20,7 +20,9 @@ from fanfit.errors import InvalidJobError
 from fanfit.jobs.documents.estimate import EstimatePrediction
 from fanfit.progress.renderers import placement_lines
 
-__all__ = ["add_parser", "print_prediction", "print_table", "run", "run_apos", "run_qte"]
+__all__ = [
+    "add_parser", "print_prediction", "print_table", "run", "run_apos", "run_qte", "run_rdflex",
+]  # fmt: skip
 
 log = logging.getLogger("fanfit")
 
@@ -55,6 +57,25 @@ def add_parser(sub: Any) -> None:
                         help="candidates of a randomized search (n_iter_randomized_search)")  # fmt: skip
     tuning.add_argument("--tune-on-folds", action="store_true",
                         help="search on every training set of every repetition")  # fmt: skip
+    rdd = p.add_argument_group(
+        "regression discontinuity (--model rdflex: DoubleML's RDFlex; rdrobust runs here between "
+        "the stages)"
+    )
+    rdd.add_argument("--score-col", metavar="COL", default=None,
+                     help="the running variable (DoubleMLRDDData's score_col)")  # fmt: skip
+    rdd.add_argument(
+        "--cutoff", type=float, default=0.0, help="the cutoff in the score (default 0)"
+    )
+    rdd.add_argument("--fuzzy", action="store_true",
+                     help="a fuzzy design (--ml-m: the treatment's classifier); default sharp")  # fmt: skip
+    rdd.add_argument("--fs-specification", default="cutoff",
+                     choices=("cutoff", "cutoff and score", "interacted cutoff and score"),
+                     help="the first stage's design (DoubleML's fs_specification)")  # fmt: skip
+    rdd.add_argument("--fs-kernel", default="triangular",
+                     choices=("triangular", "uniform", "epanechnikov"),
+                     help="the first stage's kernel (DoubleML's fs_kernel)")  # fmt: skip
+    rdd.add_argument("--h-fs", type=float, default=None,
+                     help="the first stage's bandwidth (default: rdrobust's without covariates)")  # fmt: skip
     p.set_defaults(func=run)
 
 
@@ -90,6 +111,8 @@ def run(args: argparse.Namespace) -> int:
         return run_apos(args, options)
     if options.model == "qte":  # one job per quantile and level (fanfit.client.qte)
         return run_qte(args, options)
+    if options.model == "rdflex":  # its stages wait for rdrobust here (fanfit.RDFlex)
+        return run_rdflex(args, options, grids)
     if args.dry_run:
         from fanfit.client.check import check_estimate
 
@@ -202,6 +225,55 @@ def run_apos(args: argparse.Namespace, options: EstimateOptions) -> int:
         labels = [f"treatment level {level_label(level)}" for level in jobs.levels]
         detached = {"job_id": jobs.job_ids[0], "treatment_levels": list(jobs.levels)}
         return _follow_jobs(args, jobs, labels, detached)
+
+
+# ---------------------------------------------------------------- --model rdflex
+def run_rdflex(
+    args: argparse.Namespace, options: EstimateOptions, grids: dict[str, Any] | None
+) -> int:
+    """Run ``fanfit estimate --model rdflex --score-col S [--cutoff C] [--fuzzy]``: DoubleML's
+    RDFlex as one job on the stack (:func:`fanfit.client.doubleml.rdd.rdflex_from_options`,
+    :meth:`fanfit.RDFlex.fit`), whose stages wait for rdrobust on this machine; prints DoubleML's
+    printout (``--output json``: the estimate as ``result.json`` holds it). ``--dry-run`` checks
+    the job and prints what would run. Returns the exit code.
+
+    Raises
+    ------
+    fanfit.errors.InvalidJobError
+        ``--param-grid``, ``--plan-only`` or ``--detach`` (the job needs this client between its
+        stages), and what :func:`~fanfit.client.doubleml.rdd.rdflex_from_options` refuses.
+    """
+    from fanfit.client.doubleml.rdd import rdflex_from_options
+
+    for flag, given in (("--param-grid", grids is not None),
+                        ("--plan-only", getattr(args, "plan_only", False)),
+                        ("--detach", getattr(args, "detach", False))):  # fmt: skip
+        if given:
+            raise InvalidJobError(
+                f"--model rdflex does not take {flag}: its job waits for this client between "
+                "its stages (rdrobust runs here)"
+            )
+    model = rdflex_from_options(
+        options, score_col=args.score_col, cutoff=args.cutoff, fuzzy=args.fuzzy,
+        fs_specification=args.fs_specification, fs_kernel=args.fs_kernel, h_fs=args.h_fs,
+    )  # fmt: skip
+    n_iterations = options.n_iterations or 2
+    job_options = {"max_concurrency": options.max_concurrency,
+                   "units_per_shard": options.units_per_shard, "sharding": options.sharding}  # fmt: skip
+    if args.dry_run:
+        from fanfit.client.doubleml.base import _check
+
+        _, checked = _check(model._fanfit_frame(), model.fanfit_options(n_iterations, options.seed))
+        return common.print_dry_run("estimate", args, checked.describe())
+    with common.stack_client(args) as client:
+        model.fit(n_iterations, client=client, timeout=args.timeout or 3600.0,
+                  progress=common.progress(args), seed=options.seed, **job_options)  # fmt: skip
+    if args.output == "json":
+        print(json.dumps(model.fanfit_result.raw, indent=2))
+    else:
+        print(model)
+    log.info("job %s", model.fanfit_job.job_id)
+    return 0
 
 
 # ---------------------------------------------------------------- --model qte

@@ -73,6 +73,8 @@ _ERRORS: dict[str, type[errors.FanfitError]] = {
     "InvalidDataError": errors.InvalidDataError,
     "InvalidLearnerError": errors.InvalidLearnerError,
     "InvalidFoldsError": errors.InvalidFoldsError,
+    # a client-inputs job's wait for its client timed out (orchestrator/estimate.asl.json)
+    "ClientTimeoutError": errors.ClientTimeoutError,
 }
 
 

@@ -8,7 +8,7 @@ here. References: Chernozhukov et al. (2018), The Econometrics Journal 21(1), C1
 """
 
 from fanfit.dml.data import DMLData, check_columns, check_noncompliance, validate_data
-from fanfit.dml.estimate import aggregate, estimate_in_process, score_elements
+from fanfit.dml.estimate import aggregate, estimate_in_process, fit_stage, score_elements
 from fanfit.dml.external import put_external_predictions
 from fanfit.dml.folds import (
     cluster_folds_to_smpls,
@@ -81,6 +81,7 @@ __all__ = [
     "fit_predict",
     "fit_predict_aux",
     "fit_predict_units",
+    "fit_stage",
     "fit_units",
     "fold_means",
     "fold_scalar_keys",

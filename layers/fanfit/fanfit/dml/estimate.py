@@ -33,6 +33,7 @@ from fanfit.dml.units import (
     put_predictions,
     validate_spec_folds,
 )
+from fanfit.errors import InvalidJobError
 
 __all__ = ["aggregate", "estimate_in_process", "score_elements"]
 
@@ -218,8 +219,20 @@ def estimate_in_process(spec: DMLSpec, data: DMLData, folds: np.ndarray | None =
     Returns
     -------
     DMLResult
+
+    Raises
+    ------
+    InvalidJobError
+        A model whose stage inputs and estimate come from the client
+        (:attr:`~fanfit.dml.models.ModelDef.client_inputs`: RDFlex); its client runs
+        :func:`fit_stage` stage by stage.
     """
     spec.validate()
+    if model_def(spec.model).client_inputs:
+        raise InvalidJobError(
+            f"Model {spec.model!r} takes its stage inputs and its estimate from the client "
+            "(rdrobust): run its stages with fit_stage (fanfit.RDFlex does)."
+        )
     if folds is None:
         folds = draw_spec_folds(spec, data)
     folds = validate_spec_folds(spec, data, folds)
@@ -227,9 +240,46 @@ def estimate_in_process(spec: DMLSpec, data: DMLData, folds: np.ndarray | None =
     aux: dict[str, np.ndarray] = {}  # the units' auxiliary arrays (PQ, LPQ: stage 0's)
     for stage in range(n_stages(spec)):
         inputs = stage_inputs(spec, stage, data, folds, preds, aux)
-        for unit in fit_units(spec, stage):
-            values, unit_aux = fit_predict_aux(spec, unit, data, folds, inputs)
-            put_predictions(preds, unit, folds, values, spec)
-            if unit_aux is not None:
-                aux[unit.key] = unit_aux
+        fit_stage(spec, data, folds, stage, inputs, preds, aux)
     return aggregate(spec, data, folds, preds)
+
+
+def fit_stage(
+    spec: DMLSpec,
+    data: DMLData,
+    folds: np.ndarray,
+    stage: int,
+    inputs: dict,
+    preds: dict[str, np.ndarray],
+    aux: dict[str, np.ndarray] | None = None,
+) -> dict[str, np.ndarray]:
+    """Run every unit of one stage here and put its predictions into ``preds`` (in place).
+
+    What the stage's Map computes on the stack; :func:`estimate_in_process` runs it per stage
+    with :func:`~fanfit.dml.unit_fits.stage_inputs`, a model whose inputs come from the client
+    (RDFlex) with the client's.
+
+    Parameters
+    ----------
+    spec, data : DMLSpec, DMLData
+    folds : numpy.ndarray of int, shape (n_obs, n_rep)
+        Validated (:func:`~fanfit.dml.units.validate_spec_folds`).
+    stage : int
+    inputs : dict
+        The stage's inputs (:class:`~fanfit.jobs.documents.estimate.StageInputs` as a dict).
+    preds : dict of str to numpy.ndarray of shape (n_obs, n_rep, n_treat)
+        From :func:`~fanfit.dml.units.init_preds`; filled in place.
+    aux : dict or None
+        Receives the units' auxiliary arrays by unit key (PQ, LPQ: stage 0's).
+
+    Returns
+    -------
+    dict
+        ``preds``.
+    """
+    for unit in fit_units(spec, stage):
+        values, unit_aux = fit_predict_aux(spec, unit, data, folds, inputs)
+        put_predictions(preds, unit, folds, values, spec)
+        if unit_aux is not None and aux is not None:
+            aux[unit.key] = unit_aux
+    return preds

@@ -62,8 +62,11 @@ class Nuisance:
     features : str
         ``'x'`` (covariates plus the other treatments, :meth:`DMLData.xd`), ``'dx'`` (the
         treatment column first, then ``'x'``: APO's ``ml_g_d_lvl0``), ``'xd'`` (``'x'``, then
-        the treatment column: SSM's ``ml_pi`` under missing at random) or ``'xm'`` (``'x'``, then
-        the treatment's unit mean, :attr:`DMLData.d_mean`: PLR's ``ml_m`` with ``d_mean_cols``).
+        the treatment column: SSM's ``ml_pi`` under missing at random), ``'xm'`` (``'x'``, then
+        the treatment's unit mean, :attr:`DMLData.d_mean`: PLR's ``ml_m`` with ``d_mean_cols``)
+        or ``'zx'`` (the instruments, then ``'x'``: RDFlex's first-stage design :math:`(Z, X)`,
+        fitted with the stage's sample weights and predicted at both sides of the cutoff,
+        :func:`fanfit.dml.scores.rdd.rd_fit_predict`).
     loss_all_rows : bool
         Evaluate the loss (and the nuisance targets) on every row instead of the training rows:
         DoubleML's SSM scores ``ml_g_d0``/``ml_g_d1`` against ``y`` on all rows (its targets are
@@ -322,6 +325,12 @@ class ModelDef:
         treatment as DoubleML keeps them, when it changes the fitted ones (DoubleMLPLPR's
         ``'cre_general'`` adjusts ``ml_m`` by unit); :attr:`score_elements` and
         :attr:`theta_initial` apply it themselves, the nuisance losses see it too.
+    client_inputs : bool
+        The model's stage inputs and its estimate come from the client (RDFlex: each stage's
+        kernel weights and the final estimate from ``rdrobust``, which runs on the client): the
+        execution waits for the client's inputs before each stage's first wave and for its
+        estimate before Aggregate (Step Functions' callback pattern, ``orchestrator/
+        estimate.asl.json``); Prepare computes no stage inputs for it.
     """
 
     name: str
@@ -350,6 +359,7 @@ class ModelDef:
     fold_procedure: FoldProcedure | None = None
     learner_copies: Mapping[str, str] = field(default_factory=dict)
     adjusted_preds: Callable[[DMLSpec, DMLData, Preds, int], Preds] | None = None
+    client_inputs: bool = False
 
     @property
     def default_score(self) -> str:

@@ -64,6 +64,7 @@ from fanfit.dml.scores.plm_irm import (
     plr_score_elements,
     plr_theta_initial,
 )
+from fanfit.dml.scores.rdd import RDFLEX_SCORES, check_rdflex_spec, iteration_keys, n_iterations
 from fanfit.dml.scores.ssm import (
     ssm_nonignorable_run,
     ssm_score_elements,
@@ -424,6 +425,28 @@ _LPLR = FoldProcedure(
 )
 
 
+# --------------------------------------------------------------------------- RDFlex
+def _rdflex_nuisances(spec: DMLSpec) -> tuple[Nuisance, ...]:
+    # DoubleML 0.11.4 rdd/rdd.py fit(): every iteration cross-fits ml_g (fuzzy: and ml_m) on
+    # (Z, X) with that iteration's kernel weights, one stage each (fanfit.dml.scores.rdd)
+    out = []
+    for iteration in range(n_iterations(spec)):
+        keys = iteration_keys(spec, iteration)
+        out.append(Nuisance(keys[0], "ml_g", "y", features="zx", stage=iteration))
+        if len(keys) > 1:
+            out.append(Nuisance(keys[1], "ml_m", "d", features="zx", stage=iteration))
+    return tuple(out)
+
+
+def _client_estimate(
+    spec: DMLSpec, data: DMLData, p: Preds, i_treat: int
+) -> tuple[np.ndarray, np.ndarray]:
+    raise InvalidJobError(
+        f"Model {spec.model!r} has no score elements: its estimate is rdrobust's on the "
+        "residuals, computed on the client (ModelDef.client_inputs)."
+    )
+
+
 # --------------------------------------------------------------------------- the registry
 _IV_TYPE_G = "E[Y - D theta|X] (IV-type score)"
 
@@ -622,6 +645,26 @@ REGISTRY: dict[str, ModelDef] = {
             doubleml_client_class="DoubleMLLPLR",
             fold_procedure=_LPLR,
             learner_copies={"ml_a": "ml_m"},
+        ),
+        ModelDef(
+            name="rdflex",
+            doubleml_class="RDFlex",
+            scores=RDFLEX_SCORES,
+            roles={"ml_g": "either", "ml_m": "classifier"},
+            purposes={
+                "ml_g": "E[Y|score=cutoff+-,X] (with kernel weights)",
+                "ml_m": "P(D=1|score=cutoff+-,X) (fuzzy design)",
+            },
+            nuisances=_rdflex_nuisances,
+            score_elements=_client_estimate,
+            check_spec=check_rdflex_spec,
+            binary=("d",),
+            doubleml_learners=("ml_g",),
+            doubleml_optional=("ml_m",),
+            options=("n_iterations",),
+            doubleml_data="DoubleMLRDDData",
+            doubleml_client_class="RDFlex",
+            client_inputs=True,
         ),
     )
 }

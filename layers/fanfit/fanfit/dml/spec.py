@@ -240,6 +240,9 @@ class DMLSpec:
     n_folds_inner : int or None
         LPLR only (DoubleML's ``n_folds_inner``): the number of inner folds each outer fold's
         training rows are split in, at least 2; None: DoubleML's default, 5.
+    n_iterations : int or None
+        RDFlex only (``RDFlex.fit(n_iterations=...)``): the iterations of the bandwidth
+        fitting, one stage each, at least 1; None: DoubleML's default, 2.
     inner_folds_cols : tuple of str or None
         LPLR only: given inner folds, one data column per (repetition, outer fold), in the order
         ``i_rep * n_folds + i_fold`` (:attr:`fanfit.dml.DMLData.inner_folds`); None: each fold
@@ -311,6 +314,7 @@ class DMLSpec:
     weights_col: str | None = None
     weights_bar_cols: tuple[str, ...] | None = None
     n_folds_inner: int | None = None
+    n_iterations: int | None = None
     inner_folds_cols: tuple[str, ...] | None = None
     d_mean_cols: tuple[str, ...] | None = None
     approach: str | None = None
@@ -463,7 +467,8 @@ class DMLSpec:
             "cluster_cols": list(self.cluster_cols),
             "subgroups": None if self.subgroups is None else dict(self.subgroups),
         } | _set_fields(self, "treatment_level", "t_col", "in_sample_normalization", "s_col",
-                        "weights_col", "treatment", "quantile", "n_folds_inner") | (
+                        "weights_col", "treatment", "quantile", "n_folds_inner",
+                        "n_iterations") | (
             {} if self.weights_bar_cols is None else {"weights_bar_cols": list(self.weights_bar_cols)}
         ) | (
             {} if self.inner_folds_cols is None else {"inner_folds_cols": list(self.inner_folds_cols)}

@@ -198,7 +198,7 @@ def validate_model_options(spec: DMLSpec) -> None:
     own = (*mdef.options, *mdef.data_options, *mdef.transform_options)
     for option in (
         "subgroups", "treatment_level", "t_col", "in_sample_normalization", "s_col",
-        "treatment", "quantile", "n_folds_inner", "d_mean_cols", "approach",
+        "treatment", "quantile", "n_folds_inner", "n_iterations", "d_mean_cols", "approach",
     ):  # fmt: skip
         if getattr(spec, option) is not None and option not in own:
             owners = [

@@ -28,6 +28,7 @@ from fanfit.dml.external import every_key_given
 from fanfit.dml.folds import DEFAULT_N_FOLDS_INNER, draw_inner_smpls, inner_smpls_to_ids
 from fanfit.dml.models import RESIDUAL, column, model_def, row_mask
 from fanfit.dml.nuisance_params import unit_learner
+from fanfit.dml.scores.rdd import rd_fit_predict
 from fanfit.dml.spec import DMLSpec
 from fanfit.dml.units import (
     FitUnit,
@@ -83,6 +84,10 @@ def features(spec: DMLSpec, data: DMLData, key: str, i_treat: int) -> np.ndarray
         return np.column_stack((data.d[:, i_treat], x))
     if kind == "xd":
         return np.column_stack((x, data.d[:, i_treat]))
+    if kind == "zx":
+        if data.z is None:
+            raise InvalidJobError(f"Nuisance {key} needs the first stage's design (z_cols).")
+        return np.column_stack((data.z, x))
     if kind == "xm":
         if data.d_mean is None:
             raise InvalidJobError(f"Nuisance {key} needs the treatments' unit means (d_mean_cols).")
@@ -236,6 +241,12 @@ def _fit_one(
     fold: ``store_models``)."""
     lspec, x, target, train, test = _unit_rows(spec, unit, data, folds, stage_inputs)
     estimator = lspec.build(random_state=unit_seed(spec.seed, unit))
+    if nuisance(spec, unit.learner).features == "zx":  # RDFlex: weighted, both sides' mean
+        assert data.z is not None
+        weights = _stage_weights(stage_inputs, unit, data)
+        values = rd_fit_predict(estimator, x, target, train, test, weights, data.z.shape[1],
+                                lspec.is_classifier)  # fmt: skip
+        return values, estimator
     if lspec.is_classifier:
         # cross_val_predict label-encodes the whole target column before splitting
         _, encoded = np.unique(target, return_inverse=True)
@@ -274,6 +285,8 @@ def _batchable(spec: DMLSpec, unit: FitUnit) -> bool:
     """Whether a unit's fit can join a batch: a TorchMLP learner of a model without a fold
     procedure (:mod:`fanfit.learners.torch_batched`)."""
     if model_def(spec.model).fold_procedure_for(spec) is not None:
+        return False
+    if nuisance(spec, unit.learner).features == "zx":  # weighted, predicted twice
         return False
     lspec = spec.learners.get(learner_name(unit.learner))
     return lspec is not None and lspec.name in BATCHED_LEARNERS
@@ -477,8 +490,9 @@ def _fold_scalars(names: tuple[str, ...], inputs: dict | None, unit: FitUnit) ->
 
 
 def _stage_weights(inputs: dict | None, unit: FitUnit, data: DMLData) -> np.ndarray:
-    """The unit's repetition's sample weights from stage 1's inputs
-    (``sample_weights[i_treat][i_rep]``, one per row)."""
+    """The unit's repetition's sample weights from its stage's inputs
+    (``sample_weights[i_treat][i_rep]``, one per row: LPLR's ``'instrument'`` stage 1, every
+    stage of RDFlex, whose inputs the client sends)."""
     try:
         weights = np.asarray(
             inputs["sample_weights"][unit.i_treat][unit.i_rep],  # type: ignore[index]
@@ -486,8 +500,8 @@ def _stage_weights(inputs: dict | None, unit: FitUnit, data: DMLData) -> np.ndar
         )
     except (TypeError, KeyError, IndexError) as exc:
         raise InvalidJobError(
-            f"Unit {unit.key} needs stage_inputs with 'sample_weights' from stage 0; compute "
-            f"them with stage_inputs(spec, {unit.stage}, ...)."
+            f"Unit {unit.key} needs stage_inputs with 'sample_weights' (LPLR's 'instrument': "
+            f"stage_inputs(spec, {unit.stage}, ...) from stage 0; RDFlex: the client's)."
         ) from exc
     if weights.shape != (data.n_obs,):
         raise InvalidJobError(

@@ -19,6 +19,14 @@ class EstimateState(StrEnum):
     """States of ``orchestrator/estimate.asl.json`` (the estimate job)."""
 
     PREPARE = "Validate the job and write its plan"
+    #: A model with ``ModelDef.client_inputs`` (RDFlex): after each Prepare, the Choice whether
+    #: the stage waits for the client's inputs (``$.plan.client_inputs`` and not
+    #: ``client_inputs_ready``), the callback Task that waits (ClientInputs writes the request
+    #: with the task token; the client resumes the execution with SendTaskSuccess), and the Pass
+    #: that names a wait that timed out (``ClientTimeoutError``) for the failure path.
+    IS_CLIENT_INPUTS_WAIT = "Does the stage wait for the client's inputs?"
+    WAIT_CLIENT_INPUTS = "Wait for the client's inputs of the stage"
+    NAME_CLIENT_INPUTS_TIMEOUT = "Name the client's inputs that did not come in time"
     SCHEDULE_FIRST_WAVE = "Size the first wave of shards from measured throughput"
     IS_WAVE_LEFT = "Is a wave of shards left to run?"
     CROSSFIT_WAVE = "Cross-fit every shard of the wave"
@@ -38,6 +46,10 @@ class EstimateState(StrEnum):
     SCHEDULE_NEXT_WAVE = "Record the wave's throughput and size the next wave"
     IS_STAGE_LEFT = "Is there another stage?"
     PREPARE_NEXT_STAGE = "Plan the next stage from the predictions so far"
+    #: A client-inputs model after its last stage: the wait for the client's estimate before
+    #: Aggregate (unless ``$.plan.client_estimate_ready``), and the Pass naming its timeout.
+    WAIT_CLIENT_ESTIMATE = "Wait for the client's estimate"
+    NAME_CLIENT_ESTIMATE_TIMEOUT = "Name the client's estimate that did not come in time"
     AGGREGATE = "Aggregate the predictions into the estimate"
     NAME_FAILED_SHARD = "Name the shard that failed and its last error"
     RECORD_FAILURE = "Record that the job failed"

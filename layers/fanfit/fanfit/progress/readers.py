@@ -52,6 +52,8 @@ _PHASES: dict[str, str] = {
     EstimateState.CROSSFIT_WAVE: "cross-fitting",
     EstimateState.SCHEDULE_NEXT_WAVE: "scheduling",
     EstimateState.AGGREGATE: "aggregating",
+    EstimateState.WAIT_CLIENT_INPUTS: "waiting for the client",
+    EstimateState.WAIT_CLIENT_ESTIMATE: "waiting for the client",
     TrainState.RUN_ROUND: "training",
 }
 

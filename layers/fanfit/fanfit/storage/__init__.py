@@ -13,11 +13,14 @@ here: callers write ``storage.plan_key(job_id)`` and ``storage.JobStore``.
 """
 
 from fanfit.storage.keys import (
+    CLIENT_ESTIMATE_STEP,
     DATA_KEY_PATTERN,
     MODEL_PREFIX,
     aux_array_name,
     check_data_key,
     check_job_key,
+    client_estimate_key,
+    client_request_key,
     data_key,
     estimate_stop_key,
     folds_key,
@@ -81,6 +84,7 @@ from fanfit.storage.tables import (
 )
 
 __all__ = [
+    "CLIENT_ESTIMATE_STEP",
     "DATA_KEY_PATTERN",
     "MODEL_PREFIX",
     "JOB_STATUS_CANCELLED",
@@ -99,6 +103,8 @@ __all__ = [
     "ThroughputRecords",
     "check_data_key",
     "check_job_key",
+    "client_estimate_key",
+    "client_request_key",
     "data_key",
     "decode_data",
     "encode_data",

@@ -13,7 +13,13 @@ Key layout (``<job>`` is the job id)::
     jobs/<job>/stages/<s>/prepare.json     Prepare's record of stage s: started_at, ended_at, memory_mb
     jobs/<job>/stages/<s>/schedule.json    the waves of stage s so far: decision and shard ids (Schedule)
     jobs/<job>/stages/<s>/waves/<w>.json   the shard list of wave w of stage s (the Map's ItemReader)
-    jobs/<job>/stages/<s>/inputs.json      inputs of stage s computed from earlier stages
+    jobs/<job>/stages/<s>/inputs.json      inputs of stage s computed from earlier stages (Prepare), or
+                                           sent by the client (a model with ``client_inputs``)
+    jobs/<job>/stages/<s>/request.json     the execution's request for the client's inputs of stage s:
+                                           its task token (ClientInputs; a ``client_inputs`` model)
+    jobs/<job>/estimate-request.json       the execution's request for the client's estimate (ClientInputs)
+    jobs/<job>/client-estimate.json        the estimate the client computed and sent (a ``client_inputs``
+                                           model: RDFlex's rdrobust), read by Aggregate
     jobs/<job>/stages/<s>/preds/<shard>.npz  out-of-fold predictions of one shard, one array per unit
                                            (named by the unit's key), ``__stats__``, and a unit's
                                            auxiliary array as ``__aux__<unit key>`` where it has one
@@ -40,6 +46,9 @@ import re
 from typing import Any
 
 from fanfit.errors import InvalidJobError
+
+#: The step of a client request (:func:`client_request_key`) that is not a stage: the client's estimate.
+CLIENT_ESTIMATE_STEP = "estimate"
 
 
 def data_key(digest: str) -> str:
@@ -175,6 +184,39 @@ def stage_inputs_key(job_id: str, stage: int, part: int = 0) -> str:
     ``part`` of a job of several parts; part 0 keeps the key of a job of one)."""
     name = f"inputs-p{part}.json" if part else "inputs.json"
     return f"jobs/{job_id}/stages/{stage}/{name}"
+
+
+def client_request_key(job_id: str, step: int | str) -> str:
+    """Key of the execution's request to the client (a model with ``ModelDef.client_inputs``:
+    :class:`~fanfit.jobs.documents.events.ClientRequest`, the task token the execution waits on),
+    written by ClientInputs, read by the client.
+
+    Parameters
+    ----------
+    job_id : str
+    step : int or str
+        The stage whose inputs the execution waits for (``jobs/<job>/stages/<s>/request.json``), or
+        :data:`CLIENT_ESTIMATE_STEP` for the client's estimate (``jobs/<job>/estimate-request.json``).
+
+    Raises
+    ------
+    InvalidJobError
+        ``step`` is neither a stage (an int >= 0) nor :data:`CLIENT_ESTIMATE_STEP`.
+    """
+    if step == CLIENT_ESTIMATE_STEP:
+        return f"{job_prefix(job_id)}estimate-request.json"
+    if isinstance(step, bool) or not isinstance(step, int) or step < 0:
+        raise InvalidJobError(
+            f"a client request's step is a stage (an int >= 0) or {CLIENT_ESTIMATE_STEP!r}, "
+            f"got {step!r}"
+        )
+    return f"{stage_prefix(job_id, step)}request.json"
+
+
+def client_estimate_key(job_id: str) -> str:
+    """Key of the estimate the client computed and sent (a model with ``ModelDef.client_inputs``:
+    RDFlex's ``rdrobust`` on the client), written by the client, read by Aggregate."""
+    return f"{job_prefix(job_id)}client-estimate.json"
 
 
 def preds_key(job_id: str, stage: int, shard_id: str) -> str:

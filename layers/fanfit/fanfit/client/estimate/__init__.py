@@ -3,6 +3,9 @@ result (:class:`EstimateResult`, laid out as DoubleML lays out a fitted model).
 
 Modules, bottom to top (each imports only those before it):
 
+- :mod:`~fanfit.client.estimate.callbacks`: :class:`~fanfit.client.estimate.callbacks.
+  ClientCallbacks`, a base of :class:`EstimateJob`: a client-inputs model's requests, inputs and
+  estimate (Step Functions' callback pattern);
 - :mod:`~fanfit.client.estimate.handles`: :class:`EstimateJob`, :class:`PartJob` and the
   :class:`EstimateResult` they read;
 - :mod:`~fanfit.client.estimate.submit`: :func:`submit_estimate`, :func:`submit_parts_job`;

@@ -17,6 +17,7 @@ import numpy as np
 
 from fanfit import dml, errors, storage
 from fanfit.client.data import read_table, to_matrix
+from fanfit.client.estimate.callbacks import ClientCallbacks
 from fanfit.client.jobs import JobHandle, StackClient, cost_or_none
 from fanfit.dml.result import loss_from_json
 from fanfit.jobs.documents.estimate import EstimatePlan, EstimateResultDoc
@@ -199,8 +200,11 @@ class EstimateResult:
         return out
 
 
-class EstimateJob(JobHandle):
-    """A started estimate job: ``wait()``, ``result()``, ``status()``, ``stats()``."""
+class EstimateJob(JobHandle, ClientCallbacks):
+    """A started estimate job: ``wait()``, ``result()``, ``status()``, ``stats()``; for a model that
+    takes its stage inputs and estimate from the client (``ModelDef.client_inputs``), also
+    ``client_request()``, ``send_stage_inputs()``, ``send_estimate()`` and ``send_client_failure()``
+    (:class:`~fanfit.client.estimate.callbacks.ClientCallbacks`)."""
 
     kind = "estimate"
 

@@ -99,6 +99,9 @@ class EstimateOptions(_Options):
     n_folds_inner : int, optional
         lplr: the inner folds of each outer fold's training rows (DoubleML's ``n_folds_inner``,
         default 5).
+    n_iterations : int, optional
+        rdflex: the iterations of the bandwidth fitting, one stage each (``RDFlex.fit``'s
+        ``n_iterations``, default 2).
     inner_folds_cols : str or sequence of str, optional
         lplr: given inner folds, one column per repetition and outer fold (``i_rep * n_folds +
         i_fold``), each training row's inner fold and -1 on the fold's test rows; default: each
@@ -187,6 +190,12 @@ class EstimateOptions(_Options):
         kind="int",
         help="lplr: inner folds of each outer fold's training rows (DoubleML's n_folds_inner, "
         "default 5)",
+    )
+    n_iterations: int | None = _option(
+        None,
+        kind="int",
+        help="rdflex: iterations of the bandwidth fitting, one stage each (RDFlex.fit's "
+        "n_iterations, default 2)",
     )
     inner_folds_cols: str | Sequence[str] | None = _option(
         None,
@@ -409,6 +418,7 @@ class EstimateOptions(_Options):
             t=self.t, in_sample_normalization=self.in_sample_normalization, s_col=self.s,
             weights_col=self.weights_col, weights_bar_cols=self.weights_bar_cols,
             treatment=self.treatment, quantiles=self.quantiles, n_folds_inner=self.n_folds_inner,
+            n_iterations=self.n_iterations,
             inner_folds_cols=self.inner_folds_cols, d_mean_cols=self.d_mean_cols,
             approach=self.approach,
             learner_params=read_learner_params(self.learner_params),

@@ -148,6 +148,7 @@ def build_spec(
     treatment: int | None = None,
     quantiles: str | float | Sequence[float] | None = None,
     n_folds_inner: int | None = None,
+    n_iterations: int | None = None,
     inner_folds_cols: str | Sequence[str] | None = None,
     learner_params: Mapping[str, Any] | None = None,
     external_predictions_cols: Mapping[str, Any] | None = None,
@@ -186,8 +187,8 @@ def build_spec(
     for name, value in (("n_folds", n_folds), ("n_rep", n_rep), ("seed", seed),
                         ("n_rep_boot", n_rep_boot)):  # fmt: skip
         check_int(name, value)
-    if n_folds_inner is not None:
-        check_int("n_folds_inner", n_folds_inner)
+    check_int("n_folds_inner", n_folds_inner, optional=True)
+    check_int("n_iterations", n_iterations, optional=True)
     check_columns("inner_folds_cols", inner_folds_cols, optional=True)
     check_columns("d_mean_cols", d_mean_cols, optional=True)
     check_str("approach", approach, optional=True)
@@ -239,6 +240,7 @@ def build_spec(
         treatment=treatment,  # the spec names a value that is not 0 or 1
         quantile=quantile,
         n_folds_inner=None if n_folds_inner is None else int(n_folds_inner),
+        n_iterations=None if n_iterations is None else int(n_iterations),
         inner_folds_cols=None if inner_folds_cols is None else tuple(_as_list(inner_folds_cols)),
         d_mean_cols=None if d_mean_cols is None else tuple(_as_list(d_mean_cols)),
         approach=approach,

@@ -7,7 +7,9 @@
 - :mod:`~fanfit.dml.scores.quantile`: PQ, CVaR and QTE;
 - :mod:`~fanfit.dml.scores.lpq`: local potential quantiles (DoubleMLLPQ);
 - :mod:`~fanfit.dml.scores.lplr`: logistic partially linear regression (DoubleMLLPLR), its nested
-  fits, nonlinear score and root search.
+  fits, nonlinear score and root search;
+- :mod:`~fanfit.dml.scores.rdd`: regression discontinuity with flexible covariates (RDFlex): its
+  first stage's design and each fold's weighted fit (rdrobust runs on the client).
 
 This package re-exports :mod:`~fanfit.dml.scores.plm_irm`'s names (``fanfit.dml.scores.est_coef``,
 ``var_est``, ...), the module ``fanfit.dml.scores`` was before it became a package.

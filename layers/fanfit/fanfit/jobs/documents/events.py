@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import functools
 from collections.abc import Callable
-from typing import Any, ClassVar, TypeVar
+from typing import Annotated, Any, ClassVar, Literal, TypeVar
 
 from aws_lambda_powertools.utilities.parser import parse
 from pydantic import (
@@ -253,6 +253,54 @@ class ReleaseOutput(Document):
 
     def to_json_dict(self) -> dict[str, Any]:
         return self.model_dump(mode="json", exclude_none=True)
+
+
+#: The step of a client request: a stage (its inputs) or ``"estimate"`` (the client's estimate,
+#: :data:`fanfit.storage.CLIENT_ESTIMATE_STEP`).
+ClientStep = Annotated[int, Field(ge=0, le=16)] | Literal["estimate"]
+#: A Step Functions task token: a 36-character UUID on the local stack, up to 1,024 characters on
+#: AWS (``SendTaskSuccess``'s ``taskToken``).
+TaskToken = Annotated[str, Field(min_length=1, max_length=1_024)]
+
+
+class ClientInputsEvent(BaseModel):
+    """Input of ClientInputs (invoked with ``lambda:invoke.waitForTaskToken``): the execution waits
+    for the client's inputs of stage ``step``, or for its estimate (``step`` ``"estimate"``), and
+    hands the token the client resumes it with.
+
+    ClientInputs keeps no idempotency record: a retried invocation carries a new token, which must
+    replace the request's (writing the request again is itself idempotent).
+    """
+
+    model_config = _CONFIG
+    job_id: str = Field(pattern=_ID)
+    step: ClientStep
+    task_token: TaskToken
+    execution_arn: str = Field(default="", max_length=2_048)
+
+
+class ClientRequest(Document):
+    """``client_request_key(job, step)``: the execution waits for the client (a model with
+    ``ModelDef.client_inputs``, RDFlex): its inputs of stage ``step`` (``stage_inputs_key(job,
+    step)``), or its estimate (``step`` ``"estimate"``: ``client_estimate_key(job)``).
+
+    Attributes
+    ----------
+    job_id : str
+    step : int or ``"estimate"``
+    task_token : str
+        What the client passes to ``SendTaskSuccess`` / ``SendTaskFailure`` (up to 1,024 characters).
+    execution_arn : str
+        The waiting execution (``$$.Execution.Id``).
+    requested_at : float
+        When ClientInputs wrote it, seconds since the epoch.
+    """
+
+    job_id: str = Field(pattern=_ID)
+    step: ClientStep
+    task_token: TaskToken
+    execution_arn: str = Field(default="", max_length=2_048)
+    requested_at: float = Field(ge=0)
 
 
 class WatchGpuJobEvent(BaseModel):

@@ -12,10 +12,13 @@ from fanfit.cost.pricing import LAMBDA_USD_PER_GB_SECOND, LAMBDA_USD_PER_REQUEST
 from fanfit.dml import overlap
 from fanfit.dml.combined import PartScores, combine_parts
 from fanfit.dml.interop import predictions_to_arrays
+from fanfit.dml.models import model_def
+from fanfit.errors import InvalidJobError
 from fanfit.jobs import sharing
 from fanfit.jobs.documents.estimate import (
     AggregateOutput,
     AggregateStats,
+    ClientEstimate,
     CombinedResult,
     EstimatePlan,
     EstimateResultDoc,
@@ -80,7 +83,7 @@ def aggregate_job(
     for part in range(len(plan.specs)):
         doc, res = _aggregate_part(store, job_id, plan, part, outputs)
         results.append(doc)
-        if plan.parts:
+        if plan.parts and res is not None:
             scores.append(PartScores.of(res))
         del res
     del outputs
@@ -156,9 +159,10 @@ def _aggregate_part(
     plan: EstimatePlan,
     part: int,
     outputs: dict[int, dict[str, np.ndarray]],
-) -> tuple[dict[str, Any], dml.DMLResult]:
+) -> tuple[dict[str, Any], dml.DMLResult | None]:
     """One part's estimate (the job's one in a job of one): :func:`fanfit.dml.aggregate` of its
-    predictions, which it writes to :func:`fanfit.storage.predictions_key` of the part.
+    predictions, which it writes to :func:`fanfit.storage.predictions_key` of the part (a model
+    whose estimate the client computes: the client's, :func:`_client_part`).
 
     Returns
     -------
@@ -173,6 +177,8 @@ def _aggregate_part(
     data, folds = load(store, plan, part)
     preds, _ = gather_outputs(store, job_id, spec, data, folds, range(plan.n_stages),
                               part=part, outputs=outputs)  # fmt: skip
+    if model_def(spec.model).client_inputs:
+        return _client_part(store, job_id, spec, data, folds, part, preds)
     # the estimate, its nuisance losses and (with boot_method) its bootstrap: dml.aggregate
     result = dml.aggregate(spec, data, folds, preds)
     # the predictions the estimate was aggregated from, for DoubleML's external_predictions
@@ -186,3 +192,45 @@ def _aggregate_part(
         "spec": spec.to_dict(),
         "propensity_overlap": overlap.propensity_overlap(spec, data, predictions),
     }, result
+
+
+def _client_part(
+    store: storage.JobStore,
+    job_id: str,
+    spec: dml.DMLSpec,
+    data: dml.DMLData,
+    folds: np.ndarray,
+    part: int,
+    preds: dict[str, np.ndarray],
+) -> tuple[dict[str, Any], None]:
+    """The part of a model whose estimate the client computes (``ModelDef.client_inputs``:
+    RDFlex's rdrobust): its predictions stored, the client's estimate
+    (:class:`~fanfit.jobs.documents.estimate.ClientEstimate`, sent before this step) as the
+    part's fields.
+
+    Raises
+    ------
+    InvalidJobError
+        The client's estimate is missing.
+    """
+    key = storage.client_estimate_key(job_id)
+    if not store.exists(key):
+        raise InvalidJobError(
+            f"job {job_id}: model {spec.model!r} takes its estimate from the client, which sent "
+            f"none ({key})."
+        )
+    estimate = ClientEstimate.parse(store.get_json(key), source=key)
+    pred_key = store.put_arrays(
+        storage.predictions_key(job_id, part), predictions_to_arrays(spec.d_cols, preds)
+    )
+    del folds
+    return {
+        **estimate.to_json_dict(),
+        "model": spec.model,
+        "score": spec.score,
+        "n_obs": int(data.n_obs),
+        "n_folds": int(spec.n_cross_folds),
+        "n_rep": int(spec.n_rep),
+        "predictions_key": pred_key,
+        "spec": spec.to_dict(),
+    }, None

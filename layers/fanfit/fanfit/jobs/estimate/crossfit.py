@@ -13,6 +13,7 @@ from typing import Any
 import numpy as np
 
 from fanfit import dml, storage
+from fanfit.dml.models import model_def
 from fanfit.errors import InvalidJobError, ShardStoppedError
 from fanfit.jobs.documents.estimate import CrossFitOutput, Shard, ShardStats, StageInputs, fit_unit
 from fanfit.jobs.documents.train import TrainStop
@@ -102,9 +103,11 @@ def crossfit_shard(
     parts: dict[int, tuple[dml.DMLData, np.ndarray, dict[str, Any]]] = {}
     for part in sorted({doc.part for doc in shard.units}):
         data, folds = load(store, plan, part)
+        # stage 0 has inputs only when the client sends them (RDFlex's kernel weights)
+        from_client = model_def(plan.spec(part).model).client_inputs
         stage_inputs = (
             StageInputs.parse(store.get_json(storage.stage_inputs_key(job_id, stage, part)))
-            if stage > 0
+            if stage > 0 or from_client
             else StageInputs()
         )
         parts[part] = (data, folds, stage_inputs.to_json_dict())

@@ -8,6 +8,7 @@ import time
 
 from fanfit import dml, storage
 from fanfit.dml.gt_subsets import draw_gt_folds
+from fanfit.dml.models import model_def
 from fanfit.errors import InvalidDocumentError, InvalidJobError
 from fanfit.jobs import sharing
 from fanfit.jobs.documents.estimate import (
@@ -57,8 +58,10 @@ def prepare_stage(
     (:class:`~fanfit.jobs.documents.estimate.EstimatePlan`), and marks the job RUNNING.
     A later stage computes its inputs from the predictions (and the units' auxiliary arrays) of
     the stages before it (:func:`fanfit.dml.stage_inputs`: PQ's and LPQ's chain of IPW searches runs
-    here, between their two stages). Every stage writes its units (:func:`fanfit.storage.units_key`)
-    and what it measured (:func:`fanfit.storage.prepare_record_key`).
+    here, between their two stages). A model with ``ModelDef.client_inputs`` (any part's) gets no
+    stage inputs from Prepare, for any stage: the client writes them while the execution waits
+    (:mod:`fanfit.jobs.estimate.client_inputs`). Every stage writes its units
+    (:func:`fanfit.storage.units_key`) and what it measured (:func:`fanfit.storage.prepare_record_key`).
 
     Parameters
     ----------
@@ -85,7 +88,9 @@ def prepare_stage(
     -------
     PrepareOutput
         The stage's unit count and whether a stage follows; :func:`~fanfit.jobs.estimate.wave.
-        schedule_wave` cuts the units into shards.
+        schedule_wave` cuts the units into shards. For a client-inputs model also whether the
+        stage's inputs (``client_inputs_ready``) and, at the last stage, the client's estimate
+        (``client_estimate_ready``) already exist in S3 (a resumed job: no wait).
 
     Raises
     ------
@@ -112,19 +117,9 @@ def prepare_stage(
         plan = read_plan(store, storage.plan_key(job_id))
         if not 0 < stage < plan.n_stages:
             raise InvalidJobError(f"stage must be in 1..{plan.n_stages - 1}, got {stage}")
-        # the earlier stages' predictions and auxiliary arrays (PQ/LPQ: stage 0's preliminary
-        # propensities, from which stage_inputs runs DoubleML's chain of IPW searches), per part
-        outputs = stage_outputs(store, job_id, range(stage))
-        for part, part_spec in enumerate(plan.specs):
-            if stage >= dml.n_stages(part_spec):
-                continue  # this part is done (a job of several parts runs each part's stages)
-            data, folds = load(store, plan, part)
-            preds, aux = gather_outputs(store, job_id, part_spec, data, folds, range(stage),
-                                        part=part, outputs=outputs)  # fmt: skip
-            raw = dml.stage_inputs(part_spec, stage, data, folds, preds, aux)
-            store.put_json(storage.stage_inputs_key(job_id, stage, part),
-                           StageInputs.parse(raw).to_json_dict())  # fmt: skip
-        del outputs
+    client_inputs = _client_inputs(plan)
+    if stage > 0 and not client_inputs:  # a client-inputs model's client writes them
+        _write_stage_inputs(store, job_id, plan, stage)
     spec = plan.dml  # the learners, shared by every part
     units = plan.units(stage)
     store.put_json(storage.units_key(job_id, stage), to_json_list([unit_doc(u) for u in units]))
@@ -147,15 +142,61 @@ def prepare_stage(
         peak_rss_mb=peak_rss_mb(),
     )
     store.put_json(storage.prepare_record_key(job_id, stage), record.to_json_dict())
+    has_next_stage = stage + 1 < plan.n_stages
     return PrepareOutput(
         job_id=job_id,
         spec_key=spec_key,
         plan_key=storage.plan_key(job_id),
         stage=stage,
         n_units=len(units),
-        has_next_stage=stage + 1 < plan.n_stages,
+        has_next_stage=has_next_stage,
         next_stage=stage + 1,
+        client_inputs=client_inputs,
+        # a resumed job whose client already sent them goes on without waiting
+        client_inputs_ready=client_inputs and _stage_inputs_exist(store, job_id, plan, stage),
+        client_estimate_ready=(
+            client_inputs
+            and not has_next_stage
+            and store.exists(storage.client_estimate_key(job_id))
+        ),
     )
+
+
+def _client_inputs(plan: EstimatePlan) -> bool:
+    """Whether the job's model (any part's) takes its stage inputs and its estimate from the
+    client (:attr:`fanfit.dml.ModelDef.client_inputs`)."""
+    return any(model_def(spec.model).client_inputs for spec in plan.specs)
+
+
+def _stage_inputs_exist(
+    store: storage.JobStore, job_id: str, plan: EstimatePlan, stage: int
+) -> bool:
+    """Whether the inputs of ``stage`` of every part that has the stage are in S3."""
+    return all(
+        store.exists(storage.stage_inputs_key(job_id, stage, part))
+        for part, spec in enumerate(plan.specs)
+        if stage < dml.n_stages(spec)
+    )
+
+
+def _write_stage_inputs(
+    store: storage.JobStore, job_id: str, plan: EstimatePlan, stage: int
+) -> None:
+    """Compute each part's inputs of ``stage`` (> 0) from the earlier stages and write them to
+    :func:`fanfit.storage.stage_inputs_key` (:func:`fanfit.dml.stage_inputs`)."""
+    # the earlier stages' predictions and auxiliary arrays (PQ/LPQ: stage 0's preliminary
+    # propensities, from which stage_inputs runs DoubleML's chain of IPW searches), per part
+    outputs = stage_outputs(store, job_id, range(stage))
+    for part, part_spec in enumerate(plan.specs):
+        if stage >= dml.n_stages(part_spec):
+            continue  # this part is done (a job of several parts runs each part's stages)
+        data, folds = load(store, plan, part)
+        preds, aux = gather_outputs(store, job_id, part_spec, data, folds, range(stage),
+                                    part=part, outputs=outputs)  # fmt: skip
+        raw = dml.stage_inputs(part_spec, stage, data, folds, preds, aux)
+        store.put_json(storage.stage_inputs_key(job_id, stage, part),
+                       StageInputs.parse(raw).to_json_dict())  # fmt: skip
+    del outputs
 
 
 def _write_plan(

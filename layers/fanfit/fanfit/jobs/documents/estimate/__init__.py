@@ -11,7 +11,12 @@ document                      where (:mod:`fanfit.storage`)                writt
 :class:`EstimateSpec`         ``spec_key(job)``                            client             Prepare; progress (``dml``)
 :class:`EstimatePlan`         ``plan_key(job)``                            Prepare            Schedule, CrossFit, Aggregate, client
 :class:`FitUnitDoc` (list)    ``units_key(job, s)``                        Prepare            Schedule
-:class:`StageInputs`          ``stage_inputs_key(job, s)``                 Prepare (s > 0)    CrossFit
+:class:`StageInputs`          ``stage_inputs_key(job, s)``                 Prepare (s > 0);   CrossFit
+                                                                           the client (a
+                                                                           client-inputs
+                                                                           model, every s)
+:class:`ClientRequest`        ``client_request_key(job, s)``,              ClientInputs       the client (``EstimateJob.
+                              ``client_request_key(job, "estimate")``                         client_request``)
 :class:`StepRecord`           ``prepare_record_key(job, s)``               Prepare            Aggregate (cost), progress
 :class:`Shard` (list)         ``wave_key(job, s, w)``                      Schedule           the Map's ItemReader: CrossFit's
                                                                                               event, the GPU worker's task
@@ -19,6 +24,7 @@ document                      where (:mod:`fanfit.storage`)                writt
                                                                                               progress
 :class:`ScheduleSummary`      the job record's ``schedule``                Schedule           ``fanfit status``
 :class:`ShardStats`           ``__stats__`` of ``preds_key(job, s, id)``   CrossFit           Schedule, Aggregate, progress, cost
+:class:`ClientEstimate`       ``client_estimate_key(job)``                 client (RDFlex)    Aggregate
 :class:`EstimateResultDoc`    ``result_key(job)``                          Aggregate          client, report, cost, ``fanfit status``
 :class:`PrepareOutput`        state ``$.plan``                             Prepare            the state machine
 :class:`WaveOutput`           state ``$.schedule.wave``                    Schedule           the state machine
@@ -28,6 +34,12 @@ document                      where (:mod:`fanfit.storage`)                writt
 :class:`ReleaseOutput`        state                                        Release            the state machine
 :class:`MapRunChild` (list)   ``map_runs_prefix(job, s, w)``/.../*.json    Step Functions     Schedule, describe_failure
 ============================  ===========================================  =================  ======================================
+
+A client-inputs model (``ModelDef.client_inputs``, RDFlex) has the execution wait for the client
+(Step Functions' callback pattern): ClientInputs writes a :class:`ClientRequest` with the task token,
+the client writes the stage's :class:`StageInputs` (or its estimate) and resumes the execution with
+``SendTaskSuccess``. :class:`ClientRequest` is defined with the event models, as ClientInputs
+imports no :mod:`fanfit.dml`.
 
 ``placement`` ``'gpu'`` (and a wave's ``policy`` ``'gpu'``) is fanfit's GPU worker, an AWS Batch job.
 """
@@ -48,6 +60,7 @@ from fanfit.jobs.documents.estimate.plan import (
 from fanfit.jobs.documents.estimate.result import (
     AggregateOutput,
     AggregateStats,  # noqa: F401 (not in __all__; imported by jobs.estimate.aggregate)
+    ClientEstimate,
     CombinedFramework,
     CombinedResult,
     EstimateResultDoc,
@@ -92,13 +105,15 @@ from fanfit.jobs.documents.estimate.spec import (
 # FitUnitDoc (an item of units.json and of a shard's units) and Shard (an item of a wave's shard list,
 # the Distributed Map's ItemReader input, which is CrossFit's event's ``shard``) are defined with the
 # event models (:mod:`fanfit.jobs.documents.events`), which the train functions import without fanfit.dml; so is
-# ReleaseOutput (Release needs no fanfit.dml either).
-from fanfit.jobs.documents.events import FitUnitDoc, ReleaseOutput, Shard
+# ReleaseOutput (Release needs no fanfit.dml either), and ClientRequest (ClientInputs neither).
+from fanfit.jobs.documents.events import ClientRequest, FitUnitDoc, ReleaseOutput, Shard
 
 __all__ = [
     "MAX_CONCURRENCY",
     "MAX_UNITS_PER_SHARD",
     "AggregateOutput",
+    "ClientEstimate",
+    "ClientRequest",
     "CombinedFramework",
     "CombinedResult",
     "CrossFitOutput",

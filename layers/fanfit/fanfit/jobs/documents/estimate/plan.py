@@ -162,7 +162,8 @@ def unit_doc(unit: dml.FitUnit) -> FitUnitDoc:
 
 class StageInputs(_OmitNone):
     r"""``stages/<s>/inputs.json``: what stage ``s`` needs from the earlier stages
-    (:func:`fanfit.dml.stage_inputs`): ``{}``; ``theta_initial[i_treat][i_rep]``, the preliminary
+    (:func:`fanfit.dml.stage_inputs`; for a model with ``ModelDef.client_inputs``, what the client
+    sent, for stage 0 too): ``{}``; ``theta_initial[i_treat][i_rep]``, the preliminary
     estimate of the IV-type scores; or ``fold_scalars[name][i_treat][i_rep][i_fold]``, the fold
     scalars of a split fold procedure (PQ, LPQ: ``theta_ipw``, each fold's preliminary IPW
     quantile, computed by Prepare from stage 0's preliminary propensities with DoubleML's chain of
@@ -187,7 +188,25 @@ class StepRecord(Document):
 
 
 class PrepareOutput(Document):
-    """What Prepare returns into the state (``$.plan``)."""
+    """What Prepare returns into the state (``$.plan``).
+
+    Attributes
+    ----------
+    job_id, spec_key, plan_key : str
+    stage, n_units, next_stage : int
+    has_next_stage : bool
+    client_inputs : bool
+        The job's model (any part's, in a job of several parts) takes its stage inputs and its
+        estimate from the client (``ModelDef.client_inputs``): the state machine waits for the
+        client's inputs before the stage's first wave (unless ``client_inputs_ready``) and, after
+        the last stage, for its estimate before Aggregate (unless ``client_estimate_ready``).
+    client_inputs_ready : bool
+        The stage's inputs object (``stage_inputs_key(job, stage)``) already exists: a resumed job
+        goes on without waiting.
+    client_estimate_ready : bool
+        Only without a next stage: the client's estimate (``client_estimate_key(job)``) already
+        exists.
+    """
 
     job_id: str
     spec_key: str
@@ -196,3 +215,6 @@ class PrepareOutput(Document):
     n_units: int
     has_next_stage: bool
     next_stage: int
+    client_inputs: bool = False
+    client_inputs_ready: bool = False
+    client_estimate_ready: bool = False

@@ -17,6 +17,7 @@ from fanfit.jobs.documents.estimate.shards import ShardStats
 __all__ = [
     "AggregateOutput",
     "AggregateStats",
+    "ClientEstimate",
     "CombinedFramework",
     "CombinedResult",
     "EstimateResultDoc",
@@ -47,8 +48,27 @@ class EstimateTimings(Document):
 #: The optional fields of an estimate's result: left out of ``result.json`` when None.
 _RESULT_OPTIONAL = frozenset(
     {"ci_joint_95", "boot_method", "n_rep_boot", "nuisance_loss", "nuisance_metric", "spec",
-     "propensity_overlap"}
+     "propensity_overlap", "rdd"}
 )  # fmt: skip
+
+
+class ClientEstimate(_OmitNone):
+    """The estimate of a model whose estimate the client computes (``ModelDef.client_inputs``:
+    RDFlex, whose ``rdrobust`` runs on the client), sent before Aggregate, which writes it into
+    ``result.json``. Laid out as :meth:`fanfit.dml.DMLResult.to_dict` lays an estimate out, one
+    entry per coefficient of ``d_cols`` (RDFlex: ``Conventional``, ``Bias-Corrected``,
+    ``Robust``, rdrobust's three rows); ``rdd`` holds RDFlex's own figures
+    (:attr:`EstimateResultDoc.rdd`)."""
+
+    d_cols: list[str]
+    coef: dict[str, float]
+    se: dict[str, float]
+    t_stat: dict[str, float]
+    pval: dict[str, float]
+    ci_95: dict[str, list[float]]
+    all_coef: dict[str, list[float]]
+    all_se: dict[str, list[float]]
+    rdd: dict[str, Any] | None = None
 
 
 class _EstimateFields(_OmitNone):
@@ -77,6 +97,7 @@ class _EstimateFields(_OmitNone):
     nuisance_metric: dict[str, str] | None = None
     spec: dict[str, Any] | None = None
     propensity_overlap: dict[str, Any] | None = None
+    rdd: dict[str, Any] | None = None
     job_id: str
     execution_arn: str
     predictions_key: str
@@ -141,7 +162,10 @@ class EstimateResultDoc(_EstimateFields):
     ``nuisance_loss`` layout; :func:`fanfit.dml.losses.nuisance_loss`), ``nuisance_metric``
     (prediction key -> ``'RMSE'`` or ``'Log Loss'``) and ``spec`` (the job's
     :meth:`fanfit.dml.DMLSpec.to_dict`: columns, learners, seed) and, for IRM and IIVM,
-    ``propensity_overlap`` (:func:`fanfit.dml.overlap.propensity_overlap`) are optional, so that a
+    ``propensity_overlap`` (:func:`fanfit.dml.overlap.propensity_overlap`) and, for RDFlex,
+    ``rdd`` (the client's :class:`ClientEstimate`: ``d_cols`` are rdrobust's three rows; ``rdd``
+    its bandwidths ``h`` per repetition, ``N_h``, ``final_h``, ``cutoff``, ``fuzzy``,
+    ``fs_kernel``) are optional, so that a
     ``result.json`` written before they existed still parses. A job of several parts
     (:attr:`EstimatePlan.parts`) holds every part's estimate in ``parts`` (:class:`PartResult`),
     the first part's also at the top level, and, for ``qte`` and ``apos``, the model's combined
