@@ -252,3 +252,52 @@ def test_the_command_line_refuses_what_rdflex_cannot_take(tmp_path, capsys, extr
         argv += ["--ml-g", "LinearRegression"]
     assert main(argv) != 0
     assert match in capsys.readouterr().err
+
+
+def test_the_steps_on_moto_take_the_clients_inputs_and_estimate(moto_stack, tmp_path) -> None:
+    # GIVEN the job fanfit's RDFlex sends (one iteration, n_rep 2) and the estimate the class
+    # computes from it (fitted on the fake client)
+    import boto3
+    from pipeline_steps import run_estimate
+
+    from fanfit import storage
+    from fanfit.client.doubleml.base import _check
+    from fanfit.report import write_report
+
+    data = _data(True, 300)
+    learners = (LinearRegression(), LogisticRegression())
+    np.random.seed(8)
+    model = RDFlex(data, *learners, fuzzy=True, n_folds=3, n_rep=2)
+    _, checked = _check(model._fanfit_frame(), model.fanfit_options(1, 0))
+    np.random.seed(8)
+    reference = RDFlex(data, *learners, fuzzy=True, n_folds=3, n_rep=2)
+    fake = FakeClient()
+    reference.fit(1, client=fake)
+    sent: list = []
+
+    def client(step, plan) -> None:  # what EstimateJob.send_stage_inputs / send_estimate write
+        store = storage.JobStore("fanfit-unit", boto3.client("s3"))
+        sent.append((step, plan.client_inputs))
+        if step == storage.CLIENT_ESTIMATE_STEP:
+            store.put_json(storage.client_estimate_key(plan.job_id), fake.jobs[0].estimate)
+        else:
+            weights = [np.asarray(model.w, dtype=float).tolist()] * 2
+            store.put_json(storage.stage_inputs_key(plan.job_id, step),
+                           {"sample_weights": [weights]})  # fmt: skip
+
+    with moto_stack():
+        # WHEN Prepare, the wait, Schedule, CrossFit, the wait and Aggregate run it
+        store, planned, result = run_estimate(
+            checked.columns, checked.values, checked.spec, checked.folds, "rd", client=client
+        )
+        preds = store.get_arrays(storage.predictions_key("rd"))
+    # THEN the steps waited for the stage's weights and the estimate, the shards' predictions are
+    # the fake client's (fitted here with the same weights), result.json holds the client's
+    # estimate, and the report renders it
+    assert sent == [(0, True), (storage.CLIENT_ESTIMATE_STEP, True)]
+    assert [p.n_units for p in planned] == [12]
+    key = next(k for k in preds if k.endswith("ml_g_iter0"))
+    np.testing.assert_array_equal(preds[key][:, :], fake.jobs[0].preds["ml_g_iter0"][:, :, 0])
+    assert result["d_cols"] == ["Conventional", "Bias-Corrected", "Robust"]
+    assert result["coef"] == fake.jobs[0].estimate["coef"] and result["rdd"]["fuzzy"] is True
+    assert write_report(result, tmp_path / "report").exists()
