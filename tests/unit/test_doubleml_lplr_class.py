@@ -302,3 +302,58 @@ def test_without_given_inner_folds_each_fold_draws_its_own_from_the_seed() -> No
     ours = fdml.estimate_in_process(given.spec, given.data, folds)
     np.testing.assert_allclose(ours.coef, first.coef, rtol=1e-12, atol=0)
     np.testing.assert_allclose(ours.se, first.se, rtol=1e-12, atol=0)
+
+
+@pytest.mark.parametrize("score", ["nuisance_space", "instrument"])
+@pytest.mark.parametrize(
+    "keys",
+    [("ml_m",), ("ml_t",), ("ml_M",), ("ml_a",), ("ml_M", "ml_a", "ml_t"),
+     ("ml_m", "ml_a", "ml_t", "ml_M")],
+    ids=lambda k: "+".join(k),
+)  # fmt: skip
+def test_external_predictions_are_doublemls_refit(score: str, keys: tuple) -> None:
+    # GIVEN DoubleML's first fit and its predictions of some keys (ml_M and ml_a with their
+    # inner predictions of every outer fold, NaN outside the fold's training rows)
+    data = _data("continuous")
+    args = (LogisticRegression(), LinearRegression(), LinearRegression())
+    kwargs = {"n_folds": 3, "n_folds_inner": 3, "n_rep": 2, "score": score}
+    np.random.seed(8)
+    first = dml.DoubleMLLPLR(data, *args, **kwargs)
+    first.fit()
+    given = {}
+    for key in keys:
+        given[key] = first.predictions[key][:, :, 0]
+        if key in ("ml_M", "ml_a"):
+            for k in range(3):
+                given[f"{key}_inner_{k}"] = first.predictions[f"{key}_inner_{k}"][:, :, 0]
+    models = []
+    for cls in (dml.DoubleMLLPLR, fanfit.DoubleMLLPLR):
+        model = cls(data, *args, **kwargs, draw_sample_splitting=False)
+        model._smpls, model._smpls_inner = first._smpls, first._smpls_inner
+        models.append(model)
+    theirs, ours = models
+    # WHEN both refit with them (fanfit's on the fake stack)
+    theirs.fit(external_predictions={"d": given})
+    ours.fit(FakeClient(), external_predictions={"d": given})
+    # THEN coef and se are DoubleML's; with every key given no job ran
+    np.testing.assert_allclose(ours.coef, theirs.coef, rtol=TOL, atol=0)
+    np.testing.assert_allclose(ours.se, theirs.se, rtol=TOL, atol=0)
+    assert (ours.fanfit_job is None) == (len(keys) == 4)
+
+
+def test_external_inner_predictions_are_checked_by_name() -> None:
+    # GIVEN an lplr spec WHEN ml_M is given without its inner predictions, with n_folds_inner
+    # other than n_folds, or inner predictions without ml_M THEN InvalidJobError says which
+    data = _data()
+    base = {"data": "d.csv", "y": "y", "d": "d", "x": list(data.x_cols), "model": "lplr",
+            "ml_M": "LogisticRegression", "ml_t": "LinearRegression", "ml_m": "LinearRegression",
+            "n_folds": 3, "n_folds_inner": 3}  # fmt: skip
+    cols = {"ml_M": {"d": ["M0"]}, "ml_M_inner_0": {"d": ["I0"]}}
+    with pytest.raises(errors.InvalidJobError, match=r"all inner folds .*\(missing: 1, 2\)"):
+        EstimateOptions(**base, external_predictions_cols=cols).build_spec()
+    with pytest.raises(errors.InvalidJobError, match="need n_folds_inner == n_folds"):
+        EstimateOptions(**{**base, "n_folds_inner": 2}, external_predictions_cols=cols).build_spec()
+    with pytest.raises(errors.InvalidJobError, match="but not ml_a"):
+        EstimateOptions(
+            **base, external_predictions_cols={"ml_a_inner_0": {"d": ["I0"]}}
+        ).build_spec()

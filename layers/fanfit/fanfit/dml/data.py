@@ -214,7 +214,18 @@ def validate_data(spec: DMLSpec, columns: Sequence[str], values: np.ndarray) -> 
         raise InvalidDataError(f"The data is not numeric: {exc}") from exc
     n_obs = values.shape[0]
     index = {c: i for i, c in enumerate(columns)}
+    # a given inner prediction (DoubleML's <key>_inner_<k>: DoubleMLLPLR) is NaN outside its
+    # outer fold's training rows; the fold's unit checks those (fanfit.dml.scores.lplr)
+    inner = {
+        c
+        for key, by_treat in (spec.external_predictions_cols or {}).items()
+        if "_inner_" in key and isinstance(by_treat, dict)
+        for cols in by_treat.values()
+        for c in cols
+    }
     for c in spec.used_cols:
+        if c in inner:
+            continue
         col = values[:, index[c]]
         bad = ~np.isfinite(col)
         if bad.any():

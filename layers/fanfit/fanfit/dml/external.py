@@ -12,7 +12,7 @@ later stages (PLR's IV-type ``ml_g``, fitted on :math:`Y - \\tilde\\theta D` wit
 :math:`\\tilde\\theta` from ``ml_l`` and ``ml_m``) and the aggregate see them as DoubleML does.
 
 Models whose fits nest inside each outer fold (a fold procedure) take them as DoubleML 0.11.4's
-class does (:data:`fanfit.dml.fold_procedures.EXTERNAL`):
+class does (:attr:`fanfit.dml.models.FoldProcedure.external`):
 
 - PQ (DoubleMLPQ, ``irm/pq.py`` ``_nuisance_est``) any of ``ml_g``, ``ml_m``. A unit per fold
   still runs while one key is not given: it skips the given key's fits and returns, as before,
@@ -31,8 +31,14 @@ class does (:data:`fanfit.dml.fold_procedures.EXTERNAL`):
   with both given; a subset is ignored (:func:`external_units` leaves it out, every nuisance is
   fitted), as DoubleML ignores it: its check ``elif any(ext_preds) and not any(ext_preds):`` can
   never be true, so it fits everything and never reads the given arrays.
-- CVaR (DoubleMLCVAR takes none), LPLR and SSM's nonignorable score take none
-  (:func:`check_external_predictions`).
+- LPLR (DoubleMLLPLR, ``plm/lplr.py`` ``_nuisance_est``) any of ``ml_m``, ``ml_a``, ``ml_t``,
+  ``ml_M``; ``ml_M`` and ``ml_a`` with their inner predictions ``<key>_inner_<k>`` of every
+  outer fold ``k`` (``FoldProcedure.external_keys``; only with ``n_folds_inner == n_folds``, as
+  DoubleML reads and uses them: :func:`fanfit.dml.scores.lplr.check_lplr_spec`), which may be
+  NaN outside their fold's training rows. The units run even with every key given: each
+  fold's ``beta`` comes from the given inner predictions.
+- CVaR (DoubleMLCVAR takes none) and SSM's nonignorable score (DoubleMLSSM takes none) take
+  none (:func:`check_external_predictions`).
 """
 
 from __future__ import annotations
@@ -41,7 +47,6 @@ from collections.abc import Mapping, Sequence
 
 import numpy as np
 
-from fanfit.dml.fold_procedures import EXTERNAL
 from fanfit.dml.model_checks import DMLData, DMLSpec
 from fanfit.dml.models import model_def
 from fanfit.errors import InvalidJobError
@@ -85,12 +90,12 @@ def _model_keys(spec: DMLSpec) -> tuple[str, ...]:
 def external_units(spec: DMLSpec) -> list[tuple[str, int]]:
     """The ``(key, i_treat)`` whose given predictions replace fits, in the spec's key and
     treatment order: :func:`given_units`, less a treatment's of a model that takes every key or
-    none (``'all'`` in :data:`~fanfit.dml.fold_procedures.EXTERNAL`: DoubleMLLPQ) when not
+    none (``FoldProcedure.external`` ``'all'``: DoubleMLLPQ) when not
     every key of that treatment is given (DoubleML 0.11.4 then fits every nuisance, module
     docstring)."""
     units = given_units(spec)
     fp = model_def(spec.model).fold_procedure_for(spec)
-    if fp is None or EXTERNAL.get(spec.model) != "all":
+    if fp is None or fp.external != "all":
         return units
     keys = _model_keys(spec)
     complete = {i for i in range(len(spec.d_cols)) if all((k, i) in units for k in keys)}
@@ -101,7 +106,12 @@ def every_key_given(spec: DMLSpec, i_treat: int) -> bool:
     """Whether every prediction key of treatment ``i_treat`` is given (and taken,
     :func:`external_units`): nothing of it is fitted. A model with a fold procedure then has
     no fold unit for it (:func:`~fanfit.dml.units.fit_units`) and PQ's and LPQ's root search
-    starts from the first start value (:func:`fanfit.dml.fold_procedures.fold_solve`)."""
+    starts from the first start value (:func:`fanfit.dml.fold_procedures.fold_solve`); one
+    whose units run all the same (``FoldProcedure.given_skips_units`` False: LPLR) counts as
+    not given here."""
+    fp = model_def(spec.model).fold_procedure_for(spec)
+    if fp is not None and not fp.given_skips_units:
+        return False
     units = set(external_units(spec))
     return bool(units) and all((key, i_treat) in units for key in _model_keys(spec))
 
@@ -139,12 +149,15 @@ def check_external_predictions(spec: DMLSpec) -> None:
             f"[column of each repetition]}}, got {type(given).__name__}."
         )
     mdef = model_def(spec.model)
-    if mdef.fold_procedure_for(spec) is not None and spec.model not in EXTERNAL:
+    fp = mdef.fold_procedure_for(spec)
+    if fp is not None and not fp.external:
         raise InvalidJobError(
             f"Model {spec.model!r} with score {spec.score!r} fits its nuisances inside each outer "
             "fold, from more than their out-of-fold predictions: it takes no external predictions."
         )
     keys = [n.key for n in mdef.nuisances(spec)]
+    if fp is not None and fp.external_keys is not None:
+        keys += fp.external_keys(spec)  # LPLR's inner predictions
     roles = set(spec.data_cols)
     for key, by_treat in given.items():
         if key not in keys:

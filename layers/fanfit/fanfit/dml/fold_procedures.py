@@ -13,7 +13,7 @@ in :mod:`fanfit.dml.scores.quantile` and :mod:`fanfit.dml.scores.lpq`; see the f
 for the nested fits.
 
 **External predictions** (DoubleML's ``fit(external_predictions=...)``, :mod:`fanfit.dml.external`)
-follow DoubleML 0.11.4 (:data:`EXTERNAL`): DoubleMLPQ takes any of ``ml_g``, ``ml_m``
+follow DoubleML 0.11.4 (:attr:`fanfit.dml.models.FoldProcedure.external`): DoubleMLPQ takes any of ``ml_g``, ``ml_m``
 (``irm/pq.py`` ``_nuisance_est``: a given key's fits are skipped, the others run; with both given
 nothing is fitted and the start value is not updated), DoubleMLLPQ all five keys or none
 (``irm/lpq.py`` ``_nuisance_est``: with some given it fits every nuisance and uses none of
@@ -52,7 +52,6 @@ from fanfit.dml.scores.quantile import (
 from fanfit.errors import InvalidJobError
 
 __all__ = [
-    "EXTERNAL",
     "KINDS",
     "check_quantile_spec",
     "fold_final",
@@ -71,13 +70,6 @@ KINDS = ("pq", "cvar", "lpq")
 
 #: The fold scalar every procedure here returns: the fold's preliminary IPW quantile.
 THETA_IPW = "theta_ipw"
-
-#: Which of its prediction keys a model's fold procedure takes as external predictions, as
-#: DoubleML 0.11.4's class does: ``'some'`` any of them (DoubleMLPQ), ``'all'`` every key or
-#: none (DoubleMLLPQ, which ignores a subset: :mod:`fanfit.dml.external`); a model not named
-#: here takes none (DoubleMLCVAR, like every other fold procedure: LPLR, SSM's nonignorable
-#: score).
-EXTERNAL: Mapping[str, str] = {"pq": "some", "lpq": "all"}
 
 Preds = Mapping[str, np.ndarray]
 Solution = tuple[float, np.ndarray, np.ndarray]

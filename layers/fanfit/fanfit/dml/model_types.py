@@ -214,6 +214,19 @@ class FoldProcedure:
         folds as ``data.inner_folds`` of shape (n_obs, 1), each training row's inner fold and -1
         elsewhere, the given ones (``spec.inner_folds_cols``) or drawn from the unit's seed
         (:func:`fanfit.dml.unit_fits.fit_predict`).
+    external : str
+        Which of its keys it takes as DoubleML's external predictions (:mod:`fanfit.dml.
+        external`), as DoubleML 0.11.4's class does: ``'some'`` any of them (DoubleMLPQ,
+        DoubleMLLPLR), ``'all'`` every key or none (DoubleMLLPQ, which ignores a subset), ``''``
+        none (DoubleMLCVAR; SSM's nonignorable score, DoubleMLSSM takes none). A fold unit reads
+        the given predictions of its repetition from ``data.external``.
+    external_keys : callable or None
+        ``(spec) -> keys``: the further given predictions a given key needs and no unit
+        predicts (DoubleMLLPLR's inner predictions ``ml_M_inner_<k>``, ``ml_a_inner_<k>``).
+    given_skips_units : bool
+        With every key of a treatment given, no fold unit runs for it (PQ, LPQ: nothing is left
+        to compute; the root search starts from :attr:`start`); False: the units run and fit
+        nothing (LPLR: each fold's ``beta`` comes from the given inner predictions).
     """
 
     run: FoldRun
@@ -226,6 +239,9 @@ class FoldProcedure:
     scores: tuple[str, ...] = ()
     split_scores: tuple[str, ...] = ()
     inner_folds: bool = False
+    external: str = ""
+    external_keys: Callable[[DMLSpec], tuple[str, ...]] | None = None
+    given_skips_units: bool = True
 
     def __post_init__(self) -> None:
         if self.chained and self.split is None:

@@ -46,6 +46,7 @@ from fanfit.dml.scores.lplr import (
     LPLR_SCORES,
     check_lplr_spec,
     lplr_final,
+    lplr_inner_keys,
     lplr_instrument_weights,
     lplr_prelim,
     lplr_root,
@@ -343,6 +344,8 @@ def _quantile_model(name: str, doubleml_class: str, score: str, **declared: Any)
         ipw_options=True,
         doubleml_client_class=doubleml_class,
         fold_procedure=FoldProcedure(
+            # DoubleML 0.11.4's external predictions: PQ any key, LPQ all or none, CVaR none
+            external={"pq": "some", "lpq": "all"}.get(name, ""),
             run=fold_procedures.fold_run(name),
             start=fold_procedures.fold_start(name),
             scalars=(fold_procedures.THETA_IPW,),
@@ -422,6 +425,11 @@ _LPLR = FoldProcedure(
     ),
     split_scores=("instrument",),
     inner_folds=True,
+    # DoubleML 0.11.4's external predictions: any key, ml_M and ml_a with their inner ones; the
+    # units run even with every key given (each fold's beta comes from the inner predictions)
+    external="some",
+    external_keys=lplr_inner_keys,
+    given_skips_units=False,
 )
 
 

@@ -430,8 +430,7 @@ def _run_fold_procedure(
     if fp.inner_folds:  # the fold's own inner folds, as one column (FoldProcedure.inner_folds)
         data = dataclasses.replace(data, inner_folds=_inner_folds(spec, data, unit, train)[:, None])
     if data.external:  # the given predictions of the unit's repetition, shape (n_obs, 1, n_treat)
-        rep = slice(unit.i_rep, unit.i_rep + 1)
-        data = dataclasses.replace(data, external={k: v[:, rep] for k, v in data.external.items()})
+        data = dataclasses.replace(data, external=_unit_external(data.external, unit))
     aux: np.ndarray | None = None
     if not fp.runs_split(spec):  # one stage: the whole fold from the first start value
         start = fp.start(spec, data, unit.i_treat)
@@ -452,6 +451,21 @@ def _run_fold_procedure(
         + [np.array([scalars[name] for name in names], dtype=np.float64)]
     )
     return values, aux
+
+
+def _unit_external(external: dict[str, np.ndarray], unit: FitUnit) -> dict[str, np.ndarray]:
+    """A fold unit's given predictions: its repetition's, shape (n_obs, 1, n_treat); a key's
+    inner predictions (DoubleML's ``<key>_inner_<k>``, those of outer fold ``k``: DoubleMLLPLR)
+    only of the unit's fold, as ``<key>_inner``."""
+    rep = slice(unit.i_rep, unit.i_rep + 1)
+    own = f"_inner_{unit.i_fold}"
+    out: dict[str, np.ndarray] = {}
+    for key, values in external.items():
+        if "_inner_" not in key:
+            out[key] = values[:, rep]
+        elif key.endswith(own):
+            out[key[: -len(own)] + "_inner"] = values[:, rep]
+    return out
 
 
 def _inner_folds(spec: DMLSpec, data: DMLData, unit: FitUnit, train: np.ndarray) -> np.ndarray:

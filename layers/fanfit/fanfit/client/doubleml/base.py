@@ -295,6 +295,11 @@ class _OnStack(_Tuning):
     def _fanfit_model_options(self) -> dict[str, Any]:
         return {}
 
+    def _fanfit_fits_nothing(self, spec: Any) -> bool:
+        """Whether the job would fit nothing (every prediction given): then DoubleML's own
+        ``fit`` runs on the given predictions and no job is submitted."""
+        return not any(fit_units(spec, stage) for stage in range(n_stages(spec)))
+
     def _fanfit_check_external(self) -> None:
         """Refuse the user's external predictions where the class cannot take them: where
         DoubleML's own class takes none (:attr:`_fanfit_doubleml_external`), as DoubleML does.
@@ -566,7 +571,7 @@ class _OnStack(_Tuning):
             options["store_models"] = True
         checked_options, checked = _check(frame, {**options, **job_options})
         spec = checked.spec
-        if not any(fit_units(spec, stage) for stage in range(n_stages(spec))):
+        if self._fanfit_fits_nothing(spec):
             # every prediction is given: nothing to fit, DoubleML's own fit
             super().fit(  # type: ignore[misc]
                 store_predictions=store_predictions,

@@ -121,17 +121,21 @@ class DoubleMLPLIV(_OnStack, _doubleml.DoubleMLPLIV):  # type: ignore[misc]
 
 class _TakeBeta:
     """Between :class:`_OnStack` and DoubleML's class: takes the folds' ``beta`` out of the job's
-    predictions (DoubleML would refuse an unknown key) and keeps it for ``_nuisance_est``."""
+    predictions (DoubleML would refuse an unknown key) and keeps it for ``_nuisance_est``; the
+    user's own external predictions (no ``beta``: every key given, no job) pass as they are."""
 
     _fanfit_beta: np.ndarray | None = None
 
     def fit(self, *args: Any, **kwargs: Any) -> Any:
         external = kwargs.get("external_predictions")
-        if external is not None:
+        self._fanfit_beta = None
+        if external:
             d_col = next(iter(external))
             preds = dict(external[d_col])
-            self._fanfit_beta = np.asarray(preds.pop(BETA), dtype=float)
-            kwargs["external_predictions"] = {d_col: preds}
+            beta = preds.pop(BETA, None)
+            if beta is not None:
+                self._fanfit_beta = np.asarray(beta, dtype=float)
+                kwargs["external_predictions"] = {d_col: preds}
         return super().fit(*args, **kwargs)  # type: ignore[misc]
 
 
@@ -202,6 +206,12 @@ class DoubleMLLPLR(_OnStack, _TakeBeta, _doubleml.DoubleMLLPLR):  # type: ignore
 
     def _fanfit_frame(self) -> pd.DataFrame:
         return self._dml_data.data.assign(**self._fanfit_inner_columns())  # type: ignore[no-any-return]
+
+    def _fanfit_fits_nothing(self, spec: Any) -> bool:
+        """Every one of ``ml_m``, ``ml_a``, ``ml_t``, ``ml_M`` given (with the inner
+        predictions): DoubleML's own fit computes the rest (each fold's ``beta``), no job."""
+        given = spec.external_predictions_cols or {}
+        return all(key in given for key in LPLR_KEYS)
 
     def _fanfit_nuisance_loss(self, given: Set[tuple[str, str]] = frozenset()) -> None:
         """Nothing to add: :meth:`_nuisance_est` returns DoubleML's targets with the predictions."""

@@ -55,7 +55,7 @@ import numpy as np
 
 from fanfit.dml.folds import DEFAULT_N_FOLDS_INNER, ids_to_inner_smpls
 from fanfit.dml.model_checks import DMLData, DMLSpec, _one_treatment
-from fanfit.errors import InvalidJobError
+from fanfit.errors import InvalidDataError, InvalidJobError
 
 if TYPE_CHECKING:
     from fanfit.dml.model_types import Build
@@ -68,6 +68,7 @@ __all__ = [
     "check_lplr_spec",
     "lplr_final",
     "lplr_fold",
+    "lplr_inner_keys",
     "lplr_instrument_weights",
     "lplr_prelim",
     "lplr_root",
@@ -153,31 +154,52 @@ def _lplr_first_fits(
     x: np.ndarray, y: np.ndarray, d: np.ndarray, train: np.ndarray, test: np.ndarray,
     inner: Sequence[tuple[np.ndarray, np.ndarray]], n_folds: int,
     build_M: Callable[[int], Any], build_t: Callable[[], Any],  # noqa: N803 - DoubleML's name
-    build_a: Callable[[int], Any], a_proba: bool,
+    build_a: Callable[[int], Any], a_proba: bool, given: Mapping[str, np.ndarray] | None = None,
 ) -> tuple[dict[str, np.ndarray], float]:  # fmt: skip
     """One outer fold's fits before ``ml_m`` (:func:`lplr_fold`): the outer predictions of
-    ``ml_a``, ``ml_t``, ``ml_M`` and the fold's :math:`\\beta_k`."""
+    ``ml_a``, ``ml_t``, ``ml_M`` and the fold's :math:`\\beta_k`; a key of ``given`` is not
+    fitted (its outer predictions, and for ``ml_M`` and ``ml_a`` the fold's inner ones
+    ``<key>_inner``, are the given ones: DoubleML 0.11.4's external predictions)."""
     from scipy.special import logit
 
+    given = given or {}
+    for key in ("ml_M_inner", "ml_a_inner"):
+        if key in given and not np.isfinite(given[key][train]).all():
+            raise InvalidDataError(
+                f"The given inner predictions {key}_<fold> are not finite on every training row "
+                "of their outer fold (DoubleML's inner predictions cover those rows)."
+            )
     xd = np.hstack((d.reshape(-1, 1), x))
-    m_inner, m_outer = _double_cv(build_M, xd, y, inner, test, n_folds, proba=True)
-    a_inner, a_outer = _double_cv(build_a, x, d, inner, test, n_folds, proba=a_proba)
+    if "ml_M" in given:
+        m_inner, m_outer = given["ml_M_inner"], given["ml_M"][test]
+    else:
+        m_inner, m_outer = _double_cv(build_M, xd, y, inner, test, n_folds, proba=True)
+    if "ml_a" in given:
+        a_inner, a_outer = given["ml_a_inner"], given["ml_a"][test]
+    else:
+        a_inner, a_outer = _double_cv(build_a, x, d, inner, test, n_folds, proba=a_proba)
     m_iteration = np.clip(m_inner[train], _M_CLIP, 1 - _M_CLIP)
     w = logit(m_iteration)
     d_tilde = (d - a_inner)[train]
     beta = np.sum(d_tilde * w) / np.sum(d_tilde**2)
-    t_model = build_t().fit(x[train], w)
-    t_hat = np.asarray(t_model.predict(x[test]), dtype=np.float64)
+    if "ml_t" in given:
+        t_hat = given["ml_t"][test]
+    else:
+        t_model = build_t().fit(x[train], w)
+        t_hat = np.asarray(t_model.predict(x[test]), dtype=np.float64)
     return {"ml_a": a_outer, "ml_t": t_hat, "ml_M": m_outer}, float(beta)
 
 
 def _lplr_m_fit(
     x: np.ndarray, y: np.ndarray, d: np.ndarray, train: np.ndarray, test: np.ndarray,
     score: str, build_m: Callable[[], Any], m_proba: bool, m_weights: np.ndarray | None,
+    m_given: np.ndarray | None = None,
 ) -> np.ndarray:  # fmt: skip
     """One outer fold's ``ml_m`` (:func:`lplr_fold`): fitted to :math:`D` on ``train`` (score
     ``'nuisance_space'``: its rows with :math:`Y = 0`; ``'instrument'``: every row, weighted by
-    ``m_weights[train]``), predicting ``test``."""
+    ``m_weights[train]``), predicting ``test``; ``m_given`` (its given predictions) instead."""
+    if m_given is not None:
+        return np.asarray(m_given[test], dtype=np.float64)
     m_target = _encoded(d) if m_proba else d
     if score == "instrument":
         if m_weights is None:
@@ -208,6 +230,7 @@ def lplr_fold(
     m_proba: bool,
     a_proba: bool,
     m_weights: np.ndarray | None = None,
+    given: Mapping[str, np.ndarray] | None = None,
 ) -> LPLRFold:
     r"""One outer fold's nested fits of DoubleMLLPLR (module docstring), as DoubleML 0.11.4's
     ``DoubleMLLPLR._nuisance_est`` computes them for that fold.
@@ -250,6 +273,11 @@ def lplr_fold(
         out-of-fold ``ml_M`` predictions of *every* fold (:func:`lplr_instrument_weights`), which
         one fold cannot compute: the pipeline runs this score in two stages (:func:`lplr_prelim`,
         :func:`lplr_final`).
+    given : mapping of str to numpy.ndarray of shape (n_obs,), optional
+        DoubleML's external predictions of the fold's repetition: a key among ``ml_m``,
+        ``ml_a``, ``ml_t``, ``ml_M`` is not fitted; ``ml_M`` and ``ml_a`` come with this fold's
+        inner predictions as ``ml_M_inner``, ``ml_a_inner`` (DoubleML's ``ml_M_inner_<k>``),
+        from which :math:`\beta_k` is computed as from fitted ones.
 
     Returns
     -------
@@ -261,14 +289,16 @@ def lplr_fold(
         An unknown score, or ``'instrument'`` without ``m_weights``.
     """
     _check_score(score)
-    if score == "instrument" and m_weights is None:
+    given = given or {}
+    if score == "instrument" and m_weights is None and "ml_m" not in given:
         raise InvalidJobError(
             "Score 'instrument' fits ml_m with weights M_hat * (1 - M_hat) from every outer "
             "fold's ml_M predictions (m_weights), which one fold cannot compute."
         )
     preds, beta = _lplr_first_fits(x, y, d, train, test, inner, n_folds, build_M, build_t,
-                                   build_a, a_proba)  # fmt: skip
-    preds["ml_m"] = _lplr_m_fit(x, y, d, train, test, score, build_m, m_proba, m_weights)
+                                   build_a, a_proba, given)  # fmt: skip
+    preds["ml_m"] = _lplr_m_fit(x, y, d, train, test, score, build_m, m_proba, m_weights,
+                                given.get("ml_m"))  # fmt: skip
     return LPLRFold(preds={k: preds[k] for k in LPLR_KEYS}, beta=beta)
 
 
@@ -387,6 +417,37 @@ def lplr_solve(
 
 
 # --------------------------------------------------------------------------- the registry's entry
+def _check_external(spec: DMLSpec) -> None:
+    """DoubleML 0.11.4's rules for LPLR's external predictions: a given ``ml_M`` or ``ml_a``
+    comes with its inner predictions of every inner fold (DoubleML's ValueError), which
+    DoubleML reads for ``k < n_folds_inner`` and uses for ``k < n_folds``, while its
+    ``params_names`` hold them for ``k < n_folds`` only: so it takes them with
+    ``n_folds_inner == n_folds`` only; an inner key without its outer one is not used."""
+    given = spec.external_predictions_cols or {}
+    for key in ("ml_M", "ml_a"):
+        inner = [k for k in given if k.startswith(f"{key}_inner_")]
+        if key not in given:
+            if inner:
+                raise InvalidJobError(
+                    f"external_predictions_cols gives {', '.join(sorted(inner))} but not {key}: "
+                    f"inner predictions come with the outer ones of {key}."
+                )
+            continue
+        n_inner = spec.n_folds_inner or DEFAULT_N_FOLDS_INNER
+        if n_inner != spec.n_folds:
+            raise InvalidJobError(
+                f"External predictions of {key} need n_folds_inner == n_folds (DoubleML 0.11.4 "
+                f"reads their inner predictions for n_folds_inner = {n_inner} inner folds and "
+                f"uses them for n_folds = {spec.n_folds} outer folds)."
+            )
+        missing = [str(k) for k in range(n_inner) if f"{key}_inner_{k}" not in given]
+        if missing:
+            raise InvalidJobError(
+                f"When providing external predictions for {key}, also inner predictions for all "
+                f"inner folds have to be provided (missing: {', '.join(missing)})."
+            )
+
+
 def _fits_with_sample_weight(spec: DMLSpec, name: str) -> bool:
     """Whether learner ``name``'s ``fit`` takes ``sample_weight`` (DoubleML's test,
     ``inspect.signature(learner.fit).parameters``)."""
@@ -417,6 +478,7 @@ def check_lplr_spec(spec: DMLSpec) -> None:
             "Model 'lplr' does not take cluster_cols (DoubleML's DoubleMLLPLR has no "
             "cluster-robust version); leave cluster_cols empty."
         )
+    _check_external(spec)
     if spec.score == "instrument":
         for name in ("ml_a", "ml_m"):
             if name in spec.learners and not _fits_with_sample_weight(spec, name):
@@ -425,6 +487,24 @@ def check_lplr_spec(spec: DMLSpec) -> None:
                     f'"instrument" (it fits ml_m weighted by M_hat * (1 - M_hat)); '
                     f"{spec.learners[name].name}.fit takes no sample_weight."
                 )
+
+
+def lplr_inner_keys(spec: DMLSpec) -> tuple[str, ...]:
+    """The inner predictions DoubleML 0.11.4 takes with a given ``ml_M`` or ``ml_a``
+    (``params_names``: ``ml_M_inner_<k>``, ``ml_a_inner_<k>`` for every outer fold ``k``)."""
+    return tuple(f"{key}_inner_{k}" for key in ("ml_M", "ml_a") for k in range(spec.n_folds))
+
+
+def _given(data: DMLData, i_treat: int) -> dict[str, np.ndarray]:
+    """A fold unit's given predictions (``data.external``, the unit's repetition and, as
+    ``<key>_inner``, its fold's inner ones: :func:`fanfit.dml.unit_fits.fit_predict`), shape
+    (n_obs,) each."""
+    out: dict[str, np.ndarray] = {}
+    for key, values in (data.external or {}).items():
+        col = np.asarray(values[:, 0, i_treat], dtype=np.float64)
+        if not np.isnan(col).all():
+            out[key] = col
+    return out
 
 
 def _fold_inputs(
@@ -464,7 +544,7 @@ def lplr_run(
         data.xd(i_treat), data.y, data.d[:, i_treat], train, test, inner, spec.n_folds,
         spec.score, lambda k: build("ml_M", k), lambda: build("ml_t"), lambda: build("ml_m"),
         lambda k: build("ml_a", k), spec.learners["ml_m"].is_classifier,
-        spec.learners["ml_a"].is_classifier,
+        spec.learners["ml_a"].is_classifier, given=_given(data, i_treat),
     )  # fmt: skip
     return fold.preds, {BETA: fold.beta}
 
@@ -486,7 +566,7 @@ def lplr_prelim(
     preds, beta = _lplr_first_fits(
         data.xd(i_treat), data.y, data.d[:, i_treat], train, test, inner, spec.n_folds,
         lambda k: build("ml_M", k), lambda: build("ml_t"), lambda k: build("ml_a", k),
-        spec.learners["ml_a"].is_classifier,
+        spec.learners["ml_a"].is_classifier, _given(data, i_treat),
     )  # fmt: skip
     return preds, np.array([beta], dtype=np.float64)
 
@@ -548,6 +628,7 @@ def lplr_final(
     m_hat = _lplr_m_fit(
         data.xd(i_treat), data.y, d, train, test, spec.score, lambda: build("ml_m"),
         spec.learners["ml_m"].is_classifier, data.stage_weights,
+        _given(data, i_treat).get("ml_m"),
     )  # fmt: skip
     return {"ml_m": m_hat}
 
