@@ -458,7 +458,8 @@ def _fits_with_sample_weight(spec: DMLSpec, name: str) -> bool:
 
 
 def check_lplr_spec(spec: DMLSpec) -> None:
-    """The rules of ``lplr``: one treatment, no instruments, no clusters; score
+    """The rules of ``lplr``: one treatment, no instruments, no clusters; given predictions of
+    ``ml_M`` or ``ml_a`` with their inner ones (:func:`_check_external`); score
     ``'instrument'`` needs learners whose ``fit`` takes ``sample_weight``: ``ml_a``, as
     DoubleML 0.11.4's ``DoubleMLLPLR.__init__`` checks, and ``ml_m``, which the score fits
     weighted (DoubleML would fail in its fit).
