@@ -23,6 +23,7 @@ from doubleml_helpers import submitted  # noqa: E402
 from sklearn.ensemble import RandomForestClassifier, RandomForestRegressor  # noqa: E402
 from sklearn.linear_model import LinearRegression, LogisticRegression  # noqa: E402
 
+import fanfit  # noqa: E402
 from fanfit import dml as fdml  # noqa: E402
 from fanfit import errors  # noqa: E402
 from fanfit.client.doubleml.rdd import ESTIMATE_STEP, RDFlex  # noqa: E402
@@ -301,3 +302,19 @@ def test_the_steps_on_moto_take_the_clients_inputs_and_estimate(moto_stack, tmp_
     assert result["d_cols"] == ["Conventional", "Bias-Corrected", "Robust"]
     assert result["coef"] == fake.jobs[0].estimate["coef"] and result["rdd"]["fuzzy"] is True
     assert write_report(result, tmp_path / "report").exists()
+
+
+def test_from_doubleml_runs_an_unfitted_rdflex_with_its_folds() -> None:
+    # GIVEN DoubleML's unfitted RDFlex (its folds and first bandwidth drawn at construction)
+    data = _data(False)
+    np.random.seed(8)
+    model = dml.rdd.RDFlex(data, LinearRegression(), n_folds=3)
+    np.random.seed(8)
+    theirs = dml.rdd.RDFlex(data, LinearRegression(), n_folds=3).fit()
+    # WHEN fanfit runs it THEN its class is fanfit's and its numbers DoubleML's
+    fitted = fanfit.from_doubleml(model, FakeClient())
+    assert isinstance(fitted, RDFlex)
+    _same(theirs, fitted)
+    # ... a fitted one is refused by name
+    with pytest.raises(errors.UnsupportedArgumentError, match="unfitted doubleml.rdd.RDFlex"):
+        fanfit.from_doubleml(theirs, FakeClient())

@@ -130,7 +130,10 @@ def from_doubleml(model: Any, client: Any = None, **fit_options: Any) -> Any:
     """
     if isinstance(model, _OnStack):
         return model.fit(client, **fit_options)
-    return counterpart(model).fit(client, **fit_options)
+    ours = counterpart(model)
+    if not isinstance(ours, _OnStack):  # fanfit.RDFlex: fit(n_iterations, client=...)
+        return ours.fit(client=client, **fit_options)
+    return ours.fit(client, **fit_options)
 
 
 def counterpart(model: Any) -> Any:
@@ -144,13 +147,17 @@ def counterpart(model: Any) -> Any:
     fanfit.errors.InvalidLearnerError
         A learner outside the allow-list.
     """
+    if type(model).__module__.startswith("doubleml.rdd"):  # RDFlex: its own module (rdrobust)
+        from fanfit.client.doubleml.rdd import RDFlex
+
+        return RDFlex.of(model)
     cls = _CLASSES.get(type(model))
     if cls is None:
         raise _unsupported(
             f"a {type(model).__name__}",
             "fanfit runs DoubleMLPLR, DoubleMLIRM, DoubleMLPLIV, DoubleMLIIVM, DoubleMLAPO, "
-            "DoubleMLDID, DoubleMLDIDCS, DoubleMLSSM, DoubleMLPQ, DoubleMLCVAR, DoubleMLLPQ and "
-            "DoubleMLLPLR",
+            "DoubleMLDID, DoubleMLDIDCS, DoubleMLSSM, DoubleMLPQ, DoubleMLCVAR, DoubleMLLPQ, "
+            "DoubleMLLPLR and RDFlex",
         )
     kwargs: dict[str, Any] = dict(model.learner)
     cluster = bool(getattr(model._dml_data, "is_cluster_data", False))

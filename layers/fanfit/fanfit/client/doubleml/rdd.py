@@ -80,6 +80,31 @@ class RDFlex(_doubleml_rdd.RDFlex):  # type: ignore[misc]
         self.fanfit_job: Any = None
         self.fanfit_result: Any = None
 
+    @classmethod
+    def of(cls, model: Any) -> RDFlex:
+        """fanfit's unfitted RDFlex of an unfitted ``doubleml.rdd.RDFlex``
+        (:func:`fanfit.from_doubleml`): its whole state, so its folds, first bandwidth and
+        weights (drawn and computed at its construction) are kept.
+
+        Raises
+        ------
+        fanfit.errors.UnsupportedArgumentError
+            Not a ``doubleml.rdd.RDFlex``, or fitted already.
+        fanfit.errors.InvalidLearnerError
+            A learner outside the allow-list.
+        """
+        if type(model) is not _doubleml_rdd.RDFlex or model.coef is not None:
+            raise errors.UnsupportedArgumentError(
+                f"fanfit's RDFlex takes an unfitted doubleml.rdd.RDFlex, got a "
+                f"{'fitted ' if getattr(model, 'coef', None) is not None else ''}"
+                f"{type(model).__name__}"
+            )
+        ours: RDFlex = cls.__new__(cls)
+        ours.__dict__.update(model.__dict__)
+        ours._fanfit_specs = {n: _learner_spec(n, est) for n, est in ours._learner.items()}
+        ours.fanfit_job = ours.fanfit_result = None
+        return ours
+
     # ------------------------------------------------------------------ the job
     def _fanfit_frame(self) -> pd.DataFrame:
         """DoubleML's data with the first stage's design :math:`Z` as columns."""
