@@ -318,3 +318,16 @@ def test_from_doubleml_runs_an_unfitted_rdflex_with_its_folds() -> None:
     # ... a fitted one is refused by name
     with pytest.raises(errors.UnsupportedArgumentError, match="unfitted doubleml.rdd.RDFlex"):
         fanfit.from_doubleml(theirs, FakeClient())
+
+
+def test_a_resume_of_an_rdflex_job_is_refused_by_name(moto_stack, moto_client) -> None:
+    # GIVEN an rdflex job's spec in the stack's bucket WHEN it is resumed THEN InvalidJobError
+    # names why: only its client can run rdrobust between the stages
+    from fanfit import storage
+
+    with moto_stack():
+        client = moto_client()
+        client.store.put_json(storage.spec_key("rd-1"),
+                              {"kind": "estimate", "dml": {"model": "rdflex"}})  # fmt: skip
+        with pytest.raises(errors.InvalidJobError, match="fit it again with fanfit.RDFlex"):
+            client.resume("rd-1")

@@ -35,6 +35,7 @@ from fanfit.client.jobs import JobHandle
 from fanfit.client.options import EstimateOptions, TrainOptions, with_option_parameters
 from fanfit.client.stack import Stack
 from fanfit.client.train import TrainJob, TrainResult, submit_train
+from fanfit.dml.models import REGISTRY, model_def
 from fanfit.jobs.documents.estimate import EstimatePrediction, PartSelect
 from fanfit.jobs.documents.record import JobRecord, SpecKind
 
@@ -529,7 +530,9 @@ class Client:
         fanfit.errors.JobNotFoundError
             The stack's bucket has no spec of ``job_id``.
         fanfit.errors.InvalidJobError
-            The job's execution is still running, or its spec names no known kind.
+            The job's execution is still running, or its spec names no known kind; a job whose
+            model takes its stage inputs from the client (``ModelDef.client_inputs``: RDFlex),
+            which only its client can drive (fit it again with :class:`fanfit.RDFlex`).
         fanfit.errors.StackError
             A train job on a stack without a train state machine.
         """
@@ -541,6 +544,12 @@ class Client:
             raise errors.InvalidJobError(
                 f"job {job_id!r}: {key} names no job kind fanfit resumes (estimate or train): {exc}"
             ) from None
+        model = (job.get("dml") or {}).get("model") if kind == "estimate" else None
+        if isinstance(model, str) and model in REGISTRY and model_def(model).client_inputs:
+            raise errors.InvalidJobError(
+                f"job {job_id!r} is a {model} job: its stages wait for its client's rdrobust "
+                "between them, which a resume cannot run; fit it again with fanfit.RDFlex"
+            )
         machine = self.stack.estimate_state_machine_arn
         if kind == "train":
             if not self.stack.train_state_machine_arn:
