@@ -331,3 +331,18 @@ def test_a_resume_of_an_rdflex_job_is_refused_by_name(moto_stack, moto_client) -
                               {"kind": "estimate", "dml": {"model": "rdflex"}})  # fmt: skip
         with pytest.raises(errors.InvalidJobError, match="fit it again with fanfit.RDFlex"):
             client.resume("rd-1")
+
+
+def test_ctrl_c_on_the_client_fails_the_job_rather_than_leave_it_waiting(monkeypatch) -> None:
+    # GIVEN a Ctrl-C while the client waits for a stage
+    model = RDFlex(_data(False), LinearRegression(), n_folds=3)
+    client = FakeClient()
+
+    def interrupted(self, stage):
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(FakeJob, "stage_predictions", interrupted)
+    # WHEN it reaches fit THEN the job is failed by name (its execution would wait an hour)
+    with pytest.raises(KeyboardInterrupt):
+        model.fit(client=client)
+    assert client.jobs[0].log[-1] == ("failure", 1, "KeyboardInterrupt")

@@ -187,8 +187,8 @@ class RDFlex(_doubleml_rdd.RDFlex):  # type: ignore[misc]
             estimate = self._fanfit_drive(job, n_iterations, timeout)
         except errors.JobFailedError:
             raise
-        except Exception as exc:  # rdrobust or DoubleML failed here: fail the job, by name
-            job.send_client_failure(self._fanfit_step, type(exc).__name__, str(exc))
+        except BaseException as exc:  # rdrobust failed here, or Ctrl-C: fail the job, by name
+            job.send_client_failure(self._fanfit_step, type(exc).__name__, str(exc) or "stopped")
             raise
         job.send_estimate(estimate, timeout)
         self.fanfit_result = job.result(timeout=timeout, progress=progress)
@@ -327,7 +327,10 @@ def rdflex_from_options(
     x_cols = [x] if isinstance(x, str) else list(x) if x is not None else None
     if x_cols is None:
         x_cols = [c for c in frame.columns if c not in (options.y, *d_cols, score_col)]
-    frame = frame.astype({c: "float64" for c in (options.y, *d_cols, score_col, *x_cols)})
+    try:
+        frame = frame.astype({c: "float64" for c in (options.y, *d_cols, score_col, *x_cols)})
+    except (TypeError, ValueError) as exc:
+        raise errors.InvalidDataError(f"--model rdflex needs numeric columns: {exc}") from exc
     data = DoubleMLRDDData(
         frame, y_col=options.y, d_cols=d_cols, x_cols=x_cols, score_col=score_col
     )
