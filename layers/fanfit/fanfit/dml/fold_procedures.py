@@ -29,7 +29,7 @@ from typing import Any
 
 import numpy as np
 
-from fanfit.dml.model_checks import DMLData, DMLSpec, _one_treatment, column
+from fanfit.dml.model_checks import DMLData, DMLSpec, _one_treatment, column, given_predictions
 from fanfit.dml.scores.lpq import (
     lpq_fold,
     lpq_fold_final,
@@ -119,16 +119,6 @@ def _options(spec: DMLSpec) -> tuple[int, float]:
     return int(spec.treatment), float(spec.quantile)
 
 
-def _given(data: DMLData, key: str, i_treat: int) -> np.ndarray | None:
-    """A fold unit's given predictions of ``key`` (its repetition's, shape (n_obs,)), or None
-    when they are not given (``data.external``, :mod:`fanfit.dml.external`)."""
-    arr = (data.external or {}).get(key)
-    if arr is None:
-        return None
-    col = np.asarray(arr[:, 0, i_treat], dtype=np.float64)
-    return None if np.isnan(col).all() else col
-
-
 def fold_run(model: str) -> Callable[..., tuple[dict[str, np.ndarray], dict[str, float]]]:
     """The ``run`` of a model's fold procedure (:class:`fanfit.dml.models.FoldProcedure`); PQ's
     skips the fits of a key whose predictions ``data.external`` gives and returns those on the
@@ -154,9 +144,10 @@ def fold_run(model: str) -> Callable[..., tuple[dict[str, np.ndarray], dict[str,
                 *ipw,
             )  # fmt: skip
             return dict(lpq.preds), {THETA_IPW: lpq.theta_ipw}
+        given = given_predictions(data, i_treat)
         out = pq_fold(
             x, y, d, train, test, treatment, quantile, start, *common, *ipw, cvar=model == "cvar",
-            m_given=_given(data, "ml_m", i_treat), g_given=_given(data, "ml_g", i_treat),
+            m_given=given.get("ml_m"), g_given=given.get("ml_g"),
         )  # fmt: skip
         return {"ml_g": out.g_hat, "ml_m": out.m_hat}, {THETA_IPW: out.theta_ipw}
 
@@ -186,7 +177,13 @@ def fold_prelim(
             z = column(spec, data, "z", i_treat)
             return lpq_fold_prelim(x, d, z, train, test, spec.n_folds, build)
         out = pq_fold_prelim(
-            x, d, train, test, spec.n_folds, lambda: build("ml_m"), _given(data, "ml_m", i_treat)
+            x,
+            d,
+            train,
+            test,
+            spec.n_folds,
+            lambda: build("ml_m"),
+            given_predictions(data, i_treat).get("ml_m"),
         )
         return {"ml_m": out.m_hat}, out.m_prelim[None, :]
 
@@ -236,7 +233,7 @@ def fold_final(model: str) -> Callable[..., dict[str, np.ndarray]]:
             z = column(spec, data, "z", i_treat)
             return lpq_fold_final(x, y, d, z, train, test, treatment, theta, build)
         build_g = lambda: build("ml_g")  # noqa: E731
-        g_given = _given(data, "ml_g", i_treat)
+        g_given = given_predictions(data, i_treat).get("ml_g")
         g_hat = pq_fold_final(
             x, y, d, train, test, treatment, quantile, theta, build_g, g_given=g_given
         )

@@ -24,10 +24,23 @@ DMLSpec = Any
 #: A :class:`fanfit.dml.data.DMLData`.
 DMLData = Any
 
-__all__ = ["check_noncompliance", "column", "column_label", "require_binary"]
+__all__ = ["check_noncompliance", "column", "column_label", "given_predictions", "require_binary"]
 
 
 # --------------------------------------------------------------------------- columns
+def given_predictions(data: DMLData, i_treat: int) -> dict[str, np.ndarray]:
+    """A fold unit's given predictions (DoubleML's external predictions, ``data.external`` as
+    :func:`fanfit.dml.unit_fits.fit_predict` hands it to the unit: its repetition's, and a key's
+    inner ones of its fold as ``<key>_inner``) of treatment ``i_treat``: key -> float64 array
+    of shape (n_obs,), the keys not given for that treatment (all NaN) left out."""
+    out: dict[str, np.ndarray] = {}
+    for key, values in (data.external or {}).items():
+        col = np.asarray(values[:, 0, i_treat], dtype=np.float64)
+        if not np.isnan(col).all():
+            out[key] = col
+    return out
+
+
 def column(spec: DMLSpec, data: DMLData, name: str, i_treat: int) -> np.ndarray:
     """The data column a target or sample names (see :mod:`fanfit.dml.model_types`' docstring).
 

@@ -54,7 +54,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from fanfit.dml.folds import DEFAULT_N_FOLDS_INNER, ids_to_inner_smpls
-from fanfit.dml.model_checks import DMLData, DMLSpec, _one_treatment
+from fanfit.dml.model_checks import DMLData, DMLSpec, _one_treatment, given_predictions
 from fanfit.errors import InvalidDataError, InvalidJobError
 
 if TYPE_CHECKING:
@@ -496,18 +496,6 @@ def lplr_inner_keys(spec: DMLSpec) -> tuple[str, ...]:
     return tuple(f"{key}_inner_{k}" for key in ("ml_M", "ml_a") for k in range(spec.n_folds))
 
 
-def _given(data: DMLData, i_treat: int) -> dict[str, np.ndarray]:
-    """A fold unit's given predictions (``data.external``, the unit's repetition and, as
-    ``<key>_inner``, its fold's inner ones: :func:`fanfit.dml.unit_fits.fit_predict`), shape
-    (n_obs,) each."""
-    out: dict[str, np.ndarray] = {}
-    for key, values in (data.external or {}).items():
-        col = np.asarray(values[:, 0, i_treat], dtype=np.float64)
-        if not np.isnan(col).all():
-            out[key] = col
-    return out
-
-
 def _fold_inputs(
     spec: DMLSpec, data: DMLData, train: np.ndarray
 ) -> Sequence[tuple[np.ndarray, np.ndarray]]:
@@ -545,7 +533,7 @@ def lplr_run(
         data.xd(i_treat), data.y, data.d[:, i_treat], train, test, inner, spec.n_folds,
         spec.score, lambda k: build("ml_M", k), lambda: build("ml_t"), lambda: build("ml_m"),
         lambda k: build("ml_a", k), spec.learners["ml_m"].is_classifier,
-        spec.learners["ml_a"].is_classifier, given=_given(data, i_treat),
+        spec.learners["ml_a"].is_classifier, given=given_predictions(data, i_treat),
     )  # fmt: skip
     return fold.preds, {BETA: fold.beta}
 
@@ -567,7 +555,7 @@ def lplr_prelim(
     preds, beta = _lplr_first_fits(
         data.xd(i_treat), data.y, data.d[:, i_treat], train, test, inner, spec.n_folds,
         lambda k: build("ml_M", k), lambda: build("ml_t"), lambda k: build("ml_a", k),
-        spec.learners["ml_a"].is_classifier, _given(data, i_treat),
+        spec.learners["ml_a"].is_classifier, given_predictions(data, i_treat),
     )  # fmt: skip
     return preds, np.array([beta], dtype=np.float64)
 
@@ -629,7 +617,7 @@ def lplr_final(
     m_hat = _lplr_m_fit(
         data.xd(i_treat), data.y, d, train, test, spec.score, lambda: build("ml_m"),
         spec.learners["ml_m"].is_classifier, data.stage_weights,
-        _given(data, i_treat).get("ml_m"),
+        given_predictions(data, i_treat).get("ml_m"),
     )  # fmt: skip
     return {"ml_m": m_hat}
 
