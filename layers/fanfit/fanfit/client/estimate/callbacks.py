@@ -159,12 +159,7 @@ class ClientCallbacks:
             A call was refused (e.g. AccessDenied: the client's IAM lacks states:SendTaskSuccess).
         """
         doc = StageInputs.parse(dict(inputs), source=f"the client's inputs of stage {stage}")
-        request = self.client_request(stage, timeout)
-        key = self.client.store.put_json(
-            storage.stage_inputs_key(self.job_id, stage), doc.to_json_dict()
-        )
-        self._send_success(stage, request)
-        return key
+        return self._deliver(stage, storage.stage_inputs_key(self.job_id, stage), doc, timeout)
 
     def send_estimate(self, estimate: Mapping[str, Any], timeout: float = 3600.0) -> str:
         """Send the client's estimate and resume the execution (Aggregate then writes it into
@@ -193,14 +188,17 @@ class ClientCallbacks:
         fanfit.errors.JobFailedError, botocore.exceptions.ClientError
             As :meth:`send_stage_inputs`.
         """
-        step = storage.CLIENT_ESTIMATE_STEP
         doc = ClientEstimate.parse(dict(estimate), source="the client's estimate")
+        key = storage.client_estimate_key(self.job_id)
+        return self._deliver(storage.CLIENT_ESTIMATE_STEP, key, doc, timeout)
+
+    def _deliver(self, step: int | str, key: str, doc: Any, timeout: float) -> str:
+        """Wait for the request of ``step``, write ``doc`` (a checked document) to ``key`` and
+        resume the execution; returns the key (:meth:`send_stage_inputs`, :meth:`send_estimate`)."""
         request = self.client_request(step, timeout)
-        key = self.client.store.put_json(
-            storage.client_estimate_key(self.job_id), doc.to_json_dict()
-        )
+        written = self.client.store.put_json(key, doc.to_json_dict())
         self._send_success(step, request)
-        return key
+        return written
 
     def stage_predictions(self, stage: int) -> dict[str, Any]:
         """The out-of-fold predictions of one stage, once it has ended (the execution's request
