@@ -212,27 +212,24 @@ def test_the_command_line_runs_doublemls_rdflex(tmp_path, monkeypatch, capsys) -
             data.d_cols[0], "--score-col", data.score_col, "--fuzzy", "--cutoff", "0",
             "--ml-g", "LinearRegression", "--ml-m", "LogisticRegression", "--n-folds", "3",
             "--n-rep", "2", "--seed", "8", "--fs-specification", "cutoff and score", "-q"]  # fmt: skip
+
+    def doublemls():  # DoubleML's RDFlex of the same frame and options, after the same seed
+        np.random.seed(8)
+        return dml.rdd.RDFlex(
+            dml.DoubleMLRDDData(frame, y_col=data.y_col, d_cols=data.d_cols, x_cols=data.x_cols,
+                                score_col=data.score_col),
+            LinearRegression(), LogisticRegression(), fuzzy=True, cutoff=0.0, n_folds=3,
+            n_rep=2, fs_specification="cutoff and score",
+        )  # fmt: skip
+
     # WHEN it runs THEN it prints DoubleML's RDFlex of the same data after the same seed
     assert main(argv) == 0
-    np.random.seed(8)
-    theirs = dml.rdd.RDFlex(
-        dml.DoubleMLRDDData(frame, y_col=data.y_col, d_cols=data.d_cols, x_cols=data.x_cols,
-                            score_col=data.score_col),
-        LinearRegression(), LogisticRegression(), fuzzy=True, cutoff=0.0, n_folds=3, n_rep=2,
-        fs_specification="cutoff and score",
-    ).fit()  # fmt: skip
-    assert str(theirs) in capsys.readouterr().out
+    assert str(doublemls().fit()) in capsys.readouterr().out
     # ... given folds replace the drawn ones, as DoubleML's _smpls
     folds = np.stack([np.arange(400) % 3, (np.arange(400) // 7) % 3], axis=1)
     pd.DataFrame(folds).to_csv(tmp_path / "folds.csv", index=False, header=False)
     assert main([*argv, "--folds", str(tmp_path / "folds.csv")]) == 0
-    np.random.seed(8)
-    theirs = dml.rdd.RDFlex(
-        dml.DoubleMLRDDData(frame, y_col=data.y_col, d_cols=data.d_cols, x_cols=data.x_cols,
-                            score_col=data.score_col),
-        LinearRegression(), LogisticRegression(), fuzzy=True, cutoff=0.0, n_folds=3, n_rep=2,
-        fs_specification="cutoff and score",
-    )  # fmt: skip
+    theirs = doublemls()
     theirs._smpls = fdml.folds_to_smpls(folds)
     assert str(theirs.fit()) in capsys.readouterr().out
 

@@ -85,26 +85,37 @@ def test_a_fold_procedure_whose_doubleml_class_takes_none_takes_none() -> None:
         spec.validate()
 
 
-def test_the_steps_on_moto_fit_only_the_others_and_equal_doublemls_refit(moto_stack) -> None:
-    # GIVEN DoubleML's IV-type PLR, its ml_m predictions, and its refit with them
+def _iv_type_plr_fit(seed: int, folds_seed: int):
+    """DoubleML's IV-type PLR on 200 rows of its generator, linear learners, 3 x 2 given folds,
+    fitted: ``(data frame, DoubleMLData, folds, smpls, the fitted model)``."""
     doubleml = pytest.importorskip("doubleml")
     from doubleml.plm.datasets import make_plr_CCDDHNR2018
-    from doubleml.utils import DMLDummyRegressor
-    from pipeline_steps import run_estimate
     from sklearn.linear_model import LinearRegression
 
     from fanfit import dml
 
-    np.random.seed(5)
+    np.random.seed(seed)
     data = make_plr_CCDDHNR2018(n_obs=200, dim_x=4, return_type="DataFrame")
     obj = doubleml.DoubleMLData(data, "y", "d")
-    folds = draw_folds(200, 3, 2, 9)
+    folds = draw_folds(200, 3, 2, folds_seed)
     smpls = dml.folds_to_smpls(folds)
     lin = LinearRegression()
     first = doubleml.DoubleMLPLR(obj, lin, lin, lin, n_folds=3, n_rep=2, score="IV-type",
                                  draw_sample_splitting=False)  # fmt: skip
     first.set_sample_splitting(smpls)
     first.fit(store_predictions=True)
+    return data, obj, folds, smpls, first
+
+
+def test_the_steps_on_moto_fit_only_the_others_and_equal_doublemls_refit(moto_stack) -> None:
+    # GIVEN DoubleML's IV-type PLR, its ml_m predictions, and its refit with them
+    doubleml = pytest.importorskip("doubleml")
+    from doubleml.utils import DMLDummyRegressor
+    from pipeline_steps import run_estimate
+    from sklearn.linear_model import LinearRegression
+
+    data, obj, folds, smpls, first = _iv_type_plr_fit(5, 9)
+    lin = LinearRegression()
     given = first.predictions["ml_m"][:, :, 0]
     refit = doubleml.DoubleMLPLR(obj, lin, DMLDummyRegressor(), lin, n_folds=3, n_rep=2,
                                  score="IV-type", draw_sample_splitting=False)  # fmt: skip
@@ -128,24 +139,15 @@ def test_a_stage_without_units_records_an_empty_schedule_and_the_job_ends(moto_s
     # has no unit to fit, stage 1 fits ml_g
     doubleml = pytest.importorskip("doubleml")
     import boto3
-    from doubleml.plm.datasets import make_plr_CCDDHNR2018
     from doubleml.utils import DMLDummyRegressor
     from pipeline_steps import run_estimate
     from sklearn.linear_model import LinearRegression
 
-    from fanfit import dml, storage
+    from fanfit import storage
     from fanfit.progress import ProgressTracker
 
-    np.random.seed(6)
-    data = make_plr_CCDDHNR2018(n_obs=200, dim_x=4, return_type="DataFrame")
-    obj = doubleml.DoubleMLData(data, "y", "d")
-    folds = draw_folds(200, 3, 2, 11)
-    smpls = dml.folds_to_smpls(folds)
+    data, obj, folds, smpls, first = _iv_type_plr_fit(6, 11)
     lin = LinearRegression()
-    first = doubleml.DoubleMLPLR(obj, lin, lin, lin, n_folds=3, n_rep=2, score="IV-type",
-                                 draw_sample_splitting=False)  # fmt: skip
-    first.set_sample_splitting(smpls)
-    first.fit(store_predictions=True)
     ml_l, ml_m = first.predictions["ml_l"][:, :, 0], first.predictions["ml_m"][:, :, 0]
     refit = doubleml.DoubleMLPLR(obj, DMLDummyRegressor(), DMLDummyRegressor(), lin, n_folds=3,
                                  n_rep=2, score="IV-type", draw_sample_splitting=False)  # fmt: skip
