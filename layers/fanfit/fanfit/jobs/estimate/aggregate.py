@@ -178,7 +178,7 @@ def _aggregate_part(
     preds, _ = gather_outputs(store, job_id, spec, data, folds, range(plan.n_stages),
                               part=part, outputs=outputs)  # fmt: skip
     if model_def(spec.model).client_inputs:
-        return _client_part(store, job_id, spec, data, folds, part, preds)
+        return _client_part(store, job_id, spec, data, part, preds)
     # the estimate, its nuisance losses and (with boot_method) its bootstrap: dml.aggregate
     result = dml.aggregate(spec, data, folds, preds)
     # the predictions the estimate was aggregated from, for DoubleML's external_predictions
@@ -199,7 +199,6 @@ def _client_part(
     job_id: str,
     spec: dml.DMLSpec,
     data: dml.DMLData,
-    folds: np.ndarray,
     part: int,
     preds: dict[str, np.ndarray],
 ) -> tuple[dict[str, Any], None]:
@@ -223,7 +222,6 @@ def _client_part(
     pred_key = store.put_arrays(
         storage.predictions_key(job_id, part), predictions_to_arrays(spec.d_cols, preds)
     )
-    del folds
     return {
         **estimate.to_json_dict(),
         "model": spec.model,
